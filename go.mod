@@ -1,0 +1,18 @@
+module github.com/xupf/xupf
+
+go 1.26.8
+
+require (
+	github.com/cilium/ebpf v0.22.0 // indirect
+	github.com/gopacket/gopacket v1.7.7 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
+)
+
+tool github.com/cilium/ebpf/cmd/bpf2go

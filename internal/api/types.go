@@ -1,0 +1,48 @@
+// Package api is the daemon's HTTP API: the contract (these types, api/openapi.yaml), the
+// server handlers and the client that xupfctl uses.
+package api
+
+import (
+	"time"
+
+	"github.com/xupf/xupf/internal/session"
+)
+
+// Interface is one interface the datapath is attached to.
+type Interface struct {
+	Name    string   `json:"name" yaml:"name"`
+	Ifindex int      `json:"ifindex" yaml:"ifindex"`
+	Roles   []string `json:"roles" yaml:"roles"`       // "n3", "n6"
+	XDPMode string   `json:"xdp_mode" yaml:"xdp_mode"` // "native" or "generic": the mode in use
+}
+
+// Status is the daemon's overall state.
+type Status struct {
+	Version       string      `json:"version" yaml:"version"`
+	StartedAt     time.Time   `json:"started_at" yaml:"started_at"`
+	UptimeSeconds float64     `json:"uptime_seconds" yaml:"uptime_seconds"`
+	Interfaces    []Interface `json:"interfaces" yaml:"interfaces"`
+	GTPUAddresses []string    `json:"gtpu_addresses" yaml:"gtpu_addresses"`
+	PFCPAddress   string      `json:"pfcp_address" yaml:"pfcp_address"`
+	Sessions      int         `json:"sessions" yaml:"sessions"`
+	MaxSessions   int         `json:"max_sessions" yaml:"max_sessions"`
+	BPFFSPath     string      `json:"bpffs_path" yaml:"bpffs_path"`
+}
+
+// SessionInfo is a session with what the datapath counted for it.
+type SessionInfo struct {
+	session.Session `yaml:",inline"`
+	Usage           session.Usage `json:"usage" yaml:"usage"`
+}
+
+// Stats are the datapath's counters summed over CPUs: Counters by name (packets seen per
+// path), Drops by drop reason name. Every known name is present, zero or not.
+type Stats struct {
+	Counters map[string]uint64 `json:"counters" yaml:"counters"`
+	Drops    map[string]uint64 `json:"drops" yaml:"drops"`
+}
+
+// Error is the body of every non-2xx response.
+type Error struct {
+	Error string `json:"error" yaml:"error"`
+}
