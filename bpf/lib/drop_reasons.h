@@ -1,0 +1,29 @@
+/* Why the datapath dropped a packet. This enum is the one list: Go reads the names from the
+ * object's BTF (internal/datapath/names.go), so a reason added here shows up in the API, the
+ * CLI and /metrics without another edit. Keep DROP_MAX last. */
+#ifndef XUPF_DROP_REASONS_H
+#define XUPF_DROP_REASONS_H
+
+enum drop_reason {
+	DROP_UNSPECIFIED = 0,      /* never counted; 0 means "no drop" in return codes */
+	DROP_MALFORMED_IP,         /* outer IPv4 to a GTP-U address: bad IHL or total length */
+	DROP_OUTER_FRAGMENT,       /* outer GTP-U packet is an IP fragment (no reassembly here) */
+	DROP_MALFORMED_UDP,        /* UDP header truncated or its length is inconsistent */
+	DROP_MALFORMED_GTP,        /* GTP-U header truncated or its length field overruns */
+	DROP_GTP_VERSION,          /* GTP version is not 1 */
+	DROP_GTP_NOT_GTPU,         /* PT=0: GTP' rather than GTP-U */
+	DROP_GTP_MSG_TYPE,         /* a GTP-U message type the datapath does not handle */
+	DROP_GTP_EXT_MALFORMED,    /* extension header truncated or with length 0 */
+	DROP_GTP_EXT_CHAIN_TOO_LONG, /* more than GTPU_MAX_EXT_HDRS extension headers */
+	DROP_INNER_NOT_IPV4,       /* G-PDU payload is not IPv4 */
+	DROP_MALFORMED_INNER,      /* G-PDU payload IPv4 header truncated or inconsistent */
+	DROP_UNKNOWN_TEID,         /* no rules for this TEID */
+	DROP_NO_PDR_MATCH,         /* rules exist but no PDR matches (e.g. QFI differs) */
+	DROP_FAR_DROP,             /* the matching FAR says drop */
+	DROP_MALFORMED_DL_IP,      /* downlink IPv4 to a UE: bad IHL or total length */
+	DROP_NO_ROUTE,             /* FIB says blackhole, unreachable or prohibited */
+	DROP_HEADROOM,             /* bpf_xdp_adjust_head/tail failed: no room to encapsulate */
+	DROP_MAX,
+};
+
+#endif

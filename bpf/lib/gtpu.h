@@ -1,0 +1,222 @@
+/* GTP-U (TS 29.281) header parsing, Echo Response and encapsulation; the PDU Session
+ * Container extension header is TS 38.415. */
+#ifndef XUPF_GTPU_H
+#define XUPF_GTPU_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "parse.h"
+#include "csum.h"
+#include "stats.h"
+
+#define GTPU_PORT 2152
+#define GTPU_VERSION 1
+#define GTPU_FLAG_PT 0x10  /* protocol type: 1 = GTP, 0 = GTP' */
+#define GTPU_FLAG_E 0x04   /* extension header present */
+#define GTPU_FLAG_S 0x02   /* sequence number present */
+#define GTPU_FLAG_PN 0x01  /* N-PDU number present */
+#define GTPU_FLAGS_V1_PT ((GTPU_VERSION << 5) | GTPU_FLAG_PT)
+
+#define GTPU_ECHO_REQUEST 1
+#define GTPU_ECHO_RESPONSE 2
+#define GTPU_G_PDU 255
+
+#define GTPU_EXT_NONE 0x00
+#define GTPU_EXT_PDU_SESSION_CONTAINER 0x85
+#define PDU_TYPE_DL_SESSION_INFO 0  /* TS 38.415 PDU type, high nibble of the first octet */
+#define PSC_QFI_MASK 0x3f           /* QFI: low six bits of the second octet */
+
+/* Longest extension-header chain the datapath walks; a longer one is a counted drop. Real
+ * gNBs send one (the PDU Session Container), sometimes two. */
+#ifndef GTPU_MAX_EXT_HDRS
+#define GTPU_MAX_EXT_HDRS 4
+#endif
+
+#define GTPU_IE_RECOVERY 14  /* Recovery IE type (TV, one octet of restart counter) */
+
+struct gtpu_hdr {
+	__u8 flags;     /* version(3) PT(1) spare(1) E(1) S(1) PN(1) */
+	__u8 type;
+	__be16 length;  /* bytes after this 8-byte header */
+	__be32 teid;
+} __attribute__((packed));
+
+/* Present when any of E, S, PN is set. */
+struct gtpu_opt {
+	__be16 seq;
+	__u8 npdu;
+	__u8 next_ext;
+} __attribute__((packed));
+
+/* PDU Session Container of length 1 (4 octets), the only form we send. */
+struct gtpu_psc {
+	__u8 len;       /* in 4-octet units */
+	__u8 pdu_type;  /* PDU type << 4 | flags */
+	__u8 qfi;       /* PPP RQI QFI(6) downlink; N3 delay, new IE, QFI(6) uplink */
+	__u8 next_ext;
+} __attribute__((packed));
+
+struct gtpu_gpdu {
+	void *payload;  /* the T-PDU (inner packet) */
+	__u8 qfi;       /* from the PDU Session Container, when has_qfi */
+	__u8 has_qfi;
+};
+
+/* gtpu_parse_gpdu walks the optional fields and extension headers of the G-PDU at gtp and
+ * fills g. Returns 0, or the drop reason. */
+static __always_inline int gtpu_parse_gpdu(struct gtpu_hdr *gtp, void *data_end,
+					   struct gtpu_gpdu *g)
+{
+	__u8 *cur = (void *)(gtp + 1);
+	__u8 next = GTPU_EXT_NONE;
+
+	g->has_qfi = 0;
+	g->qfi = 0;
+	if (gtp->flags & (GTPU_FLAG_E | GTPU_FLAG_S | GTPU_FLAG_PN)) {
+		struct gtpu_opt *opt = (void *)cur;
+
+		if ((void *)(opt + 1) > data_end)
+			return DROP_MALFORMED_GTP;
+		if (gtp->flags & GTPU_FLAG_E)
+			next = opt->next_ext;
+		cur = (void *)(opt + 1);
+	}
+
+#pragma unroll
+	for (int i = 0; i < GTPU_MAX_EXT_HDRS; i++) {
+		__u8 *last;
+		__u32 len;
+
+		if (next == GTPU_EXT_NONE)
+			break;
+		if ((void *)(cur + 1) > data_end)
+			return DROP_GTP_EXT_MALFORMED;
+		len = (__u32)cur[0] * 4;
+		if (len == 0)
+			return DROP_GTP_EXT_MALFORMED;
+		last = cur + len - 1;  /* the next-extension-type octet */
+		if (last + 1 > (__u8 *)data_end)
+			return DROP_GTP_EXT_MALFORMED;
+		if (next == GTPU_EXT_PDU_SESSION_CONTAINER) {
+			struct gtpu_psc *psc = (void *)cur;
+
+			/* len >= 4 already implies this, but the verifier tracks cur and last
+			 * separately and needs the check on cur itself. */
+			if ((void *)(psc + 1) > data_end)
+				return DROP_GTP_EXT_MALFORMED;
+			g->qfi = psc->qfi & PSC_QFI_MASK;
+			g->has_qfi = 1;
+		}
+		next = *last;
+		cur = last + 1;
+	}
+	if (next != GTPU_EXT_NONE)
+		return DROP_GTP_EXT_CHAIN_TOO_LONG;
+
+	/* The headers walked must fit inside the length the GTP header declares, and the
+	 * declared length inside the packet. */
+	if ((void *)cur - (void *)(gtp + 1) > bpf_ntohs(gtp->length) ||
+	    (void *)(gtp + 1) + bpf_ntohs(gtp->length) > data_end)
+		return DROP_MALFORMED_GTP;
+	g->payload = cur;
+	return 0;
+}
+
+/* Echo Response as we send it: mandatory header with S set, sequence number copied from the
+ * request, and a Recovery IE with restart counter 0 (TS 29.281 7.2.2: GTP-U sends 0). */
+struct gtpu_echo_resp {
+	struct gtpu_hdr hdr;
+	struct gtpu_opt opt;
+	__u8 ie_type;
+	__u8 restart_counter;
+} __attribute__((packed));
+
+#define ECHO_RESP_LEN (sizeof(struct ethhdr) + sizeof(struct iphdr) + \
+		       sizeof(struct udphdr) + sizeof(struct gtpu_echo_resp))
+
+/* gtpu_echo_reply turns the Echo Request in ctx (already checked: IPv4/UDP to our address and
+ * port, GTP header present) into an Echo Response back to its sender. Returns the XDP action. */
+static __always_inline int gtpu_echo_reply(struct xdp_md *ctx, __u32 ihl_len)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data, eth_copy;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct udphdr *udp;
+	struct gtpu_hdr *gtp;
+	struct gtpu_echo_resp *resp;
+	__be32 saddr, daddr;
+	__be16 sport, seq = 0;
+	__u8 tos;
+
+	if ((void *)(ip + 1) > data_end)  /* checked by the caller; restated for the verifier */
+		return drop(DROP_MALFORMED_IP);
+	udp = (void *)ip + ihl_len;
+	gtp = (void *)(udp + 1);
+	if ((void *)(gtp + 1) > data_end)
+		return drop(DROP_MALFORMED_GTP);
+	if (gtp->flags & (GTPU_FLAG_E | GTPU_FLAG_S | GTPU_FLAG_PN)) {
+		struct gtpu_opt *opt = (void *)(gtp + 1);
+
+		if ((void *)(opt + 1) > data_end)
+			return drop(DROP_MALFORMED_GTP);
+		seq = opt->seq;
+	}
+	__builtin_memcpy(&eth_copy, eth, sizeof(eth_copy));
+	saddr = ip->saddr;
+	daddr = ip->daddr;
+	tos = ip->tos;
+	sport = udp->source;
+
+	/* Drop IP options, then make the frame exactly as long as the response. */
+	if (bpf_xdp_adjust_head(ctx, (int)ihl_len - (int)sizeof(struct iphdr)))
+		return drop(DROP_HEADROOM);
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (bpf_xdp_adjust_tail(ctx, (int)ECHO_RESP_LEN - (int)(data_end - data)))
+		return drop(DROP_HEADROOM);
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + ECHO_RESP_LEN > data_end)
+		return drop(DROP_HEADROOM);
+
+	eth = data;
+	__builtin_memcpy(eth->h_dest, eth_copy.h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, eth_copy.h_dest, ETH_ALEN);
+	eth->h_proto = bpf_htons(ETH_P_IP);
+
+	ip = (void *)(eth + 1);
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = tos;
+	ip->tot_len = bpf_htons(ECHO_RESP_LEN - sizeof(struct ethhdr));
+	ip->id = 0;
+	ip->frag_off = bpf_htons(IPV4_DF);
+	ip->ttl = 64;
+	ip->protocol = IPPROTO_UDP;
+	ip->saddr = daddr;
+	ip->daddr = saddr;
+	ip->check = 0;
+	ip->check = ipv4_csum(ip);
+
+	udp = (void *)(ip + 1);
+	udp->source = bpf_htons(GTPU_PORT);
+	udp->dest = sport;
+	udp->len = bpf_htons(sizeof(struct udphdr) + sizeof(struct gtpu_echo_resp));
+	udp->check = 0;  /* optional over IPv4 */
+
+	resp = (void *)(udp + 1);
+	resp->hdr.flags = GTPU_FLAGS_V1_PT | GTPU_FLAG_S;
+	resp->hdr.type = GTPU_ECHO_RESPONSE;
+	resp->hdr.length = bpf_htons(sizeof(*resp) - sizeof(resp->hdr));
+	resp->hdr.teid = 0;
+	resp->opt.seq = seq;
+	resp->opt.npdu = 0;
+	resp->opt.next_ext = GTPU_EXT_NONE;
+	resp->ie_type = GTPU_IE_RECOVERY;
+	resp->restart_counter = 0;
+	return XDP_TX;
+}
+
+#endif

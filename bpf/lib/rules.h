@@ -1,0 +1,101 @@
+/* Rule lookup: TEID (uplink) or UE address (downlink) -> PDR slot -> FAR slot. One hash
+ * lookup per packet whatever the number of sessions; PDR and FAR slots are array indexes
+ * that the daemon allocates per session. */
+#ifndef XUPF_RULES_H
+#define XUPF_RULES_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "types.h"
+
+/* Default table sizes; the daemon sets the real ones from its configuration at load time. */
+#ifndef XUPF_MAX_SESSIONS
+#define XUPF_MAX_SESSIONS 100000
+#endif
+#ifndef XUPF_MAX_PDRS
+#define XUPF_MAX_PDRS (2 * XUPF_MAX_SESSIONS)
+#endif
+#ifndef XUPF_MAX_GTPU_ADDRS
+#define XUPF_MAX_GTPU_ADDRS 16
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XUPF_MAX_SESSIONS);
+	__type(key, struct ul_key);
+	__type(value, struct rule_ref);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_ul_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XUPF_MAX_SESSIONS);
+	__type(key, struct dl_key);
+	__type(value, struct rule_ref);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_dl_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XUPF_MAX_PDRS);
+	__type(key, __u32);
+	__type(value, struct pdr);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_pdrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XUPF_MAX_PDRS);
+	__type(key, __u32);
+	__type(value, struct far);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_fars SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XUPF_MAX_PDRS);
+	__type(key, __u32);
+	__type(value, struct counters);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_usage SEC(".maps");
+
+/* Local GTP-U addresses: uplink packets must be addressed to one of them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XUPF_MAX_GTPU_ADDRS);
+	__type(key, __be32);
+	__type(value, __u8);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_gtpu_addrs SEC(".maps");
+
+static __always_inline int is_gtpu_addr(__be32 addr)
+{
+	return bpf_map_lookup_elem(&xupf_gtpu_addrs, &addr) != NULL;
+}
+
+static __always_inline struct pdr *pdr_by_ref(const struct rule_ref *ref)
+{
+	__u32 slot = ref->pdr;
+
+	return bpf_map_lookup_elem(&xupf_pdrs, &slot);
+}
+
+static __always_inline struct far *far_of(const struct pdr *pdr)
+{
+	__u32 slot = pdr->far;
+
+	return bpf_map_lookup_elem(&xupf_fars, &slot);
+}
+
+static __always_inline void count_usage(const struct pdr *pdr, __u32 bytes)
+{
+	__u32 slot = pdr->counter;
+	struct counters *c = bpf_map_lookup_elem(&xupf_usage, &slot);
+
+	if (c) {
+		c->packets += 1;
+		c->bytes += bytes;
+	}
+}
+
+#endif

@@ -1,0 +1,60 @@
+/* Per-CPU counters: what happened to packets (enum stat) and why they were dropped
+ * (enum drop_reason). Go sums the CPUs and reads the names from BTF, as for drop reasons. */
+#ifndef XUPF_STATS_H
+#define XUPF_STATS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "drop_reasons.h"
+
+enum stat {
+	STAT_UL_RX = 0,      /* G-PDUs to a local GTP-U address */
+	STAT_UL_TX,          /* uplink packets decapsulated and redirected */
+	STAT_UL_KERNEL,      /* uplink packets decapsulated and handed to the kernel */
+	STAT_DL_RX,          /* IPv4 packets to a known UE */
+	STAT_DL_TX,          /* downlink packets encapsulated and redirected */
+	STAT_DL_KERNEL,      /* downlink packets encapsulated and handed to the kernel */
+	STAT_ECHO_REPLIED,   /* GTP-U Echo Requests answered from the datapath */
+	STAT_PASS,           /* packets that are not ours, handed to the kernel untouched */
+	STAT_FIB_NO_NEIGH,   /* of the *_KERNEL ones: next hop not resolved yet */
+	STAT_FIB_TTL,        /* of the *_KERNEL ones: TTL expired, the kernel answers ICMP */
+	STAT_MAX,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DROP_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_drops SEC(".maps");
+
+static __always_inline void count_stat(enum stat s)
+{
+	__u32 key = s;
+	__u64 *v = bpf_map_lookup_elem(&xupf_stats, &key);
+
+	if (v)
+		*v += 1; /* per-CPU slot: no atomic needed */
+}
+
+/* drop counts reason and returns XDP_DROP, so call sites read "return drop(...)". */
+static __always_inline int drop(enum drop_reason reason)
+{
+	__u32 key = reason;
+	__u64 *v = bpf_map_lookup_elem(&xupf_drops, &key);
+
+	if (v)
+		*v += 1;
+	return XDP_DROP;
+}
+
+#endif

@@ -1,0 +1,125 @@
+/* Uplink (N3 -> N6): GTP-U to a local address -> rules of the TEID -> remove the outer
+ * headers -> route the inner packet. Also answers GTP-U Echo Requests. */
+#ifndef XUPF_UPLINK_H
+#define XUPF_UPLINK_H
+
+#include "parse.h"
+#include "gtpu.h"
+#include "rules.h"
+#include "route.h"
+#include "stats.h"
+
+/* decap_gpdu removes everything between the Ethernet header and payload, keeping the
+ * Ethernet header (route_ipv4 rewrites its addresses). Returns 0 or a drop reason. */
+static __always_inline int decap_gpdu(struct xdp_md *ctx, struct ethhdr *eth, void *payload)
+{
+	struct ethhdr eth_copy;
+	int hdr_len = payload - (void *)(eth + 1);
+	void *data, *data_end;
+
+	__builtin_memcpy(&eth_copy, eth, sizeof(eth_copy));
+	if (bpf_xdp_adjust_head(ctx, hdr_len))
+		return DROP_HEADROOM;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return DROP_HEADROOM;
+	__builtin_memcpy(eth, &eth_copy, sizeof(*eth));
+	return 0;
+}
+
+static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
+				       struct gtpu_hdr *gtp, void *data_end)
+{
+	struct gtpu_gpdu g;
+	struct ul_key key = { .teid = gtp->teid };
+	struct rule_ref *ref;
+	struct iphdr *inner;
+	struct pdr *pdr;
+	struct far *far;
+	__u32 inner_len;
+	int reason;
+
+	count_stat(STAT_UL_RX);
+	reason = gtpu_parse_gpdu(gtp, data_end, &g);
+	if (reason)
+		return drop(reason);
+
+	inner = g.payload;
+	if ((void *)inner + 1 > data_end)
+		return drop(DROP_MALFORMED_INNER);
+	if (inner->version != 4)
+		return drop(DROP_INNER_NOT_IPV4);
+	if ((void *)(inner + 1) > data_end)
+		return drop(DROP_MALFORMED_INNER);
+	inner_len = bpf_ntohs(inner->tot_len);
+	if (inner->ihl < 5 || inner_len < inner->ihl * 4 ||
+	    inner_len > (__u32)(data_end - (void *)inner))
+		return drop(DROP_MALFORMED_INNER);
+
+	ref = bpf_map_lookup_elem(&xupf_ul_rules, &key);
+	if (!ref)
+		return drop(DROP_UNKNOWN_TEID);
+	pdr = pdr_by_ref(ref);
+	if (!pdr)
+		return drop(DROP_UNKNOWN_TEID);
+	if (pdr->qfi && (!g.has_qfi || g.qfi != pdr->qfi))
+		return drop(DROP_NO_PDR_MATCH);
+	far = far_of(pdr);
+	if (!far || far->action != FAR_FORWARD)
+		return drop(DROP_FAR_DROP);
+	count_usage(pdr, inner_len);
+
+	reason = decap_gpdu(ctx, eth, g.payload);
+	if (reason)
+		return drop(reason);
+	return route_ipv4(ctx, 1, STAT_UL_TX, STAT_UL_KERNEL);
+}
+
+/* handle_gtpu takes an IPv4/UDP packet addressed to a local GTP-U address. */
+static __always_inline int handle_gtpu(struct xdp_md *ctx, struct ethhdr *eth,
+				       struct iphdr *ip, void *data_end)
+{
+	__u32 ihl_len = ipv4_hdr_len(ip, data_end);
+	struct gtpu_hdr *gtp;
+	struct udphdr *udp;
+
+	if (!ihl_len)
+		return drop(DROP_MALFORMED_IP);
+	/* A non-first fragment carries no port, so it cannot be told from other UDP to this
+	 * address (PFCP may share it): the kernel reassembles or discards it. */
+	if (ip->frag_off & bpf_htons(IPV4_OFFSET)) {
+		count_stat(STAT_PASS);
+		return XDP_PASS;
+	}
+	udp = (void *)ip + ihl_len;
+	if ((void *)(udp + 1) > data_end)
+		return drop(DROP_MALFORMED_UDP);
+	if (udp->dest != bpf_htons(GTPU_PORT)) {
+		count_stat(STAT_PASS);
+		return XDP_PASS;
+	}
+	if (ipv4_is_fragment(ip))
+		return drop(DROP_OUTER_FRAGMENT);
+
+	gtp = (void *)(udp + 1);
+	if ((void *)(gtp + 1) > data_end)
+		return drop(DROP_MALFORMED_GTP);
+	if ((gtp->flags >> 5) != GTPU_VERSION)
+		return drop(DROP_GTP_VERSION);
+	if (!(gtp->flags & GTPU_FLAG_PT))
+		return drop(DROP_GTP_NOT_GTPU);
+
+	switch (gtp->type) {
+	case GTPU_G_PDU:
+		return handle_gpdu(ctx, eth, gtp, data_end);
+	case GTPU_ECHO_REQUEST:
+		count_stat(STAT_ECHO_REPLIED);
+		return gtpu_echo_reply(ctx, ihl_len);
+	default:
+		return drop(DROP_GTP_MSG_TYPE);
+	}
+}
+
+#endif

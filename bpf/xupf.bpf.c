@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* xupf XDP datapath: entry point only; the work is in lib/. */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "lib/parse.h"
+#include "lib/uplink.h"
+#include "lib/downlink.h"
+#include "lib/stats.h"
+
+/* Types Go reads from BTF that no map or global mentions: these declarations keep them in the
+ * object (bpf2go generates Go types from them; drop reason and stat names come from them). */
+const enum drop_reason *btf_drop_reason __attribute__((unused));
+const enum stat *btf_stat __attribute__((unused));
+const enum far_action *btf_far_action __attribute__((unused));
+
+SEC("xdp")
+int xupf_xdp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct rule_ref *ref;
+	struct dl_key key;
+	struct iphdr *ip;
+
+	if ((void *)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
+		goto pass;
+	ip = parse_ipv4(eth, data_end);
+	if (!ip)
+		goto pass;
+
+	if (ip->protocol == IPPROTO_UDP && is_gtpu_addr(ip->daddr))
+		return handle_gtpu(ctx, eth, ip, data_end);
+
+	key.ue_addr = ip->daddr;
+	ref = bpf_map_lookup_elem(&xupf_dl_rules, &key);
+	if (ref)
+		return handle_downlink(ctx, ip, ref, data_end);
+pass:
+	count_stat(STAT_PASS);
+	return XDP_PASS;
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,717 @@
+// Package config loads and validates the xupfd configuration file (YAML).
+//
+// Parse decodes the file, fills in defaults and checks every rule; it reports every problem it
+// finds, one per line, each naming the field by its path (for example "sessions[2].uplink_teid"),
+// the bad value and the fix. testdata/example.yaml is a complete, commented example.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/xupf/xupf/internal/session"
+)
+
+// Interface roles.
+const (
+	// RoleN3 marks the interface facing the gNBs: uplink GTP-U arrives and downlink GTP-U
+	// leaves here.
+	RoleN3 = "n3"
+	// RoleN6 marks the interface facing the data network: downlink packets to UEs arrive and
+	// decapsulated uplink packets leave here.
+	RoleN6 = "n6"
+)
+
+// XDP attach modes.
+const (
+	XDPModeNative  = "native"
+	XDPModeGeneric = "generic"
+)
+
+// Log levels.
+const (
+	LogLevelDebug = "debug"
+	LogLevelInfo  = "info"
+	LogLevelWarn  = "warn"
+	LogLevelError = "error"
+)
+
+// Defaults and limits.
+const (
+	DefaultXDPMode     = XDPModeNative
+	DefaultXDPFallback = true
+	DefaultBPFFS       = "/sys/fs/bpf/xupf"
+	DefaultHTTPListen  = "127.0.0.1:8080"
+	DefaultPFCPListen  = "0.0.0.0:8805"
+	DefaultLogLevel    = LogLevelInfo
+	DefaultMaxSessions = 100000
+
+	// MaxMaxSessions is the largest limits.max_sessions; it sizes the TEID and UE-address
+	// hash maps.
+	MaxMaxSessions = 4194304
+
+	// MaxInterfaceNameLen is the longest Linux interface name (IFNAMSIZ-1).
+	MaxInterfaceNameLen = 15
+)
+
+// Config is the daemon's configuration after defaults are applied and every rule is checked.
+type Config struct {
+	// Interfaces the XDP program attaches to; at least one has role n3 and one has role n6.
+	Interfaces []Interface `yaml:"interfaces"`
+	// GTPUAddresses are the local N3 GTP-U addresses (IPv4, unique, at least one). The first
+	// one is the default gtpu_address of static sessions.
+	GTPUAddresses []netip.Addr `yaml:"gtpu_addresses"`
+	// XDPMode is XDPModeNative or XDPModeGeneric.
+	XDPMode string `yaml:"xdp_mode"`
+	// XDPFallback allows falling back to generic mode, with a warning, when the driver does not
+	// support native XDP.
+	XDPFallback bool `yaml:"xdp_fallback"`
+	// BPFFS is the absolute directory on the BPF filesystem where maps and links are pinned.
+	BPFFS string `yaml:"bpffs"`
+	// HTTPListen is the host:port of the HTTP API; the host may be empty (all addresses).
+	HTTPListen string `yaml:"http_listen"`
+	// PFCPListen is the host:port of the PFCP (N4) endpoint.
+	PFCPListen string `yaml:"pfcp_listen"`
+	// LogLevel is one of debug, info, warn, error.
+	LogLevel string `yaml:"log_level"`
+	Limits   Limits `yaml:"limits"`
+	// Sessions are static sessions installed at start-up; their GTPUAddr is always set.
+	Sessions []session.Session `yaml:"sessions"`
+}
+
+// Interface is one network interface and the roles it plays.
+type Interface struct {
+	// Name is the Linux interface name, as shown by "ip link".
+	Name string `yaml:"name"`
+	// Roles holds RoleN3, RoleN6 or both.
+	Roles []string `yaml:"roles"`
+}
+
+// Limits sizes the datapath.
+type Limits struct {
+	// MaxSessions is the most sessions the datapath holds (1..MaxMaxSessions).
+	MaxSessions int `yaml:"max_sessions"`
+}
+
+// HasRole reports whether the interface plays role.
+func (i Interface) HasRole(role string) bool {
+	return slices.Contains(i.Roles, role)
+}
+
+// InterfacesWithRole returns the interfaces that play role, in file order.
+func (c *Config) InterfacesWithRole(role string) []Interface {
+	var out []Interface
+	for _, ifc := range c.Interfaces {
+		if ifc.HasRole(role) {
+			out = append(out, ifc)
+		}
+	}
+	return out
+}
+
+// Default returns a configuration holding every default. It has no interfaces and no GTP-U
+// addresses, which a valid configuration needs, so it does not pass validation by itself.
+func Default() *Config {
+	return &Config{
+		XDPMode:     DefaultXDPMode,
+		XDPFallback: DefaultXDPFallback,
+		BPFFS:       DefaultBPFFS,
+		HTTPListen:  DefaultHTTPListen,
+		PFCPListen:  DefaultPFCPListen,
+		LogLevel:    DefaultLogLevel,
+		Limits:      Limits{MaxSessions: DefaultMaxSessions},
+	}
+}
+
+// Load reads and parses the configuration file at path. Every error line starts with
+// "config: <path>: ".
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is already in our message
+		}
+		return nil, fmt.Errorf("config: cannot read %s: %w", path, err)
+	}
+	cfg, errs := parse(data)
+	if len(errs) > 0 {
+		return nil, joinErrors("config: "+path+": ", errs)
+	}
+	return cfg, nil
+}
+
+// Parse decodes a YAML configuration, applies defaults and validates it. The error, if any,
+// has one line per problem, each starting with "config: ".
+func Parse(data []byte) (*Config, error) {
+	cfg, errs := parse(data)
+	if len(errs) > 0 {
+		return nil, joinErrors("config: ", errs)
+	}
+	return cfg, nil
+}
+
+func joinErrors(prefix string, errs []error) error {
+	wrapped := make([]error, len(errs))
+	for i, err := range errs {
+		wrapped[i] = fmt.Errorf("%s%w", prefix, err)
+	}
+	return errors.Join(wrapped...)
+}
+
+// rawConfig is what the file decodes into: addresses stay strings and numbers stay YAML nodes
+// so that a bad value is reported with its field path instead of yaml's Go-typed message.
+// Its keys must match Config's (TestMarshalRoundTrip checks this).
+type rawConfig struct {
+	Interfaces    []Interface  `yaml:"interfaces"`
+	GTPUAddresses []string     `yaml:"gtpu_addresses"`
+	XDPMode       string       `yaml:"xdp_mode"`
+	XDPFallback   bool         `yaml:"xdp_fallback"`
+	BPFFS         string       `yaml:"bpffs"`
+	HTTPListen    string       `yaml:"http_listen"`
+	PFCPListen    string       `yaml:"pfcp_listen"`
+	LogLevel      string       `yaml:"log_level"`
+	Limits        rawLimits    `yaml:"limits"`
+	Sessions      []rawSession `yaml:"sessions"`
+}
+
+type rawLimits struct {
+	MaxSessions yaml.Node `yaml:"max_sessions"`
+}
+
+// rawSession mirrors session.Session's YAML keys.
+type rawSession struct {
+	ID           yaml.Node `yaml:"id"`
+	UE           string    `yaml:"ue_ipv4"`
+	UplinkTEID   yaml.Node `yaml:"uplink_teid"`
+	GNB          string    `yaml:"gnb_ipv4"`
+	DownlinkTEID yaml.Node `yaml:"downlink_teid"`
+	QFI          yaml.Node `yaml:"qfi"`
+	GTPUAddr     string    `yaml:"gtpu_address"`
+}
+
+// parse returns the configuration or every problem found, without the "config: " prefix.
+func parse(data []byte) (*Config, []error) {
+	if err := checkDocument(data); err != nil {
+		return nil, []error{err}
+	}
+
+	def := Default()
+	raw := rawConfig{
+		XDPMode:     def.XDPMode,
+		XDPFallback: def.XDPFallback,
+		BPFFS:       def.BPFFS,
+		HTTPListen:  def.HTTPListen,
+		PFCPListen:  def.PFCPListen,
+		LogLevel:    def.LogLevel,
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&raw); err != nil {
+		return nil, decodeErrors(err)
+	}
+
+	v := validator{cfg: def}
+	v.interfaces(raw.Interfaces)
+	v.gtpuAddresses(raw.GTPUAddresses)
+	v.settings(&raw)
+	v.sessions(raw.Sessions)
+	if len(v.errs) > 0 {
+		return nil, v.errs
+	}
+	return v.cfg, nil
+}
+
+// checkDocument rejects an empty file, a file holding more than one YAML document and a YAML
+// syntax error.
+func checkDocument(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	err := dec.Decode(&doc)
+	if errors.Is(err, io.EOF) || err == nil && isNull(&doc) {
+		return errors.New(`the file is empty; it needs at least "interfaces" (with an n3 and an n6 role) and "gtpu_addresses"`)
+	}
+	if err != nil {
+		return syntaxError(err)
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return syntaxError(err)
+	default:
+		return fmt.Errorf("line %d: a second YAML document starts here; keep the whole configuration in one document (remove the \"---\" separator)", next.Line)
+	}
+}
+
+// isNull reports whether n is absent or a YAML null (an empty document, "~", "null").
+func isNull(n *yaml.Node) bool {
+	if n.Kind == yaml.DocumentNode {
+		return len(n.Content) == 0 || isNull(n.Content[0])
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		return isNull(n.Alias)
+	}
+	return n.Kind == 0 || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// syntaxError rewords a yaml parse error. yaml.v3 gives the line where the enclosing block
+// starts, which can be above the actual mistake, hence "from that line down".
+func syntaxError(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if !strings.HasPrefix(msg, "line ") {
+		return fmt.Errorf("invalid YAML: %s", msg)
+	}
+	return fmt.Errorf("invalid YAML: %s; check the indentation and quoting from that line down", msg)
+}
+
+// decodeErrors turns yaml's decoding errors, which name Go types, into operator messages.
+func decodeErrors(err error) []error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return []error{syntaxError(err)}
+	}
+	errs := make([]error, 0, len(te.Errors))
+	for _, line := range te.Errors {
+		errs = append(errs, decodeError(line))
+	}
+	return errs
+}
+
+// decodeError rewrites one yaml.TypeError line:
+//
+//	line 3: field foo not found in type config.rawConfig
+//	line 3: cannot unmarshal !!str `abc` into []string
+func decodeError(msg string) error {
+	where, what, ok := strings.Cut(msg, ": ")
+	if !ok {
+		return errors.New(msg)
+	}
+	if rest, ok := strings.CutPrefix(what, "field "); ok {
+		if key, typ, ok := strings.Cut(rest, " not found in type "); ok {
+			section, t := sectionOf(typ)
+			return fmt.Errorf("%s: unknown key %q %s; remove it or correct its spelling (valid keys: %s)",
+				where, key, section, strings.Join(yamlKeys(t), ", "))
+		}
+	}
+	if rest, ok := strings.CutPrefix(what, "cannot unmarshal "); ok {
+		if got, typ, ok := strings.Cut(rest, " into "); ok {
+			return fmt.Errorf("%s: %s is not valid here; expected %s", where, describeTag(got), describeType(typ))
+		}
+	}
+	return errors.New(msg)
+}
+
+// sectionOf names where in the file a struct type sits, for the unknown-key message.
+func sectionOf(typ string) (string, reflect.Type) {
+	switch typ {
+	case "config.Interface":
+		return "in an interfaces entry", reflect.TypeOf(Interface{})
+	case "config.rawLimits":
+		return "under limits", reflect.TypeOf(rawLimits{})
+	case "config.rawSession":
+		return "in a sessions entry", reflect.TypeOf(rawSession{})
+	default:
+		return "at the top level", reflect.TypeOf(rawConfig{})
+	}
+}
+
+func yamlKeys(t reflect.Type) []string {
+	keys := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}
+
+// describeTag turns "!!str `abc`" or "!!seq" into words.
+func describeTag(got string) string {
+	tag, value, _ := strings.Cut(got, " ")
+	switch tag {
+	case "!!map":
+		return "a mapping (key: value pairs)"
+	case "!!seq":
+		return "a list"
+	}
+	return strings.Trim(value, "`")
+}
+
+func describeType(typ string) string {
+	switch {
+	case strings.HasPrefix(typ, "[]"):
+		return `a list, e.g. [a, b] or one "- item" per line`
+	case typ == "string":
+		return "a single value"
+	case typ == "bool":
+		return "true or false"
+	case strings.HasPrefix(typ, "int"), strings.HasPrefix(typ, "uint"):
+		return "an integer"
+	case strings.HasPrefix(typ, "config."):
+		return "a mapping (key: value pairs)"
+	}
+	return typ
+}
+
+// validator converts the raw configuration into cfg and collects every problem.
+type validator struct {
+	cfg  *Config
+	errs []error
+	// gtpuOK is set when gtpu_addresses is present and valid, so sessions can be checked
+	// against it.
+	gtpuOK bool
+}
+
+func (v *validator) addf(format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf(format, args...))
+}
+
+func (v *validator) interfaces(ifcs []Interface) {
+	if len(ifcs) == 0 {
+		v.addf(`interfaces: missing; list at least one interface, e.g. [{name: eth0, roles: [n3, n6]}]`)
+		return
+	}
+	seen := make(map[string]int, len(ifcs))
+	for i, ifc := range ifcs {
+		path := fmt.Sprintf("interfaces[%d]", i)
+		if err := checkInterfaceName(ifc.Name); err != nil {
+			v.addf("%s.name: %w", path, err)
+		} else if j, dup := seen[ifc.Name]; dup {
+			v.addf("%s.name: %q is already listed as interfaces[%d]; list each interface once and give it all its roles, e.g. roles: [n3, n6]", path, ifc.Name, j)
+		} else {
+			seen[ifc.Name] = i
+		}
+		if len(ifc.Roles) == 0 {
+			v.addf(`%s.roles: missing; give "n3", "n6" or both, e.g. roles: [n3]`, path)
+		}
+		for k, role := range ifc.Roles {
+			switch {
+			case role != RoleN3 && role != RoleN6:
+				v.addf(`%s.roles[%d]: %q is not a role; use "n3" (facing the gNBs) or "n6" (facing the data network)`, path, k, role)
+			case k > 0 && slices.Contains(ifc.Roles[:k], role):
+				v.addf("%s.roles[%d]: %q is listed twice; list each role once", path, k, role)
+			}
+		}
+	}
+	v.cfg.Interfaces = ifcs
+	for _, role := range []string{RoleN3, RoleN6} {
+		if len(v.cfg.InterfacesWithRole(role)) == 0 {
+			side := "the gNBs"
+			if role == RoleN6 {
+				side = "the data network"
+			}
+			v.addf("interfaces: no interface has role %q; give the interface facing %s the role %s (one interface may have both n3 and n6)", role, side, role)
+		}
+	}
+}
+
+// checkInterfaceName applies the kernel's rules for interface names (dev_valid_name).
+func checkInterfaceName(name string) error {
+	switch {
+	case name == "":
+		return errors.New(`missing; give the Linux interface name as shown by "ip link", e.g. eth0`)
+	case len(name) > MaxInterfaceNameLen:
+		return fmt.Errorf("%q is %d bytes long; Linux interface names have at most %d", name, len(name), MaxInterfaceNameLen)
+	case name == "." || name == "..":
+		return fmt.Errorf(`%q is not an interface name; give the name shown by "ip link"`, name)
+	case strings.ContainsAny(name, "/:"):
+		return fmt.Errorf(`%q contains '/' or ':', which Linux interface names cannot; give the name shown by "ip link"`, name)
+	case strings.ContainsFunc(name, unicode.IsSpace):
+		return fmt.Errorf(`%q contains whitespace, which Linux interface names cannot; give the name shown by "ip link"`, name)
+	}
+	return nil
+}
+
+func (v *validator) gtpuAddresses(addrs []string) {
+	if len(addrs) == 0 {
+		v.addf(`gtpu_addresses: missing; list at least one local IPv4 address that the gNBs send GTP-U to, e.g. [192.0.2.1]`)
+		return
+	}
+	ok := true
+	seen := make(map[netip.Addr]int, len(addrs))
+	for i, s := range addrs {
+		path := fmt.Sprintf("gtpu_addresses[%d]", i)
+		addr, err := parseAddr(s, "a local IPv4 address on an n3 interface")
+		if err != nil {
+			v.addf("%s: %w", path, err)
+			ok = false
+			continue
+		}
+		switch {
+		case addr.Is4In6():
+			v.addf("%s: %q is an IPv4-mapped IPv6 address; write it as %s", path, s, addr.Unmap())
+			ok = false
+		case !addr.Is4():
+			v.addf("%s: %q is not an IPv4 address; only IPv4 N3 addresses are supported, give a local IPv4 address", path, s)
+			ok = false
+		case addr.IsUnspecified() || addr.IsMulticast() || addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+			v.addf("%s: %q is not a unicast address; give the address configured on the n3 interface", path, s)
+			ok = false
+		default:
+			if j, dup := seen[addr]; dup {
+				v.addf("%s: %q is already listed as gtpu_addresses[%d]; list each address once", path, s, j)
+				ok = false
+				continue
+			}
+			seen[addr] = i
+			v.cfg.GTPUAddresses = append(v.cfg.GTPUAddresses, addr)
+		}
+	}
+	v.gtpuOK = ok
+}
+
+// parseAddr parses a required IP address; want says what to give instead.
+func parseAddr(s, want string) (netip.Addr, error) {
+	if s == "" {
+		return netip.Addr{}, fmt.Errorf("missing; give %s", want)
+	}
+	addr, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address; give %s", s, want)
+	}
+	return addr, nil
+}
+
+func (v *validator) settings(raw *rawConfig) {
+	switch raw.XDPMode {
+	case XDPModeNative, XDPModeGeneric:
+		v.cfg.XDPMode = raw.XDPMode
+	default:
+		v.addf(`xdp_mode: %q is not a mode; use "native" or "generic"`, raw.XDPMode)
+	}
+	v.cfg.XDPFallback = raw.XDPFallback
+
+	switch {
+	case raw.BPFFS == "":
+		v.addf("bpffs: empty; give an absolute directory on the BPF filesystem, e.g. %s", DefaultBPFFS)
+	case !filepath.IsAbs(raw.BPFFS):
+		v.addf("bpffs: %q is not an absolute path; give an absolute directory on the BPF filesystem, e.g. %s", raw.BPFFS, DefaultBPFFS)
+	default:
+		v.cfg.BPFFS = raw.BPFFS
+	}
+
+	if err := checkListen(raw.HTTPListen); err != nil {
+		v.addf(`http_listen: %w; use host:port, e.g. "127.0.0.1:8080", or ":8080" for all addresses`, err)
+	} else {
+		v.cfg.HTTPListen = raw.HTTPListen
+	}
+	if err := checkListen(raw.PFCPListen); err != nil {
+		v.addf(`pfcp_listen: %w; use host:port, e.g. "0.0.0.0:8805", or ":8805" for all addresses`, err)
+	} else {
+		v.cfg.PFCPListen = raw.PFCPListen
+	}
+
+	switch raw.LogLevel {
+	case LogLevelDebug, LogLevelInfo, LogLevelWarn, LogLevelError:
+		v.cfg.LogLevel = raw.LogLevel
+	default:
+		v.addf("log_level: %q is not a level; use debug, info, warn or error", raw.LogLevel)
+	}
+
+	n, present, err := intNode(&raw.Limits.MaxSessions, 1, MaxMaxSessions)
+	switch {
+	case err != nil:
+		v.addf("limits.max_sessions: %w; use 1 to %d", err, MaxMaxSessions)
+		v.cfg.Limits.MaxSessions = 0 // unknown: skip the session-count check
+	case present:
+		v.cfg.Limits.MaxSessions = int(n)
+	}
+}
+
+// checkListen checks a host:port listen address; the host may be empty.
+func checkListen(s string) error {
+	if s == "" {
+		return errors.New("empty")
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return fmt.Errorf("%q is not host:port (%s)", s, ae.Err)
+		}
+		return fmt.Errorf("%q is not host:port", s)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return fmt.Errorf("port %q in %q is not a port number from 1 to 65535", port, s)
+	}
+	return nil
+}
+
+// intNode decodes an optional YAML integer (decimal, hex 0x.., octal 0o.., binary 0b..) that
+// must lie in [lo, hi]. present is false when the key is absent or null.
+func intNode(n *yaml.Node, lo, hi uint64) (value uint64, present bool, err error) {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if isNull(n) {
+		return 0, false, nil
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		return 0, true, fmt.Errorf("%s is not an integer", describeNode(n))
+	}
+	var x any
+	if err := n.Decode(&x); err != nil {
+		return 0, true, fmt.Errorf("%q is not an integer", n.Value)
+	}
+	inRange := false
+	switch x := x.(type) {
+	case int:
+		inRange = x >= 0 && uint64(x) >= lo && uint64(x) <= hi
+		value = uint64(x)
+	case int64:
+		inRange = x >= 0 && uint64(x) >= lo && uint64(x) <= hi
+		value = uint64(x)
+	case uint64:
+		inRange = x >= lo && x <= hi
+		value = x
+	}
+	if !inRange {
+		return 0, true, fmt.Errorf("%s is out of range", n.Value)
+	}
+	return value, true, nil
+}
+
+func describeNode(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	return strconv.Quote(n.Value)
+}
+
+func (v *validator) sessions(raws []rawSession) {
+	if limit := v.cfg.Limits.MaxSessions; limit > 0 && len(raws) > limit {
+		v.addf("sessions: %d sessions exceed limits.max_sessions (%d); raise limits.max_sessions or remove sessions", len(raws), limit)
+	}
+	var (
+		ids    = make(map[uint64]int, len(raws))
+		ues    = make(map[netip.Addr]int, len(raws))
+		teids  = make(map[uint32]int, len(raws))
+		result = make([]session.Session, 0, len(raws))
+	)
+	for i := range raws {
+		s, ok := v.session(i, &raws[i])
+		if !ok {
+			continue
+		}
+		path := fmt.Sprintf("sessions[%d]", i)
+		if j, dup := ids[s.ID]; dup {
+			v.addf("%s.id: %d is already used by sessions[%d]; give each session its own id", path, s.ID, j)
+		} else {
+			ids[s.ID] = i
+		}
+		if j, dup := ues[s.UE]; dup {
+			v.addf("%s.ue_ipv4: %s is already used by sessions[%d]; give each session its own UE address", path, s.UE, j)
+		} else {
+			ues[s.UE] = i
+		}
+		if j, dup := teids[s.UplinkTEID]; dup {
+			v.addf("%s.uplink_teid: %d is already used by sessions[%d]; give each session its own uplink TEID", path, s.UplinkTEID, j)
+		} else {
+			teids[s.UplinkTEID] = i
+		}
+		result = append(result, s)
+	}
+	if len(raws) > 0 {
+		v.cfg.Sessions = result
+	}
+}
+
+// session converts and checks sessions[i]; ok is false when it has a problem (already
+// recorded).
+func (v *validator) session(i int, raw *rawSession) (s session.Session, ok bool) {
+	path := fmt.Sprintf("sessions[%d]", i)
+	nerrs := len(v.errs)
+
+	const teidRange = "use 1 to 4294967295 (decimal, or hex such as 0x100)"
+	if id, present, err := intNode(&raw.ID, 1, 1<<64-1); err != nil {
+		v.addf("%s.id: %w; give each session a unique id from 1 to 18446744073709551615", path, err)
+	} else if !present {
+		v.addf("%s.id: missing; give each session a unique id from 1 to 18446744073709551615", path)
+	} else {
+		s.ID = id
+	}
+	// A TEID of 0 is left to session.Validate, which explains why it is reserved.
+	if teid, present, err := intNode(&raw.UplinkTEID, 0, 1<<32-1); err != nil {
+		v.addf("%s.uplink_teid: %w; %s", path, err, teidRange)
+	} else if !present {
+		v.addf("%s.uplink_teid: missing; give the TEID the gNB puts on this session's uplink packets, %s", path, teidRange)
+	} else {
+		s.UplinkTEID = uint32(teid)
+	}
+	if teid, present, err := intNode(&raw.DownlinkTEID, 0, 1<<32-1); err != nil {
+		v.addf("%s.downlink_teid: %w; %s", path, err, teidRange)
+	} else if !present {
+		v.addf("%s.downlink_teid: missing; give the TEID the gNB assigned to this session's downlink, %s", path, teidRange)
+	} else {
+		s.DownlinkTEID = uint32(teid)
+	}
+	if qfi, _, err := intNode(&raw.QFI, 0, session.MaxQFI); err != nil {
+		v.addf("%s.qfi: %w; use 1 to %d, or 0 for no PDU Session Container", path, err, session.MaxQFI)
+	} else {
+		s.QFI = uint8(qfi)
+	}
+	var err error
+	if s.UE, err = parseAddr(raw.UE, "the UE's IPv4 address"); err != nil {
+		v.addf("%s.ue_ipv4: %w", path, err)
+	}
+	if s.GNB, err = parseAddr(raw.GNB, "the gNB's N3 IPv4 address"); err != nil {
+		v.addf("%s.gnb_ipv4: %w", path, err)
+	}
+
+	gtpuPath := path + ".gtpu_address"
+	if raw.GTPUAddr == "" {
+		if len(v.cfg.GTPUAddresses) > 0 {
+			s.GTPUAddr = v.cfg.GTPUAddresses[0]
+		}
+	} else if s.GTPUAddr, err = parseAddr(raw.GTPUAddr, "one of gtpu_addresses"); err != nil {
+		v.addf("%s: %w", gtpuPath, err)
+	}
+	if len(v.errs) > nerrs {
+		return s, false
+	}
+
+	check := s
+	if !check.GTPUAddr.IsValid() {
+		// gtpu_address defaults to gtpu_addresses[0], which is missing or invalid and already
+		// reported; do not report it again for every session.
+		check.GTPUAddr = netip.IPv4Unspecified()
+	}
+	if err := check.Validate(); err != nil {
+		v.addf("%s.%w", path, err)
+		return s, false
+	}
+	if v.gtpuOK && !slices.Contains(v.cfg.GTPUAddresses, s.GTPUAddr) {
+		v.addf("%s: %s is not in gtpu_addresses; use one of %s, or add it to gtpu_addresses", gtpuPath, s.GTPUAddr, joinAddrs(v.cfg.GTPUAddresses))
+		return s, false
+	}
+	return s, true
+}
+
+func joinAddrs(list []netip.Addr) string {
+	s := make([]string, len(list))
+	for i, a := range list {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,457 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/xupf/xupf/internal/session"
+)
+
+// minimal is the smallest valid configuration; cases append keys to it.
+const minimal = `interfaces:
+  - name: eth0
+    roles: [n3, n6]
+gtpu_addresses: [192.0.2.1]
+`
+
+func TestLoadExample(t *testing.T) {
+	cfg, err := Load(filepath.Join("testdata", "example.yaml"))
+	if err != nil {
+		t.Fatalf("Load(example.yaml): %v", err)
+	}
+	want := &Config{
+		Interfaces: []Interface{
+			{Name: "eth1", Roles: []string{RoleN3}},
+			{Name: "eth2", Roles: []string{RoleN6}},
+		},
+		GTPUAddresses: []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")},
+		XDPMode:       "native",
+		XDPFallback:   true,
+		BPFFS:         "/sys/fs/bpf/xupf",
+		HTTPListen:    "127.0.0.1:8080",
+		PFCPListen:    "0.0.0.0:8805",
+		LogLevel:      "info",
+		Limits:        Limits{MaxSessions: 100000},
+		Sessions: []session.Session{
+			{
+				ID:           1,
+				UE:           netip.MustParseAddr("10.45.0.1"),
+				UplinkTEID:   0x100,
+				GNB:          netip.MustParseAddr("198.51.100.10"),
+				DownlinkTEID: 1,
+				QFI:          9,
+				GTPUAddr:     netip.MustParseAddr("192.0.2.1"),
+			},
+			{
+				ID:           2,
+				UE:           netip.MustParseAddr("10.45.0.2"),
+				UplinkTEID:   257,
+				GNB:          netip.MustParseAddr("198.51.100.11"),
+				DownlinkTEID: 2,
+				GTPUAddr:     netip.MustParseAddr("192.0.2.2"),
+			},
+		},
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("Load(example.yaml) =\n%+v\nwant\n%+v", cfg, want)
+	}
+	if got := cfg.InterfacesWithRole(RoleN3); len(got) != 1 || got[0].Name != "eth1" {
+		t.Errorf("InterfacesWithRole(n3) = %+v, want [eth1]", got)
+	}
+	if got := cfg.InterfacesWithRole(RoleN6); len(got) != 1 || got[0].Name != "eth2" {
+		t.Errorf("InterfacesWithRole(n6) = %+v, want [eth2]", got)
+	}
+}
+
+// The example shows every default; if a default changes, the example must change with it.
+func TestExampleShowsDefaults(t *testing.T) {
+	cfg, err := Load(filepath.Join("testdata", "example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := Default()
+	got := Config{XDPMode: cfg.XDPMode, XDPFallback: cfg.XDPFallback, BPFFS: cfg.BPFFS,
+		HTTPListen: cfg.HTTPListen, PFCPListen: cfg.PFCPListen, LogLevel: cfg.LogLevel, Limits: cfg.Limits}
+	if !reflect.DeepEqual(&got, def) {
+		t.Errorf("example settings %+v differ from Default() %+v", got, *def)
+	}
+}
+
+func TestMinimalGetsDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatalf("Parse(minimal): %v", err)
+	}
+	want := Default()
+	want.Interfaces = []Interface{{Name: "eth0", Roles: []string{"n3", "n6"}}}
+	want.GTPUAddresses = []netip.Addr{netip.MustParseAddr("192.0.2.1")}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("Parse(minimal) =\n%+v\nwant\n%+v", cfg, want)
+	}
+	if cfg.XDPMode != "native" || !cfg.XDPFallback || cfg.BPFFS != "/sys/fs/bpf/xupf" ||
+		cfg.HTTPListen != "127.0.0.1:8080" || cfg.PFCPListen != "0.0.0.0:8805" ||
+		cfg.LogLevel != "info" || cfg.Limits.MaxSessions != 100000 || cfg.Sessions != nil {
+		t.Errorf("defaults not applied: %+v", cfg)
+	}
+	if n3, n6 := cfg.InterfacesWithRole(RoleN3), cfg.InterfacesWithRole(RoleN6); len(n3) != 1 || len(n6) != 1 {
+		t.Errorf("one interface with both roles: n3 %v, n6 %v", n3, n6)
+	}
+}
+
+func TestNullValuesKeepDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(minimal + "xdp_mode:\nxdp_fallback: ~\nlimits:\nlog_level: null\n"))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if cfg.XDPMode != DefaultXDPMode || cfg.XDPFallback != DefaultXDPFallback ||
+		cfg.LogLevel != DefaultLogLevel || cfg.Limits.MaxSessions != DefaultMaxSessions {
+		t.Errorf("null values did not keep defaults: %+v", cfg)
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	cfg, err := Parse([]byte(minimal + `xdp_mode: generic
+xdp_fallback: false
+bpffs: /sys/fs/bpf/other
+http_listen: ":9090"
+pfcp_listen: "[::1]:8805"
+log_level: debug
+limits:
+  max_sessions: 4194304
+`))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if cfg.XDPMode != "generic" || cfg.XDPFallback || cfg.BPFFS != "/sys/fs/bpf/other" ||
+		cfg.HTTPListen != ":9090" || cfg.PFCPListen != "[::1]:8805" || cfg.LogLevel != "debug" ||
+		cfg.Limits.MaxSessions != MaxMaxSessions {
+		t.Errorf("overrides not applied: %+v", cfg)
+	}
+}
+
+func TestTEIDsDecodeDecimalAndHex(t *testing.T) {
+	tests := []struct {
+		uplink, downlink string
+		wantUp, wantDown uint32
+	}{
+		{"256", "1", 256, 1},
+		{"0x100", "0x1", 256, 1},
+		{"0xFFFFFFFF", "0xabcdef", 0xffffffff, 0xabcdef},
+		{"4294967295", "0o17", 4294967295, 15},
+	}
+	for _, tt := range tests {
+		data := minimal + "sessions:\n  - {id: 1, ue_ipv4: 10.0.0.1, gnb_ipv4: 198.51.100.1, uplink_teid: " +
+			tt.uplink + ", downlink_teid: " + tt.downlink + "}\n"
+		cfg, err := Parse([]byte(data))
+		if err != nil {
+			t.Errorf("uplink %s, downlink %s: %v", tt.uplink, tt.downlink, err)
+			continue
+		}
+		s := cfg.Sessions[0]
+		if s.UplinkTEID != tt.wantUp || s.DownlinkTEID != tt.wantDown {
+			t.Errorf("uplink %s, downlink %s: got %#x, %#x; want %#x, %#x",
+				tt.uplink, tt.downlink, s.UplinkTEID, s.DownlinkTEID, tt.wantUp, tt.wantDown)
+		}
+		if s.GTPUAddr != netip.MustParseAddr("192.0.2.1") {
+			t.Errorf("gtpu_address default = %v, want 192.0.2.1", s.GTPUAddr)
+		}
+	}
+}
+
+// sess returns a sessions list holding the given flow-style entries.
+func sess(entries ...string) string {
+	var b strings.Builder
+	b.WriteString("sessions:\n")
+	for _, e := range entries {
+		b.WriteString("  - {" + e + "}\n")
+	}
+	return b.String()
+}
+
+// s1 and s2 are valid, distinct sessions; cases override one field by appending it (flow
+// mappings reject duplicate keys, so overrides replace the base's keys).
+func sessionWith(id, ue, up string, extra ...string) string {
+	fields := []string{"id: " + id, "ue_ipv4: " + ue, "uplink_teid: " + up, "gnb_ipv4: 198.51.100.1", "downlink_teid: 7"}
+	return strings.Join(append(fields, extra...), ", ")
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		want    []string // substrings the error must contain
+		notWant string   // substring the error must not contain
+	}{
+		// Document-level problems.
+		{name: "empty", yaml: "", want: []string{"config: the file is empty", `"interfaces"`, `"gtpu_addresses"`}},
+		{name: "whitespace only", yaml: "\n  \n", want: []string{"the file is empty"}},
+		{name: "comments only", yaml: "# nothing\n", want: []string{"the file is empty"}},
+		{name: "null document", yaml: "---\n", want: []string{"the file is empty"}},
+		{name: "syntax", yaml: "interfaces: [\n", want: []string{"config: invalid YAML: line", "indentation"}},
+		{name: "bad indentation", yaml: "interfaces:\n  - name: eth0\n   roles: [n3]\n", want: []string{"invalid YAML: line 1: did not find expected '-' indicator; check the indentation and quoting from that line down"}},
+		{name: "duplicate key", yaml: minimal + "log_level: info\nlog_level: debug\n", want: []string{`line 6: mapping key "log_level" already defined at line 5`}},
+		{name: "unknown anchor", yaml: minimal + "limits: {max_sessions: *x}\n", want: []string{"config: invalid YAML: unknown anchor 'x' referenced"}, notWant: "indentation"},
+		{name: "two documents", yaml: minimal + "---\nlog_level: debug\n", want: []string{"line 5: a second YAML document starts here", "one document"}},
+		{name: "top level is a list", yaml: "- eth0\n", want: []string{"line 1: a list is not valid here; expected a mapping"}},
+
+		// Unknown keys name the key, the line and the section.
+		{name: "unknown top-level key", yaml: minimal + "xdp_mod: generic\n", want: []string{`config: line 5: unknown key "xdp_mod" at the top level; remove it or correct its spelling`, "valid keys: interfaces, gtpu_addresses, xdp_mode,"}},
+		{name: "unknown interface key", yaml: "interfaces:\n  - name: eth0\n    role: [n3]\ngtpu_addresses: [192.0.2.1]\n", want: []string{`line 3: unknown key "role" in an interfaces entry`, "valid keys: name, roles"}},
+		{name: "unknown limits key", yaml: minimal + "limits:\n  sessions: 5\n", want: []string{`line 6: unknown key "sessions" under limits`, "valid keys: max_sessions"}},
+		{name: "unknown session key", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", "teid: 5")), want: []string{`line 6: unknown key "teid" in a sessions entry`, "valid keys: id, ue_ipv4, uplink_teid, gnb_ipv4, downlink_teid, qfi, gtpu_address"}},
+
+		// Wrong YAML types.
+		{name: "gtpu_addresses not a list", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: 192.0.2.1\n", want: []string{"line 2: 192.0.2.1 is not valid here; expected a list"}},
+		{name: "roles not a list", yaml: "interfaces: [{name: eth0, roles: n3}]\ngtpu_addresses: [192.0.2.1]\n", want: []string{"line 1: n3 is not valid here; expected a list"}},
+		{name: "xdp_fallback not a bool", yaml: minimal + "xdp_fallback: maybe\n", want: []string{"line 5: maybe is not valid here; expected true or false"}},
+		{name: "interfaces not a list", yaml: "interfaces: eth0\ngtpu_addresses: [192.0.2.1]\n", want: []string{"line 1: eth0 is not valid here; expected a list"}},
+
+		// interfaces
+		{name: "no interfaces", yaml: "gtpu_addresses: [192.0.2.1]\n", want: []string{"config: interfaces: missing; list at least one interface"}},
+		{name: "empty interfaces", yaml: "interfaces: []\ngtpu_addresses: [192.0.2.1]\n", want: []string{"interfaces: missing"}},
+		{name: "name missing", yaml: "interfaces: [{roles: [n3, n6]}]\ngtpu_addresses: [192.0.2.1]\n", want: []string{"interfaces[0].name: missing; give the Linux interface name"}},
+		{name: "name too long", yaml: "interfaces: [{name: abcdefghijklmnop, roles: [n3, n6]}]\ngtpu_addresses: [192.0.2.1]\n", want: []string{`interfaces[0].name: "abcdefghijklmnop" is 16 bytes long; Linux interface names have at most 15`}},
+		{name: "name with slash", yaml: "interfaces: [{name: eth/0, roles: [n3, n6]}]\ngtpu_addresses: [192.0.2.1]\n", want: []string{`interfaces[0].name: "eth/0" contains '/' or ':'`, `"ip link"`}},
+		{name: "name with space", yaml: "interfaces: [{name: \"eth 0\", roles: [n3, n6]}]\ngtpu_addresses: [192.0.2.1]\n", want: []string{`interfaces[0].name: "eth 0" contains whitespace`}},
+		{name: "name with tab", yaml: "interfaces: [{name: \"eth\\t0\", roles: [n3, n6]}]\ngtpu_addresses: [192.0.2.1]\n", want: []string{`interfaces[0].name: "eth\t0" contains whitespace`}},
+		{name: "duplicate name", yaml: "interfaces: [{name: eth0, roles: [n3]}, {name: eth0, roles: [n6]}]\ngtpu_addresses: [192.0.2.1]\n", want: []string{`interfaces[1].name: "eth0" is already listed as interfaces[0]; list each interface once and give it all its roles`}},
+		{name: "roles missing", yaml: "interfaces: [{name: eth0}]\ngtpu_addresses: [192.0.2.1]\n", want: []string{`interfaces[0].roles: missing; give "n3", "n6" or both`}},
+		{name: "bad role", yaml: "interfaces: [{name: eth0, roles: [n3]}, {name: eth1, roles: [n9]}]\ngtpu_addresses: [192.0.2.1]\n", want: []string{`interfaces[1].roles[0]: "n9" is not a role; use "n3" (facing the gNBs) or "n6" (facing the data network)`}},
+		{name: "uppercase role", yaml: "interfaces: [{name: eth0, roles: [N3, n6]}]\ngtpu_addresses: [192.0.2.1]\n", want: []string{`interfaces[0].roles[0]: "N3" is not a role`}},
+		{name: "duplicate role", yaml: "interfaces: [{name: eth0, roles: [n3, n3, n6]}]\ngtpu_addresses: [192.0.2.1]\n", want: []string{`interfaces[0].roles[1]: "n3" is listed twice; list each role once`}},
+		{name: "no n3", yaml: "interfaces: [{name: eth0, roles: [n6]}]\ngtpu_addresses: [192.0.2.1]\n", want: []string{`interfaces: no interface has role "n3"; give the interface facing the gNBs the role n3`}},
+		{name: "no n6", yaml: "interfaces: [{name: eth0, roles: [n3]}]\ngtpu_addresses: [192.0.2.1]\n", want: []string{`interfaces: no interface has role "n6"; give the interface facing the data network the role n6`}},
+
+		// gtpu_addresses
+		{name: "no gtpu_addresses", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\n", want: []string{"config: gtpu_addresses: missing; list at least one local IPv4 address"}},
+		{name: "empty gtpu_addresses", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: []\n", want: []string{"gtpu_addresses: missing"}},
+		{name: "gtpu empty string", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [\"\"]\n", want: []string{"gtpu_addresses[0]: missing; give a local IPv4 address"}},
+		{name: "gtpu invalid", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [192.0.2.1, 192.0.2.x]\n", want: []string{`gtpu_addresses[1]: "192.0.2.x" is not an IP address; give a local IPv4 address`}},
+		{name: "gtpu IPv6", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [\"2001:db8::1\"]\n", want: []string{`gtpu_addresses[0]: "2001:db8::1" is not an IPv4 address; only IPv4 N3 addresses are supported`}},
+		{name: "gtpu IPv4-mapped", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [\"::ffff:192.0.2.1\"]\n", want: []string{`gtpu_addresses[0]: "::ffff:192.0.2.1" is an IPv4-mapped IPv6 address; write it as 192.0.2.1`}},
+		{name: "gtpu unspecified", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [0.0.0.0]\n", want: []string{`gtpu_addresses[0]: "0.0.0.0" is not a unicast address`}},
+		{name: "gtpu multicast", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [239.1.1.1]\n", want: []string{`gtpu_addresses[0]: "239.1.1.1" is not a unicast address`}},
+		{name: "gtpu duplicate", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [192.0.2.1, 192.0.2.1]\n", want: []string{`gtpu_addresses[1]: "192.0.2.1" is already listed as gtpu_addresses[0]; list each address once`}},
+
+		// Settings.
+		{name: "xdp_mode", yaml: minimal + "xdp_mode: fast\n", want: []string{`config: xdp_mode: "fast" is not a mode; use "native" or "generic"`}},
+		{name: "xdp_mode empty", yaml: minimal + "xdp_mode: \"\"\n", want: []string{`xdp_mode: "" is not a mode`}},
+		{name: "bpffs relative", yaml: minimal + "bpffs: sys/fs/bpf\n", want: []string{`bpffs: "sys/fs/bpf" is not an absolute path; give an absolute directory on the BPF filesystem, e.g. /sys/fs/bpf/xupf`}},
+		{name: "bpffs empty", yaml: minimal + "bpffs: \"\"\n", want: []string{"bpffs: empty; give an absolute directory"}},
+		{name: "http_listen no port", yaml: minimal + "http_listen: 127.0.0.1\n", want: []string{`http_listen: "127.0.0.1" is not host:port (missing port in address); use host:port, e.g. "127.0.0.1:8080"`}},
+		{name: "http_listen port 0", yaml: minimal + "http_listen: \":0\"\n", want: []string{`http_listen: port "0" in ":0" is not a port number from 1 to 65535`}},
+		{name: "http_listen port too big", yaml: minimal + "http_listen: \"127.0.0.1:65536\"\n", want: []string{`http_listen: port "65536" in "127.0.0.1:65536" is not a port number from 1 to 65535`}},
+		{name: "http_listen named port", yaml: minimal + "http_listen: \"localhost:http\"\n", want: []string{`http_listen: port "http" in "localhost:http" is not a port number`}},
+		{name: "http_listen empty", yaml: minimal + "http_listen: \"\"\n", want: []string{"http_listen: empty; use host:port"}},
+		{name: "pfcp_listen", yaml: minimal + "pfcp_listen: \"0.0.0.0:99999\"\n", want: []string{`pfcp_listen: port "99999" in "0.0.0.0:99999" is not a port number from 1 to 65535; use host:port, e.g. "0.0.0.0:8805"`}},
+		{name: "pfcp_listen IPv6 without brackets", yaml: minimal + "pfcp_listen: \"::1:8805\"\n", want: []string{`pfcp_listen: "::1:8805" is not host:port (too many colons in address)`}},
+		{name: "log_level", yaml: minimal + "log_level: verbose\n", want: []string{`log_level: "verbose" is not a level; use debug, info, warn or error`}},
+		{name: "max_sessions 0", yaml: minimal + "limits: {max_sessions: 0}\n", want: []string{"config: limits.max_sessions: 0 is out of range; use 1 to 4194304"}},
+		{name: "max_sessions too big", yaml: minimal + "limits: {max_sessions: 4194305}\n", want: []string{"limits.max_sessions: 4194305 is out of range; use 1 to 4194304"}},
+		{name: "max_sessions negative", yaml: minimal + "limits: {max_sessions: -1}\n", want: []string{"limits.max_sessions: -1 is out of range"}},
+		{name: "max_sessions text", yaml: minimal + "limits: {max_sessions: lots}\n", want: []string{`limits.max_sessions: "lots" is not an integer; use 1 to 4194304`}},
+		{name: "max_sessions float", yaml: minimal + "limits: {max_sessions: 1.5}\n", want: []string{`limits.max_sessions: "1.5" is not an integer`}},
+		{name: "max_sessions list", yaml: minimal + "limits: {max_sessions: [1]}\n", want: []string{`limits.max_sessions: a list is not an integer`}},
+		{name: "too many sessions", yaml: minimal + "limits: {max_sessions: 1}\n" + sess(sessionWith("1", "10.0.0.1", "1"), sessionWith("2", "10.0.0.2", "2")), want: []string{"sessions: 2 sessions exceed limits.max_sessions (1); raise limits.max_sessions or remove sessions"}},
+
+		// sessions
+		{name: "session id missing", yaml: minimal + sess("ue_ipv4: 10.0.0.1, uplink_teid: 1, gnb_ipv4: 198.51.100.1, downlink_teid: 1"), want: []string{"config: sessions[0].id: missing; give each session a unique id"}},
+		{name: "session id 0", yaml: minimal + sess(sessionWith("0", "10.0.0.1", "1")), want: []string{"sessions[0].id: 0 is out of range; give each session a unique id from 1"}},
+		{name: "session id negative", yaml: minimal + sess(sessionWith("-3", "10.0.0.1", "1")), want: []string{"sessions[0].id: -3 is out of range"}},
+		{name: "session id duplicate", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1"), sessionWith("1", "10.0.0.2", "2")), want: []string{"sessions[1].id: 1 is already used by sessions[0]; give each session its own id"}},
+		{name: "session UE duplicate", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1"), sessionWith("2", "10.0.0.1", "2")), want: []string{"sessions[1].ue_ipv4: 10.0.0.1 is already used by sessions[0]; give each session its own UE address"}},
+		{name: "session uplink TEID duplicate", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "0x100"), sessionWith("2", "10.0.0.2", "3"), sessionWith("3", "10.0.0.3", "256")), want: []string{"config: sessions[2].uplink_teid: 256 is already used by sessions[0]; give each session its own uplink TEID"}},
+		{name: "session uplink TEID 0", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "0")), want: []string{"sessions[0].uplink_teid: 0 is reserved for GTP-U signalling; use a TEID from 1 to 4294967295"}},
+		{name: "session uplink TEID too big", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "4294967296")), want: []string{"sessions[0].uplink_teid: 4294967296 is out of range; use 1 to 4294967295 (decimal, or hex such as 0x100)"}},
+		{name: "session uplink TEID hex too big", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "0x100000000")), want: []string{"sessions[0].uplink_teid: 0x100000000 is out of range"}},
+		{name: "session uplink TEID negative", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "-1")), want: []string{"sessions[0].uplink_teid: -1 is out of range"}},
+		{name: "session uplink TEID quoted", yaml: minimal + sess(sessionWith("1", "10.0.0.1", `"256"`)), want: []string{`sessions[0].uplink_teid: "256" is not an integer; use 1 to 4294967295`}},
+		{name: "session uplink TEID missing", yaml: minimal + sess("id: 1, ue_ipv4: 10.0.0.1, gnb_ipv4: 198.51.100.1, downlink_teid: 1"), want: []string{"sessions[0].uplink_teid: missing; give the TEID the gNB puts on this session's uplink packets"}},
+		{name: "session downlink TEID 0", yaml: minimal + sess("id: 1, ue_ipv4: 10.0.0.1, uplink_teid: 1, gnb_ipv4: 198.51.100.1, downlink_teid: 0"), want: []string{"sessions[0].downlink_teid: 0 is reserved for GTP-U signalling"}},
+		{name: "session downlink TEID missing", yaml: minimal + sess("id: 1, ue_ipv4: 10.0.0.1, uplink_teid: 1, gnb_ipv4: 198.51.100.1"), want: []string{"sessions[0].downlink_teid: missing; give the TEID the gNB assigned"}},
+		{name: "session downlink TEID text", yaml: minimal + sess("id: 1, ue_ipv4: 10.0.0.1, uplink_teid: 1, gnb_ipv4: 198.51.100.1, downlink_teid: abc"), want: []string{`sessions[0].downlink_teid: "abc" is not an integer`}},
+		{name: "session UE missing", yaml: minimal + sess("id: 1, uplink_teid: 1, gnb_ipv4: 198.51.100.1, downlink_teid: 1"), want: []string{"sessions[0].ue_ipv4: missing; give the UE's IPv4 address"}},
+		{name: "session UE invalid", yaml: minimal + sess(sessionWith("1", "10.0.0.256", "1")), want: []string{`sessions[0].ue_ipv4: "10.0.0.256" is not an IP address; give the UE's IPv4 address`}},
+		{name: "session UE IPv6", yaml: minimal + sess(sessionWith("1", `"2001:db8::1"`, "1")), want: []string{`sessions[0].ue_ipv4: "2001:db8::1" is not an IPv4 address; give the UE's IPv4 address`}},
+		{name: "session gNB missing", yaml: minimal + sess("id: 1, ue_ipv4: 10.0.0.1, uplink_teid: 1, downlink_teid: 1"), want: []string{"sessions[0].gnb_ipv4: missing; give the gNB's N3 IPv4 address"}},
+		{name: "session gNB invalid", yaml: minimal + sess("id: 1, ue_ipv4: 10.0.0.1, uplink_teid: 1, gnb_ipv4: gnb1, downlink_teid: 1"), want: []string{`sessions[0].gnb_ipv4: "gnb1" is not an IP address`}},
+		{name: "session QFI too big", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", "qfi: 64")), want: []string{"sessions[0].qfi: 64 is out of range; use 1 to 63, or 0 for no PDU Session Container"}},
+		{name: "session QFI way too big", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", "qfi: 300")), want: []string{"sessions[0].qfi: 300 is out of range; use 1 to 63"}},
+		{name: "session gtpu_address not local", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", "gtpu_address: 192.0.2.9")), want: []string{"sessions[0].gtpu_address: 192.0.2.9 is not in gtpu_addresses; use one of 192.0.2.1, or add it to gtpu_addresses"}},
+		{name: "session gtpu_address IPv6", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", `gtpu_address: "2001:db8::1"`)), want: []string{`sessions[0].gtpu_address: "2001:db8::1" is not an IPv4 address; give one of the local GTP-U addresses`}},
+		{name: "session gtpu_address invalid", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", "gtpu_address: local")), want: []string{`sessions[0].gtpu_address: "local" is not an IP address; give one of gtpu_addresses`}},
+		{name: "session not a mapping", yaml: minimal + "sessions: [5]\n", want: []string{"line 5: 5 is not valid here; expected a mapping"}},
+
+		// No cascade: a bad gtpu_addresses is reported once, not again for each session.
+		{
+			name:    "bad gtpu_addresses not repeated per session",
+			yaml:    "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [bad]\n" + sess(sessionWith("1", "10.0.0.1", "1")),
+			want:    []string{`gtpu_addresses[0]: "bad" is not an IP address`},
+			notWant: "sessions[0]",
+		},
+
+		// Every problem is reported, one per line.
+		{
+			name: "several problems",
+			yaml: minimal + "xdp_mode: fast\nlog_level: loud\n" + sess(sessionWith("1", "10.0.0.1", "0")),
+			want: []string{`config: xdp_mode: "fast"`, "\nconfig: log_level:", "\nconfig: sessions[0].uplink_teid: 0 is reserved"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("Parse succeeded (%+v); want an error containing %q", cfg, tt.want)
+			}
+			if cfg != nil {
+				t.Errorf("Parse returned a config with an error")
+			}
+			msg := err.Error()
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error\n%s\ndoes not contain\n%s", msg, w)
+				}
+			}
+			if tt.notWant != "" && strings.Contains(msg, tt.notWant) {
+				t.Errorf("error\n%s\ncontains %q", msg, tt.notWant)
+			}
+			for _, line := range strings.Split(msg, "\n") {
+				if !strings.HasPrefix(line, "config: ") {
+					t.Errorf("error line %q does not start with \"config: \"", line)
+				}
+				if strings.Contains(line, "config.raw") || strings.Contains(line, "yaml: ") || strings.Contains(line, "uint") {
+					t.Errorf("error line %q leaks Go or yaml internals", line)
+				}
+			}
+		})
+	}
+}
+
+func TestSessionValidateErrorIsWrapped(t *testing.T) {
+	_, err := Parse([]byte(minimal + sess(sessionWith("1", "10.0.0.1", "0"))))
+	if err == nil {
+		t.Fatal("Parse succeeded; want an error")
+	}
+	want := session.Session{UE: netip.MustParseAddr("10.0.0.1")}.Validate()
+	var found bool
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if e.Error() == want.Error() {
+			found = true
+		}
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, je := range j.Unwrap() {
+				for e2 := je; e2 != nil; e2 = errors.Unwrap(e2) {
+					if e2.Error() == want.Error() {
+						found = true
+					}
+				}
+			}
+			break
+		}
+	}
+	if !found {
+		t.Errorf("error %q does not wrap session.Validate's %q", err, want)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nope.yaml")
+	_, err := Load(path)
+	if err == nil {
+		t.Fatal("Load of a missing file succeeded")
+	}
+	if !strings.Contains(err.Error(), path) {
+		t.Errorf("error %q does not name %s", err, path)
+	}
+	if !strings.HasPrefix(err.Error(), "config: cannot read ") {
+		t.Errorf("error %q does not say the file cannot be read", err)
+	}
+	if strings.Count(err.Error(), path) != 1 {
+		t.Errorf("error %q names the path more than once", err)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("errors.Is(%q, fs.ErrNotExist) = false", err)
+	}
+}
+
+func TestLoadInvalidFileNamesPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "xupf.yaml")
+	if err := os.WriteFile(path, []byte(minimal+"xdp_mode: fast\nlog_level: loud\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil {
+		t.Fatal("Load succeeded; want an error")
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if !strings.HasPrefix(line, "config: "+path+": ") {
+			t.Errorf("error line %q does not start with the path", line)
+		}
+	}
+	if !strings.Contains(err.Error(), `config: `+path+`: xdp_mode: "fast" is not a mode`) {
+		t.Errorf("error %q does not report xdp_mode", err)
+	}
+
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(empty); err == nil || !strings.Contains(err.Error(), "config: "+empty+": the file is empty") {
+		t.Errorf("Load(empty file) = %v; want it to say the file is empty", err)
+	}
+}
+
+// Config's YAML keys match what Parse reads: a marshalled Config parses back to itself.
+func TestMarshalRoundTrip(t *testing.T) {
+	cfg, err := Load(filepath.Join("testdata", "example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(data)
+	if err != nil {
+		t.Fatalf("Parse(Marshal(example)): %v\n%s", err, data)
+	}
+	if !reflect.DeepEqual(back, cfg) {
+		t.Errorf("round trip changed the config:\n%+v\nwant\n%+v", back, cfg)
+	}
+}
+
+func TestDefault(t *testing.T) {
+	d := Default()
+	if d.XDPMode != "native" || !d.XDPFallback || d.BPFFS != "/sys/fs/bpf/xupf" ||
+		d.HTTPListen != "127.0.0.1:8080" || d.PFCPListen != "0.0.0.0:8805" || d.LogLevel != "info" ||
+		d.Limits.MaxSessions != 100000 || d.Interfaces != nil || d.GTPUAddresses != nil || d.Sessions != nil {
+		t.Errorf("Default() = %+v", d)
+	}
+	d.XDPMode = "generic"
+	if Default().XDPMode != "native" {
+		t.Error("Default() returns shared state")
+	}
+}
+
+// rawSession must accept exactly session.Session's YAML keys; if the session model gains a
+// field, rawSession and validator.session need it too.
+func TestRawTypesMatchModel(t *testing.T) {
+	pairs := []struct{ raw, model reflect.Type }{
+		{reflect.TypeOf(rawSession{}), reflect.TypeOf(session.Session{})},
+		{reflect.TypeOf(rawConfig{}), reflect.TypeOf(Config{})},
+		{reflect.TypeOf(rawLimits{}), reflect.TypeOf(Limits{})},
+	}
+	for _, p := range pairs {
+		if got, want := yamlKeys(p.raw), yamlKeys(p.model); !reflect.DeepEqual(got, want) {
+			t.Errorf("%v keys %v differ from %v keys %v", p.raw, got, p.model, want)
+		}
+	}
+}

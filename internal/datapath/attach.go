@@ -1,0 +1,136 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// XDPMode is how the program is attached.
+type XDPMode string
+
+const (
+	XDPNative  XDPMode = "native"  // in the driver: the fast one
+	XDPGeneric XDPMode = "generic" // after the skb is built: works on every interface, slower
+)
+
+type attachment struct {
+	link    link.Link
+	ifindex int
+	mode    XDPMode
+}
+
+// Attachment describes an interface the datapath is attached to.
+type Attachment struct {
+	Name    string
+	Ifindex int
+	Mode    XDPMode
+}
+
+// Attach attaches the XDP program to the interface name and lets the datapath redirect to
+// it. With fallback, an interface whose driver lacks native XDP gets generic XDP and a
+// warning. When a link from an earlier run is pinned for this interface, the program is
+// swapped into it atomically: traffic keeps flowing across a daemon restart.
+func (d *Datapath) Attach(name string, mode XDPMode, fallback bool) (Attachment, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	iface, err := net.InterfaceByName(name)
+	if err != nil {
+		return Attachment{}, fmt.Errorf("attach to %q: no such interface; check interfaces[].name "+
+			"against `ip link`: %w", name, err)
+	}
+	if _, ok := d.links[name]; ok {
+		return Attachment{}, fmt.Errorf("attach to %q: already attached", name)
+	}
+	pin := d.linkPin(name)
+
+	a := &attachment{ifindex: iface.Index, mode: mode}
+	if l, err := link.LoadPinnedLink(pin, nil); err == nil {
+		if err := l.Update(d.objs.XupfXdp); err != nil {
+			l.Close()
+			return Attachment{}, fmt.Errorf("attach to %q: replace program in pinned link %s: %w", name, pin, err)
+		}
+		a.link = l
+		d.log.Info("took over pinned XDP link", "interface", name, "pin", pin)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return Attachment{}, fmt.Errorf("attach to %q: open pinned link %s: %w", name, pin, err)
+	} else {
+		a.link, err = d.attachNew(iface, mode)
+		if err != nil && mode == XDPNative && fallback && errors.Is(err, unix.EOPNOTSUPP) {
+			d.log.Warn("native XDP is not supported by this interface's driver; falling back to generic XDP, "+
+				"which is much slower", "interface", name)
+			a.mode = XDPGeneric
+			a.link, err = d.attachNew(iface, XDPGeneric)
+		}
+		if err != nil {
+			return Attachment{}, err
+		}
+		if err := a.link.Pin(pin); err != nil {
+			a.link.Close()
+			return Attachment{}, fmt.Errorf("attach to %q: pin link: %w", name, err)
+		}
+	}
+	if err := d.objs.XupfTxPorts.Put(uint32(iface.Index), uint32(iface.Index)); err != nil {
+		a.link.Unpin()
+		a.link.Close()
+		return Attachment{}, fmt.Errorf("attach to %q: add to redirect map: %w", name, err)
+	}
+	d.links[name] = a
+	return Attachment{Name: name, Ifindex: iface.Index, Mode: a.mode}, nil
+}
+
+func (d *Datapath) attachNew(iface *net.Interface, mode XDPMode) (link.Link, error) {
+	flags := link.XDPDriverMode
+	if mode == XDPGeneric {
+		flags = link.XDPGenericMode
+	}
+	l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.XupfXdp, Interface: iface.Index, Flags: flags})
+	switch {
+	case err == nil:
+		return l, nil
+	case errors.Is(err, unix.EOPNOTSUPP):
+		return nil, fmt.Errorf("attach to %q: %s XDP is not supported by this interface "+
+			"(set xdp_mode: generic, or xdp_fallback: true): %w", iface.Name, mode, err)
+	case errors.Is(err, unix.EBUSY), errors.Is(err, unix.EEXIST):
+		return nil, fmt.Errorf("attach to %q: another XDP program is attached; remove it with "+
+			"`ip link set dev %s xdp off` or stop its owner: %w", iface.Name, iface.Name, err)
+	}
+	return nil, fmt.Errorf("attach to %q in %s mode: %w", iface.Name, mode, err)
+}
+
+// Detach removes the program from the interface name.
+func (d *Datapath) Detach(name string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a, ok := d.links[name]
+	if !ok {
+		return fmt.Errorf("detach from %q: not attached", name)
+	}
+	delete(d.links, name)
+	err := d.objs.XupfTxPorts.Delete(uint32(a.ifindex))
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		err = nil
+	}
+	return errors.Join(err, a.link.Unpin(), a.link.Close())
+}
+
+// Attachments lists the interfaces the datapath is attached to.
+func (d *Datapath) Attachments() []Attachment {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]Attachment, 0, len(d.links))
+	for name, a := range d.links {
+		out = append(out, Attachment{Name: name, Ifindex: a.ifindex, Mode: a.mode})
+	}
+	return out
+}
+
+func (d *Datapath) linkPin(ifname string) string {
+	return filepath.Join(d.opts.PinPath, "link_"+ifname)
+}

@@ -1,0 +1,185 @@
+// Package datapath loads the XDP datapath (bpf/), pins its maps and links under bpffs,
+// attaches it to interfaces and turns sessions into map entries.
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"sync"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xupf/xupf/internal/session"
+)
+
+// Options configure Load.
+type Options struct {
+	// PinPath is the bpffs directory for maps and links, e.g. /sys/fs/bpf/xupf.
+	PinPath string
+	// MaxSessions sizes the TEID and UE-address tables; each session takes two PDR/FAR slots.
+	MaxSessions int
+	// GTPUAddrs are the local N3 addresses uplink packets are sent to.
+	GTPUAddrs []netip.Addr
+	Logger    *slog.Logger
+}
+
+// Controller is what the control plane needs from a datapath: sessions in, counters out.
+type Controller interface {
+	AddSession(s session.Session) error
+	ModifySession(s session.Session) error
+	DeleteSession(id uint64) (session.Usage, error)
+	Session(id uint64) (session.Session, session.Usage, error)
+	Sessions() []session.Session
+	Stats() (Stats, error)
+}
+
+// ErrNotFound is returned for an unknown session id.
+var ErrNotFound = errors.New("session not found")
+
+// Datapath is a loaded datapath. It implements Controller.
+type Datapath struct {
+	opts  Options
+	log   *slog.Logger
+	objs  xupfObjects
+	names names
+
+	mu       sync.Mutex
+	sessions map[uint64]*installed
+	byTEID   map[uint32]uint64
+	byUE     map[netip.Addr]uint64
+	rules    *slots // PDR and FAR slots (one FAR per PDR)
+	counters *slots // usage counter slots
+	links    map[string]*attachment
+}
+
+var _ Controller = (*Datapath)(nil)
+
+// Load loads the datapath into the kernel, reusing maps already pinned under PinPath.
+func Load(opts Options) (*Datapath, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxSessions <= 0 {
+		return nil, fmt.Errorf("load datapath: max sessions must be positive, got %d", opts.MaxSessions)
+	}
+	spec, err := loadXupf()
+	if err != nil {
+		return nil, fmt.Errorf("load datapath spec: %w", err)
+	}
+	nrules := uint32(2 * opts.MaxSessions)
+	spec.Maps[xupfMapXupfUlRules].MaxEntries = uint32(opts.MaxSessions)
+	spec.Maps[xupfMapXupfDlRules].MaxEntries = uint32(opts.MaxSessions)
+	for _, m := range []string{xupfMapXupfPdrs, xupfMapXupfFars, xupfMapXupfUsage} {
+		spec.Maps[m].MaxEntries = nrules
+	}
+	nm, err := namesFromSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := ensurePinPath(opts.PinPath); err != nil {
+		return nil, err
+	}
+
+	d := &Datapath{
+		opts:     opts,
+		log:      opts.Logger,
+		names:    nm,
+		sessions: map[uint64]*installed{},
+		byTEID:   map[uint32]uint64{},
+		byUE:     map[netip.Addr]uint64{},
+		rules:    newSlots(nrules),
+		counters: newSlots(nrules),
+		links:    map[string]*attachment{},
+	}
+	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{
+		Maps: ebpf.MapOptions{PinPath: opts.PinPath},
+	})
+	if err != nil {
+		var ve *ebpf.VerifierError
+		switch {
+		case errors.As(err, &ve):
+			return nil, fmt.Errorf("load datapath: the verifier rejected the program:\n%+v", ve)
+		case errors.Is(err, ebpf.ErrMapIncompatible):
+			return nil, fmt.Errorf("load datapath: maps pinned under %s were made with other sizes or types "+
+				"(an older xupfd or other limits); stop every xupfd and remove that directory: %w", opts.PinPath, err)
+		}
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
+	if err := d.setGTPUAddrs(opts.GTPUAddrs); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// setGTPUAddrs makes addrs the only local GTP-U addresses.
+func (d *Datapath) setGTPUAddrs(addrs []netip.Addr) error {
+	want := map[[4]byte]bool{}
+	for _, a := range addrs {
+		if !a.Is4() {
+			return fmt.Errorf("gtp-u address %s: only IPv4 is supported", a)
+		}
+		want[a.As4()] = true
+		if err := d.objs.XupfGtpuAddrs.Put(a.As4(), uint8(1)); err != nil {
+			return fmt.Errorf("add gtp-u address %s: %w", a, err)
+		}
+	}
+	var k [4]byte
+	var v uint8
+	var stale [][4]byte
+	it := d.objs.XupfGtpuAddrs.Iterate()
+	for it.Next(&k, &v) {
+		if !want[k] {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("list gtp-u addresses: %w", err)
+	}
+	for _, k := range stale {
+		if err := d.objs.XupfGtpuAddrs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("remove stale gtp-u address %v: %w", netip.AddrFrom4(k), err)
+		}
+	}
+	return nil
+}
+
+// Program is the XDP program, for tests and benchmarks that run it with BPF_PROG_TEST_RUN.
+func (d *Datapath) Program() *ebpf.Program { return d.objs.XupfXdp }
+
+// Close releases the datapath. With unpin, the maps and links pinned under PinPath are
+// removed too, so the programs detach and the kernel frees everything; without, the
+// attached programs keep forwarding with the current tables after this process exits.
+func (d *Datapath) Close(unpin bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for name, a := range d.links {
+		if unpin {
+			errs = append(errs, a.link.Unpin())
+		}
+		errs = append(errs, a.link.Close())
+		delete(d.links, name)
+	}
+	if unpin {
+		for _, m := range d.pinnedMaps() {
+			errs = append(errs, m.Unpin())
+		}
+	}
+	errs = append(errs, d.objs.Close())
+	if unpin {
+		if err := os.Remove(d.opts.PinPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove pin directory: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Datapath) pinnedMaps() []*ebpf.Map {
+	m := d.objs.xupfMaps
+	return []*ebpf.Map{m.XupfUlRules, m.XupfDlRules, m.XupfPdrs, m.XupfFars, m.XupfUsage,
+		m.XupfGtpuAddrs, m.XupfTxPorts, m.XupfStats, m.XupfDrops}
+}

@@ -1,0 +1,37 @@
+package datapath
+
+import "errors"
+
+var errNoSlots = errors.New("no free slots")
+
+// slots hands out array indexes first-in first-out: a freed index goes to the back of the
+// queue, so it is reused only after every other free one. A packet that looked up the old
+// rule just before it was replaced therefore never sees the slot rewritten for someone else.
+type slots struct {
+	free []uint32 // a ring: head is the next to hand out
+	head int
+	n    int // how many are free
+}
+
+func newSlots(size uint32) *slots {
+	s := &slots{free: make([]uint32, size), n: int(size)}
+	for i := range s.free {
+		s.free[i] = uint32(i)
+	}
+	return s
+}
+
+func (s *slots) alloc() (uint32, error) {
+	if s.n == 0 {
+		return 0, errNoSlots
+	}
+	v := s.free[s.head]
+	s.head = (s.head + 1) % len(s.free)
+	s.n--
+	return v, nil
+}
+
+func (s *slots) release(v uint32) {
+	s.free[(s.head+s.n)%len(s.free)] = v
+	s.n++
+}
