@@ -1,0 +1,174 @@
+// Command xupfctl is the command-line client of xupfd's HTTP API.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+
+	"github.com/xupf/xupf/internal/api"
+)
+
+const (
+	defaultServer = "http://127.0.0.1:8080"
+	serverEnv     = "XUPF_SERVER"
+)
+
+var outputFormats = []string{"table", "json", "yaml"}
+
+func main() {
+	// Ctrl-C cancels the request in flight instead of leaving it to the timeout.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// run executes xupfctl with args and returns the process exit code. Everything it depends on
+// from the process is a parameter, so tests run the real command tree.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	root := newRootCmd(getenv)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// options are the root's persistent flags, shared by every command.
+type options struct {
+	server  string
+	output  string
+	timeout time.Duration
+}
+
+func newRootCmd(getenv func(string) string) *cobra.Command {
+	opts := &options{}
+	root := &cobra.Command{
+		Use:   "xupfctl",
+		Short: "Inspect a running xupfd: status, sessions and datapath counters",
+		Long: `xupfctl talks to the HTTP API of xupfd, the xupf user-plane daemon, and shows its
+state, its PDU sessions and the XDP datapath's counters.
+
+The daemon's API address is --server, else the ` + serverEnv + ` environment variable, else
+` + defaultServer + `.
+
+Shell completion (including session ids for "session show") is built in: run
+"xupfctl completion --help" and pick your shell.`,
+		Example: `  xupfctl status
+  xupfctl session list -o json
+  xupfctl session show 7
+  ` + serverEnv + `=http://192.0.2.5:8080 xupfctl stats
+  source <(xupfctl completion bash)`,
+		// Errors are printed once, by run, in a single format.
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			// Flags and arguments have been parsed by now: what fails from here on is not a
+			// matter of usage, and the usage text would bury the message.
+			cmd.SilenceUsage = true
+			return opts.validate()
+		},
+	}
+
+	server := getenv(serverEnv)
+	if server == "" {
+		server = defaultServer
+	}
+	flags := root.PersistentFlags()
+	flags.StringVar(&opts.server, "server", server,
+		"xupfd API address, as http://host:port (env "+serverEnv+")")
+	flags.StringVarP(&opts.output, "output", "o", "table",
+		"output format: "+strings.Join(outputFormats, ", "))
+	flags.DurationVar(&opts.timeout, "timeout", 5*time.Second,
+		"how long to wait for the daemon's answer")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
+
+	root.AddCommand(newStatusCmd(opts), newSessionCmd(opts), newStatsCmd(opts))
+	return root
+}
+
+func (o *options) validate() error {
+	switch o.output {
+	case "table", "json", "yaml":
+	default:
+		return fmt.Errorf("output format %q is not supported; use table, json or yaml", o.output)
+	}
+	if o.timeout <= 0 {
+		return fmt.Errorf("--timeout %s must be positive, e.g. 5s", o.timeout)
+	}
+	return nil
+}
+
+// client returns an API client for --server and a context bounded by --timeout.
+func (o *options) client(cmd *cobra.Command) (*api.Client, context.Context, context.CancelFunc) {
+	server := o.server
+	// "127.0.0.1:8080" is what people type; without a scheme it would fail with an obscure
+	// URL parse error.
+	if !strings.Contains(server, "://") {
+		server = "http://" + server
+	}
+	ctx := cmd.Context()
+	if ctx == nil { // completion runs commands without a context
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	return api.NewClient(server, nil), ctx, cancel
+}
+
+// render writes v as JSON or YAML when -o asks for it, else as the command's table.
+func (o *options) render(w io.Writer, v any, table func(io.Writer) error) error {
+	switch o.output {
+	case "json":
+		return writeJSON(w, v)
+	case "yaml":
+		return writeYAML(w, v)
+	default:
+		return table(w)
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing json: %w", err)
+	}
+	return nil
+}
+
+func writeYAML(w io.Writer, v any) error {
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing yaml: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("writing yaml: %w", err)
+	}
+	return nil
+}
+
+// flush ends a tabwriter table; its error is the first write error, e.g. a closed stdout.
+func flush(tw *tabwriter.Writer) error {
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing output: %w", err)
+	}
+	return nil
+}
+
+// newTable returns the tabwriter every table uses, so they all look alike.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}

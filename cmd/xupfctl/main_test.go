@@ -1,0 +1,417 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/xupf/xupf/internal/api"
+	"github.com/xupf/xupf/internal/session"
+)
+
+// fakeBackend serves fixed data through the real api.NewHandler, so these tests cover the
+// CLI, the client and the server together.
+type fakeBackend struct {
+	status   api.Status
+	sessions []api.SessionInfo
+	stats    api.Stats
+}
+
+func (f *fakeBackend) Status() api.Status                   { return f.status }
+func (f *fakeBackend) Sessions() ([]api.SessionInfo, error) { return f.sessions, nil }
+func (f *fakeBackend) Stats() (api.Stats, error)            { return f.stats, nil }
+
+func (f *fakeBackend) Session(id uint64) (api.SessionInfo, error) {
+	for _, s := range f.sessions {
+		if s.ID == id {
+			return s, nil
+		}
+	}
+	return api.SessionInfo{}, fmt.Errorf("session %d: %w", id, api.ErrNotFound)
+}
+
+func testSession(id uint64, ue string, ulTEID, dlTEID uint32, qfi uint8, ulPkts, dlPkts uint64) api.SessionInfo {
+	return api.SessionInfo{
+		Session: session.Session{
+			ID:           id,
+			UE:           netip.MustParseAddr(ue),
+			UplinkTEID:   ulTEID,
+			GNB:          netip.MustParseAddr("192.0.2.10"),
+			DownlinkTEID: dlTEID,
+			QFI:          qfi,
+			GTPUAddr:     netip.MustParseAddr("192.0.2.1"),
+		},
+		Usage: session.Usage{
+			Uplink:   session.Counters{Packets: ulPkts, Bytes: ulPkts * 100},
+			Downlink: session.Counters{Packets: dlPkts, Bytes: dlPkts * 1000},
+		},
+	}
+}
+
+func newFakeBackend() *fakeBackend {
+	return &fakeBackend{
+		status: api.Status{
+			Version:       "v0.1.0",
+			StartedAt:     time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
+			UptimeSeconds: 3725.4,
+			Interfaces: []api.Interface{
+				{Name: "eth0", Ifindex: 2, Roles: []string{"n3"}, XDPMode: "native"},
+				{Name: "veth-n6", Ifindex: 13, Roles: []string{"n6"}, XDPMode: "generic"},
+			},
+			GTPUAddresses: []string{"192.0.2.1", "192.0.2.2"},
+			PFCPAddress:   "192.0.2.1:8805",
+			Sessions:      2,
+			MaxSessions:   65536,
+			BPFFSPath:     "/sys/fs/bpf/xupf",
+		},
+		sessions: []api.SessionInfo{
+			testSession(9, "10.45.0.9", 0x2000, 0x3000, 0, 5, 6),
+			testSession(2, "10.45.0.2", 0x1000, 0x1001, 9, 1042, 2088),
+		},
+		stats: api.Stats{
+			Counters: map[string]uint64{"ul_rx": 1042, "dl_tx": 2088, "pass": 0},
+			Drops:    map[string]uint64{"unknown_teid": 2, "malformed_gtp": 0},
+		},
+	}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runCLI runs xupfctl against a server for b; env is the whole environment it sees.
+func runCLI(t *testing.T, b api.Backend, env map[string]string, args ...string) (result, string) {
+	t.Helper()
+	srv := httptest.NewServer(api.NewHandler(b, nil))
+	t.Cleanup(srv.Close)
+	return runCLIAt(t, srv.URL, env, args...), srv.URL
+}
+
+func runCLIAt(t *testing.T, url string, env map[string]string, args ...string) result {
+	t.Helper()
+	if env == nil {
+		env = map[string]string{"XUPF_SERVER": url}
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), args, &stdout, &stderr, func(k string) string { return env[k] })
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+func TestTables(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{
+			args: []string{"session", "list"},
+			want: `
+ID  UE         UL-TEID  GNB         DL-TEID  QFI  UL-PKTS  DL-PKTS
+2   10.45.0.2  0x1000   192.0.2.10  0x1001   9    1042     2088
+9   10.45.0.9  0x2000   192.0.2.10  0x3000   -    5        6
+`,
+		},
+		{
+			args: []string{"session", "show", "2"},
+			want: `
+ID:              2
+UE:              10.45.0.2
+Uplink TEID:     0x1000
+gNB:             192.0.2.10
+Downlink TEID:   0x1001
+QFI:             9
+GTP-U address:   192.0.2.1
+Uplink usage:    1042 packets, 104200 bytes
+Downlink usage:  2088 packets, 2088000 bytes
+`,
+		},
+		{
+			args: []string{"session", "show", "9"},
+			want: `
+ID:              9
+UE:              10.45.0.9
+Uplink TEID:     0x2000
+gNB:             192.0.2.10
+Downlink TEID:   0x3000
+QFI:             none (no PDU Session Container)
+GTP-U address:   192.0.2.1
+Uplink usage:    5 packets, 500 bytes
+Downlink usage:  6 packets, 6000 bytes
+`,
+		},
+		{
+			args: []string{"stats"},
+			want: `
+COUNTER  VALUE
+dl_tx    2088
+pass     0
+ul_rx    1042
+
+DROP REASON    VALUE
+malformed_gtp  0
+unknown_teid   2
+`,
+		},
+		{
+			args: []string{"status"},
+			want: `
+Version:          v0.1.0
+Started:          2025-01-02T03:04:05Z (up 1h2m5s)
+Sessions:         2/65536
+GTP-U addresses:  192.0.2.1, 192.0.2.2
+PFCP address:     192.0.2.1:8805
+BPF FS path:      /sys/fs/bpf/xupf
+
+INTERFACE  IFINDEX  ROLES  XDP MODE
+eth0       2        n3     native
+veth-n6    13       n6     generic
+`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			// "-o table" explicitly and the default must agree.
+			for _, args := range [][]string{tt.args, append([]string{"-o", "table"}, tt.args...)} {
+				r, _ := runCLI(t, newFakeBackend(), nil, args...)
+				if r.code != 0 || r.stderr != "" {
+					t.Fatalf("xupfctl %v: exit %d, stderr %q", args, r.code, r.stderr)
+				}
+				if want := strings.TrimPrefix(tt.want, "\n"); r.stdout != want {
+					t.Errorf("xupfctl %v output:\n%s\nwant:\n%s", args, r.stdout, want)
+				}
+			}
+		})
+	}
+}
+
+func TestSessionListEmptyTable(t *testing.T) {
+	r, _ := runCLI(t, &fakeBackend{}, nil, "session", "list")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if want := "ID  UE  UL-TEID  GNB  DL-TEID  QFI  UL-PKTS  DL-PKTS\n"; r.stdout != want {
+		t.Errorf("output %q, want %q", r.stdout, want)
+	}
+}
+
+func TestJSONAndYAML(t *testing.T) {
+	b := newFakeBackend()
+	sorted := []api.SessionInfo{b.sessions[1], b.sessions[0]}
+	tests := []struct {
+		args []string
+		into func() any // a fresh value to decode the output into
+		want any
+	}{
+		{[]string{"status"}, func() any { return new(api.Status) }, &b.status},
+		{[]string{"session", "list"}, func() any { return new([]api.SessionInfo) }, &sorted},
+		{[]string{"session", "show", "9"}, func() any { return new(api.SessionInfo) }, &b.sessions[0]},
+		{[]string{"stats"}, func() any { return new(api.Stats) }, &b.stats},
+	}
+	for _, tt := range tests {
+		for _, format := range []string{"json", "yaml"} {
+			t.Run(format+" "+strings.Join(tt.args, " "), func(t *testing.T) {
+				r, _ := runCLI(t, b, nil, append([]string{"-o", format}, tt.args...)...)
+				if r.code != 0 || r.stderr != "" {
+					t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+				}
+				got := tt.into()
+				var err error
+				if format == "json" {
+					err = json.Unmarshal([]byte(r.stdout), got)
+				} else {
+					err = yaml.Unmarshal([]byte(r.stdout), got)
+				}
+				if err != nil {
+					t.Fatalf("output is not %s: %v\n%s", format, err, r.stdout)
+				}
+				if !reflect.DeepEqual(got, tt.want) {
+					t.Errorf("decoded output = %+v, want %+v\n%s", got, tt.want, r.stdout)
+				}
+			})
+		}
+	}
+}
+
+// The JSON output is the API's object, indented; the YAML uses the same field names.
+func TestOutputShape(t *testing.T) {
+	r, _ := runCLI(t, newFakeBackend(), nil, "--output", "json", "session", "show", "2")
+	if !strings.HasPrefix(r.stdout, "{\n  \"id\": 2,\n  \"ue_ipv4\": \"10.45.0.2\",") {
+		t.Errorf("json output is not the indented API object:\n%s", r.stdout)
+	}
+	r, _ = runCLI(t, newFakeBackend(), nil, "-o", "yaml", "session", "show", "2")
+	for _, want := range []string{"id: 2\n", "ue_ipv4: 10.45.0.2\n", "uplink_teid: 4096\n", "usage:\n  uplink:\n    packets: 1042\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("yaml output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r, _ = runCLI(t, &fakeBackend{}, nil, "-o", "json", "session", "list")
+	if r.stdout != "[]\n" {
+		t.Errorf("json of no sessions = %q, want %q", r.stdout, "[]\n")
+	}
+}
+
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantStderr string
+		wantUsage  bool // whether the usage text is shown along with the error
+	}{
+		{
+			name:       "bad output format",
+			args:       []string{"-o", "x", "status"},
+			wantStderr: "error: output format \"x\" is not supported; use table, json or yaml\n",
+		},
+		{
+			name:       "bad session id",
+			args:       []string{"session", "show", "abc"},
+			wantStderr: "error: session id \"abc\" is not a number; use the id shown by `xupfctl session list`\n",
+		},
+		{
+			name:       "unknown session",
+			args:       []string{"session", "show", "7"},
+			wantStderr: "error: session 7 not found\n",
+		},
+		{
+			name:       "bad timeout",
+			args:       []string{"--timeout", "0s", "status"},
+			wantStderr: "error: --timeout 0s must be positive, e.g. 5s\n",
+		},
+		{
+			name:       "missing id",
+			args:       []string{"session", "show"},
+			wantStderr: "error: accepts 1 arg(s), received 0\n",
+			wantUsage:  true,
+		},
+		{
+			name:       "unknown session subcommand",
+			args:       []string{"session", "delete"},
+			wantStderr: "error: unknown command \"delete\" for \"xupfctl session\"; use list or show\n",
+			wantUsage:  true,
+		},
+		{
+			name:       "unknown command",
+			args:       []string{"sesion"},
+			wantStderr: "error: unknown command \"sesion\" for \"xupfctl\"\n\nDid you mean this?\n\tsession\n\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, _ := runCLI(t, newFakeBackend(), nil, tt.args...)
+			if r.code != 1 {
+				t.Errorf("exit code %d, want 1", r.code)
+			}
+			usage := strings.Contains(r.stdout, "Usage:") || strings.Contains(r.stderr, "Usage:")
+			if usage != tt.wantUsage {
+				t.Errorf("usage shown = %v, want %v; stdout %q", usage, tt.wantUsage, r.stdout)
+			}
+			// The error is the last thing printed, after any usage text.
+			if !strings.HasSuffix(r.stderr, tt.wantStderr) {
+				t.Errorf("stderr = %q, want it to end with %q", r.stderr, tt.wantStderr)
+			}
+			if !tt.wantUsage && r.stdout != "" {
+				t.Errorf("stdout = %q, want nothing", r.stdout)
+			}
+		})
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+
+	r := runCLIAt(t, url, nil, "status")
+	if r.code != 1 {
+		t.Errorf("exit code %d, want 1", r.code)
+	}
+	for _, want := range []string{"error: the daemon is not reachable at " + url, "XUPF_SERVER"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr %q lacks %q", r.stderr, want)
+		}
+	}
+	if strings.Contains(r.stderr, "Usage:") {
+		t.Errorf("a runtime error printed the usage: %q", r.stderr)
+	}
+}
+
+func TestServerSelection(t *testing.T) {
+	srv := httptest.NewServer(api.NewHandler(newFakeBackend(), nil))
+	defer srv.Close()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+
+	// --server wins over XUPF_SERVER.
+	r := runCLIAt(t, "", map[string]string{"XUPF_SERVER": deadURL}, "--server", srv.URL, "stats")
+	if r.code != 0 {
+		t.Errorf("--server over XUPF_SERVER: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// XUPF_SERVER is used without --server (runCLIAt sets it from url).
+	r = runCLIAt(t, srv.URL, nil, "stats")
+	if r.code != 0 {
+		t.Errorf("XUPF_SERVER: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// host:port without a scheme is accepted.
+	r = runCLIAt(t, "", map[string]string{}, "--server", strings.TrimPrefix(srv.URL, "http://"), "stats")
+	if r.code != 0 {
+		t.Errorf("--server without scheme: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestDefaultServer(t *testing.T) {
+	root := newRootCmd(func(string) string { return "" })
+	if got := root.PersistentFlags().Lookup("server").DefValue; got != "http://127.0.0.1:8080" {
+		t.Errorf("--server default = %q, want http://127.0.0.1:8080", got)
+	}
+	root = newRootCmd(func(k string) string { return map[string]string{"XUPF_SERVER": "http://192.0.2.5:9000"}[k] })
+	if got := root.PersistentFlags().Lookup("server").DefValue; got != "http://192.0.2.5:9000" {
+		t.Errorf("--server default with XUPF_SERVER set = %q", got)
+	}
+}
+
+func TestHelpMentionsCompletion(t *testing.T) {
+	r := runCLIAt(t, "", map[string]string{}, "--help")
+	if r.code != 0 {
+		t.Fatalf("exit %d", r.code)
+	}
+	for _, want := range []string{"completion", "XUPF_SERVER", "--output", "--timeout", "session", "stats", "status"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("help lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	r := runCLIAt(t, "", map[string]string{}, "completion", "bash")
+	if r.code != 0 || !strings.Contains(r.stdout, "__start_xupfctl") {
+		t.Errorf("completion bash: exit %d, output starts %.80q", r.code, r.stdout)
+	}
+
+	// Session ids are completed from the daemon.
+	r, _ = runCLI(t, newFakeBackend(), nil, "__complete", "session", "show", "")
+	if r.code != 0 {
+		t.Fatalf("__complete: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, want := range []string{"2\tUE 10.45.0.2\n", "9\tUE 10.45.0.9\n", ":4\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("session id completion lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	r = runCLIAt(t, "", map[string]string{}, "__complete", "-o", "")
+	for _, want := range []string{"table\n", "json\n", "yaml\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("-o completion lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Client calls the daemon's HTTP API; xupfctl is its main user.
+type Client struct {
+	baseURL string
+	http    *http.Client
+}
+
+// NewClient returns a client for the daemon at baseURL (e.g. "http://127.0.0.1:8080"). A nil
+// httpClient means http.DefaultClient; deadlines come from the contexts passed to the methods.
+func NewClient(baseURL string, httpClient *http.Client) *Client {
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	return &Client{baseURL: strings.TrimRight(baseURL, "/"), http: httpClient}
+}
+
+// ResponseError is a non-2xx answer from the daemon. Its text is the server's own message,
+// which is written to be shown to the user as is.
+type ResponseError struct {
+	StatusCode int
+	Message    string
+}
+
+func (e *ResponseError) Error() string { return e.Message }
+
+// Is makes errors.Is(err, ErrNotFound) hold for a 404, so callers can treat a missing object
+// the same on both sides of the API.
+func (e *ResponseError) Is(target error) bool {
+	return target == ErrNotFound && e.StatusCode == http.StatusNotFound
+}
+
+// Status returns the daemon's overall state.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := c.get(ctx, "/api/v1/status", &st)
+	return st, err
+}
+
+// Sessions returns every session, sorted by id; never nil.
+func (c *Client) Sessions(ctx context.Context) ([]SessionInfo, error) {
+	var list []SessionInfo
+	if err := c.get(ctx, "/api/v1/sessions", &list); err != nil {
+		return nil, err
+	}
+	if list == nil {
+		list = []SessionInfo{}
+	}
+	return list, nil
+}
+
+// Session returns one session; the error satisfies errors.Is(err, ErrNotFound) when the
+// daemon has no session with that id.
+func (c *Client) Session(ctx context.Context, id uint64) (SessionInfo, error) {
+	var info SessionInfo
+	err := c.get(ctx, "/api/v1/sessions/"+strconv.FormatUint(id, 10), &info)
+	return info, err
+}
+
+// Stats returns the datapath's counters.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	err := c.get(ctx, "/api/v1/stats", &st)
+	return st, err
+}
+
+// maxErrorBody bounds what is read of an error response: a proxy or a wrong server can
+// answer with a large page, and only a message is wanted from it.
+const maxErrorBody = 64 << 10
+
+func (c *Client) get(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+path, nil)
+	if err != nil {
+		return fmt.Errorf("server address %q is not a valid URL; set --server or XUPF_SERVER to e.g. http://127.0.0.1:8080: %w", c.baseURL, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("the daemon at %s did not answer in time; check that xupfd is healthy, or raise --timeout: %w", c.baseURL, err)
+		}
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("request to the daemon at %s canceled: %w", c.baseURL, err)
+		}
+		return fmt.Errorf("the daemon is not reachable at %s; check that xupfd runs and that --server or XUPF_SERVER points to its API address: %w", c.baseURL, err)
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return responseError(resp)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("reading the answer of %s%s (is --server the xupfd API address?): %w", c.baseURL, path, err)
+	}
+	return nil
+}
+
+func responseError(resp *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var e Error
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return &ResponseError{StatusCode: resp.StatusCode, Message: e.Error}
+	}
+	// Not our Error body: something else answered (a proxy, another service), so say what
+	// came back instead of inventing a message.
+	msg := strings.TrimSpace(string(body))
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	if msg == "" {
+		msg = "empty body"
+	}
+	return &ResponseError{
+		StatusCode: resp.StatusCode,
+		Message:    fmt.Sprintf("%s from %s: %s", resp.Status, resp.Request.URL, msg),
+	}
+}

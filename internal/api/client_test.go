@@ -1,0 +1,166 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func newTestClient(t *testing.T, b Backend) *Client {
+	t.Helper()
+	srv := httptest.NewServer(NewHandler(b, nil))
+	t.Cleanup(srv.Close)
+	// A trailing slash, as users type it, must not produce "//api".
+	return NewClient(srv.URL+"/", srv.Client())
+}
+
+func TestClient(t *testing.T) {
+	b := newFakeBackend()
+	c := newTestClient(t, b)
+	ctx := t.Context()
+
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	if !reflect.DeepEqual(st, b.status) {
+		t.Errorf("Status = %+v, want %+v", st, b.status)
+	}
+
+	list, err := c.Sessions(ctx)
+	if err != nil {
+		t.Fatalf("Sessions: %v", err)
+	}
+	want := []SessionInfo{b.sessions[1], b.sessions[0]} // sorted by id
+	if !reflect.DeepEqual(list, want) {
+		t.Errorf("Sessions = %+v, want %+v", list, want)
+	}
+
+	one, err := c.Session(ctx, 9)
+	if err != nil {
+		t.Fatalf("Session: %v", err)
+	}
+	if one != b.sessions[0] {
+		t.Errorf("Session(9) = %+v, want %+v", one, b.sessions[0])
+	}
+
+	stats, err := c.Stats(ctx)
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	if !reflect.DeepEqual(stats, b.stats) {
+		t.Errorf("Stats = %+v, want %+v", stats, b.stats)
+	}
+}
+
+func TestClientNoSessionsIsEmptyNotNil(t *testing.T) {
+	list, err := newTestClient(t, &fakeBackend{}).Sessions(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list == nil || len(list) != 0 {
+		t.Errorf("Sessions = %#v, want an empty non-nil slice", list)
+	}
+}
+
+func TestClientNotFound(t *testing.T) {
+	_, err := newTestClient(t, newFakeBackend()).Session(t.Context(), 7)
+	if err == nil {
+		t.Fatal("Session(7) succeeded, want an error")
+	}
+	if err.Error() != "session 7 not found" {
+		t.Errorf("error = %q, want the server's message", err)
+	}
+	if !errors.Is(err, ErrNotFound) {
+		t.Errorf("errors.Is(%v, ErrNotFound) = false", err)
+	}
+	var re *ResponseError
+	if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
+		t.Errorf("error %#v is not a *ResponseError with code 404", err)
+	}
+}
+
+func TestClientServerError(t *testing.T) {
+	b := newFakeBackend()
+	b.err = errors.New("reading stats map: operation not permitted")
+	_, err := newTestClient(t, b).Stats(t.Context())
+	if err == nil || err.Error() != "reading stats map: operation not permitted" {
+		t.Fatalf("Stats error = %v, want the server's message", err)
+	}
+	if errors.Is(err, ErrNotFound) {
+		t.Errorf("a 500 must not read as not found")
+	}
+}
+
+func TestClientNonAPIErrorBody(t *testing.T) {
+	// Something other than xupfd answers, e.g. a proxy.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "upstream down", http.StatusBadGateway)
+	}))
+	defer srv.Close()
+	_, err := NewClient(srv.URL, nil).Status(t.Context())
+	if err == nil {
+		t.Fatal("Status succeeded, want an error")
+	}
+	for _, want := range []string{"502 Bad Gateway", "upstream down", srv.URL + "/api/v1/status"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+func TestClientNotJSON(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("<html>hello</html>"))
+	}))
+	defer srv.Close()
+	_, err := NewClient(srv.URL, nil).Stats(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "is --server the xupfd API address?") {
+		t.Fatalf("error = %v, want a hint about --server", err)
+	}
+}
+
+func TestClientUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there now
+
+	_, err := NewClient(url, nil).Status(t.Context())
+	if err == nil {
+		t.Fatal("Status succeeded against a closed server")
+	}
+	for _, want := range []string{"not reachable at " + url, "xupfd runs", "--server", "XUPF_SERVER"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+func TestClientTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // hang until the client gives up
+	}))
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err := NewClient(srv.URL, nil).Status(ctx)
+	if err == nil {
+		t.Fatal("Status succeeded, want a timeout")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "--timeout") {
+		t.Errorf("error = %v, want a deadline error that mentions --timeout", err)
+	}
+}
+
+func TestClientBadURL(t *testing.T) {
+	_, err := NewClient("http://[::1", nil).Status(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "is not a valid URL") {
+		t.Errorf("error = %v, want a bad URL error", err)
+	}
+}

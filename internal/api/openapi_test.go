@@ -1,0 +1,177 @@
+package api
+
+import (
+	"os"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/xupf/xupf/internal/session"
+)
+
+// These tests keep api/openapi.yaml honest: every registered route and every JSON field of
+// the contract types must be in the spec, and the spec must describe nothing else.
+
+func loadSpec(t *testing.T) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile("../../api/openapi.yaml")
+	if err != nil {
+		t.Fatalf("reading the spec: %v", err)
+	}
+	var spec map[string]any
+	if err := yaml.Unmarshal(raw, &spec); err != nil {
+		t.Fatalf("parsing the spec: %v", err)
+	}
+	if v, _ := spec["openapi"].(string); v != "3.0.3" {
+		t.Errorf("openapi = %q, want 3.0.3", v)
+	}
+	return spec
+}
+
+func mapAt(t *testing.T, m map[string]any, keys ...string) map[string]any {
+	t.Helper()
+	cur := m
+	for i, k := range keys {
+		next, ok := cur[k].(map[string]any)
+		if !ok {
+			t.Fatalf("spec has no object at %s", strings.Join(keys[:i+1], "."))
+		}
+		cur = next
+	}
+	return cur
+}
+
+var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+func TestSpecPathsMatchRoutes(t *testing.T) {
+	paths := mapAt(t, loadSpec(t), "paths")
+
+	registered := map[string]bool{}
+	for _, rt := range routes() {
+		key := strings.ToLower(rt.method) + " " + rt.pattern
+		registered[key] = true
+		item, ok := paths[rt.pattern].(map[string]any)
+		if !ok {
+			t.Errorf("route %s %s is not documented: api/openapi.yaml has no path %q", rt.method, rt.pattern, rt.pattern)
+			continue
+		}
+		if _, ok := item[strings.ToLower(rt.method)]; !ok {
+			t.Errorf("route %s %s is not documented: path %q has no %q operation", rt.method, rt.pattern, rt.pattern, strings.ToLower(rt.method))
+		}
+	}
+
+	for path, v := range paths {
+		item, _ := v.(map[string]any)
+		for method := range item {
+			if !slices.Contains(httpMethods, method) {
+				continue // summary, parameters, ...
+			}
+			if !registered[method+" "+path] {
+				t.Errorf("api/openapi.yaml documents %s %s, which the server does not serve", strings.ToUpper(method), path)
+			}
+		}
+	}
+}
+
+func TestSpecSchemasMatchTypes(t *testing.T) {
+	schemas := mapAt(t, loadSpec(t), "components", "schemas")
+	for name, typ := range map[string]reflect.Type{
+		"Status":      reflect.TypeFor[Status](),
+		"Interface":   reflect.TypeFor[Interface](),
+		"SessionInfo": reflect.TypeFor[SessionInfo](),
+		"Usage":       reflect.TypeFor[session.Usage](),
+		"Counters":    reflect.TypeFor[session.Counters](),
+		"Stats":       reflect.TypeFor[Stats](),
+		"Error":       reflect.TypeFor[Error](),
+	} {
+		t.Run(name, func(t *testing.T) {
+			schema := mapAt(t, schemas, name)
+			props := mapAt(t, schema, "properties")
+
+			fields := jsonFields(typ)
+			var wantFields, wantRequired []string
+			for _, f := range fields {
+				wantFields = append(wantFields, f.name)
+				if !f.omitempty {
+					wantRequired = append(wantRequired, f.name)
+				}
+			}
+			gotFields := sortedKeys(props)
+			sort.Strings(wantFields)
+			if !slices.Equal(gotFields, wantFields) {
+				t.Errorf("schema %s properties = %v, but %s has JSON fields %v", name, gotFields, typ, wantFields)
+			}
+
+			// A field the server always sends is required; an omitempty one is not.
+			var gotRequired []string
+			if req, ok := schema["required"].([]any); ok {
+				for _, r := range req {
+					s, _ := r.(string)
+					gotRequired = append(gotRequired, s)
+				}
+			}
+			sort.Strings(gotRequired)
+			sort.Strings(wantRequired)
+			if !slices.Equal(gotRequired, wantRequired) {
+				t.Errorf("schema %s required = %v, want %v (the non-omitempty fields of %s)", name, gotRequired, wantRequired, typ)
+			}
+		})
+	}
+}
+
+type jsonField struct {
+	name      string
+	omitempty bool
+}
+
+// jsonFields lists the JSON object keys encoding/json produces for struct type t, with the
+// fields of embedded structs promoted as encoding/json does.
+func jsonFields(t reflect.Type) []jsonField {
+	var out []jsonField
+	for f := range t.Fields() {
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			out = append(out, jsonFields(f.Type)...)
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, jsonField{name: name, omitempty: slices.Contains(strings.Split(opts, ","), "omitempty")})
+	}
+	return out
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// The jsonFields walk must see the embedded session.Session, or the SessionInfo check above
+// would pass vacuously for its fields.
+func TestJSONFieldsPromotesEmbedded(t *testing.T) {
+	var names []string
+	for _, f := range jsonFields(reflect.TypeFor[SessionInfo]()) {
+		names = append(names, f.name)
+	}
+	for _, want := range []string{"id", "ue_ipv4", "uplink_teid", "qfi", "usage"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("jsonFields(SessionInfo) = %v, lacks %q", names, want)
+		}
+	}
+}

@@ -1,0 +1,334 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xupf/xupf/internal/session"
+)
+
+// fakeBackend serves fixed data; err, when set, is what every fallible method returns.
+type fakeBackend struct {
+	status   Status
+	sessions []SessionInfo
+	stats    Stats
+	err      error
+}
+
+func (f *fakeBackend) Status() Status { return f.status }
+
+func (f *fakeBackend) Sessions() ([]SessionInfo, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.sessions, nil
+}
+
+func (f *fakeBackend) Session(id uint64) (SessionInfo, error) {
+	if f.err != nil {
+		return SessionInfo{}, f.err
+	}
+	for _, s := range f.sessions {
+		if s.ID == id {
+			return s, nil
+		}
+	}
+	// Wrapped, as the daemon may do, to check the server uses errors.Is.
+	return SessionInfo{}, fmt.Errorf("session table: %w", ErrNotFound)
+}
+
+func (f *fakeBackend) Stats() (Stats, error) {
+	if f.err != nil {
+		return Stats{}, f.err
+	}
+	return f.stats, nil
+}
+
+func testSession(id uint64, ue string, ulTEID, dlTEID uint32, qfi uint8, ulPkts, dlPkts uint64) SessionInfo {
+	return SessionInfo{
+		Session: session.Session{
+			ID:           id,
+			UE:           netip.MustParseAddr(ue),
+			UplinkTEID:   ulTEID,
+			GNB:          netip.MustParseAddr("192.0.2.10"),
+			DownlinkTEID: dlTEID,
+			QFI:          qfi,
+			GTPUAddr:     netip.MustParseAddr("192.0.2.1"),
+		},
+		Usage: session.Usage{
+			Uplink:   session.Counters{Packets: ulPkts, Bytes: ulPkts * 100},
+			Downlink: session.Counters{Packets: dlPkts, Bytes: dlPkts * 1000},
+		},
+	}
+}
+
+func newFakeBackend() *fakeBackend {
+	return &fakeBackend{
+		status: Status{
+			Version:       "v0.1.0",
+			StartedAt:     time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
+			UptimeSeconds: 3725.5,
+			Interfaces: []Interface{
+				{Name: "eth0", Ifindex: 2, Roles: []string{"n3"}, XDPMode: "native"},
+				{Name: "eth1", Ifindex: 3, Roles: []string{"n6"}, XDPMode: "generic"},
+			},
+			GTPUAddresses: []string{"192.0.2.1"},
+			PFCPAddress:   "192.0.2.1:8805",
+			Sessions:      2,
+			MaxSessions:   65536,
+			BPFFSPath:     "/sys/fs/bpf/xupf",
+		},
+		// Out of order on purpose: the server must sort.
+		sessions: []SessionInfo{
+			testSession(9, "10.45.0.9", 0x2000, 0x3000, 0, 5, 6),
+			testSession(2, "10.45.0.2", 0x1000, 0x1001, 9, 1042, 2088),
+		},
+		stats: Stats{
+			Counters: map[string]uint64{"ul_rx": 1042, "dl_tx": 2088, "pass": 0},
+			Drops:    map[string]uint64{"unknown_teid": 2, "malformed_gtp": 0},
+		},
+	}
+}
+
+const session2JSON = `{"id":2,"ue_ipv4":"10.45.0.2","uplink_teid":4096,"gnb_ipv4":"192.0.2.10",
+	"downlink_teid":4097,"qfi":9,"gtpu_address":"192.0.2.1",
+	"usage":{"uplink":{"packets":1042,"bytes":104200},"downlink":{"packets":2088,"bytes":2088000}}}`
+
+// session9JSON has no "qfi": 0 is omitted, meaning no PDU Session Container.
+const session9JSON = `{"id":9,"ue_ipv4":"10.45.0.9","uplink_teid":8192,"gnb_ipv4":"192.0.2.10",
+	"downlink_teid":12288,"gtpu_address":"192.0.2.1",
+	"usage":{"uplink":{"packets":5,"bytes":500},"downlink":{"packets":6,"bytes":6000}}}`
+
+func TestHandler(t *testing.T) {
+	failing := newFakeBackend()
+	failing.err = errors.New("reading session map: operation not permitted")
+
+	tests := []struct {
+		name      string
+		backend   *fakeBackend
+		method    string
+		path      string
+		wantCode  int
+		wantBody  string // JSON, compared structurally
+		wantAllow string
+	}{
+		{
+			name: "status", method: "GET", path: "/api/v1/status", wantCode: 200,
+			wantBody: `{"version":"v0.1.0","started_at":"2025-01-02T03:04:05Z","uptime_seconds":3725.5,
+				"interfaces":[{"name":"eth0","ifindex":2,"roles":["n3"],"xdp_mode":"native"},
+				              {"name":"eth1","ifindex":3,"roles":["n6"],"xdp_mode":"generic"}],
+				"gtpu_addresses":["192.0.2.1"],"pfcp_address":"192.0.2.1:8805",
+				"sessions":2,"max_sessions":65536,"bpffs_path":"/sys/fs/bpf/xupf"}`,
+		},
+		{
+			name: "sessions sorted by id", method: "GET", path: "/api/v1/sessions", wantCode: 200,
+			wantBody: "[" + session2JSON + "," + session9JSON + "]",
+		},
+		{
+			name: "no sessions is an empty array", backend: &fakeBackend{},
+			method: "GET", path: "/api/v1/sessions", wantCode: 200, wantBody: `[]`,
+		},
+		{
+			name: "one session", method: "GET", path: "/api/v1/sessions/2", wantCode: 200,
+			wantBody: session2JSON,
+		},
+		{
+			name: "session id not a number", method: "GET", path: "/api/v1/sessions/abc", wantCode: 400,
+			wantBody: `{"error":"session id \"abc\" is not a number; use the id shown by ` + "`xupfctl session list`" + `"}`,
+		},
+		{
+			name: "negative session id", method: "GET", path: "/api/v1/sessions/-1", wantCode: 400,
+			wantBody: `{"error":"session id \"-1\" is not a number; use the id shown by ` + "`xupfctl session list`" + `"}`,
+		},
+		{
+			name: "unknown session", method: "GET", path: "/api/v1/sessions/7", wantCode: 404,
+			wantBody: `{"error":"session 7 not found"}`,
+		},
+		{
+			name: "stats", method: "GET", path: "/api/v1/stats", wantCode: 200,
+			wantBody: `{"counters":{"ul_rx":1042,"dl_tx":2088,"pass":0},"drops":{"unknown_teid":2,"malformed_gtp":0}}`,
+		},
+		{
+			name: "wrong method", method: "POST", path: "/api/v1/status", wantCode: 405,
+			wantBody:  `{"error":"method POST is not allowed on /api/v1/status; use GET"}`,
+			wantAllow: "GET, HEAD",
+		},
+		{
+			name: "wrong method on a pattern with a wildcard", method: "DELETE", path: "/api/v1/sessions/2", wantCode: 405,
+			wantBody:  `{"error":"method DELETE is not allowed on /api/v1/sessions/2; use GET"}`,
+			wantAllow: "GET, HEAD",
+		},
+		{
+			name: "unknown path", method: "GET", path: "/api/v2/status", wantCode: 404,
+			wantBody: `{"error":"no endpoint at /api/v2/status; the API is under /api/v1 (see api/openapi.yaml)"}`,
+		},
+		{
+			name: "trailing slash is not a session id", method: "GET", path: "/api/v1/sessions/", wantCode: 404,
+			wantBody: `{"error":"no endpoint at /api/v1/sessions/; the API is under /api/v1 (see api/openapi.yaml)"}`,
+		},
+		{
+			name: "backend error on sessions", backend: failing, method: "GET", path: "/api/v1/sessions", wantCode: 500,
+			wantBody: `{"error":"reading session map: operation not permitted"}`,
+		},
+		{
+			name: "backend error on one session", backend: failing, method: "GET", path: "/api/v1/sessions/2", wantCode: 500,
+			wantBody: `{"error":"reading session map: operation not permitted"}`,
+		},
+		{
+			name: "backend error on stats", backend: failing, method: "GET", path: "/api/v1/stats", wantCode: 500,
+			wantBody: `{"error":"reading session map: operation not permitted"}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := tt.backend
+			if b == nil {
+				b = newFakeBackend()
+			}
+			rec := httptest.NewRecorder()
+			NewHandler(b, nil).ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
+
+			if rec.Code != tt.wantCode {
+				t.Errorf("status code = %d, want %d; body %s", rec.Code, tt.wantCode, rec.Body)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type = %q, want application/json", ct)
+			}
+			if allow := rec.Header().Get("Allow"); allow != tt.wantAllow {
+				t.Errorf("Allow = %q, want %q", allow, tt.wantAllow)
+			}
+			assertJSONEqual(t, rec.Body.Bytes(), tt.wantBody)
+		})
+	}
+}
+
+func assertJSONEqual(t *testing.T, got []byte, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("body is not JSON: %v\n%s", err, got)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("bad test: want is not JSON: %v\n%s", err, want)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("body mismatch\n got: %s\nwant: %s", bytes.TrimSpace(got), want)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	rec := httptest.NewRecorder()
+	NewHandler(newFakeBackend(), nil).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status code = %d, want 200; body %s", rec.Code, rec.Body)
+	}
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Errorf("Content-Type = %q, want text/plain", ct)
+	}
+	body := rec.Body.String()
+	for _, want := range []string{
+		"# TYPE xupf_datapath_packets_total counter",
+		`xupf_datapath_packets_total{counter="ul_rx"} 1042`,
+		`xupf_datapath_packets_total{counter="dl_tx"} 2088`,
+		`xupf_datapath_packets_total{counter="pass"} 0`,
+		"# TYPE xupf_datapath_drops_total counter",
+		`xupf_datapath_drops_total{reason="unknown_teid"} 2`,
+		`xupf_datapath_drops_total{reason="malformed_gtp"} 0`,
+		"# TYPE xupf_sessions gauge",
+		"xupf_sessions 2",
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("metrics lack line %q; got:\n%s", want, body)
+		}
+	}
+	// Only this backend's metrics: a private registry, no Go runtime or process collectors.
+	if strings.Contains(body, "go_goroutines") {
+		t.Errorf("metrics include the global registry's collectors:\n%s", body)
+	}
+}
+
+func TestMetricsFollowBackend(t *testing.T) {
+	// Values are read at scrape time, not cached at construction.
+	b := newFakeBackend()
+	h := NewHandler(b, nil)
+	b.stats.Counters["ul_rx"] = 5000
+	b.status.Sessions = 3
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{`xupf_datapath_packets_total{counter="ul_rx"} 5000`, "xupf_sessions 3"} {
+		if !strings.Contains(rec.Body.String(), want+"\n") {
+			t.Errorf("metrics lack line %q; got:\n%s", want, rec.Body)
+		}
+	}
+}
+
+func TestMetricsStatsError(t *testing.T) {
+	b := newFakeBackend()
+	b.err = errors.New("map lookup failed")
+	var logs bytes.Buffer
+	h := NewHandler(b, slog.New(slog.NewTextHandler(&logs, nil)))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != http.StatusInternalServerError {
+		t.Errorf("status code = %d, want 500; body %s", rec.Code, rec.Body)
+	}
+	if !strings.Contains(rec.Body.String(), "map lookup failed") {
+		t.Errorf("body does not name the cause: %s", rec.Body)
+	}
+	if !strings.Contains(logs.String(), "map lookup failed") {
+		t.Errorf("the failure was not logged: %q", logs.String())
+	}
+}
+
+func TestHandlerLogsRequests(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := NewHandler(newFakeBackend(), log)
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/v1/sessions/7", nil))
+
+	line := logs.String()
+	for _, want := range []string{"level=DEBUG", "method=GET", "path=/api/v1/sessions/7", "status=404", "duration="} {
+		if !strings.Contains(line, want) {
+			t.Errorf("request log lacks %q: %s", want, line)
+		}
+	}
+}
+
+func TestHandlerHead(t *testing.T) {
+	rec := httptest.NewRecorder()
+	NewHandler(newFakeBackend(), nil).ServeHTTP(rec, httptest.NewRequest("HEAD", "/api/v1/status", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("HEAD status code = %d, want 200", rec.Code)
+	}
+}
+
+// The handler must be usable through a real server too (Content-Length, no double
+// WriteHeader), not only through the recorder.
+func TestHandlerOverHTTP(t *testing.T) {
+	srv := httptest.NewServer(NewHandler(newFakeBackend(), nil))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/api/v1/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("status code = %d, want 200", resp.StatusCode)
+	}
+	assertJSONEqual(t, body, "["+session2JSON+","+session9JSON+"]")
+}
