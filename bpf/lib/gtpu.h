@@ -216,6 +216,7 @@ static __always_inline int gtpu_echo_reply(struct xdp_md *ctx, __u32 ihl_len)
 	resp->opt.next_ext = GTPU_EXT_NONE;
 	resp->ie_type = GTPU_IE_RECOVERY;
 	resp->restart_counter = 0;
+	count_stat(STAT_ECHO_REPLIED);
 	return XDP_TX;
 }
 

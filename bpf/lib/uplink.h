@@ -115,7 +115,6 @@ static __always_inline int handle_gtpu(struct xdp_md *ctx, struct ethhdr *eth,
 	case GTPU_G_PDU:
 		return handle_gpdu(ctx, eth, gtp, data_end);
 	case GTPU_ECHO_REQUEST:
-		count_stat(STAT_ECHO_REPLIED);
 		return gtpu_echo_reply(ctx, ihl_len);
 	default:
 		return drop(DROP_GTP_MSG_TYPE);

@@ -15,7 +15,7 @@ import (
 
 // installed is a session and the datapath slots it occupies.
 type installed struct {
-	s                  session.Session
+	s                    session.Session
 	ulRule, dlRule       uint32 // PDR slot, and FAR slot of the same index
 	ulCounter, dlCounter uint32 // usage counter slots; stable for the life of the session
 }

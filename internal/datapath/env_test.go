@@ -1,0 +1,205 @@
+package datapath
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// testEnv is a network namespace with an N3 and an N6 veth, static neighbours and routes, and
+// the datapath loaded and attached there: bpf_fib_lookup in BPF_PROG_TEST_RUN resolves in
+// the namespace of the calling thread, so packets run through it see this network.
+//
+//	n3 10.0.1.1/24 (02:00:00:00:01:01) -- n3p  gNB 10.0.1.2 at 02:00:00:00:01:02
+//	n6 10.0.2.1/24 (02:00:00:00:02:01) -- n6p  DN router 10.0.2.2 at 02:00:00:00:02:02
+//	default via 10.0.2.2; 198.51.100.0/24 blackholed; 10.0.1.3 has no neighbour entry.
+type testEnv struct {
+	ns     netns.NsHandle
+	dp     *Datapath
+	n3, n6 int // ifindexes
+}
+
+var (
+	macN3  = net.HardwareAddr{2, 0, 0, 0, 1, 1}
+	macGNB = net.HardwareAddr{2, 0, 0, 0, 1, 2}
+	macN6  = net.HardwareAddr{2, 0, 0, 0, 2, 1}
+	macDN  = net.HardwareAddr{2, 0, 0, 0, 2, 2}
+
+	addrN3       = netip.MustParseAddr("10.0.1.1")
+	addrGNB      = netip.MustParseAddr("10.0.1.2")
+	addrGNBNoARP = netip.MustParseAddr("10.0.1.3")
+	addrDN       = netip.MustParseAddr("192.0.2.10")
+	addrBlackhol = netip.MustParseAddr("198.51.100.7")
+)
+
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: BPF programs, XDP and network namespaces")
+	}
+}
+
+func newTestEnv(t testing.TB, maxSessions int) *testEnv {
+	t.Helper()
+	requireRoot(t)
+	e := &testEnv{}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	e.ns, err = netns.New() // switches this thread into the new namespace
+	if err != nil {
+		t.Fatalf("create netns: %v", err)
+	}
+	t.Cleanup(func() { e.ns.Close() })
+	setupErr := e.setupNetwork()
+	if setupErr == nil {
+		e.dp, setupErr = Load(Options{
+			PinPath:     fmt.Sprintf("/sys/fs/bpf/xupf-test-%d-%s", os.Getpid(), sanitize(t.Name())),
+			MaxSessions: maxSessions,
+			GTPUAddrs:   []netip.Addr{addrN3},
+		})
+	}
+	if setupErr == nil {
+		t.Cleanup(func() {
+			if err := e.dp.Close(true); err != nil {
+				t.Errorf("close datapath: %v", err)
+			}
+		})
+		for _, name := range []string{"n3", "n6"} {
+			if _, err := e.dp.Attach(name, XDPNative, false); err != nil {
+				setupErr = err
+			}
+		}
+	}
+	if err := netns.Set(orig); err != nil {
+		t.Fatal(err)
+	}
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	return e
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+func (e *testEnv) setupNetwork() error {
+	pairs := []struct {
+		name, peer string
+		mac, pmac  net.HardwareAddr
+		addr       string
+	}{
+		{"n3", "n3p", macN3, macGNB, "10.0.1.1/24"},
+		{"n6", "n6p", macN6, macDN, "10.0.2.1/24"},
+	}
+	for _, p := range pairs {
+		veth := &netlink.Veth{
+			LinkAttrs:        netlink.LinkAttrs{Name: p.name, HardwareAddr: p.mac},
+			PeerName:         p.peer,
+			PeerHardwareAddr: p.pmac,
+		}
+		if err := netlink.LinkAdd(veth); err != nil {
+			return fmt.Errorf("add veth %s: %w", p.name, err)
+		}
+		for _, n := range []string{p.name, p.peer} {
+			l, err := netlink.LinkByName(n)
+			if err != nil {
+				return err
+			}
+			if err := netlink.LinkSetUp(l); err != nil {
+				return err
+			}
+		}
+		l, _ := netlink.LinkByName(p.name)
+		addr, _ := netlink.ParseAddr(p.addr)
+		if err := netlink.AddrAdd(l, addr); err != nil {
+			return fmt.Errorf("address %s: %w", p.addr, err)
+		}
+		switch p.name {
+		case "n3":
+			e.n3 = l.Attrs().Index
+		case "n6":
+			e.n6 = l.Attrs().Index
+		}
+	}
+	neighs := []struct {
+		ip      string
+		mac     net.HardwareAddr
+		ifindex int
+	}{{"10.0.1.2", macGNB, e.n3}, {"10.0.2.2", macDN, e.n6}}
+	for _, n := range neighs {
+		err := netlink.NeighAdd(&netlink.Neigh{
+			LinkIndex: n.ifindex, State: netlink.NUD_PERMANENT, IP: net.ParseIP(n.ip),
+			HardwareAddr: n.mac, Family: netlink.FAMILY_V4,
+		})
+		if err != nil {
+			return fmt.Errorf("neighbour %s: %w", n.ip, err)
+		}
+	}
+	if err := netlink.RouteAdd(&netlink.Route{LinkIndex: e.n6, Gw: net.ParseIP("10.0.2.2")}); err != nil {
+		return fmt.Errorf("default route: %w", err)
+	}
+	_, bh, _ := net.ParseCIDR("198.51.100.0/24")
+	if err := netlink.RouteAdd(&netlink.Route{Dst: bh, Type: 6 /* RTN_BLACKHOLE */}); err != nil {
+		return fmt.Errorf("blackhole route: %w", err)
+	}
+	return os.WriteFile("/proc/sys/net/ipv4/conf/all/forwarding", []byte("1"), 0o644)
+}
+
+// xdpMD is struct xdp_md, the context BPF_PROG_TEST_RUN takes for XDP.
+type xdpMD struct {
+	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
+}
+
+// run runs the datapath once on pkt as if it arrived on ifindex, inside the namespace.
+func (e *testEnv) run(t testing.TB, pkt []byte, ifindex int) (uint32, []byte) {
+	t.Helper()
+	var ret uint32
+	opts := &ebpf.RunOptions{
+		Data:    pkt,
+		DataOut: make([]byte, len(pkt)+512),
+		Context: xdpMD{DataEnd: uint32(len(pkt)), IngressIfindex: uint32(ifindex)},
+	}
+	err := e.do(func() error {
+		var err error
+		ret, err = e.dp.Program().Run(opts)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("BPF_PROG_TEST_RUN: %v", err)
+	}
+	return ret, opts.DataOut
+}
+
+func (e *testEnv) do(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return err
+	}
+	defer orig.Close()
+	if err := netns.Set(e.ns); err != nil {
+		return err
+	}
+	defer netns.Set(orig)
+	return fn()
+}
