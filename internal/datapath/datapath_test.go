@@ -265,7 +265,7 @@ func packetCases(t *testing.T) []pktCase {
 	return cases
 }
 
-func notOursCases(t *testing.T) []pktCase {
+func notOursCases(t testing.TB) []pktCase {
 	pass := map[string]uint64{"pass": 1}
 	arp := serialize(t, ethernet(macGNB, layers.EthernetBroadcast, layers.EthernetTypeARP), &layers.ARP{
 		AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4,

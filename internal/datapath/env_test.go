@@ -39,6 +39,9 @@ var (
 	addrBlackhol = netip.MustParseAddr("198.51.100.7")
 )
 
+// envSeq numbers test environments so each pins its maps in a directory of its own.
+var envSeq int
+
 func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -57,6 +60,7 @@ func newTestEnv(t testing.TB, maxSessions int) *testEnv {
 		t.Fatal(err)
 	}
 	defer orig.Close()
+	envSeq++
 	e.ns, err = netns.New() // switches this thread into the new namespace
 	if err != nil {
 		t.Fatalf("create netns: %v", err)
@@ -65,7 +69,7 @@ func newTestEnv(t testing.TB, maxSessions int) *testEnv {
 	setupErr := e.setupNetwork()
 	if setupErr == nil {
 		e.dp, setupErr = Load(Options{
-			PinPath:     fmt.Sprintf("/sys/fs/bpf/xupf-test-%d-%s", os.Getpid(), sanitize(t.Name())),
+			PinPath:     fmt.Sprintf("/sys/fs/bpf/xupf-test-%d-%d", os.Getpid(), envSeq),
 			MaxSessions: maxSessions,
 			GTPUAddrs:   []netip.Addr{addrN3},
 		})
@@ -89,16 +93,6 @@ func newTestEnv(t testing.TB, maxSessions int) *testEnv {
 		t.Fatal(setupErr)
 	}
 	return e
-}
-
-func sanitize(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			b[i] = '_'
-		}
-	}
-	return string(b)
 }
 
 func (e *testEnv) setupNetwork() error {

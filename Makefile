@@ -1,0 +1,52 @@
+# xupf: see README.md. Every target works from a clean clone once `make deps` has run.
+GO ?= go
+BIN := bin
+
+# Debian packages the build, the tests and the demo need.
+DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev bpftool iproute2 tshark git make ca-certificates
+
+.PHONY: all build generate check-generate fmt-check vet test bench demo deps clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+# Regenerate the BPF object and its Go bindings from bpf/ (needs clang).
+generate:
+	$(GO) generate ./internal/datapath/
+
+# Fails when the committed BPF object or bindings do not match bpf/.
+check-generate: generate
+	@git diff --exit-code --stat -- internal/datapath/xupf_bpfel.go internal/datapath/xupf_bpfel.o || \
+		{ echo "generated BPF files are stale: run 'make generate' and commit them"; exit 1; }
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+
+vet:
+	$(GO) vet ./...
+
+# Every test: unit, BPF_PROG_TEST_RUN datapath tables, end to end in namespaces (needs root).
+test: fmt-check vet check-generate
+	$(GO) test -count=1 ./...
+
+# ns/packet per path and program size, from BPF_PROG_TEST_RUN (needs root).
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 200000x ./internal/datapath/
+
+# Namespace topology + xupfd + real traffic both ways (needs root).
+demo:
+	$(GO) run ./cmd/xupf-demo
+
+# Install what a fresh Debian machine lacks (needs root).
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	@command -v $(GO) >/dev/null || { echo "Go 1.26 is needed: https://go.dev/dl/"; exit 1; }
+
+clean:
+	rm -rf $(BIN)
