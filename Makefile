@@ -28,15 +28,15 @@ vet:
 	$(GO) vet ./...
 
 # Every test: unit, BPF_PROG_TEST_RUN datapath tables, end to end in namespaces (needs root).
-test: fmt-check vet check-generate
+test: deps fmt-check vet check-generate
 	$(GO) test -count=1 ./...
 
 # ns/packet per path and program size, from BPF_PROG_TEST_RUN (needs root).
-bench:
+bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 200000x ./internal/datapath/
 
 # Namespace topology + xupfd + real traffic both ways (needs root).
-demo:
+demo: deps
 	$(GO) run ./cmd/xupf-demo
 
 # Install what a fresh Debian machine lacks (needs root).

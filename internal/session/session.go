@@ -17,8 +17,9 @@ type Session struct {
 	UplinkTEID   uint32     `json:"uplink_teid" yaml:"uplink_teid"`
 	GNB          netip.Addr `json:"gnb_ipv4" yaml:"gnb_ipv4"`
 	DownlinkTEID uint32     `json:"downlink_teid" yaml:"downlink_teid"`
-	// QFI is the QoS Flow Identifier (1..63) written into downlink PDU Session Containers;
-	// 0 means "send no PDU Session Container".
+	// QFI is the QoS Flow Identifier (1..63) of the session's one QoS flow. Downlink packets
+	// carry it in a PDU Session Container, and uplink packets must carry it in theirs (others
+	// match no PDR and are dropped). 0 means no container downlink and any QFI, or none, uplink.
 	QFI uint8 `json:"qfi,omitempty" yaml:"qfi,omitempty"`
 	// GTPUAddr is the local N3 address: the destination of uplink packets and the source of
 	// downlink packets.
