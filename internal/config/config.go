@@ -64,6 +64,10 @@ const (
 	// hash maps.
 	MaxMaxSessions = 4194304
 
+	// MaxGTPUAddresses is the size of the datapath's local-address table
+	// (XUPF_MAX_GTPU_ADDRS in bpf/lib/rules.h).
+	MaxGTPUAddresses = 16
+
 	// MaxInterfaceNameLen is the longest Linux interface name (IFNAMSIZ-1).
 	MaxInterfaceNameLen = 15
 )
@@ -443,6 +447,9 @@ func (v *validator) gtpuAddresses(addrs []string) {
 	if len(addrs) == 0 {
 		v.addf(`gtpu_addresses: missing; list at least one local IPv4 address that the gNBs send GTP-U to, e.g. [192.0.2.1]`)
 		return
+	}
+	if len(addrs) > MaxGTPUAddresses {
+		v.addf("gtpu_addresses: %d addresses listed; the datapath holds at most %d, list fewer", len(addrs), MaxGTPUAddresses)
 	}
 	ok := true
 	seen := make(map[netip.Addr]int, len(addrs))

@@ -239,6 +239,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "gtpu IPv4-mapped", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [\"::ffff:192.0.2.1\"]\n", want: []string{`gtpu_addresses[0]: "::ffff:192.0.2.1" is an IPv4-mapped IPv6 address; write it as 192.0.2.1`}},
 		{name: "gtpu unspecified", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [0.0.0.0]\n", want: []string{`gtpu_addresses[0]: "0.0.0.0" is not a unicast address`}},
 		{name: "gtpu multicast", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [239.1.1.1]\n", want: []string{`gtpu_addresses[0]: "239.1.1.1" is not a unicast address`}},
+		{name: "gtpu too many", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [192.0.2.1, 192.0.2.2, 192.0.2.3, 192.0.2.4, 192.0.2.5, 192.0.2.6, 192.0.2.7, 192.0.2.8, 192.0.2.9, 192.0.2.10, 192.0.2.11, 192.0.2.12, 192.0.2.13, 192.0.2.14, 192.0.2.15, 192.0.2.16, 192.0.2.17]\n", want: []string{"gtpu_addresses: 17 addresses listed; the datapath holds at most 16"}},
 		{name: "gtpu duplicate", yaml: "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [192.0.2.1, 192.0.2.1]\n", want: []string{`gtpu_addresses[1]: "192.0.2.1" is already listed as gtpu_addresses[0]; list each address once`}},
 
 		// Settings.

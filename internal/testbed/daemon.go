@@ -1,0 +1,218 @@
+package testbed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/xupf/xupf/internal/api"
+	"github.com/xupf/xupf/internal/config"
+)
+
+// Bounds of the daemon's life cycle.
+const (
+	startTimeout = 30 * time.Second // loading and verifying the BPF object takes a moment
+	stopTimeout  = 10 * time.Second
+	killTimeout  = 5 * time.Second
+)
+
+// Daemon is an xupfd process running in the upf namespace.
+type Daemon struct {
+	t       *Topology
+	cmd     *exec.Cmd
+	log     *tailBuffer
+	BaseURL string // the API as seen from inside the upf namespace
+
+	done    chan struct{} // closed when the process has exited
+	waitErr error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// StartDaemon runs `ip netns exec <upf> binary --config configPath`, copies its output to logw
+// (nil discards it) and returns once its HTTP API answers. On failure the process is stopped
+// and the error ends with the last lines it logged.
+func (t *Topology) StartDaemon(binary, configPath string, logw io.Writer) (*Daemon, error) {
+	cfg, err := config.Load(configPath)
+	if err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	if logw == nil {
+		logw = io.Discard
+	}
+	d := &Daemon{t: t, log: newTailBuffer(4096), BaseURL: "http://" + dialAddr(cfg.HTTPListen), done: make(chan struct{})}
+	out := io.MultiWriter(logw, d.log)
+	d.cmd = exec.Command("ip", "netns", "exec", t.UPFNS, binary, "--config", configPath)
+	d.cmd.Stdout, d.cmd.Stderr = out, out
+	// Its own process group: a Ctrl-C meant for the demo must not reach the daemon before the
+	// demo has finished with it; Stop decides when it ends.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := d.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("testbed: start %s: %w", binary, err)
+	}
+	go func() {
+		d.waitErr = d.cmd.Wait()
+		close(d.done)
+	}()
+	if err := d.waitReady(); err != nil {
+		var stopErr error
+		if !d.exited() {
+			stopErr = d.Stop()
+		}
+		return nil, fmt.Errorf("testbed: xupfd did not become ready: %w%s\n--- xupfd log (tail) ---\n%s",
+			err, joinedSuffix(stopErr), d.LogTail())
+	}
+	return d, nil
+}
+
+func (d *Daemon) exited() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// dialAddr turns a listen address into one to connect to: an unspecified host means every
+// local address, of which loopback is one.
+func dialAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func joinedSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "; stopping it: " + err.Error()
+}
+
+// waitReady polls GET /api/v1/status until it answers, the process exits or startTimeout.
+func (d *Daemon) waitReady() error {
+	client := d.API()
+	deadline := time.Now().Add(startTimeout)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		select {
+		case <-d.done:
+			return fmt.Errorf("it exited: %v", d.waitErr)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := client.Status(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		select {
+		case <-d.done:
+			return fmt.Errorf("it exited: %v", d.waitErr)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("no answer from %s/api/v1/status within %s: %w", d.BaseURL, startTimeout, lastErr)
+}
+
+// PID is the daemon's process id (ip netns exec execs it in place).
+func (d *Daemon) PID() int { return d.cmd.Process.Pid }
+
+// LogTail returns the last lines the daemon wrote.
+func (d *Daemon) LogTail() string { return d.log.String() }
+
+// HTTPClient returns a client whose connections are dialled from inside the upf namespace,
+// where the API listens.
+func (d *Daemon) HTTPClient() *http.Client {
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var conn net.Conn
+		err := d.t.Do(d.t.UPFNS, func() error {
+			// The socket is created, and stays, in upf; the address is a literal, so no
+			// resolver goroutine runs outside the namespace.
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			conn = c
+			return err
+		})
+		return conn, err
+	}
+	// No keep-alive: a pooled connection would outlive the daemon between tests and fail the
+	// next request in a confusing way.
+	return &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+}
+
+// API returns an API client for the daemon.
+func (d *Daemon) API() *api.Client {
+	return api.NewClient(d.BaseURL, d.HTTPClient())
+}
+
+// Xupfctl runs `ip netns exec <upf> xupfctl --server <api> args...` and returns its standard
+// output; on failure the error carries its standard error.
+func (d *Daemon) Xupfctl(ctx context.Context, xupfctl string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	full := append([]string{"netns", "exec", d.t.UPFNS, xupfctl, "--server", d.BaseURL}, args...)
+	cmd := exec.CommandContext(ctx, "ip", full...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("testbed: xupfctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// Stop sends SIGTERM to the daemon and waits for it to exit; after stopTimeout it sends
+// SIGKILL to that process only. It returns an error if the daemon did not exit cleanly.
+// Calling it again returns the first result.
+func (d *Daemon) Stop() error {
+	d.stopOnce.Do(func() { d.stopErr = d.stop() })
+	return d.stopErr
+}
+
+func (d *Daemon) stop() error {
+	select {
+	case <-d.done:
+		return exitErr(d.waitErr)
+	default:
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("testbed: SIGTERM xupfd (pid %d): %w", d.PID(), err)
+	}
+	select {
+	case <-d.done:
+		return exitErr(d.waitErr)
+	case <-time.After(stopTimeout):
+	}
+	if err := d.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("testbed: SIGKILL xupfd (pid %d): %w", d.PID(), err)
+	}
+	select {
+	case <-d.done:
+		return fmt.Errorf("testbed: xupfd (pid %d) ignored SIGTERM for %s and was killed", d.PID(), stopTimeout)
+	case <-time.After(killTimeout):
+		return fmt.Errorf("testbed: xupfd (pid %d) still running after SIGKILL", d.PID())
+	}
+}
+
+func exitErr(err error) error {
+	if err != nil {
+		return fmt.Errorf("testbed: xupfd exited: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,214 @@
+// Package testbed builds a three-namespace topology, gnb — upf — dn, joined by veth pairs, and
+// drives GTP-U and plain IP traffic through a real xupfd running in the upf namespace. The demo
+// (cmd/xupf-demo) and the end-to-end tests (test/e2e) share it.
+//
+//	gnb ns                 upf ns                        dn ns
+//	gnb0 10.100.3.2 ---- n3 10.100.3.1  n6 10.100.6.1 ---- dn0 10.100.6.2
+//
+// Every name that lives outside the namespaces (the namespaces themselves, the bpffs pin
+// directory) carries a per-run suffix, so parallel runs and leftovers of crashed runs do not
+// collide. Interface names need no suffix: they only exist inside the run's namespaces.
+package testbed
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync"
+
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netns"
+)
+
+// Interface names. The daemon configuration refers to N3If and N6If.
+const (
+	GNBIf = "gnb0"
+	N3If  = "n3"
+	N6If  = "n6"
+	DNIf  = "dn0"
+)
+
+// Ports used by the traffic helpers.
+const (
+	GTPUPort  = 2152  // GTP-U, on the gNB and on the UPF
+	DNPort    = 5001  // where uplink packets go on the DN host
+	DNSrcPort = 5002  // source port of downlink packets sent by the DN host
+	UEPort    = 6000  // destination port of downlink packets (the UE's)
+	UESrcPort = 40000 // source port of the UE's uplink packets
+)
+
+// Addresses of the topology. They are fixed: the namespaces isolate runs from each other.
+var (
+	GNBAddr = netip.MustParseAddr("10.100.3.2")
+	N3Addr  = netip.MustParseAddr("10.100.3.1") // the UPF's GTP-U address
+	N6Addr  = netip.MustParseAddr("10.100.6.1")
+	DNAddr  = netip.MustParseAddr("10.100.6.2")
+	// UENet is routed by the DN host toward the UPF.
+	UENet = netip.MustParsePrefix("10.45.0.0/16")
+)
+
+const subnetBits = 24
+
+// Topology is one instance of gnb — upf — dn. Create it with New and always Close it.
+type Topology struct {
+	// Suffix is the per-run part of every global name.
+	Suffix string
+	// Namespace names, usable with `ip netns exec`.
+	GNBNS, UPFNS, DNNS string
+	// BPFFS is the daemon's pin directory written by WriteConfig.
+	BPFFS string
+
+	handles map[string]netns.NsHandle
+	created []string // namespaces to delete on Close, in creation order
+	xdp     []link.Link
+
+	gnbMu   sync.Mutex // guards gnbConn against Close
+	gnbConn *net.UDPConn
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New creates the namespaces, the veth pairs, addresses, routes and sysctls, and the XDP_PASS
+// programs the veth peers need. prefix starts every namespace name ("xupf" gives
+// xupf-gnb-XXXXXX). On error everything already created is removed.
+func New(prefix string) (t *Topology, err error) {
+	suffix, err := randomSuffix()
+	if err != nil {
+		return nil, err
+	}
+	t = &Topology{
+		Suffix:  suffix,
+		GNBNS:   fmt.Sprintf("%s-gnb-%s", prefix, suffix),
+		UPFNS:   fmt.Sprintf("%s-upf-%s", prefix, suffix),
+		DNNS:    fmt.Sprintf("%s-dn-%s", prefix, suffix),
+		BPFFS:   fmt.Sprintf("/sys/fs/bpf/%s-%s", prefix, suffix),
+		handles: make(map[string]netns.NsHandle, 3),
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, t.Close())
+			t = nil
+		}
+	}()
+	for _, name := range []string{t.GNBNS, t.UPFNS, t.DNNS} {
+		if err := t.createNS(name); err != nil {
+			return t, err
+		}
+	}
+	if err := t.configure(); err != nil {
+		return t, err
+	}
+	return t, nil
+}
+
+// randomSuffix is short enough to keep namespace names readable and random enough that runs
+// started at the same moment (parallel test binaries) do not pick the same one.
+func randomSuffix() (string, error) {
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("testbed: random suffix: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// createNS creates a named namespace. netns.NewNamed also moves the calling thread into it,
+// so the thread is locked and moved back before it can run anything else.
+func (t *Topology) createNS(name string) error {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("testbed: current netns: %w", err)
+	}
+	defer orig.Close()
+	h, nsErr := netns.NewNamed(name)
+	if err := netns.Set(orig); err != nil {
+		// The thread is stuck in another namespace: keep it locked so that the runtime
+		// discards it when this goroutine ends instead of reusing it.
+		if nsErr == nil {
+			t.created = append(t.created, name)
+			t.handles[name] = h
+		}
+		return fmt.Errorf("testbed: return to the original netns after creating %s: %w", name, err)
+	}
+	runtime.UnlockOSThread()
+	if nsErr != nil {
+		return fmt.Errorf("testbed: create netns %s: %w", name, nsErr)
+	}
+	t.created = append(t.created, name)
+	t.handles[name] = h
+	return nil
+}
+
+// Do runs fn on a locked OS thread inside namespace ns (one of GNBNS, UPFNS, DNNS) and moves
+// the thread back afterwards. Sockets created by fn stay in ns for their whole life.
+func (t *Topology) Do(ns string, fn func() error) error {
+	h, ok := t.handles[ns]
+	if !ok {
+		return fmt.Errorf("testbed: %q is not a namespace of this topology", ns)
+	}
+	return doIn(h, fn)
+}
+
+func doIn(target netns.NsHandle, fn func() error) error {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("testbed: current netns: %w", err)
+	}
+	defer orig.Close()
+	if err := netns.Set(target); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("testbed: enter netns: %w", err)
+	}
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			// Leave the thread locked: the runtime then discards it with the goroutine
+			// rather than running other goroutines in the wrong namespace.
+			return
+		}
+		runtime.UnlockOSThread()
+	}()
+	return fn()
+}
+
+// Close releases the sockets and XDP programs and deletes the namespaces. Stop the daemon
+// first: a process still inside the upf namespace keeps it (and its interfaces) alive.
+func (t *Topology) Close() error {
+	t.closeOnce.Do(func() {
+		var errs []error
+		t.gnbMu.Lock()
+		if t.gnbConn != nil {
+			errs = append(errs, t.gnbConn.Close())
+			t.gnbConn = nil
+		}
+		t.gnbMu.Unlock()
+		for _, l := range t.xdp {
+			errs = append(errs, l.Close())
+		}
+		for _, h := range t.handles {
+			errs = append(errs, h.Close())
+		}
+		for i := len(t.created) - 1; i >= 0; i-- {
+			if err := netns.DeleteNamed(t.created[i]); err != nil {
+				errs = append(errs, fmt.Errorf("testbed: delete netns %s: %w", t.created[i], err))
+			}
+		}
+		// The daemon normally pins inside its own mount namespace (ip netns exec remounts
+		// /sys), so this exists only if it was run differently; remove it either way.
+		if t.BPFFS != "" {
+			if err := os.RemoveAll(t.BPFFS); err != nil {
+				errs = append(errs, fmt.Errorf("testbed: remove %s: %w", t.BPFFS, err))
+			}
+		}
+		t.closeErr = errors.Join(errs...)
+	})
+	return t.closeErr
+}

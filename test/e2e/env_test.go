@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/xupf/xupf/internal/api"
+	"github.com/xupf/xupf/internal/session"
+	"github.com/xupf/xupf/internal/testbed"
+)
+
+const (
+	packets     = 100
+	recvTimeout = 5 * time.Second
+	httpListen  = "127.0.0.1:8080" // inside the test's own upf namespace
+)
+
+// The sessions every test's daemon starts with: one with a QoS flow, one without.
+var (
+	sessQFI = session.Session{ID: 1, UE: netip.MustParseAddr("10.45.0.2"), UplinkTEID: 0x100,
+		DownlinkTEID: 0x200, QFI: 9, GNB: testbed.GNBAddr}
+	sessNoQFI = session.Session{ID: 2, UE: netip.MustParseAddr("10.45.0.3"), UplinkTEID: 0x101,
+		DownlinkTEID: 0x201, GNB: testbed.GNBAddr}
+)
+
+// env is one test's topology with xupfd running in it.
+type env struct {
+	t      *testing.T
+	topo   *testbed.Topology
+	daemon *testbed.Daemon
+	api    *api.Client
+}
+
+// newEnv builds a fresh topology and starts xupfd with both sessions. Everything is torn down
+// by t.Cleanup, failure or not; on failure the daemon's stats and log are logged first.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and XDP")
+	}
+	topo, err := testbed.New("xupf-e2e")
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := topo.Close(); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	})
+	cfg := filepath.Join(t.TempDir(), "xupfd.yaml")
+	if err := topo.WriteConfig(cfg, []session.Session{sessQFI, sessNoQFI}, httpListen); err != nil {
+		t.Fatal(err)
+	}
+	d, err := topo.StartDaemon(xupfdBin, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered after topo.Close, so it runs before it: the namespace must be empty to go.
+	t.Cleanup(func() {
+		if err := d.Stop(); err != nil {
+			t.Errorf("stop xupfd: %v\n%s", err, d.LogTail())
+		}
+	})
+	e := &env{t: t, topo: topo, daemon: d, api: d.API()}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, err := d.Xupfctl(context.Background(), xupfctlBin, "stats")
+			t.Logf("xupfctl stats after the failure (err %v):\n%s", err, out)
+			t.Logf("xupfd log (tail):\n%s", d.LogTail())
+		}
+	})
+	return e
+}
+
+func (e *env) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+// stats returns the daemon's counters through the API client.
+func (e *env) stats() api.Stats {
+	e.t.Helper()
+	st, err := e.api.Stats(e.ctx())
+	if err != nil {
+		e.t.Fatalf("API stats: %v", err)
+	}
+	return st
+}
+
+// xupfctlJSON runs xupfctl -o json args... in the upf namespace and decodes its output into v.
+func (e *env) xupfctlJSON(v any, args ...string) {
+	e.t.Helper()
+	out, err := e.daemon.Xupfctl(e.ctx(), xupfctlBin, append([]string{"-o", "json"}, args...)...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		e.t.Fatalf("xupfctl -o json %v: decode %q: %v", args, out, err)
+	}
+}
+
+// uplink sends n G-PDUs of s (with the session's QFI) and returns what the DN host received.
+func (e *env) uplink(s session.Session, n int, payload func(int) []byte, timeout time.Duration) []testbed.Datagram {
+	e.t.Helper()
+	rx, err := e.topo.ListenDN()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rx.Close()
+	if err := e.topo.SendUplink(s, n, payload, s.QFI); err != nil {
+		e.t.Fatal(err)
+	}
+	got, err := rx.Collect(n, timeout)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return got
+}
+
+// downlink sends n packets to s.UE from the DN host and returns the G-PDUs the gNB received.
+func (e *env) downlink(s session.Session, n int, payload func(int) []byte) []testbed.GTPUPacket {
+	e.t.Helper()
+	rx, err := e.topo.ListenGNB()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rx.Close()
+	if err := e.topo.SendDownlink(s, n, payload); err != nil {
+		e.t.Fatal(err)
+	}
+	got, err := testbed.ReceiveDownlink(rx, n, recvTimeout)
+	if err != nil {
+		e.t.Errorf("receive downlink: %v", err)
+	}
+	return got
+}
+
+// reportProblems fails t with every problem a testbed check found.
+func reportProblems(t *testing.T, what string, problems []string) {
+	t.Helper()
+	for _, p := range problems {
+		t.Errorf("%s: %s", what, p)
+	}
+}
+
+// innerBytes is what the datapath counts for n packets from payload: the inner IPv4 packet
+// (20-byte header, 8-byte UDP header, payload).
+func innerBytes(n int, payload func(int) []byte) uint64 {
+	var b uint64
+	for i := range n {
+		b += uint64(20 + 8 + len(payload(i)))
+	}
+	return b
+}
