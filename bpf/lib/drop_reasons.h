@@ -6,9 +6,9 @@
 
 enum drop_reason {
 	DROP_UNSPECIFIED = 0,      /* never counted; 0 means "no drop" in return codes */
-	DROP_MALFORMED_IP,         /* outer IPv4 to a GTP-U address: bad IHL or total length */
+	DROP_MALFORMED_IP,         /* outer IPv4/UDP to a GTP-U address: IHL below 5 or options cut short */
 	DROP_OUTER_FRAGMENT,       /* outer GTP-U packet is an IP fragment (no reassembly here) */
-	DROP_MALFORMED_UDP,        /* UDP header truncated or its length is inconsistent */
+	DROP_MALFORMED_UDP,        /* UDP header cut short */
 	DROP_MALFORMED_GTP,        /* GTP-U header truncated or its length field overruns */
 	DROP_GTP_VERSION,          /* GTP version is not 1 */
 	DROP_GTP_NOT_GTPU,         /* PT=0: GTP' rather than GTP-U */

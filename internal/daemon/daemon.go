@@ -69,6 +69,9 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 			return nil, fmt.Errorf("static session: %w", err)
 		}
 	}
+	if err := dp.Prune(); err != nil {
+		return nil, fmt.Errorf("prune entries of an earlier run: %w", err)
+	}
 	log.Info("datapath ready", "sessions", len(cfg.Sessions), "max_sessions", cfg.Limits.MaxSessions,
 		"gtpu_addresses", cfg.GTPUAddresses, "bpffs", cfg.BPFFS)
 	return d, nil

@@ -9,6 +9,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -57,7 +59,8 @@ func (d *Datapath) Attach(name string, mode XDPMode, fallback bool) (Attachment,
 			return Attachment{}, fmt.Errorf("attach to %q: replace program in pinned link %s: %w", name, pin, err)
 		}
 		a.link = l
-		d.log.Info("took over pinned XDP link", "interface", name, "pin", pin)
+		a.mode = attachedMode(iface.Index, mode)
+		d.log.Info("took over pinned XDP link", "interface", name, "pin", pin, "xdp_mode", a.mode)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return Attachment{}, fmt.Errorf("attach to %q: open pinned link %s: %w", name, pin, err)
 	} else {
@@ -133,4 +136,43 @@ func (d *Datapath) Attachments() []Attachment {
 
 func (d *Datapath) linkPin(ifname string) string {
 	return filepath.Join(d.opts.PinPath, "link_"+ifname)
+}
+
+// pruneTxPorts removes redirect targets of interfaces this run has not attached to. The
+// caller holds d.mu.
+func (d *Datapath) pruneTxPorts() error {
+	attached := map[uint32]bool{}
+	for _, a := range d.links {
+		attached[uint32(a.ifindex)] = true
+	}
+	var k, v uint32
+	var stale []uint32
+	it := d.objs.XupfTxPorts.Iterate()
+	for it.Next(&k, &v) {
+		if !attached[k] {
+			stale = append(stale, k)
+		}
+	}
+	for _, k := range stale {
+		if err := d.objs.XupfTxPorts.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("remove stale redirect target %d: %w", k, err)
+		}
+	}
+	return it.Err()
+}
+
+// attachedMode asks the kernel how the XDP program on ifindex is attached; when it cannot
+// tell, it returns guess.
+func attachedMode(ifindex int, guess XDPMode) XDPMode {
+	l, err := netlink.LinkByIndex(ifindex)
+	if err != nil || l.Attrs().Xdp == nil {
+		return guess
+	}
+	switch l.Attrs().Xdp.AttachMode {
+	case nl.XDP_ATTACHED_SKB:
+		return XDPGeneric
+	case nl.XDP_ATTACHED_DRV:
+		return XDPNative
+	}
+	return guess
 }

@@ -1,8 +1,11 @@
 package datapath
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/xupf/xupf/internal/session"
 )
 
 func TestAttachErrorsAndFallback(t *testing.T) {
@@ -32,5 +35,67 @@ func TestAttachErrorsAndFallback(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRestartTakesOver plays a daemon that died without cleaning up (its links and maps stay
+// pinned, so the old program keeps forwarding) and its successor: the new datapath swaps its
+// program into the pinned links, re-installs the sessions it knows and prunes the others.
+func TestRestartTakesOver(t *testing.T) {
+	e := newTestEnv(t, 8)
+	gone := sessQFI // known to the first run only
+	for _, s := range []session.Session{sessPlain, gone} {
+		if err := e.dp.AddSession(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ul := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, ulInner(t, 64)), nil)
+	if ret, _ := e.run(t, ul, e.n3); ret != xdpRedirect {
+		t.Fatalf("before restart: %s", verdictNames[ret])
+	}
+	pin := e.dp.opts.PinPath
+	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+		t.Fatal(err)
+	}
+
+	next, err := Load(Options{PinPath: pin, MaxSessions: 8, GTPUAddrs: []netip.Addr{addrN3}})
+	if err != nil {
+		t.Fatalf("load over existing pins: %v", err)
+	}
+	e.dp = next // the environment's cleanup now closes and unpins this one
+	err = e.do(func() error {
+		for _, name := range []string{"n3", "n6"} {
+			a, err := next.Attach(name, XDPNative, false)
+			if err != nil {
+				return err
+			}
+			if a.Mode != XDPNative {
+				t.Errorf("%s: took over a %s link, want native", name, a.Mode)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("take over pinned links: %v", err)
+	}
+	// Before the sessions are back, the old entries still forward.
+	if ret, _ := e.run(t, ul, e.n3); ret != xdpRedirect {
+		t.Errorf("between restart and re-install: %s", verdictNames[ret])
+	}
+	if err := next.AddSession(sessPlain); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	if ret, _ := e.run(t, ul, e.n3); ret != xdpRedirect {
+		t.Errorf("after restart: %s", verdictNames[ret])
+	}
+	ulGone := outerGTP(t, gtpHdr(0x34, 255, gone.UplinkTEID, optPSC(9), ulInner(t, 64)), nil)
+	if ret, _ := e.run(t, ulGone, e.n3); ret != xdpDrop {
+		t.Errorf("session unknown to the new run still forwards uplink: %s", verdictNames[ret])
+	}
+	if ret, _ := e.run(t, dlIn(t, gone, 64), e.n6); ret != xdpPass {
+		t.Errorf("session unknown to the new run still handles downlink: %s", verdictNames[ret])
 	}
 }

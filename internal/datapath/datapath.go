@@ -19,7 +19,8 @@ import (
 type Options struct {
 	// PinPath is the bpffs directory for maps and links, e.g. /sys/fs/bpf/xupf.
 	PinPath string
-	// MaxSessions sizes the TEID and UE-address tables; each session takes two PDR/FAR slots.
+	// MaxSessions sizes the TEID and UE-address tables; each session takes two PDR/FAR slots
+	// and two usage counter slots.
 	MaxSessions int
 	// GTPUAddrs are the local N3 addresses uplink packets are sent to.
 	GTPUAddrs []netip.Addr
@@ -35,6 +36,9 @@ type Controller interface {
 	Sessions() []session.Session
 	Stats() (Stats, error)
 }
+
+// spareRuleSlots are PDR/FAR slots beyond two per session.
+const spareRuleSlots = 1024
 
 // ErrNotFound is returned for an unknown session id.
 var ErrNotFound = errors.New("session not found")
@@ -69,7 +73,10 @@ func Load(opts Options) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load datapath spec: %w", err)
 	}
-	nrules := uint32(2 * opts.MaxSessions)
+	// Two PDR/FAR slots per session, plus spares: a modification writes fresh slots before
+	// it frees the old ones, so it must work with a full table too, and the spares let freed
+	// slots rest a while before reuse (see slots).
+	nrules := uint32(2*opts.MaxSessions + spareRuleSlots)
 	spec.Maps[xupfMapXupfUlRules].MaxEntries = uint32(opts.MaxSessions)
 	spec.Maps[xupfMapXupfDlRules].MaxEntries = uint32(opts.MaxSessions)
 	for _, m := range []string{xupfMapXupfPdrs, xupfMapXupfFars, xupfMapXupfUsage} {

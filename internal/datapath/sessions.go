@@ -60,6 +60,10 @@ func (d *Datapath) AddSession(s session.Session) error {
 	if err := d.checkConflicts(s); err != nil {
 		return err
 	}
+	if len(d.sessions) >= d.opts.MaxSessions {
+		return fmt.Errorf("session %d: the session table is full (%d sessions); raise limits.max_sessions",
+			s.ID, d.opts.MaxSessions)
+	}
 	in := &installed{s: s}
 	var err error
 	if in.ulCounter, err = d.allocCounter(); err != nil {
@@ -69,7 +73,7 @@ func (d *Datapath) AddSession(s session.Session) error {
 		d.counters.release(in.ulCounter)
 		return err
 	}
-	if err := d.writeRules(in); err != nil {
+	if err := d.writeRules(in, nil); err != nil {
 		d.counters.release(in.ulCounter)
 		d.counters.release(in.dlCounter)
 		return err
@@ -94,7 +98,7 @@ func (d *Datapath) ModifySession(s session.Session) error {
 		return err
 	}
 	in := &installed{s: s, ulCounter: old.ulCounter, dlCounter: old.dlCounter}
-	if err := d.writeRules(in); err != nil {
+	if err := d.writeRules(in, old); err != nil {
 		return err
 	}
 	if old.s.UplinkTEID != s.UplinkTEID {
@@ -169,8 +173,9 @@ func int64cmp(a, b uint64) int {
 }
 
 // writeRules writes in's PDR and FAR slots (allocating them) and then points the TEID and UE
-// entries at them. On error nothing the packets can see has changed.
-func (d *Datapath) writeRules(in *installed) error {
+// entries at them. prev is the session being replaced, nil for a new one. On error what the
+// packets see is as before.
+func (d *Datapath) writeRules(in, prev *installed) error {
 	var err error
 	if in.ulRule, err = d.rules.alloc(); err != nil {
 		return fmt.Errorf("session %d: rule table full (limits.max_sessions): %w", in.s.ID, err)
@@ -201,7 +206,7 @@ func (d *Datapath) writeRules(in *installed) error {
 	if err == nil {
 		err = d.objs.XupfDlRules.Put(xupfDlKey{UeAddr: addrBE(s.UE)}, xupfRuleRef{Pdr: in.dlRule})
 		if err != nil {
-			d.deleteKey(d.objs.XupfUlRules, be32(s.UplinkTEID))
+			d.undoUplinkKey(s.UplinkTEID, prev)
 		}
 	}
 	if err != nil {
@@ -210,6 +215,18 @@ func (d *Datapath) writeRules(in *installed) error {
 		return fmt.Errorf("session %d: write rules: %w", s.ID, err)
 	}
 	return nil
+}
+
+// undoUplinkKey takes back the uplink entry writeRules wrote for teid: it points again at
+// prev's rule when prev used the same TEID, and is removed otherwise.
+func (d *Datapath) undoUplinkKey(teid uint32, prev *installed) {
+	if prev != nil && prev.s.UplinkTEID == teid {
+		if err := d.objs.XupfUlRules.Put(xupfUlKey{Teid: be32(teid)}, xupfRuleRef{Pdr: prev.ulRule}); err != nil {
+			d.log.Error("restore uplink rule after a failed modification", "session", prev.s.ID, "err", err)
+		}
+		return
+	}
+	d.deleteKey(d.objs.XupfUlRules, be32(teid))
 }
 
 func (d *Datapath) deleteKey(m *ebpf.Map, key uint32) {
@@ -261,4 +278,45 @@ func possibleCPUs() int {
 		return runtime.NumCPU()
 	}
 	return n
+}
+
+// Prune removes the TEID and UE entries that no installed session owns. After a restart the
+// pinned tables still hold the previous run's entries; the daemon re-installs its sessions
+// (traffic keeps flowing meanwhile) and then prunes what is left over.
+func (d *Datapath) Prune() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	var ul xupfUlKey
+	var ref xupfRuleRef
+	var staleUL []xupfUlKey
+	it := d.objs.XupfUlRules.Iterate()
+	for it.Next(&ul, &ref) {
+		if _, ok := d.byTEID[be32(ul.Teid)]; !ok {
+			staleUL = append(staleUL, ul)
+		}
+	}
+	errs = append(errs, it.Err())
+	for _, k := range staleUL {
+		d.deleteKey(d.objs.XupfUlRules, k.Teid)
+	}
+
+	var dl xupfDlKey
+	var staleDL []xupfDlKey
+	it = d.objs.XupfDlRules.Iterate()
+	for it.Next(&dl, &ref) {
+		var b [4]byte
+		binary.NativeEndian.PutUint32(b[:], dl.UeAddr)
+		if _, ok := d.byUE[netip.AddrFrom4(b)]; !ok {
+			staleDL = append(staleDL, dl)
+		}
+	}
+	errs = append(errs, it.Err())
+	for _, k := range staleDL {
+		d.deleteKey(d.objs.XupfDlRules, k.UeAddr)
+	}
+	if n := len(staleUL) + len(staleDL); n > 0 {
+		d.log.Info("pruned rule entries left by an earlier run", "uplink", len(staleUL), "downlink", len(staleDL))
+	}
+	return errors.Join(append(errs, d.pruneTxPorts())...)
 }

@@ -115,6 +115,11 @@ func TestSessionErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "limits.max_sessions") {
 		t.Errorf("third session in a table of two: %v", err)
 	}
+	full := sessQFI
+	full.DownlinkTEID = 0x777
+	if err := e.dp.ModifySession(full); err != nil {
+		t.Errorf("modify with a full table: %v", err)
+	}
 	if err := e.dp.ModifySession(sessNoARP); !errors.Is(err, ErrNotFound) {
 		t.Errorf("modify unknown session: %v", err)
 	}
