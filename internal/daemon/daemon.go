@@ -30,6 +30,12 @@ type Daemon struct {
 // New loads the datapath, attaches it to the configured interfaces and installs the static
 // sessions. On error everything it did is undone.
 func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err error) {
+	// Check the host first: a missing interface should not cost a datapath load and unload.
+	for _, iface := range cfg.Interfaces {
+		if err := checkForwarding(iface.Name); err != nil {
+			return nil, err
+		}
+	}
 	dp, err := datapath.Load(datapath.Options{
 		PinPath:     cfg.BPFFS,
 		MaxSessions: cfg.Limits.MaxSessions,
@@ -47,9 +53,6 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 	}()
 
 	for _, iface := range cfg.Interfaces {
-		if err := checkForwarding(iface.Name); err != nil {
-			return nil, err
-		}
 		a, err := dp.Attach(iface.Name, datapath.XDPMode(cfg.XDPMode), cfg.XDPFallback)
 		if err != nil {
 			return nil, err
@@ -106,12 +109,16 @@ func (d *Daemon) Close() error {
 	return d.dp.Close(true)
 }
 
-// checkForwarding fails when IPv4 forwarding is off on name: bpf_fib_lookup then refuses to
+// checkForwarding fails when name does not exist or IPv4 forwarding is off on it: bpf_fib_lookup then refuses to
 // route for packets arriving there, and nothing would be forwarded.
 func checkForwarding(name string) error {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + name + "/forwarding")
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("interface %q: no such interface (or it has no IPv4); check interfaces[].name "+
+			"against `ip link`", name)
+	}
 	if err != nil {
-		return fmt.Errorf("interface %q: read forwarding setting (does the interface exist?): %w", name, err)
+		return fmt.Errorf("interface %q: read forwarding setting: %w", name, err)
 	}
 	if len(b) > 0 && b[0] == '0' {
 		return fmt.Errorf("interface %q: IPv4 forwarding is off, so the kernel FIB will not route for it; "+

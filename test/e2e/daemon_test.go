@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xupf/xupf/internal/testbed"
+)
+
+// TestInvalidConfigRejected starts xupfd with broken configurations: it must exit non-zero
+// before touching the kernel, with a message that names the field and the fix.
+func TestInvalidConfigRejected(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and XDP")
+	}
+	base := "bpffs: /sys/fs/bpf/xupf-e2e-badconfig\ngtpu_addresses: [10.100.3.1]\n"
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown mode", base + "interfaces: [{name: lo, roles: [n3, n6]}]\nxdp_mode: fast\n",
+			[]string{`xdp_mode: "fast" is not a mode; use "native" or "generic"`}},
+		{"no n6 role", base + "interfaces: [{name: lo, roles: [n3]}]\n",
+			[]string{`interfaces: no interface has role "n6"`, "give the interface facing the data network the role n6"}},
+		{"duplicate TEID", base + "interfaces: [{name: lo, roles: [n3, n6]}]\nsessions:\n" +
+			"  - {id: 1, ue_ipv4: 10.45.0.2, uplink_teid: 0x100, gnb_ipv4: 10.100.3.2, downlink_teid: 1}\n" +
+			"  - {id: 2, ue_ipv4: 10.45.0.3, uplink_teid: 256, gnb_ipv4: 10.100.3.2, downlink_teid: 2}\n",
+			[]string{"sessions[1].uplink_teid: 256 is already used by sessions[0]"}},
+		{"missing interface", base + "interfaces: [{name: nosuch0, roles: [n3, n6]}]\n",
+			[]string{`interface "nosuch0": no such interface`, "interfaces[].name"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "xupfd.yaml")
+			if err := os.WriteFile(path, []byte(c.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			cmd := exec.Command(xupfdBin, "--config", path)
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if err == nil {
+				t.Fatalf("xupfd accepted the configuration")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr does not say %q:\n%s", w, stderr.String())
+				}
+			}
+		})
+	}
+}
+
+// TestShutdownDetaches stops xupfd with SIGTERM: it must exit cleanly and leave no XDP
+// program on its interfaces.
+func TestShutdownDetaches(t *testing.T) {
+	e := newEnv(t)
+	attached := func() (map[string]bool, error) {
+		out := map[string]bool{}
+		err := e.topo.Do(e.topo.UPFNS, func() error {
+			for _, name := range []string{testbed.N3If, testbed.N6If} {
+				l, err := netlink.LinkByName(name)
+				if err != nil {
+					return err
+				}
+				out[name] = l.Attrs().Xdp != nil && l.Attrs().Xdp.Attached
+			}
+			return nil
+		})
+		return out, err
+	}
+	before, err := attached()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !before[testbed.N3If] || !before[testbed.N6If] {
+		t.Fatalf("XDP not attached while xupfd runs: %v", before)
+	}
+	if err := e.daemon.Stop(); err != nil {
+		t.Fatalf("xupfd did not stop cleanly: %v\n%s", err, e.daemon.LogTail())
+	}
+	after, err := attached()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after[testbed.N3If] || after[testbed.N6If] {
+		t.Errorf("XDP still attached after shutdown: %v", after)
+	}
+	if !strings.Contains(e.daemon.LogTail(), "detaching the datapath") {
+		t.Errorf("no shutdown message in the log:\n%s", e.daemon.LogTail())
+	}
+}
