@@ -85,6 +85,10 @@ func (d *Datapath) Attach(name string, mode XDPMode, fallback bool) (Attachment,
 		return Attachment{}, fmt.Errorf("attach to %q: add to redirect map: %w", name, err)
 	}
 	d.links[name] = a
+	if a.mode == XDPNative && isVeth(iface.Index) {
+		d.log.Warn("native XDP on a veth: packets redirected into it are dropped unless its peer "+
+			"also runs an XDP program (any, even one that passes everything)", "interface", name)
+	}
 	return Attachment{Name: name, Ifindex: iface.Index, Mode: a.mode}, nil
 }
 
@@ -175,4 +179,9 @@ func attachedMode(ifindex int, guess XDPMode) XDPMode {
 		return XDPNative
 	}
 	return guess
+}
+
+func isVeth(ifindex int) bool {
+	l, err := netlink.LinkByIndex(ifindex)
+	return err == nil && l.Type() == "veth"
 }

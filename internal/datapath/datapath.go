@@ -105,21 +105,27 @@ func Load(opts Options) (*Datapath, error) {
 		Maps: ebpf.MapOptions{PinPath: opts.PinPath},
 	})
 	if err != nil {
-		var ve *ebpf.VerifierError
-		switch {
-		case errors.As(err, &ve):
-			return nil, fmt.Errorf("load datapath: the verifier rejected the program:\n%+v", ve)
-		case errors.Is(err, ebpf.ErrMapIncompatible):
-			return nil, fmt.Errorf("load datapath: maps pinned under %s were made with other sizes or types "+
-				"(an older xupfd or other limits); stop every xupfd and remove that directory: %w", opts.PinPath, err)
-		}
-		return nil, fmt.Errorf("load datapath: %w", err)
+		return nil, loadError(err, opts.PinPath)
 	}
 	if err := d.setGTPUAddrs(opts.GTPUAddrs); err != nil {
 		d.objs.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// loadError explains a failed load: a verifier rejection with the verifier's whole log (the
+// last lines alone rarely say why), or pinned maps that do not fit this build.
+func loadError(err error, pinPath string) error {
+	var ve *ebpf.VerifierError
+	switch {
+	case errors.As(err, &ve):
+		return fmt.Errorf("load datapath: the verifier rejected the program:\n%+v", ve)
+	case errors.Is(err, ebpf.ErrMapIncompatible):
+		return fmt.Errorf("load datapath: maps pinned under %s were made with other sizes or types "+
+			"(an older xupfd or other limits); stop every xupfd and remove that directory: %w", pinPath, err)
+	}
+	return fmt.Errorf("load datapath: %w", err)
 }
 
 // setGTPUAddrs makes addrs the only local GTP-U addresses.
