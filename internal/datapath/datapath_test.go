@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -112,19 +113,11 @@ func checkDeltas(t *testing.T, kind string, before, after, want map[string]uint6
 			t.Errorf("%s %q does not exist", kind, name)
 		}
 	}
-	for _, name := range sortedKeys(after) {
+	for _, name := range slices.Sorted(maps.Keys(after)) {
 		if got := after[name] - before[name]; got != want[name] {
 			t.Errorf("%s %s rose by %d, want %d", kind, name, got, want[name])
 		}
 	}
-}
-
-func sortedKeys(m map[string]uint64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range maps.Keys(m) {
-		keys = append(keys, k)
-	}
-	return keys
 }
 
 // Expected results shared by many cases.

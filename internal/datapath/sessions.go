@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -158,18 +159,8 @@ func (d *Datapath) Sessions() []session.Session {
 	for _, in := range d.sessions {
 		out = append(out, in.s)
 	}
-	slices.SortFunc(out, func(a, b session.Session) int { return int64cmp(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b session.Session) int { return cmp.Compare(a.ID, b.ID) })
 	return out
-}
-
-func int64cmp(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // writeRules writes in's PDR and FAR slots (allocating them) and then points the TEID and UE
