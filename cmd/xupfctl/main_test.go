@@ -3,85 +3,28 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/xupf/xupf/internal/api"
-	"github.com/xupf/xupf/internal/session"
+	"github.com/xupf/xupf/internal/api/apitest"
 )
 
-// fakeBackend serves fixed data through the real api.NewHandler, so these tests cover the
-// CLI, the client and the server together.
-type fakeBackend struct {
-	status   api.Status
-	sessions []api.SessionInfo
-	stats    api.Stats
-}
-
-func (f *fakeBackend) Status() api.Status                   { return f.status }
-func (f *fakeBackend) Sessions() ([]api.SessionInfo, error) { return f.sessions, nil }
-func (f *fakeBackend) Stats() (api.Stats, error)            { return f.stats, nil }
-
-func (f *fakeBackend) Session(id uint64) (api.SessionInfo, error) {
-	for _, s := range f.sessions {
-		if s.ID == id {
-			return s, nil
-		}
-	}
-	return api.SessionInfo{}, fmt.Errorf("session %d: %w", id, api.ErrNotFound)
-}
-
-func testSession(id uint64, ue string, ulTEID, dlTEID uint32, qfi uint8, ulPkts, dlPkts uint64) api.SessionInfo {
-	return api.SessionInfo{
-		Session: session.Session{
-			ID:           id,
-			UE:           netip.MustParseAddr(ue),
-			UplinkTEID:   ulTEID,
-			GNB:          netip.MustParseAddr("192.0.2.10"),
-			DownlinkTEID: dlTEID,
-			QFI:          qfi,
-			GTPUAddr:     netip.MustParseAddr("192.0.2.1"),
-		},
-		Usage: session.Usage{
-			Uplink:   session.Counters{Packets: ulPkts, Bytes: ulPkts * 100},
-			Downlink: session.Counters{Packets: dlPkts, Bytes: dlPkts * 1000},
-		},
-	}
-}
-
-func newFakeBackend() *fakeBackend {
-	return &fakeBackend{
-		status: api.Status{
-			Version:       "v0.1.0",
-			StartedAt:     time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
-			UptimeSeconds: 3725.4,
-			Interfaces: []api.Interface{
-				{Name: "eth0", Ifindex: 2, Roles: []string{"n3"}, XDPMode: "native"},
-				{Name: "veth-n6", Ifindex: 13, Roles: []string{"n6"}, XDPMode: "generic"},
-			},
-			GTPUAddresses: []string{"192.0.2.1", "192.0.2.2"},
-			PFCPAddress:   "192.0.2.1:8805",
-			Sessions:      2,
-			MaxSessions:   65536,
-			BPFFSPath:     "/sys/fs/bpf/xupf",
-		},
-		sessions: []api.SessionInfo{
-			testSession(9, "10.45.0.9", 0x2000, 0x3000, 0, 5, 6),
-			testSession(2, "10.45.0.2", 0x1000, 0x1001, 9, 1042, 2088),
-		},
-		stats: api.Stats{
-			Counters: map[string]uint64{"ul_rx": 1042, "dl_tx": 2088, "pass": 0},
-			Drops:    map[string]uint64{"unknown_teid": 2, "malformed_gtp": 0},
-		},
-	}
+// newBackend is the shared fixture, served through the real api.NewHandler so that these
+// tests cover the CLI, the client and the server together. Its status is changed so that
+// the status table shows an uptime that rounds down, two GTP-U addresses and interface
+// names of different widths.
+func newBackend() *apitest.Backend {
+	b := apitest.NewBackend()
+	b.StatusData.UptimeSeconds = 3725.4
+	b.StatusData.Interfaces[1] = api.Interface{Name: "veth-n6", Ifindex: 13, Roles: []string{"n6"}, XDPMode: "generic"}
+	b.StatusData.GTPUAddresses = []string{"192.0.2.1", "192.0.2.2"}
+	return b
 }
 
 type result struct {
@@ -181,7 +124,7 @@ veth-n6    13       n6     generic
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			// "-o table" explicitly and the default must agree.
 			for _, args := range [][]string{tt.args, append([]string{"-o", "table"}, tt.args...)} {
-				r, _ := runCLI(t, newFakeBackend(), nil, args...)
+				r, _ := runCLI(t, newBackend(), nil, args...)
 				if r.code != 0 || r.stderr != "" {
 					t.Fatalf("xupfctl %v: exit %d, stderr %q", args, r.code, r.stderr)
 				}
@@ -194,7 +137,7 @@ veth-n6    13       n6     generic
 }
 
 func TestSessionListEmptyTable(t *testing.T) {
-	r, _ := runCLI(t, &fakeBackend{}, nil, "session", "list")
+	r, _ := runCLI(t, &apitest.Backend{}, nil, "session", "list")
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
@@ -204,17 +147,17 @@ func TestSessionListEmptyTable(t *testing.T) {
 }
 
 func TestJSONAndYAML(t *testing.T) {
-	b := newFakeBackend()
-	sorted := []api.SessionInfo{b.sessions[1], b.sessions[0]}
+	b := newBackend()
+	sorted := []api.SessionInfo{b.SessionsData[1], b.SessionsData[0]}
 	tests := []struct {
 		args []string
 		into func() any // a fresh value to decode the output into
 		want any
 	}{
-		{[]string{"status"}, func() any { return new(api.Status) }, &b.status},
+		{[]string{"status"}, func() any { return new(api.Status) }, &b.StatusData},
 		{[]string{"session", "list"}, func() any { return new([]api.SessionInfo) }, &sorted},
-		{[]string{"session", "show", "9"}, func() any { return new(api.SessionInfo) }, &b.sessions[0]},
-		{[]string{"stats"}, func() any { return new(api.Stats) }, &b.stats},
+		{[]string{"session", "show", "9"}, func() any { return new(api.SessionInfo) }, &b.SessionsData[0]},
+		{[]string{"stats"}, func() any { return new(api.Stats) }, &b.StatsData},
 	}
 	for _, tt := range tests {
 		for _, format := range []string{"json", "yaml"} {
@@ -243,17 +186,17 @@ func TestJSONAndYAML(t *testing.T) {
 
 // The JSON output is the API's object, indented; the YAML uses the same field names.
 func TestOutputShape(t *testing.T) {
-	r, _ := runCLI(t, newFakeBackend(), nil, "--output", "json", "session", "show", "2")
+	r, _ := runCLI(t, newBackend(), nil, "--output", "json", "session", "show", "2")
 	if !strings.HasPrefix(r.stdout, "{\n  \"id\": 2,\n  \"ue_ipv4\": \"10.45.0.2\",") {
 		t.Errorf("json output is not the indented API object:\n%s", r.stdout)
 	}
-	r, _ = runCLI(t, newFakeBackend(), nil, "-o", "yaml", "session", "show", "2")
+	r, _ = runCLI(t, newBackend(), nil, "-o", "yaml", "session", "show", "2")
 	for _, want := range []string{"id: 2\n", "ue_ipv4: 10.45.0.2\n", "uplink_teid: 4096\n", "usage:\n  uplink:\n    packets: 1042\n"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("yaml output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	r, _ = runCLI(t, &fakeBackend{}, nil, "-o", "json", "session", "list")
+	r, _ = runCLI(t, &apitest.Backend{}, nil, "-o", "json", "session", "list")
 	if r.stdout != "[]\n" {
 		t.Errorf("json of no sessions = %q, want %q", r.stdout, "[]\n")
 	}
@@ -306,7 +249,7 @@ func TestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, _ := runCLI(t, newFakeBackend(), nil, tt.args...)
+			r, _ := runCLI(t, newBackend(), nil, tt.args...)
 			if r.code != 1 {
 				t.Errorf("exit code %d, want 1", r.code)
 			}
@@ -345,7 +288,7 @@ func TestUnreachable(t *testing.T) {
 }
 
 func TestServerSelection(t *testing.T) {
-	srv := httptest.NewServer(api.NewHandler(newFakeBackend(), nil))
+	srv := httptest.NewServer(api.NewHandler(newBackend(), nil))
 	defer srv.Close()
 	dead := httptest.NewServer(http.NotFoundHandler())
 	deadURL := dead.URL
@@ -398,7 +341,7 @@ func TestCompletion(t *testing.T) {
 	}
 
 	// Session ids are completed from the daemon.
-	r, _ = runCLI(t, newFakeBackend(), nil, "__complete", "session", "show", "")
+	r, _ = runCLI(t, newBackend(), nil, "__complete", "session", "show", "")
 	if r.code != 0 {
 		t.Fatalf("__complete: exit %d, stderr %q", r.code, r.stderr)
 	}

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -9,18 +9,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xupf/xupf/internal/api"
+	"github.com/xupf/xupf/internal/api/apitest"
 )
 
-func newTestClient(t *testing.T, b Backend) *Client {
+func newTestClient(t *testing.T, b api.Backend) *api.Client {
 	t.Helper()
-	srv := httptest.NewServer(NewHandler(b, nil))
+	srv := httptest.NewServer(api.NewHandler(b, nil))
 	t.Cleanup(srv.Close)
 	// A trailing slash, as users type it, must not produce "//api".
-	return NewClient(srv.URL+"/", srv.Client())
+	return api.NewClient(srv.URL+"/", srv.Client())
 }
 
 func TestClient(t *testing.T) {
-	b := newFakeBackend()
+	b := apitest.NewBackend()
 	c := newTestClient(t, b)
 	ctx := t.Context()
 
@@ -28,15 +31,15 @@ func TestClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Status: %v", err)
 	}
-	if !reflect.DeepEqual(st, b.status) {
-		t.Errorf("Status = %+v, want %+v", st, b.status)
+	if !reflect.DeepEqual(st, b.StatusData) {
+		t.Errorf("Status = %+v, want %+v", st, b.StatusData)
 	}
 
 	list, err := c.Sessions(ctx)
 	if err != nil {
 		t.Fatalf("Sessions: %v", err)
 	}
-	want := []SessionInfo{b.sessions[1], b.sessions[0]} // sorted by id
+	want := []api.SessionInfo{b.SessionsData[1], b.SessionsData[0]} // sorted by id
 	if !reflect.DeepEqual(list, want) {
 		t.Errorf("Sessions = %+v, want %+v", list, want)
 	}
@@ -45,21 +48,21 @@ func TestClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Session: %v", err)
 	}
-	if one != b.sessions[0] {
-		t.Errorf("Session(9) = %+v, want %+v", one, b.sessions[0])
+	if one != b.SessionsData[0] {
+		t.Errorf("Session(9) = %+v, want %+v", one, b.SessionsData[0])
 	}
 
 	stats, err := c.Stats(ctx)
 	if err != nil {
 		t.Fatalf("Stats: %v", err)
 	}
-	if !reflect.DeepEqual(stats, b.stats) {
-		t.Errorf("Stats = %+v, want %+v", stats, b.stats)
+	if !reflect.DeepEqual(stats, b.StatsData) {
+		t.Errorf("Stats = %+v, want %+v", stats, b.StatsData)
 	}
 }
 
 func TestClientNoSessionsIsEmptyNotNil(t *testing.T) {
-	list, err := newTestClient(t, &fakeBackend{}).Sessions(t.Context())
+	list, err := newTestClient(t, &apitest.Backend{}).Sessions(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,30 +72,30 @@ func TestClientNoSessionsIsEmptyNotNil(t *testing.T) {
 }
 
 func TestClientNotFound(t *testing.T) {
-	_, err := newTestClient(t, newFakeBackend()).Session(t.Context(), 7)
+	_, err := newTestClient(t, apitest.NewBackend()).Session(t.Context(), 7)
 	if err == nil {
 		t.Fatal("Session(7) succeeded, want an error")
 	}
 	if err.Error() != "session 7 not found" {
 		t.Errorf("error = %q, want the server's message", err)
 	}
-	if !errors.Is(err, ErrNotFound) {
+	if !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("errors.Is(%v, ErrNotFound) = false", err)
 	}
-	var re *ResponseError
+	var re *api.ResponseError
 	if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
 		t.Errorf("error %#v is not a *ResponseError with code 404", err)
 	}
 }
 
 func TestClientServerError(t *testing.T) {
-	b := newFakeBackend()
-	b.err = errors.New("reading stats map: operation not permitted")
+	b := apitest.NewBackend()
+	b.Err = errors.New("reading stats map: operation not permitted")
 	_, err := newTestClient(t, b).Stats(t.Context())
 	if err == nil || err.Error() != "reading stats map: operation not permitted" {
 		t.Fatalf("Stats error = %v, want the server's message", err)
 	}
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, api.ErrNotFound) {
 		t.Errorf("a 500 must not read as not found")
 	}
 }
@@ -103,7 +106,7 @@ func TestClientNonAPIErrorBody(t *testing.T) {
 		http.Error(w, "upstream down", http.StatusBadGateway)
 	}))
 	defer srv.Close()
-	_, err := NewClient(srv.URL, nil).Status(t.Context())
+	_, err := api.NewClient(srv.URL, nil).Status(t.Context())
 	if err == nil {
 		t.Fatal("Status succeeded, want an error")
 	}
@@ -119,7 +122,7 @@ func TestClientNotJSON(t *testing.T) {
 		_, _ = w.Write([]byte("<html>hello</html>"))
 	}))
 	defer srv.Close()
-	_, err := NewClient(srv.URL, nil).Stats(t.Context())
+	_, err := api.NewClient(srv.URL, nil).Stats(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "is --server the xupfd API address?") {
 		t.Fatalf("error = %v, want a hint about --server", err)
 	}
@@ -130,7 +133,7 @@ func TestClientUnreachable(t *testing.T) {
 	url := srv.URL
 	srv.Close() // nothing listens there now
 
-	_, err := NewClient(url, nil).Status(t.Context())
+	_, err := api.NewClient(url, nil).Status(t.Context())
 	if err == nil {
 		t.Fatal("Status succeeded against a closed server")
 	}
@@ -149,7 +152,7 @@ func TestClientTimeout(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	_, err := NewClient(srv.URL, nil).Status(ctx)
+	_, err := api.NewClient(srv.URL, nil).Status(ctx)
 	if err == nil {
 		t.Fatal("Status succeeded, want a timeout")
 	}
@@ -159,7 +162,7 @@ func TestClientTimeout(t *testing.T) {
 }
 
 func TestClientBadURL(t *testing.T) {
-	_, err := NewClient("http://[::1", nil).Status(t.Context())
+	_, err := api.NewClient("http://[::1", nil).Status(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "is not a valid URL") {
 		t.Errorf("error = %v, want a bad URL error", err)
 	}

@@ -1,105 +1,20 @@
-package api
+package api_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/xupf/xupf/internal/session"
+	"github.com/xupf/xupf/internal/api"
+	"github.com/xupf/xupf/internal/api/apitest"
 )
-
-// fakeBackend serves fixed data; err, when set, is what every fallible method returns.
-type fakeBackend struct {
-	status   Status
-	sessions []SessionInfo
-	stats    Stats
-	err      error
-}
-
-func (f *fakeBackend) Status() Status { return f.status }
-
-func (f *fakeBackend) Sessions() ([]SessionInfo, error) {
-	if f.err != nil {
-		return nil, f.err
-	}
-	return f.sessions, nil
-}
-
-func (f *fakeBackend) Session(id uint64) (SessionInfo, error) {
-	if f.err != nil {
-		return SessionInfo{}, f.err
-	}
-	for _, s := range f.sessions {
-		if s.ID == id {
-			return s, nil
-		}
-	}
-	// Wrapped, as the daemon may do, to check the server uses errors.Is.
-	return SessionInfo{}, fmt.Errorf("session table: %w", ErrNotFound)
-}
-
-func (f *fakeBackend) Stats() (Stats, error) {
-	if f.err != nil {
-		return Stats{}, f.err
-	}
-	return f.stats, nil
-}
-
-func testSession(id uint64, ue string, ulTEID, dlTEID uint32, qfi uint8, ulPkts, dlPkts uint64) SessionInfo {
-	return SessionInfo{
-		Session: session.Session{
-			ID:           id,
-			UE:           netip.MustParseAddr(ue),
-			UplinkTEID:   ulTEID,
-			GNB:          netip.MustParseAddr("192.0.2.10"),
-			DownlinkTEID: dlTEID,
-			QFI:          qfi,
-			GTPUAddr:     netip.MustParseAddr("192.0.2.1"),
-		},
-		Usage: session.Usage{
-			Uplink:   session.Counters{Packets: ulPkts, Bytes: ulPkts * 100},
-			Downlink: session.Counters{Packets: dlPkts, Bytes: dlPkts * 1000},
-		},
-	}
-}
-
-func newFakeBackend() *fakeBackend {
-	return &fakeBackend{
-		status: Status{
-			Version:       "v0.1.0",
-			StartedAt:     time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
-			UptimeSeconds: 3725.5,
-			Interfaces: []Interface{
-				{Name: "eth0", Ifindex: 2, Roles: []string{"n3"}, XDPMode: "native"},
-				{Name: "eth1", Ifindex: 3, Roles: []string{"n6"}, XDPMode: "generic"},
-			},
-			GTPUAddresses: []string{"192.0.2.1"},
-			PFCPAddress:   "192.0.2.1:8805",
-			Sessions:      2,
-			MaxSessions:   65536,
-			BPFFSPath:     "/sys/fs/bpf/xupf",
-		},
-		// Out of order on purpose: the server must sort.
-		sessions: []SessionInfo{
-			testSession(9, "10.45.0.9", 0x2000, 0x3000, 0, 5, 6),
-			testSession(2, "10.45.0.2", 0x1000, 0x1001, 9, 1042, 2088),
-		},
-		stats: Stats{
-			Counters: map[string]uint64{"ul_rx": 1042, "dl_tx": 2088, "pass": 0},
-			Drops:    map[string]uint64{"unknown_teid": 2, "malformed_gtp": 0},
-		},
-	}
-}
 
 const session2JSON = `{"id":2,"ue_ipv4":"10.45.0.2","uplink_teid":4096,"gnb_ipv4":"192.0.2.10",
 	"downlink_teid":4097,"qfi":9,"gtpu_address":"192.0.2.1",
@@ -111,12 +26,12 @@ const session9JSON = `{"id":9,"ue_ipv4":"10.45.0.9","uplink_teid":8192,"gnb_ipv4
 	"usage":{"uplink":{"packets":5,"bytes":500},"downlink":{"packets":6,"bytes":6000}}}`
 
 func TestHandler(t *testing.T) {
-	failing := newFakeBackend()
-	failing.err = errors.New("reading session map: operation not permitted")
+	failing := apitest.NewBackend()
+	failing.Err = errors.New("reading session map: operation not permitted")
 
 	tests := []struct {
 		name      string
-		backend   *fakeBackend
+		backend   *apitest.Backend
 		method    string
 		path      string
 		wantCode  int
@@ -136,7 +51,7 @@ func TestHandler(t *testing.T) {
 			wantBody: "[" + session2JSON + "," + session9JSON + "]",
 		},
 		{
-			name: "no sessions is an empty array", backend: &fakeBackend{},
+			name: "no sessions is an empty array", backend: &apitest.Backend{},
 			method: "GET", path: "/api/v1/sessions", wantCode: 200, wantBody: `[]`,
 		},
 		{
@@ -194,10 +109,10 @@ func TestHandler(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := tt.backend
 			if b == nil {
-				b = newFakeBackend()
+				b = apitest.NewBackend()
 			}
 			rec := httptest.NewRecorder()
-			NewHandler(b, nil).ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
+			api.NewHandler(b, nil).ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
 
 			if rec.Code != tt.wantCode {
 				t.Errorf("status code = %d, want %d; body %s", rec.Code, tt.wantCode, rec.Body)
@@ -229,7 +144,7 @@ func assertJSONEqual(t *testing.T, got []byte, want string) {
 
 func TestMetrics(t *testing.T) {
 	rec := httptest.NewRecorder()
-	NewHandler(newFakeBackend(), nil).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	api.NewHandler(apitest.NewBackend(), nil).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status code = %d, want 200; body %s", rec.Code, rec.Body)
 	}
@@ -260,10 +175,10 @@ func TestMetrics(t *testing.T) {
 
 func TestMetricsFollowBackend(t *testing.T) {
 	// Values are read at scrape time, not cached at construction.
-	b := newFakeBackend()
-	h := NewHandler(b, nil)
-	b.stats.Counters["ul_rx"] = 5000
-	b.status.Sessions = 3
+	b := apitest.NewBackend()
+	h := api.NewHandler(b, nil)
+	b.StatsData.Counters["ul_rx"] = 5000
+	b.StatusData.Sessions = 3
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	for _, want := range []string{`xupf_datapath_packets_total{counter="ul_rx"} 5000`, "xupf_sessions 3"} {
@@ -274,10 +189,10 @@ func TestMetricsFollowBackend(t *testing.T) {
 }
 
 func TestMetricsStatsError(t *testing.T) {
-	b := newFakeBackend()
-	b.err = errors.New("map lookup failed")
+	b := apitest.NewBackend()
+	b.Err = errors.New("map lookup failed")
 	var logs bytes.Buffer
-	h := NewHandler(b, slog.New(slog.NewTextHandler(&logs, nil)))
+	h := api.NewHandler(b, slog.New(slog.NewTextHandler(&logs, nil)))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != http.StatusInternalServerError {
@@ -294,7 +209,7 @@ func TestMetricsStatsError(t *testing.T) {
 func TestHandlerLogsRequests(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h := NewHandler(newFakeBackend(), log)
+	h := api.NewHandler(apitest.NewBackend(), log)
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/v1/sessions/7", nil))
 
 	line := logs.String()
@@ -307,7 +222,7 @@ func TestHandlerLogsRequests(t *testing.T) {
 
 func TestHandlerHead(t *testing.T) {
 	rec := httptest.NewRecorder()
-	NewHandler(newFakeBackend(), nil).ServeHTTP(rec, httptest.NewRequest("HEAD", "/api/v1/status", nil))
+	api.NewHandler(apitest.NewBackend(), nil).ServeHTTP(rec, httptest.NewRequest("HEAD", "/api/v1/status", nil))
 	if rec.Code != http.StatusOK {
 		t.Errorf("HEAD status code = %d, want 200", rec.Code)
 	}
@@ -316,7 +231,7 @@ func TestHandlerHead(t *testing.T) {
 // The handler must be usable through a real server too (Content-Length, no double
 // WriteHeader), not only through the recorder.
 func TestHandlerOverHTTP(t *testing.T) {
-	srv := httptest.NewServer(NewHandler(newFakeBackend(), nil))
+	srv := httptest.NewServer(api.NewHandler(apitest.NewBackend(), nil))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/api/v1/sessions")
 	if err != nil {
