@@ -11,6 +11,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/xupf/xupf/internal/testbed"
 )
 
 // testEnv is a network namespace with an N3 and an N6 veth, static neighbours and routes, and
@@ -183,17 +185,4 @@ func (e *testEnv) run(t testing.TB, pkt []byte, ifindex int) (uint32, []byte) {
 	return ret, opts.DataOut
 }
 
-func (e *testEnv) do(fn func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	if err := netns.Set(e.ns); err != nil {
-		return err
-	}
-	defer netns.Set(orig)
-	return fn()
-}
+func (e *testEnv) do(fn func() error) error { return testbed.InNetns(e.ns, fn) }

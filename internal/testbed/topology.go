@@ -153,10 +153,12 @@ func (t *Topology) Do(ns string, fn func() error) error {
 	if !ok {
 		return fmt.Errorf("testbed: %q is not a namespace of this topology", ns)
 	}
-	return doIn(h, fn)
+	return InNetns(h, fn)
 }
 
-func doIn(target netns.NsHandle, fn func() error) error {
+// InNetns runs fn on a locked OS thread inside the namespace target and moves the thread back
+// afterwards.
+func InNetns(target netns.NsHandle, fn func() error) error {
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
