@@ -1,5 +1,6 @@
 # xupf: see README.md. Every target works from a clean clone once `make deps` has run.
-GO ?= go
+# sudo often drops /usr/local/go/bin from PATH: look there too.
+GO ?= $(or $(shell command -v go 2>/dev/null),/usr/local/go/bin/go)
 BIN := bin
 
 # Debian packages the build, the tests and the demo need.
