@@ -37,8 +37,8 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 200000x ./internal/datapath/
 
 # Namespace topology + xupfd + real traffic both ways (needs root).
-demo: deps
-	$(GO) run ./cmd/xupf-demo
+demo: deps build
+	$(BIN)/xupf-demo --xupfd $(BIN)/xupfd --xupfctl $(BIN)/xupfctl
 
 # Install what a fresh Debian machine lacks (needs root).
 deps:
