@@ -6,6 +6,7 @@
 #include "parse.h"
 #include "gtpu.h"
 #include "rules.h"
+#include "classify.h"
 #include "route.h"
 #include "stats.h"
 
@@ -116,7 +117,18 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct iphdr *ip,
 	if (tot_len < ihl_len || tot_len > (__u32)(data_end - (void *)ip))
 		return drop(DROP_MALFORMED_DL_IP);
 
-	pdr = pdr_by_ref(ref);
+	if (ref->ruleset) {
+		struct sdf_pkt p = {};
+		__s64 slot;
+
+		sdf_pkt_fill(&p, ip, ihl_len, data_end, 0);
+		slot = classify(ref->ruleset, &p);
+		if (slot < 0)
+			return drop(DROP_NO_PDR_MATCH);
+		pdr = pdr_at(slot);
+	} else {
+		pdr = pdr_at(ref->pdr);
+	}
 	if (!pdr)
 		return drop(DROP_NO_PDR_MATCH);
 	far = far_of(pdr);

@@ -73,10 +73,8 @@ static __always_inline int is_gtpu_addr(__be32 addr)
 	return bpf_map_lookup_elem(&xupf_gtpu_addrs, &addr) != NULL;
 }
 
-static __always_inline struct pdr *pdr_by_ref(const struct rule_ref *ref)
+static __always_inline struct pdr *pdr_at(__u32 slot)
 {
-	__u32 slot = ref->pdr;
-
 	return bpf_map_lookup_elem(&xupf_pdrs, &slot);
 }
 

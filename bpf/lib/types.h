@@ -16,9 +16,11 @@ struct dl_key {
 	__be32 ue_addr;
 };
 
-/* What a TEID or UE address leads to: the PDR slot to apply. */
+/* What a TEID or UE address leads to: with ruleset 0, the one PDR slot to apply; otherwise
+ * the rule set whose PDRs the packet is classified against (classify.h). */
 struct rule_ref {
 	__u32 pdr;
+	__u32 ruleset;
 };
 
 /* A Packet Detection Rule slot. */

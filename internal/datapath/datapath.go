@@ -177,22 +177,13 @@ func (d *Datapath) Close(unpin bool) error {
 		errs = append(errs, a.link.Close())
 		delete(d.links, name)
 	}
-	if unpin {
-		for _, m := range d.pinnedMaps() {
-			errs = append(errs, m.Unpin())
-		}
-	}
 	errs = append(errs, d.objs.Close())
 	if unpin {
-		if err := os.Remove(d.opts.PinPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove pin directory: %w", err))
+		// Every pin (maps by name, links) lives in this directory, which is ours alone:
+		// unlinking them all is unpinning them all.
+		if err := os.RemoveAll(d.opts.PinPath); err != nil {
+			errs = append(errs, fmt.Errorf("remove pins: %w", err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func (d *Datapath) pinnedMaps() []*ebpf.Map {
-	m := d.objs.xupfMaps
-	return []*ebpf.Map{m.XupfUlRules, m.XupfDlRules, m.XupfPdrs, m.XupfFars, m.XupfUsage,
-		m.XupfGtpuAddrs, m.XupfTxPorts, m.XupfStats, m.XupfDrops}
 }

@@ -73,8 +73,47 @@ type xupfPdr struct {
 }
 
 type xupfRuleRef struct {
-	_   structs.HostLayout
-	Pdr uint32
+	_       structs.HostLayout
+	Pdr     uint32
+	Ruleset uint32
+}
+
+type xupfRuleset struct {
+	_      structs.HostLayout
+	All    uint64
+	Wild   [3]uint64
+	Fields uint32
+	Pdr    [64]uint32
+	_      [4]byte
+}
+
+type xupfSdfExactKey struct {
+	_       structs.HostLayout
+	Ruleset uint32
+	Field   uint32
+	Value   uint32
+}
+
+type xupfSdfField uint32
+
+const (
+	xupfSdfFieldSDF_PROTO       xupfSdfField = 0
+	xupfSdfFieldSDF_QFI         xupfSdfField = 1
+	xupfSdfFieldSDF_SPI         xupfSdfField = 2
+	xupfSdfFieldSDF_REMOTE_ADDR xupfSdfField = 3
+	xupfSdfFieldSDF_LOCAL_ADDR  xupfSdfField = 4
+	xupfSdfFieldSDF_REMOTE_PORT xupfSdfField = 5
+	xupfSdfFieldSDF_LOCAL_PORT  xupfSdfField = 6
+	xupfSdfFieldSDF_TOS         xupfSdfField = 7
+	xupfSdfFieldSDF_FIELD_MAX   xupfSdfField = 8
+)
+
+type xupfSdfLpmKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Ruleset   uint32
+	Field     uint32
+	Value     uint32
 }
 
 type xupfStat uint32
@@ -107,6 +146,9 @@ const (
 	xupfMapXupfFars      = "xupf_fars"
 	xupfMapXupfGtpuAddrs = "xupf_gtpu_addrs"
 	xupfMapXupfPdrs      = "xupf_pdrs"
+	xupfMapXupfRulesets  = "xupf_rulesets"
+	xupfMapXupfSdfExact  = "xupf_sdf_exact"
+	xupfMapXupfSdfLpm    = "xupf_sdf_lpm"
 	xupfMapXupfStats     = "xupf_stats"
 	xupfMapXupfTxPorts   = "xupf_tx_ports"
 	xupfMapXupfUlRules   = "xupf_ul_rules"
@@ -114,7 +156,9 @@ const (
 	xupfProgXupfXdp      = "xupf_xdp"
 	xupfVarBtfDropReason = "btf_drop_reason"
 	xupfVarBtfFarAction  = "btf_far_action"
+	xupfVarBtfSdfField   = "btf_sdf_field"
 	xupfVarBtfStat       = "btf_stat"
+	xupfVarCfgSdfFields  = "cfg_sdf_fields"
 )
 
 // loadXupf returns the embedded CollectionSpec for xupf.
@@ -171,6 +215,9 @@ type xupfMapSpecs struct {
 	XupfFars      *ebpf.MapSpec `ebpf:"xupf_fars"`
 	XupfGtpuAddrs *ebpf.MapSpec `ebpf:"xupf_gtpu_addrs"`
 	XupfPdrs      *ebpf.MapSpec `ebpf:"xupf_pdrs"`
+	XupfRulesets  *ebpf.MapSpec `ebpf:"xupf_rulesets"`
+	XupfSdfExact  *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
+	XupfSdfLpm    *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
 	XupfStats     *ebpf.MapSpec `ebpf:"xupf_stats"`
 	XupfTxPorts   *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
 	XupfUlRules   *ebpf.MapSpec `ebpf:"xupf_ul_rules"`
@@ -183,7 +230,9 @@ type xupfMapSpecs struct {
 type xupfVariableSpecs struct {
 	BtfDropReason *ebpf.VariableSpec `ebpf:"btf_drop_reason"`
 	BtfFarAction  *ebpf.VariableSpec `ebpf:"btf_far_action"`
+	BtfSdfField   *ebpf.VariableSpec `ebpf:"btf_sdf_field"`
 	BtfStat       *ebpf.VariableSpec `ebpf:"btf_stat"`
+	CfgSdfFields  *ebpf.VariableSpec `ebpf:"cfg_sdf_fields"`
 }
 
 // xupfObjects contains all objects after they have been loaded into the kernel.
@@ -211,6 +260,9 @@ type xupfMaps struct {
 	XupfFars      *ebpf.Map `ebpf:"xupf_fars"`
 	XupfGtpuAddrs *ebpf.Map `ebpf:"xupf_gtpu_addrs"`
 	XupfPdrs      *ebpf.Map `ebpf:"xupf_pdrs"`
+	XupfRulesets  *ebpf.Map `ebpf:"xupf_rulesets"`
+	XupfSdfExact  *ebpf.Map `ebpf:"xupf_sdf_exact"`
+	XupfSdfLpm    *ebpf.Map `ebpf:"xupf_sdf_lpm"`
 	XupfStats     *ebpf.Map `ebpf:"xupf_stats"`
 	XupfTxPorts   *ebpf.Map `ebpf:"xupf_tx_ports"`
 	XupfUlRules   *ebpf.Map `ebpf:"xupf_ul_rules"`
@@ -224,6 +276,9 @@ func (m *xupfMaps) Close() error {
 		m.XupfFars,
 		m.XupfGtpuAddrs,
 		m.XupfPdrs,
+		m.XupfRulesets,
+		m.XupfSdfExact,
+		m.XupfSdfLpm,
 		m.XupfStats,
 		m.XupfTxPorts,
 		m.XupfUlRules,
@@ -237,7 +292,9 @@ func (m *xupfMaps) Close() error {
 type xupfVariables struct {
 	BtfDropReason *ebpf.Variable `ebpf:"btf_drop_reason"`
 	BtfFarAction  *ebpf.Variable `ebpf:"btf_far_action"`
+	BtfSdfField   *ebpf.Variable `ebpf:"btf_sdf_field"`
 	BtfStat       *ebpf.Variable `ebpf:"btf_stat"`
+	CfgSdfFields  *ebpf.Variable `ebpf:"cfg_sdf_fields"`
 }
 
 // xupfPrograms contains all programs after they have been loaded into the kernel.

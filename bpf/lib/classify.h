@@ -1,0 +1,218 @@
+/* PDR selection inside a rule set: Linear Bit Vector Search scoped to the rule set. Every
+ * rule set (the PDRs of one TEID or one UE address, in precedence order, one bit per SDF
+ * filter) has, per field, entries {rule set, field, value} -> 64-bit vector of the rules that
+ * accept the value; the packet's vectors are ANDed and the lowest set bit wins. The cost is
+ * one lookup per field the rule set uses, whatever the number of sessions.
+ * internal/lbvs compiles the tables; internal/datapath writes them. */
+#ifndef XUPF_CLASSIFY_H
+#define XUPF_CLASSIFY_H
+
+#include <linux/bpf.h>
+#include <linux/ip.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "parse.h"
+#include "types.h"
+
+/* The fields an SDF filter (plus the PDR's QFI) can constrain. Bit (1 << field) of
+ * ruleset.fields and cfg_sdf_fields. The exact-match ones come first. */
+enum sdf_field {
+	SDF_PROTO = 0,      /* exact: IP protocol */
+	SDF_QFI,            /* exact: QFI of the PDU Session Container (uplink) */
+	SDF_SPI,            /* exact: IPsec SPI (ESP, AH) */
+	SDF_REMOTE_ADDR,    /* prefix of 32: the far end's address */
+	SDF_LOCAL_ADDR,     /* prefix of 32: the UE's address */
+	SDF_REMOTE_PORT,    /* prefix of 16: the far end's port */
+	SDF_LOCAL_PORT,     /* prefix of 16: the UE's port */
+	SDF_TOS,            /* prefix of 8: type of service, masked */
+	SDF_FIELD_MAX,
+};
+#define SDF_EXACT_FIELDS (SDF_SPI + 1)
+#define SDF_PORT_FIELDS ((1 << SDF_REMOTE_PORT) | (1 << SDF_LOCAL_PORT))
+
+/* Rules (bits) per rule set: one 64-bit word. */
+#define SDF_MAX_RULES 64
+
+/* LPM keys count the rule set and field words in their prefix length. */
+#define SDF_LPM_KEY_BITS 64
+
+#ifndef XUPF_MAX_RULE_SETS
+#define XUPF_MAX_RULE_SETS 16384
+#endif
+#ifndef XUPF_MAX_SDF_ENTRIES
+#define XUPF_MAX_SDF_ENTRIES 262144
+#endif
+
+/* Fields any installed rule set uses, set when the program is loaded: the verifier drops the
+ * parsing and lookups of the others. The daemon reloads and swaps the program when a rule
+ * set needs a field that is off. */
+volatile const __u32 cfg_sdf_fields = 0;
+
+struct ruleset {
+	__u64 all;                     /* the rules that can match an IPv4 packet: the start */
+	__u64 wild[SDF_EXACT_FIELDS];  /* exact fields: rules that accept any value */
+	__u32 fields;                  /* (1 << sdf_field) of the fields some rule constrains */
+	__u32 pdr[SDF_MAX_RULES];      /* rule (bit) -> PDR slot */
+};
+
+struct sdf_exact_key {
+	__u32 ruleset;
+	__u32 field;
+	__u32 value;
+};
+
+/* Prefix fields: value is big-endian and left-aligned (a port is its top 16 bits). */
+struct sdf_lpm_key {
+	__u32 prefixlen;  /* SDF_LPM_KEY_BITS + the value's prefix length */
+	__u32 ruleset;
+	__u32 field;
+	__be32 value;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XUPF_MAX_RULE_SETS);
+	__type(key, __u32);
+	__type(value, struct ruleset);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_rulesets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XUPF_MAX_SDF_ENTRIES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sdf_exact_key);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_sdf_exact SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, XUPF_MAX_SDF_ENTRIES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sdf_lpm_key);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_sdf_lpm SEC(".maps");
+
+/* A packet as the filters see it: from the UE's point of view. */
+struct sdf_pkt {
+	__be32 remote, local;
+	__u16 remote_port, local_port;  /* host order */
+	__u32 spi;                      /* host order */
+	__u8 proto, tos, qfi;
+	__u8 has_ports, has_spi, has_qfi;
+};
+
+/* sdf_pkt_fill reads ip (whose header and ihl_len bytes are known to be in the packet) into
+ * p; uplink says the UE is the source. Ports and SPI are read only when some rule set uses
+ * them. */
+static __always_inline void sdf_pkt_fill(struct sdf_pkt *p, struct iphdr *ip, __u32 ihl_len,
+					 void *data_end, int uplink)
+{
+	p->proto = ip->protocol;
+	p->tos = ip->tos;
+	p->remote = uplink ? ip->daddr : ip->saddr;
+	p->local = uplink ? ip->saddr : ip->daddr;
+	p->has_ports = 0;
+	p->has_spi = 0;
+	if (cfg_sdf_fields & SDF_PORT_FIELDS) {
+		__u32 ports = l4_ports(ip, ihl_len, data_end);
+		__u16 sport = bpf_ntohs(ports >> 16), dport = bpf_ntohs(ports & 0xffff);
+
+		/* l4_ports gives 0 for no ports; port 0 itself is not a real port. */
+		p->has_ports = ports != 0;
+		p->remote_port = uplink ? dport : sport;
+		p->local_port = uplink ? sport : dport;
+	}
+	if ((cfg_sdf_fields & (1 << SDF_SPI)) && !ipv4_is_fragment(ip)) {
+		/* ESP: SPI first; AH: after next header, length and reserved. */
+		__be32 *spi = NULL;
+
+		if (ip->protocol == IPPROTO_ESP)
+			spi = (void *)ip + ihl_len;
+		else if (ip->protocol == IPPROTO_AH)
+			spi = (void *)ip + ihl_len + 4;
+		if (spi && (void *)(spi + 1) <= data_end) {
+			p->spi = bpf_ntohl(*spi);
+			p->has_spi = 1;
+		}
+	}
+}
+
+static __always_inline __u64 sdf_exact(__u32 rs_id, __u32 field, __u32 value, __u64 wild)
+{
+	struct sdf_exact_key key = { .ruleset = rs_id, .field = field, .value = value };
+	__u64 *v = bpf_map_lookup_elem(&xupf_sdf_exact, &key);
+
+	return v ? *v : wild;
+}
+
+/* sdf_lpm looks value up; with present == 0 only the zero-length entry (the rules that
+ * accept anything) can match. */
+static __always_inline __u64 sdf_lpm(__u32 rs_id, __u32 field, __be32 value, __u32 bits,
+				     int present)
+{
+	struct sdf_lpm_key key = {
+		.prefixlen = SDF_LPM_KEY_BITS + (present ? bits : 0),
+		.ruleset = rs_id,
+		.field = field,
+		.value = value,
+	};
+	__u64 *v = bpf_map_lookup_elem(&xupf_sdf_lpm, &key);
+
+	return v ? *v : 0;
+}
+
+/* Position of the lowest set bit of a non-zero v: isolate it, multiply by a De Bruijn
+ * sequence and look the top six bits up (eBPF has no find-first-set instruction). */
+static const __u8 debruijn_index[64] = {
+	0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36, 53, 51,
+	43, 22, 45, 39, 33, 30, 24, 18, 12, 5, 63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21,
+	44, 32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19, 9, 13, 8, 7, 6,
+};
+
+static __always_inline __u32 lowest_bit(__u64 v)
+{
+	return debruijn_index[((v & -v) * 0x03f79d71b4cb0a89ULL) >> 58];
+}
+
+#define SDF_AND(cond, expr)                \
+	do {                               \
+		if (cond) {                \
+			v &= (expr);       \
+			if (!v)            \
+				return -1; \
+		}                          \
+	} while (0)
+
+/* classify returns the PDR slot the packet p selects in rule set rs_id, or -1. */
+static __always_inline __s64 classify(__u32 rs_id, const struct sdf_pkt *p)
+{
+	struct ruleset *rs = bpf_map_lookup_elem(&xupf_rulesets, &rs_id);
+	__u32 fields;
+	__u64 v;
+
+	if (!rs)
+		return -1;
+	v = rs->all;
+	fields = rs->fields & cfg_sdf_fields;
+	SDF_AND(fields & (1 << SDF_PROTO), sdf_exact(rs_id, SDF_PROTO, p->proto, rs->wild[SDF_PROTO]));
+	SDF_AND(fields & (1 << SDF_QFI),
+		p->has_qfi ? sdf_exact(rs_id, SDF_QFI, p->qfi, rs->wild[SDF_QFI]) : rs->wild[SDF_QFI]);
+	SDF_AND(fields & (1 << SDF_SPI),
+		p->has_spi ? sdf_exact(rs_id, SDF_SPI, p->spi, rs->wild[SDF_SPI]) : rs->wild[SDF_SPI]);
+	SDF_AND(fields & (1 << SDF_REMOTE_ADDR), sdf_lpm(rs_id, SDF_REMOTE_ADDR, p->remote, 32, 1));
+	SDF_AND(fields & (1 << SDF_LOCAL_ADDR), sdf_lpm(rs_id, SDF_LOCAL_ADDR, p->local, 32, 1));
+	SDF_AND(fields & (1 << SDF_REMOTE_PORT),
+		sdf_lpm(rs_id, SDF_REMOTE_PORT, bpf_htonl((__u32)p->remote_port << 16), 16, p->has_ports));
+	SDF_AND(fields & (1 << SDF_LOCAL_PORT),
+		sdf_lpm(rs_id, SDF_LOCAL_PORT, bpf_htonl((__u32)p->local_port << 16), 16, p->has_ports));
+	SDF_AND(fields & (1 << SDF_TOS), sdf_lpm(rs_id, SDF_TOS, bpf_htonl((__u32)p->tos << 24), 8, 1));
+	if (!v)
+		return -1;
+	return rs->pdr[lowest_bit(v) & (SDF_MAX_RULES - 1)];
+}
+
+#endif
