@@ -48,7 +48,7 @@ func TestClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Session: %v", err)
 	}
-	if one != b.SessionsData[0] {
+	if !reflect.DeepEqual(one, b.SessionsData[0]) {
 		t.Errorf("Session(9) = %+v, want %+v", one, b.SessionsData[0])
 	}
 

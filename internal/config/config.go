@@ -206,6 +206,15 @@ type rawSession struct {
 	DownlinkTEID yaml.Node `yaml:"downlink_teid"`
 	QFI          yaml.Node `yaml:"qfi"`
 	GTPUAddr     string    `yaml:"gtpu_address"`
+	Flows        []rawFlow `yaml:"flows"`
+}
+
+// rawFlow mirrors session.Flow's YAML keys.
+type rawFlow struct {
+	Precedence   yaml.Node `yaml:"precedence"`
+	QFI          yaml.Node `yaml:"qfi"`
+	SDF          []string  `yaml:"sdf"`
+	DownlinkTEID yaml.Node `yaml:"downlink_teid"`
 }
 
 // parse returns the configuration or every problem found, without the "config: " prefix.
@@ -330,6 +339,8 @@ func sectionOf(typ string) (string, reflect.Type) {
 		return "under limits", reflect.TypeOf(rawLimits{})
 	case "config.rawSession":
 		return "in a sessions entry", reflect.TypeOf(rawSession{})
+	case "config.rawFlow":
+		return "in a flows entry", reflect.TypeOf(rawFlow{})
 	default:
 		return "at the top level", reflect.TypeOf(rawConfig{})
 	}
@@ -686,6 +697,12 @@ func (v *validator) session(i int, raw *rawSession) (s session.Session, ok bool)
 		v.addf("%s.gnb_ipv4: %w", path, err)
 	}
 
+	for j := range raw.Flows {
+		if f, ok := v.flow(fmt.Sprintf("%s.flows[%d]", path, j), &raw.Flows[j]); ok {
+			s.Flows = append(s.Flows, f)
+		}
+	}
+
 	gtpuPath := path + ".gtpu_address"
 	if raw.GTPUAddr == "" {
 		if len(v.cfg.GTPUAddresses) > 0 {
@@ -721,4 +738,34 @@ func joinAddrs(list []netip.Addr) string {
 		s[i] = a.String()
 	}
 	return strings.Join(s, ", ")
+}
+
+// flow decodes one QoS flow of a session; session.Validate checks the rest (QFI range, SDF
+// syntax) with messages relative to the session.
+func (v *validator) flow(path string, raw *rawFlow) (f session.Flow, ok bool) {
+	nerrs := len(v.errs)
+	if p, present, err := intNode(&raw.Precedence, 0, session.DefaultPrecedence-1); err != nil || !present {
+		if err == nil {
+			err = errors.New("missing")
+		}
+		v.addf("%s.precedence: %w; give the flow's precedence, 0 to %d (lower wins)", path, err,
+			uint64(session.DefaultPrecedence-1))
+	} else {
+		f.Precedence = uint32(p)
+	}
+	if qfi, present, err := intNode(&raw.QFI, 1, session.MaxQFI); err != nil || !present {
+		if err == nil {
+			err = errors.New("missing")
+		}
+		v.addf("%s.qfi: %w; give the flow's QFI, 1 to %d", path, err, session.MaxQFI)
+	} else {
+		f.QFI = uint8(qfi)
+	}
+	if teid, _, err := intNode(&raw.DownlinkTEID, 0, 1<<32-1); err != nil {
+		v.addf("%s.downlink_teid: %w; use 1 to 4294967295, or leave it out to use the session's", path, err)
+	} else {
+		f.DownlinkTEID = uint32(teid)
+	}
+	f.SDF = raw.SDF
+	return f, len(v.errs) == nerrs
 }

@@ -49,6 +49,8 @@ func TestLoadExample(t *testing.T) {
 				DownlinkTEID: 1,
 				QFI:          9,
 				GTPUAddr:     netip.MustParseAddr("192.0.2.1"),
+				Flows: []session.Flow{{Precedence: 10, QFI: 5,
+					SDF: []string{"permit out 17 from any to assigned 5060"}}},
 			},
 			{
 				ID:           2,
@@ -284,6 +286,14 @@ func TestParseErrors(t *testing.T) {
 		{name: "session UE IPv6", yaml: minimal + sess(sessionWith("1", `"2001:db8::1"`, "1")), want: []string{`sessions[0].ue_ipv4: "2001:db8::1" is not an IPv4 address; give the UE's IPv4 address`}},
 		{name: "session gNB missing", yaml: minimal + sess("id: 1, ue_ipv4: 10.0.0.1, uplink_teid: 1, downlink_teid: 1"), want: []string{"sessions[0].gnb_ipv4: missing; give the gNB's N3 IPv4 address"}},
 		{name: "session gNB invalid", yaml: minimal + sess("id: 1, ue_ipv4: 10.0.0.1, uplink_teid: 1, gnb_ipv4: gnb1, downlink_teid: 1"), want: []string{`sessions[0].gnb_ipv4: "gnb1" is not an IP address`}},
+		{name: "flow without qfi", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", `flows: [{precedence: 10, sdf: ["permit out ip from any to assigned"]}]`)),
+			want: []string{"sessions[0].flows[0].qfi: missing; give the flow's QFI, 1 to 63"}},
+		{name: "flow with a bad SDF", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", `flows: [{precedence: 10, qfi: 5, sdf: ["permit out 1 from any 80 to assigned"]}]`)),
+			want: []string{"sessions[0].flows[0].sdf[0]: flow description", "ports need protocol tcp, udp or sctp"}},
+		{name: "flow without SDF", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", `flows: [{precedence: 10, qfi: 5}]`)),
+			want: []string{"sessions[0].flows[0].sdf: empty; give at least one flow description"}},
+		{name: "flow with an unknown key", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", `flows: [{precedence: 10, qfi: 5, sdf: ["permit out ip from any to assigned"], prio: 1}]`)),
+			want: []string{`unknown key "prio" in a flows entry`}},
 		{name: "session QFI too big", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", "qfi: 64")), want: []string{"sessions[0].qfi: 64 is out of range; use 1 to 63, or 0 for no PDU Session Container"}},
 		{name: "session QFI way too big", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", "qfi: 300")), want: []string{"sessions[0].qfi: 300 is out of range; use 1 to 63"}},
 		{name: "session gtpu_address not local", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", "gtpu_address: 192.0.2.9")), want: []string{"sessions[0].gtpu_address: 192.0.2.9 is not in gtpu_addresses; use one of 192.0.2.1, or add it to gtpu_addresses"}},
@@ -333,6 +343,19 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestSessionFlows(t *testing.T) {
+	cfg, err := Parse([]byte(minimal + sess(sessionWith("1", "10.0.0.1", "1",
+		`flows: [{precedence: 10, qfi: 5, sdf: ["permit out 17 from any to assigned 5060", "permit out 6 from 198.51.100.0/24 to assigned"], downlink_teid: 0x99}]`))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []session.Flow{{Precedence: 10, QFI: 5, DownlinkTEID: 0x99,
+		SDF: []string{"permit out 17 from any to assigned 5060", "permit out 6 from 198.51.100.0/24 to assigned"}}}
+	if got := cfg.Sessions[0].Flows; !reflect.DeepEqual(got, want) {
+		t.Errorf("flows = %+v, want %+v", got, want)
 	}
 }
 
@@ -447,6 +470,7 @@ func TestDefault(t *testing.T) {
 func TestRawTypesMatchModel(t *testing.T) {
 	pairs := []struct{ raw, model reflect.Type }{
 		{reflect.TypeOf(rawSession{}), reflect.TypeOf(session.Session{})},
+		{reflect.TypeOf(rawFlow{}), reflect.TypeOf(session.Flow{})},
 		{reflect.TypeOf(rawConfig{}), reflect.TypeOf(Config{})},
 		{reflect.TypeOf(rawLimits{}), reflect.TypeOf(Limits{})},
 	}

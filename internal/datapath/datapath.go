@@ -24,8 +24,19 @@ type Options struct {
 	MaxSessions int
 	// GTPUAddrs are the local N3 addresses uplink packets are sent to.
 	GTPUAddrs []netip.Addr
-	Logger    *slog.Logger
+	// MaxRuleSets is how many TEIDs and UE addresses may have several PDRs or SDF filters
+	// (and so a classification step) at once; default DefaultMaxRuleSets.
+	MaxRuleSets int
+	// MaxSDFEntries sizes each classification table; default DefaultMaxSDFEntries.
+	MaxSDFEntries int
+	Logger        *slog.Logger
 }
+
+// Defaults of the classification limits.
+const (
+	DefaultMaxRuleSets   = 16384
+	DefaultMaxSDFEntries = 262144
+)
 
 // Controller is what the control plane needs from a datapath: sessions in, counters out.
 type Controller interface {
@@ -47,8 +58,11 @@ var ErrNotFound = errors.New("session not found")
 type Datapath struct {
 	opts  Options
 	log   *slog.Logger
+	spec  *ebpf.CollectionSpec // sized; reloaded with other classification fields
 	objs  xupfObjects
 	names names
+	// sdfFields are the classification fields the loaded program handles (cfg_sdf_fields).
+	sdfFields uint32
 
 	mu       sync.Mutex
 	sessions map[uint64]*installed
@@ -56,6 +70,7 @@ type Datapath struct {
 	byUE     map[netip.Addr]uint64
 	rules    *slots // PDR and FAR slots (one FAR per PDR)
 	counters *slots // usage counter slots
+	rulesets *slots // classification rule set ids, less one
 	links    map[string]*attachment
 }
 
@@ -65,6 +80,12 @@ var _ Controller = (*Datapath)(nil)
 func Load(opts Options) (*Datapath, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxRuleSets == 0 {
+		opts.MaxRuleSets = DefaultMaxRuleSets
+	}
+	if opts.MaxSDFEntries == 0 {
+		opts.MaxSDFEntries = DefaultMaxSDFEntries
 	}
 	if opts.MaxSessions <= 0 {
 		return nil, fmt.Errorf("load datapath: max sessions must be positive, got %d", opts.MaxSessions)
@@ -82,6 +103,9 @@ func Load(opts Options) (*Datapath, error) {
 	for _, m := range []string{xupfMapXupfPdrs, xupfMapXupfFars, xupfMapXupfUsage} {
 		spec.Maps[m].MaxEntries = nrules
 	}
+	spec.Maps[xupfMapXupfRulesets].MaxEntries = uint32(opts.MaxRuleSets + 1) // id 0: none
+	spec.Maps[xupfMapXupfSdfExact].MaxEntries = uint32(opts.MaxSDFEntries)
+	spec.Maps[xupfMapXupfSdfLpm].MaxEntries = uint32(opts.MaxSDFEntries)
 	nm, err := namesFromSpec(spec)
 	if err != nil {
 		return nil, err
@@ -93,12 +117,14 @@ func Load(opts Options) (*Datapath, error) {
 	d := &Datapath{
 		opts:     opts,
 		log:      opts.Logger,
+		spec:     spec,
 		names:    nm,
 		sessions: map[uint64]*installed{},
 		byTEID:   map[uint32]uint64{},
 		byUE:     map[netip.Addr]uint64{},
 		rules:    newSlots(nrules),
 		counters: newSlots(nrules),
+		rulesets: newSlots(uint32(opts.MaxRuleSets)),
 		links:    map[string]*attachment{},
 	}
 	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{

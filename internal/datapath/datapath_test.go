@@ -43,10 +43,10 @@ func newSessionsEnv(t *testing.T) *testEnv {
 	}
 	// A FAR that drops: written directly, as PFCP will do with a DROP FAR.
 	in := e.dp.sessions[sessDropFAR.ID]
-	if err := e.dp.objs.XupfFars.Put(in.ulRule, xupfFar{Action: uint32(xupfFarActionFAR_DROP)}); err != nil {
+	if err := e.dp.objs.XupfFars.Put(in.sets[0].slots[0], xupfFar{Action: uint32(xupfFarActionFAR_DROP)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.dp.objs.XupfFars.Put(in.dlRule, xupfFar{Action: uint32(xupfFarActionFAR_DROP)}); err != nil {
+	if err := e.dp.objs.XupfFars.Put(in.sets[1].slots[0], xupfFar{Action: uint32(xupfFarActionFAR_DROP)}); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -14,11 +14,11 @@ import (
 	"github.com/xupf/xupf/internal/session"
 )
 
-// installed is a session and the datapath slots it occupies.
+// installed is a session and the datapath state it occupies: its uplink and downlink rule
+// sets.
 type installed struct {
-	s                    session.Session
-	ulRule, dlRule       uint32 // PDR slot, and FAR slot of the same index
-	ulCounter, dlCounter uint32 // usage counter slots; stable for the life of the session
+	s    session.Session
+	sets []*installedSet
 }
 
 func be32(v uint32) uint32 {
@@ -65,18 +65,8 @@ func (d *Datapath) AddSession(s session.Session) error {
 		return fmt.Errorf("session %d: the session table is full (%d sessions); raise limits.max_sessions",
 			s.ID, d.opts.MaxSessions)
 	}
-	in := &installed{s: s}
-	var err error
-	if in.ulCounter, err = d.allocCounter(); err != nil {
-		return err
-	}
-	if in.dlCounter, err = d.allocCounter(); err != nil {
-		d.counters.release(in.ulCounter)
-		return err
-	}
-	if err := d.writeRules(in, nil); err != nil {
-		d.counters.release(in.ulCounter)
-		d.counters.release(in.dlCounter)
+	in, err := d.install(s, nil)
+	if err != nil {
 		return err
 	}
 	d.sessions[s.ID] = in
@@ -85,9 +75,10 @@ func (d *Datapath) AddSession(s session.Session) error {
 	return nil
 }
 
-// ModifySession replaces a session's rules. The new rules are written to fresh slots and
-// published by replacing the TEID and UE entries, so a packet sees the old rules or the new
-// ones, never a mix; usage counts carry on.
+// ModifySession replaces a session's rules. The new rule sets are written beside the old
+// ones (fresh PDR/FAR slots and classification tables) and published by replacing the TEID
+// and UE entries, so a packet sees the old rules or the new ones, never a mix. Usage counts
+// carry on for the PDRs that stay. A failed modification changes nothing.
 func (d *Datapath) ModifySession(s session.Session) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -98,8 +89,8 @@ func (d *Datapath) ModifySession(s session.Session) error {
 	if err := d.checkConflicts(s); err != nil {
 		return err
 	}
-	in := &installed{s: s, ulCounter: old.ulCounter, dlCounter: old.dlCounter}
-	if err := d.writeRules(in, old); err != nil {
+	in, err := d.install(s, old)
+	if err != nil {
 		return err
 	}
 	if old.s.UplinkTEID != s.UplinkTEID {
@@ -110,12 +101,70 @@ func (d *Datapath) ModifySession(s session.Session) error {
 		d.deleteKey(d.objs.XupfDlRules, addrBE(old.s.UE))
 		delete(d.byUE, old.s.UE)
 	}
-	d.rules.release(old.ulRule)
-	d.rules.release(old.dlRule)
+	for i, set := range old.sets {
+		d.releaseSet(set, in.sets[i].counterSlots())
+	}
 	d.sessions[s.ID] = in
 	d.byTEID[s.UplinkTEID] = s.ID
 	d.byUE[s.UE] = s.ID
 	return nil
+}
+
+// install writes s's rule sets and publishes them; prev is the session being replaced, nil
+// for a new one. On error what the packets see is as before and nothing is leaked.
+func (d *Datapath) install(s session.Session, prev *installed) (*installed, error) {
+	sets, err := s.RuleSets()
+	if err != nil {
+		return nil, fmt.Errorf("session %d: %w", s.ID, err)
+	}
+	in := &installed{s: s}
+	undo := func() {
+		for i, set := range in.sets {
+			keep := map[uint32]bool{}
+			if prev != nil {
+				keep = prev.sets[i].counterSlots()
+			}
+			d.releaseSet(set, keep)
+		}
+	}
+	for i, rs := range sets {
+		var prevSet *installedSet
+		if prev != nil {
+			prevSet = prev.sets[i]
+		}
+		set, err := d.writeSet(rs, prevSet)
+		if err != nil {
+			undo()
+			return nil, fmt.Errorf("session %d: %s: %w", s.ID, rs.Key(), err)
+		}
+		in.sets = append(in.sets, set)
+	}
+	for i, set := range in.sets {
+		if err := d.publish(set); err != nil {
+			for _, done := range in.sets[:i] { // put back what this call replaced
+				d.unpublish(done, prev)
+			}
+			undo()
+			return nil, fmt.Errorf("session %d: publish %s: %w", s.ID, set.rs.Key(), err)
+		}
+	}
+	return in, nil
+}
+
+// unpublish takes back the entry publish wrote for set: it points again at prev's rule set of
+// the same key when there is one, and is removed otherwise.
+func (d *Datapath) unpublish(set *installedSet, prev *installed) {
+	if prev != nil {
+		for _, p := range prev.sets {
+			if p.sameKey(set) {
+				if err := d.publish(p); err != nil {
+					d.log.Error("restore rule set after a failed modification", "key", p.rs.Key(), "err", err)
+				}
+				return
+			}
+		}
+	}
+	d.deleteSetKey(set)
 }
 
 // DeleteSession removes a session and returns what it had counted.
@@ -126,13 +175,13 @@ func (d *Datapath) DeleteSession(id uint64) (session.Usage, error) {
 	if !ok {
 		return session.Usage{}, fmt.Errorf("session %d: %w", id, ErrNotFound)
 	}
-	d.deleteKey(d.objs.XupfUlRules, be32(in.s.UplinkTEID))
-	d.deleteKey(d.objs.XupfDlRules, addrBE(in.s.UE))
+	for _, set := range in.sets {
+		d.deleteSetKey(set)
+	}
 	usage, err := d.usage(in)
-	d.rules.release(in.ulRule)
-	d.rules.release(in.dlRule)
-	d.counters.release(in.ulCounter)
-	d.counters.release(in.dlCounter)
+	for _, set := range in.sets {
+		d.releaseSet(set, nil)
+	}
 	delete(d.sessions, id)
 	delete(d.byTEID, in.s.UplinkTEID)
 	delete(d.byUE, in.s.UE)
@@ -163,63 +212,6 @@ func (d *Datapath) Sessions() []session.Session {
 	return out
 }
 
-// writeRules writes in's PDR and FAR slots (allocating them) and then points the TEID and UE
-// entries at them. prev is the session being replaced, nil for a new one. On error what the
-// packets see is as before.
-func (d *Datapath) writeRules(in, prev *installed) error {
-	var err error
-	if in.ulRule, err = d.rules.alloc(); err != nil {
-		return fmt.Errorf("session %d: rule table full (limits.max_sessions): %w", in.s.ID, err)
-	}
-	if in.dlRule, err = d.rules.alloc(); err != nil {
-		d.rules.release(in.ulRule)
-		return fmt.Errorf("session %d: rule table full (limits.max_sessions): %w", in.s.ID, err)
-	}
-	s := in.s
-	ulFAR := xupfFar{Action: uint32(xupfFarActionFAR_FORWARD)}
-	dlFAR := xupfFar{
-		Action:    uint32(xupfFarActionFAR_ENCAP),
-		Teid:      be32(s.DownlinkTEID),
-		PeerAddr:  addrBE(s.GNB),
-		LocalAddr: addrBE(s.GTPUAddr),
-	}
-	ulPDR := xupfPdr{Far: in.ulRule, Counter: in.ulCounter, Qfi: s.QFI}
-	dlPDR := xupfPdr{Far: in.dlRule, Counter: in.dlCounter, Qfi: s.QFI}
-	err = errors.Join(
-		d.objs.XupfFars.Put(in.ulRule, ulFAR),
-		d.objs.XupfFars.Put(in.dlRule, dlFAR),
-		d.objs.XupfPdrs.Put(in.ulRule, ulPDR),
-		d.objs.XupfPdrs.Put(in.dlRule, dlPDR),
-	)
-	if err == nil {
-		err = d.objs.XupfUlRules.Put(xupfUlKey{Teid: be32(s.UplinkTEID)}, xupfRuleRef{Pdr: in.ulRule})
-	}
-	if err == nil {
-		err = d.objs.XupfDlRules.Put(xupfDlKey{UeAddr: addrBE(s.UE)}, xupfRuleRef{Pdr: in.dlRule})
-		if err != nil {
-			d.undoUplinkKey(s.UplinkTEID, prev)
-		}
-	}
-	if err != nil {
-		d.rules.release(in.ulRule)
-		d.rules.release(in.dlRule)
-		return fmt.Errorf("session %d: write rules: %w", s.ID, err)
-	}
-	return nil
-}
-
-// undoUplinkKey takes back the uplink entry writeRules wrote for teid: it points again at
-// prev's rule when prev used the same TEID, and is removed otherwise.
-func (d *Datapath) undoUplinkKey(teid uint32, prev *installed) {
-	if prev != nil && prev.s.UplinkTEID == teid {
-		if err := d.objs.XupfUlRules.Put(xupfUlKey{Teid: be32(teid)}, xupfRuleRef{Pdr: prev.ulRule}); err != nil {
-			d.log.Error("restore uplink rule after a failed modification", "session", prev.s.ID, "err", err)
-		}
-		return
-	}
-	d.deleteKey(d.objs.XupfUlRules, be32(teid))
-}
-
 func (d *Datapath) deleteKey(m *ebpf.Map, key uint32) {
 	if err := m.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		d.log.Warn("delete rule entry", "map", m.String(), "key", key, "err", err)
@@ -241,13 +233,24 @@ func (d *Datapath) allocCounter() (uint32, error) {
 	return slot, nil
 }
 
+// usage sums the counters of every PDR, per direction.
 func (d *Datapath) usage(in *installed) (session.Usage, error) {
-	ul, err := d.readCounter(in.ulCounter)
-	if err != nil {
-		return session.Usage{}, err
+	var u session.Usage
+	for _, set := range in.sets {
+		dir := &u.Downlink
+		if set.rs.Uplink {
+			dir = &u.Uplink
+		}
+		for _, slot := range set.counters {
+			c, err := d.readCounter(slot)
+			if err != nil {
+				return session.Usage{}, err
+			}
+			dir.Packets += c.Packets
+			dir.Bytes += c.Bytes
+		}
 	}
-	dl, err := d.readCounter(in.dlCounter)
-	return session.Usage{Uplink: ul, Downlink: dl}, err
+	return u, nil
 }
 
 func (d *Datapath) readCounter(slot uint32) (session.Counters, error) {

@@ -4,7 +4,11 @@ package session
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
+
+	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/sdf"
 )
 
 // Session is one PDU session with one uplink and one downlink rule: the uplink packets arrive
@@ -24,7 +28,27 @@ type Session struct {
 	// GTPUAddr is the local N3 address: the destination of uplink packets and the source of
 	// downlink packets.
 	GTPUAddr netip.Addr `json:"gtpu_address" yaml:"gtpu_address"`
+	// Flows are further QoS flows of the session, each selected by SDF filters. A packet that
+	// no flow matches uses the session's own rule (TEIDs and QFI above).
+	Flows []Flow `json:"flows,omitempty" yaml:"flows,omitempty"`
 }
+
+// Flow is a QoS flow with its own uplink and downlink PDR: packets matching one of its SDF
+// filters (both ways) are detected by it instead of by the session's default rule.
+type Flow struct {
+	// Precedence orders the flows: the matching one with the lowest value wins.
+	Precedence uint32 `json:"precedence" yaml:"precedence"`
+	// QFI is required on the flow's uplink packets and written on its downlink ones (1..63).
+	QFI uint8 `json:"qfi" yaml:"qfi"`
+	// SDF lists 3GPP flow descriptions, e.g. "permit out 17 from any to assigned 5060".
+	SDF []string `json:"sdf" yaml:"sdf"`
+	// DownlinkTEID, when set, tunnels the flow's downlink packets with this TEID instead of
+	// the session's.
+	DownlinkTEID uint32 `json:"downlink_teid,omitempty" yaml:"downlink_teid,omitempty"`
+}
+
+// DefaultPrecedence is the precedence of a session's own rule: after every flow.
+const DefaultPrecedence = math.MaxUint32
 
 // MaxQFI is the largest QoS Flow Identifier (6 bits, TS 38.415).
 const MaxQFI = 63
@@ -45,7 +69,47 @@ func (s Session) Validate() error {
 	case !s.GTPUAddr.Is4():
 		return fmt.Errorf("gtpu_address: %q is not an IPv4 address; give one of the local GTP-U addresses", s.GTPUAddr)
 	}
-	return nil
+	_, err := s.RuleSets()
+	return err
+}
+
+// RuleSets turns the session into its uplink and downlink rule sets: one PDR per flow (ID =
+// position + 1) and the session's own rule (ID 0, DefaultPrecedence).
+func (s Session) RuleSets() ([]rules.RuleSet, error) {
+	ul := rules.RuleSet{Uplink: true, TEID: s.UplinkTEID}
+	dl := rules.RuleSet{UE: s.UE}
+	encap := rules.FAR{Action: rules.Encap, TEID: s.DownlinkTEID, Peer: s.GNB, Local: s.GTPUAddr}
+	for i, f := range s.Flows {
+		path := fmt.Sprintf("flows[%d]", i)
+		if f.QFI == 0 || f.QFI > MaxQFI {
+			return nil, fmt.Errorf("%s.qfi: %d is out of range; use 1 to %d", path, f.QFI, MaxQFI)
+		}
+		if f.Precedence == DefaultPrecedence {
+			return nil, fmt.Errorf("%s.precedence: %d is the session's own rule's; use a smaller one", path, f.Precedence)
+		}
+		if len(f.SDF) == 0 {
+			return nil, fmt.Errorf("%s.sdf: empty; give at least one flow description, "+
+				"e.g. \"permit out 17 from any to assigned 5060\"", path)
+		}
+		filters := make([]sdf.Filter, len(f.SDF))
+		for j, d := range f.SDF {
+			var err error
+			if filters[j], err = sdf.ParseFlowDescription(d); err != nil {
+				return nil, fmt.Errorf("%s.sdf[%d]: %w", path, j, err)
+			}
+		}
+		far := encap
+		if f.DownlinkTEID != 0 {
+			far.TEID = f.DownlinkTEID
+		}
+		id := uint32(i + 1)
+		ul.PDRs = append(ul.PDRs, rules.PDR{ID: id, Precedence: f.Precedence, QFI: f.QFI, Filters: filters,
+			FAR: rules.FAR{Action: rules.Forward}})
+		dl.PDRs = append(dl.PDRs, rules.PDR{ID: id, Precedence: f.Precedence, QFI: f.QFI, Filters: filters, FAR: far})
+	}
+	ul.PDRs = append(ul.PDRs, rules.PDR{Precedence: DefaultPrecedence, QFI: s.QFI, FAR: rules.FAR{Action: rules.Forward}})
+	dl.PDRs = append(dl.PDRs, rules.PDR{Precedence: DefaultPrecedence, QFI: s.QFI, FAR: encap})
+	return []rules.RuleSet{ul, dl}, nil
 }
 
 // Counters are the packets and bytes a rule has forwarded.

@@ -1,0 +1,310 @@
+package datapath
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+
+	"github.com/xupf/xupf/internal/lbvs"
+	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/sdf"
+)
+
+// installedSet is a rule set written to the datapath: one PDR/FAR slot per PDR, a usage
+// counter per PDR id, and classification tables when the set needs them.
+type installedSet struct {
+	rs       rules.RuleSet
+	slots    []uint32          // PDR/FAR slot of rs.PDRs[i]
+	counters map[uint32]uint32 // PDR id -> usage counter slot
+	tables   *setTables        // nil: one PDR without filters, no classification step
+}
+
+// setTables is what writeTables wrote for one rule set, to be deleted with it.
+type setTables struct {
+	id    uint32
+	exact []xupfSdfExactKey
+	lpm   []xupfSdfLpmKey
+}
+
+func (s *installedSet) counterSlots() map[uint32]bool {
+	out := make(map[uint32]bool, len(s.counters))
+	for _, c := range s.counters {
+		out[c] = true
+	}
+	return out
+}
+
+func (s *installedSet) sameKey(o *installedSet) bool {
+	return s.rs.Uplink == o.rs.Uplink && s.rs.TEID == o.rs.TEID && s.rs.UE == o.rs.UE
+}
+
+// writeSet writes rs's FARs, PDRs and classification tables without publishing them. The
+// counters of PDRs that prev (the set being replaced, or nil) also has are reused.
+func (d *Datapath) writeSet(rs rules.RuleSet, prev *installedSet) (_ *installedSet, err error) {
+	set := &installedSet{rs: rs, counters: map[uint32]uint32{}}
+	keep := map[uint32]bool{}
+	if prev != nil {
+		keep = prev.counterSlots()
+	}
+	defer func() {
+		if err != nil {
+			d.releaseSet(set, keep)
+		}
+	}()
+	for _, p := range rs.PDRs {
+		if _, dup := set.counters[p.ID]; dup {
+			return nil, fmt.Errorf("PDR id %d appears twice", p.ID)
+		}
+		slot, err := d.rules.alloc()
+		if err != nil {
+			return nil, fmt.Errorf("rule table full (limits.max_sessions): %w", err)
+		}
+		set.slots = append(set.slots, slot)
+		counter, ok := uint32(0), false
+		if prev != nil {
+			counter, ok = prev.counters[p.ID]
+		}
+		if !ok {
+			if counter, err = d.allocCounter(); err != nil {
+				return nil, err
+			}
+		}
+		set.counters[p.ID] = counter
+		if err := d.objs.XupfFars.Put(slot, farEntry(p.FAR)); err != nil {
+			return nil, fmt.Errorf("write FAR: %w", err)
+		}
+		if err := d.objs.XupfPdrs.Put(slot, xupfPdr{Far: slot, Counter: counter, Qfi: p.QFI}); err != nil {
+			return nil, fmt.Errorf("write PDR: %w", err)
+		}
+	}
+	if len(rs.PDRs) == 0 {
+		return nil, errors.New("no PDRs")
+	}
+	if len(rs.PDRs) > 1 || len(rs.PDRs[0].Filters) > 0 {
+		if set.tables, err = d.writeTables(set); err != nil {
+			return nil, err
+		}
+	}
+	return set, nil
+}
+
+func farEntry(f rules.FAR) xupfFar {
+	switch f.Action {
+	case rules.Forward:
+		return xupfFar{Action: uint32(xupfFarActionFAR_FORWARD)}
+	case rules.Encap:
+		return xupfFar{Action: uint32(xupfFarActionFAR_ENCAP), Teid: be32(f.TEID),
+			PeerAddr: addrBE(f.Peer), LocalAddr: addrBE(f.Local)}
+	}
+	return xupfFar{Action: uint32(xupfFarActionFAR_DROP)}
+}
+
+// publish points the set's key at it: the moment packets start using it.
+func (d *Datapath) publish(set *installedSet) error {
+	ref := xupfRuleRef{Pdr: set.slots[0]}
+	if set.tables != nil {
+		ref.Ruleset = set.tables.id
+	}
+	if set.rs.Uplink {
+		return d.objs.XupfUlRules.Put(xupfUlKey{Teid: be32(set.rs.TEID)}, ref)
+	}
+	return d.objs.XupfDlRules.Put(xupfDlKey{UeAddr: addrBE(set.rs.UE)}, ref)
+}
+
+func (d *Datapath) deleteSetKey(set *installedSet) {
+	if set.rs.Uplink {
+		d.deleteKey(d.objs.XupfUlRules, be32(set.rs.TEID))
+	} else {
+		d.deleteKey(d.objs.XupfDlRules, addrBE(set.rs.UE))
+	}
+}
+
+// releaseSet frees what writeSet took, except the counter slots in keep (now owned by the
+// set that replaced this one). The set must no longer be published.
+func (d *Datapath) releaseSet(set *installedSet, keep map[uint32]bool) {
+	for _, slot := range set.slots {
+		d.rules.release(slot)
+	}
+	for _, c := range set.counters {
+		if !keep[c] {
+			d.counters.release(c)
+		}
+	}
+	if t := set.tables; t != nil {
+		for _, k := range t.exact {
+			if err := d.objs.XupfSdfExact.Delete(k); err != nil {
+				d.log.Warn("delete classification entry", "err", err)
+			}
+		}
+		for _, k := range t.lpm {
+			if err := d.objs.XupfSdfLpm.Delete(k); err != nil {
+				d.log.Warn("delete classification entry", "err", err)
+			}
+		}
+		d.rulesets.release(t.id - 1)
+	}
+}
+
+// sdfFields are the classification fields, indexed by enum sdf_field (classify.h).
+var sdfFields = []lbvs.Field{
+	xupfSdfFieldSDF_PROTO:       {Name: "protocol", Kind: lbvs.ExactMatch},
+	xupfSdfFieldSDF_QFI:         {Name: "qfi", Kind: lbvs.ExactMatch},
+	xupfSdfFieldSDF_SPI:         {Name: "spi", Kind: lbvs.ExactMatch},
+	xupfSdfFieldSDF_REMOTE_ADDR: {Name: "remote address", Kind: lbvs.PrefixMatch, Bits: 32},
+	xupfSdfFieldSDF_LOCAL_ADDR:  {Name: "local address", Kind: lbvs.PrefixMatch, Bits: 32},
+	xupfSdfFieldSDF_REMOTE_PORT: {Name: "remote port", Kind: lbvs.PrefixMatch, Bits: 16},
+	xupfSdfFieldSDF_LOCAL_PORT:  {Name: "local port", Kind: lbvs.PrefixMatch, Bits: 16},
+	xupfSdfFieldSDF_TOS:         {Name: "tos", Kind: lbvs.PrefixMatch, Bits: 8},
+}
+
+// maxSetRules is the number of bits of a rule set's vector (SDF_MAX_RULES).
+const maxSetRules = 64
+
+// writeTables compiles set's PDRs (one rule per SDF filter, in precedence order) into the
+// rule set's LBVS tables under a fresh rule set id, and writes its descriptor last.
+func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
+	order := make([]int, len(set.rs.PDRs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		pa, pb := set.rs.PDRs[a], set.rs.PDRs[b]
+		return cmp.Or(cmp.Compare(pa.Precedence, pb.Precedence), cmp.Compare(pa.ID, pb.ID))
+	})
+	var conds [][]lbvs.Cond
+	var desc xupfRuleset
+	for _, i := range order {
+		p := set.rs.PDRs[i]
+		filters := p.Filters
+		if len(filters) == 0 {
+			filters = []sdf.Filter{{Protocol: sdf.AnyProtocol}}
+		}
+		for _, f := range filters {
+			bit := len(conds)
+			if bit >= maxSetRules {
+				return nil, fmt.Errorf("%d SDF filters and filterless PDRs: a rule set holds at most %d",
+					countRules(set.rs.PDRs), maxSetRules)
+			}
+			conds = append(conds, filterConds(f, p.QFI, set.rs.Uplink))
+			desc.Pdr[bit] = set.slots[i]
+			if !f.HasFlowLabel { // IPv4 packets have no flow label: such a filter never matches
+				desc.All |= 1 << bit
+			}
+		}
+	}
+	tables, err := lbvs.Compile(sdfFields, conds)
+	if err != nil {
+		return nil, err
+	}
+	for f, t := range tables {
+		if t.Used {
+			desc.Fields |= 1 << f
+		}
+	}
+	if err := d.ensureSDFFields(desc.Fields); err != nil {
+		return nil, err
+	}
+	slot, err := d.rulesets.alloc()
+	if err != nil {
+		return nil, fmt.Errorf("classification rule sets full (limits.max_rule_sets): %w", err)
+	}
+	st := &setTables{id: slot + 1} // rule set 0 means "no classification"
+	defer func() {
+		if err != nil {
+			d.releaseSet(&installedSet{tables: st}, nil)
+		}
+	}()
+	for f, t := range tables {
+		if !t.Used {
+			continue
+		}
+		switch t.Field.Kind {
+		case lbvs.ExactMatch:
+			if f < len(desc.Wild) {
+				desc.Wild[f] = t.Wildcard[0]
+			}
+			for v, vec := range t.Values {
+				k := xupfSdfExactKey{Ruleset: st.id, Field: uint32(f), Value: uint32(v)}
+				if err := d.objs.XupfSdfExact.Put(k, vec[0]); err != nil {
+					return nil, fmt.Errorf("write %s entry (limits.max_sdf_entries?): %w", t.Field.Name, err)
+				}
+				st.exact = append(st.exact, k)
+			}
+		case lbvs.PrefixMatch:
+			for _, e := range t.Prefixes {
+				k := xupfSdfLpmKey{
+					Prefixlen: 64 + uint32(e.Prefix.Len),
+					Ruleset:   st.id,
+					Field:     uint32(f),
+					Value:     be32(uint32(e.Prefix.Value << (32 - t.Field.Bits))),
+				}
+				if err := d.objs.XupfSdfLpm.Put(k, e.Bits[0]); err != nil {
+					return nil, fmt.Errorf("write %s entry (limits.max_sdf_entries?): %w", t.Field.Name, err)
+				}
+				st.lpm = append(st.lpm, k)
+			}
+		}
+	}
+	if err := d.objs.XupfRulesets.Put(slot+1, desc); err != nil {
+		return nil, fmt.Errorf("write rule set: %w", err)
+	}
+	return st, nil
+}
+
+func countRules(pdrs []rules.PDR) int {
+	n := 0
+	for _, p := range pdrs {
+		n += max(1, len(p.Filters))
+	}
+	return n
+}
+
+// filterConds is one filter's condition per field, from the UE's point of view (as the
+// datapath's struct sdf_pkt). qfi constrains uplink PDRs only: downlink it is a marking.
+func filterConds(f sdf.Filter, qfi uint8, uplink bool) []lbvs.Cond {
+	c := make([]lbvs.Cond, len(sdfFields))
+	any := lbvs.Cond{Any: true}
+	c[xupfSdfFieldSDF_PROTO] = any
+	if f.Protocol != sdf.AnyProtocol {
+		c[xupfSdfFieldSDF_PROTO] = lbvs.Cond{Values: []uint64{uint64(f.Protocol)}}
+	}
+	c[xupfSdfFieldSDF_QFI] = any
+	if uplink && qfi != 0 {
+		c[xupfSdfFieldSDF_QFI] = lbvs.Cond{Values: []uint64{uint64(qfi)}}
+	}
+	c[xupfSdfFieldSDF_SPI] = any
+	if f.HasSPI {
+		c[xupfSdfFieldSDF_SPI] = lbvs.Cond{Values: []uint64{uint64(f.SPI)}}
+	}
+	c[xupfSdfFieldSDF_REMOTE_ADDR] = prefixCond(f.Remote.IsValid(), f.Remote.Addr().As4(), f.Remote.Bits())
+	c[xupfSdfFieldSDF_LOCAL_ADDR] = prefixCond(f.Local.IsValid(), f.Local.Addr().As4(), f.Local.Bits())
+	c[xupfSdfFieldSDF_REMOTE_PORT] = portsCond(f.RemotePorts)
+	c[xupfSdfFieldSDF_LOCAL_PORT] = portsCond(f.LocalPorts)
+	c[xupfSdfFieldSDF_TOS] = any
+	if f.TOSMask != 0 {
+		c[xupfSdfFieldSDF_TOS] = lbvs.Cond{Prefixes: []lbvs.Prefix{
+			{Value: uint64(f.TOSValue), Len: bits.LeadingZeros8(^f.TOSMask)}}}
+	}
+	return c
+}
+
+func prefixCond(valid bool, a [4]byte, n int) lbvs.Cond {
+	if !valid || n == 0 {
+		return lbvs.Cond{Any: true}
+	}
+	v := uint64(a[0])<<24 | uint64(a[1])<<16 | uint64(a[2])<<8 | uint64(a[3])
+	return lbvs.Cond{Prefixes: []lbvs.Prefix{{Value: v, Len: n}}}
+}
+
+func portsCond(ranges []sdf.PortRange) lbvs.Cond {
+	if len(ranges) == 0 {
+		return lbvs.Cond{Any: true}
+	}
+	var c lbvs.Cond
+	for _, r := range ranges {
+		c.Prefixes = append(c.Prefixes, lbvs.RangePrefixes(uint64(r.First), uint64(r.Last), 16)...)
+	}
+	return c
+}
