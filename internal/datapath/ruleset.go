@@ -2,9 +2,11 @@ package datapath
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
+	"net/netip"
 	"slices"
 
 	"github.com/xupf/xupf/internal/lbvs"
@@ -278,8 +280,8 @@ func filterConds(f sdf.Filter, qfi uint8, uplink bool) []lbvs.Cond {
 	if f.HasSPI {
 		c[xupfSdfFieldSDF_SPI] = lbvs.Cond{Values: []uint64{uint64(f.SPI)}}
 	}
-	c[xupfSdfFieldSDF_REMOTE_ADDR] = prefixCond(f.Remote.IsValid(), f.Remote.Addr().As4(), f.Remote.Bits())
-	c[xupfSdfFieldSDF_LOCAL_ADDR] = prefixCond(f.Local.IsValid(), f.Local.Addr().As4(), f.Local.Bits())
+	c[xupfSdfFieldSDF_REMOTE_ADDR] = prefixCond(f.Remote)
+	c[xupfSdfFieldSDF_LOCAL_ADDR] = prefixCond(f.Local)
 	c[xupfSdfFieldSDF_REMOTE_PORT] = portsCond(f.RemotePorts)
 	c[xupfSdfFieldSDF_LOCAL_PORT] = portsCond(f.LocalPorts)
 	c[xupfSdfFieldSDF_TOS] = any
@@ -290,12 +292,12 @@ func filterConds(f sdf.Filter, qfi uint8, uplink bool) []lbvs.Cond {
 	return c
 }
 
-func prefixCond(valid bool, a [4]byte, n int) lbvs.Cond {
-	if !valid || n == 0 {
+func prefixCond(p netip.Prefix) lbvs.Cond {
+	if !p.IsValid() || p.Bits() == 0 {
 		return lbvs.Cond{Any: true}
 	}
-	v := uint64(a[0])<<24 | uint64(a[1])<<16 | uint64(a[2])<<8 | uint64(a[3])
-	return lbvs.Cond{Prefixes: []lbvs.Prefix{{Value: v, Len: n}}}
+	a := p.Addr().As4()
+	return lbvs.Cond{Prefixes: []lbvs.Prefix{{Value: uint64(binary.BigEndian.Uint32(a[:])), Len: p.Bits()}}}
 }
 
 func portsCond(ranges []sdf.PortRange) lbvs.Cond {
