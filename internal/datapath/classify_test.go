@@ -23,8 +23,7 @@ type diffPkt struct {
 	fragment bool
 	hasQFI   bool
 	qfi      uint8
-	sport    uint16 // as on the wire: for uplink the UE's port
-	dport    uint16
+	ttl      uint8 // 0: 64
 }
 
 // refWinner is the reference PDR selection: the PDRs are tried one by one in (precedence,
@@ -148,7 +147,11 @@ func (p diffPkt) inner(t testing.TB, uplink bool) []byte {
 	if uplink {
 		src, dst, sport, dport = dst, src, dport, sport
 	}
-	ip := ipv4(src, dst, layers.IPProtocol(p.Protocol), 64)
+	ttl := p.ttl
+	if ttl == 0 {
+		ttl = 64
+	}
+	ip := ipv4(src, dst, layers.IPProtocol(p.Protocol), ttl)
 	ip.TOS = p.TOS
 	if p.fragment {
 		ip.FragOffset = 8

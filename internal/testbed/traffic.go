@@ -28,6 +28,12 @@ func (t *Topology) openGNBConn() error {
 // carries an IPv4/UDP packet from s.UE:40000 to the DN host's 10.100.6.2:5001 with
 // payload(i); a qfi other than 0 adds an uplink PDU Session Container with that QFI.
 func (t *Topology) SendUplink(s session.Session, n int, payload func(i int) []byte, qfi uint8) error {
+	return t.SendUplinkFrom(s, UESrcPort, n, payload, qfi)
+}
+
+// SendUplinkFrom is SendUplink with the UE's source port uePort instead of UESrcPort, for
+// packets that an SDF filter on the UE's ("assigned") port should select, or not.
+func (t *Topology) SendUplinkFrom(s session.Session, uePort uint16, n int, payload func(i int) []byte, qfi uint8) error {
 	t.gnbMu.Lock()
 	defer t.gnbMu.Unlock()
 	if t.gnbConn == nil {
@@ -35,7 +41,7 @@ func (t *Topology) SendUplink(s session.Session, n int, payload func(i int) []by
 	}
 	dst := net.UDPAddrFromAddrPort(netip.AddrPortFrom(N3Addr, GTPUPort))
 	for i := range n {
-		inner, err := BuildIPv4UDP(netip.AddrPortFrom(s.UE, UESrcPort), netip.AddrPortFrom(DNAddr, DNPort), payload(i))
+		inner, err := BuildIPv4UDP(netip.AddrPortFrom(s.UE, uePort), netip.AddrPortFrom(DNAddr, DNPort), payload(i))
 		if err != nil {
 			return err
 		}
@@ -83,6 +89,12 @@ func (t *Topology) ListenDN() (*Receiver, error) {
 // SendDownlink sends n UDP datagrams with payload(i) from the DN host (10.100.6.2:5002) to
 // s.UE:6000, with TTL 64; the DN host routes the UE network through the UPF.
 func (t *Topology) SendDownlink(s session.Session, n int, payload func(i int) []byte) error {
+	return t.SendDownlinkTo(s, UEPort, n, payload)
+}
+
+// SendDownlinkTo is SendDownlink to the UE's port uePort instead of UEPort, for packets that
+// an SDF filter on the UE's ("assigned") port should select, or not.
+func (t *Topology) SendDownlinkTo(s session.Session, uePort uint16, n int, payload func(i int) []byte) error {
 	var conn *net.UDPConn
 	err := t.Do(t.DNNS, func() error {
 		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(DNAddr, DNSrcPort)))
@@ -100,7 +112,7 @@ func (t *Topology) SendDownlink(s session.Session, n int, payload func(i int) []
 	}); err != nil {
 		return fmt.Errorf("testbed: set IP_TTL: %w", err)
 	}
-	dst := net.UDPAddrFromAddrPort(netip.AddrPortFrom(s.UE, UEPort))
+	dst := net.UDPAddrFromAddrPort(netip.AddrPortFrom(s.UE, uePort))
 	for i := range n {
 		if _, err := conn.WriteToUDP(payload(i), dst); err != nil {
 			return fmt.Errorf("testbed: send downlink packet %d of %d: %w", i+1, n, err)
