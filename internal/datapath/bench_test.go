@@ -98,3 +98,44 @@ func benchPacket(b *testing.B, e *testEnv, pkt []byte, verdict uint32) {
 	}
 	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/pkt")
 }
+
+// BenchmarkPDRSelection: ns/packet of the rule lookup with 1, 8 and 64 PDRs in the packet's
+// rule set (each flow has a UDP port filter; the packet matches none, so every lookup runs
+// and the default PDR wins) while 1, 10,000 or 1,000,000 other sessions are installed.
+func BenchmarkPDRSelection(b *testing.B) {
+	for _, others := range []int{1, 10000, 1000000} {
+		e := newTestEnv(b, others+3)
+		for i := range others {
+			s := session.Session{
+				ID: uint64(i + 1000), UE: netip.AddrFrom4([4]byte{10, 100 + byte(i>>16), byte(i >> 8), byte(i)}),
+				UplinkTEID: uint32(0x100000 + i), GNB: addrGNB, DownlinkTEID: uint32(i + 1), GTPUAddr: addrN3,
+			}
+			if err := e.dp.AddSession(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for n, pdrs := range []int{1, 8, 64} {
+			s := session.Session{
+				ID: uint64(n + 1), UE: netip.AddrFrom4([4]byte{10, 45, 1, byte(n)}), UplinkTEID: uint32(0x10 + n),
+				GNB: addrGNB, DownlinkTEID: 0x99, QFI: 9, GTPUAddr: addrN3,
+			}
+			for f := range pdrs - 1 {
+				s.Flows = append(s.Flows, session.Flow{Precedence: uint32(f), QFI: 9,
+					SDF: []string{fmt.Sprintf("permit out 17 from any %d-%d to assigned", 10000+f*10, 10005+f*10)}})
+			}
+			if err := e.dp.AddSession(s); err != nil {
+				b.Fatal(err)
+			}
+			ul := outerGTP(b, gtpHdr(0x34, 255, s.UplinkTEID, optPSC(9), innerUDP(b, s.UE, addrDN, 1000, 2000, 64, payload)), nil)
+			dl := concat(ethBytes(macDN, macN6), innerUDP(b, addrDN, s.UE, 5000, 6000, 64, payload))
+			for _, c := range []struct {
+				name string
+				pkt  []byte
+			}{{"uplink", ul}, {"downlink", dl}} {
+				b.Run(fmt.Sprintf("%s/pdrs=%d/sessions=%d", c.name, pdrs, others), func(b *testing.B) {
+					benchPacket(b, e, c.pkt, xdpRedirect)
+				})
+			}
+		}
+	}
+}

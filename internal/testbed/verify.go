@@ -95,9 +95,15 @@ func truncate(b []byte, n int) []byte {
 // packets from s.UE:40000 to 10.100.6.2:5001 with the TTL decremented once and the payloads
 // intact. It returns one line per kind of problem; none means all is well.
 func CheckUplink(s session.Session, n int, payload func(int) []byte, got []Datagram) []string {
+	return CheckUplinkFrom(s, UESrcPort, n, payload, got)
+}
+
+// CheckUplinkFrom is CheckUplink after SendUplinkFrom(s, uePort, ...): the packets come from
+// s.UE:uePort.
+func CheckUplinkFrom(s session.Session, uePort uint16, n int, payload func(int) []byte, got []Datagram) []string {
 	var p problems
 	pt := newPayloadTracker(n, payload)
-	wantSrc := netip.AddrPortFrom(s.UE, UESrcPort)
+	wantSrc := netip.AddrPortFrom(s.UE, uePort)
 	for _, d := range got {
 		if d.Src != wantSrc {
 			p.addf("source %s, want the UE's %s", d.Src, wantSrc)
@@ -120,6 +126,22 @@ func CheckUplink(s session.Session, n int, payload func(int) []byte, got []Datag
 // dynamic range that is the same for the whole flow, and the inner packet from the DN host to
 // s.UE:6000 with its TTL decremented once, valid checksums and the payload intact.
 func CheckDownlink(s session.Session, n int, payload func(int) []byte, got []GTPUPacket) []string {
+	return CheckDownlinkTo(s, DownlinkExpect{UEPort: UEPort, TEID: s.DownlinkTEID, QFI: s.QFI}, n, payload, got)
+}
+
+// DownlinkExpect is what distinguishes the downlink packets of one QoS flow of a session: the
+// UE port they were sent to (SendDownlinkTo) and the TEID and QFI (0: no PDU Session
+// Container) they must be tunnelled with.
+type DownlinkExpect struct {
+	UEPort uint16
+	TEID   uint32
+	QFI    uint8
+}
+
+// CheckDownlinkTo is CheckDownlink after SendDownlinkTo(s, want.UEPort, ...), with want's TEID
+// and QFI in place of the session's: the checks of a packet that a flow of s, or its default
+// rule, tunnels.
+func CheckDownlinkTo(s session.Session, want DownlinkExpect, n int, payload func(int) []byte, got []GTPUPacket) []string {
 	var p problems
 	pt := newPayloadTracker(n, payload)
 	local := s.GTPUAddr
@@ -127,23 +149,23 @@ func CheckDownlink(s session.Session, n int, payload func(int) []byte, got []GTP
 		local = N3Addr // the configuration's default: the first GTP-U address
 	}
 	wantInnerSrc := netip.AddrPortFrom(DNAddr, DNSrcPort)
-	wantInnerDst := netip.AddrPortFrom(s.UE, UEPort)
+	wantInnerDst := netip.AddrPortFrom(s.UE, want.UEPort)
 	ports := make(map[uint16]int)
 	for _, g := range got {
 		if g.MsgType != GTPUGPDU {
 			p.addf("GTP-U message type %d, want G-PDU (255)", g.MsgType)
 			continue
 		}
-		if g.TEID != s.DownlinkTEID {
-			p.addf("TEID 0x%x, want 0x%x", g.TEID, s.DownlinkTEID)
+		if g.TEID != want.TEID {
+			p.addf("TEID 0x%x, want 0x%x", g.TEID, want.TEID)
 		}
 		switch {
-		case s.QFI == 0 && g.HasPSC:
+		case want.QFI == 0 && g.HasPSC:
 			p.addf("PDU Session Container present (QFI %d), want none: the session has no QFI", g.QFI)
-		case s.QFI != 0 && !g.HasPSC:
-			p.addf("no PDU Session Container, want one with QFI %d", s.QFI)
-		case s.QFI != 0 && (g.QFI != s.QFI || g.PDUType != PDUTypeDL):
-			p.addf("PDU Session Container type %d QFI %d, want type %d QFI %d", g.PDUType, g.QFI, PDUTypeDL, s.QFI)
+		case want.QFI != 0 && !g.HasPSC:
+			p.addf("no PDU Session Container, want one with QFI %d", want.QFI)
+		case want.QFI != 0 && (g.QFI != want.QFI || g.PDUType != PDUTypeDL):
+			p.addf("PDU Session Container type %d QFI %d, want type %d QFI %d", g.PDUType, g.QFI, PDUTypeDL, want.QFI)
 		}
 		if g.OuterSrc.Addr() != local {
 			p.addf("outer source %s, want the GTP-U address %s", g.OuterSrc.Addr(), local)

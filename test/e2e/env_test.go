@@ -40,6 +40,12 @@ type env struct {
 // by t.Cleanup, failure or not; on failure the daemon's stats and log are logged first.
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, sessQFI, sessNoQFI)
+}
+
+// newEnvWith is newEnv with the given sessions instead of the usual two.
+func newEnvWith(t *testing.T, sessions ...session.Session) *env {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces and XDP")
 	}
@@ -53,7 +59,7 @@ func newEnv(t *testing.T) *env {
 		}
 	})
 	cfg := filepath.Join(t.TempDir(), "xupfd.yaml")
-	if err := topo.WriteConfig(cfg, []session.Session{sessQFI, sessNoQFI}, httpListen); err != nil {
+	if err := topo.WriteConfig(cfg, sessions, httpListen); err != nil {
 		t.Fatal(err)
 	}
 	d, err := topo.StartDaemon(xupfdBin, cfg, nil)
@@ -108,12 +114,18 @@ func (e *env) xupfctlJSON(v any, args ...string) {
 // uplink sends n G-PDUs of s (with the session's QFI) and returns what the DN host received.
 func (e *env) uplink(s session.Session, n int, payload func(int) []byte, timeout time.Duration) []testbed.Datagram {
 	e.t.Helper()
+	return e.uplinkFrom(s, testbed.UESrcPort, s.QFI, n, payload, timeout)
+}
+
+// uplinkFrom is uplink from the UE's port uePort with QFI qfi in the PDU Session Container.
+func (e *env) uplinkFrom(s session.Session, uePort uint16, qfi uint8, n int, payload func(int) []byte, timeout time.Duration) []testbed.Datagram {
+	e.t.Helper()
 	rx, err := e.topo.ListenDN()
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	defer rx.Close()
-	if err := e.topo.SendUplink(s, n, payload, s.QFI); err != nil {
+	if err := e.topo.SendUplinkFrom(s, uePort, n, payload, qfi); err != nil {
 		e.t.Fatal(err)
 	}
 	got, err := rx.Collect(n, timeout)
@@ -126,12 +138,18 @@ func (e *env) uplink(s session.Session, n int, payload func(int) []byte, timeout
 // downlink sends n packets to s.UE from the DN host and returns the G-PDUs the gNB received.
 func (e *env) downlink(s session.Session, n int, payload func(int) []byte) []testbed.GTPUPacket {
 	e.t.Helper()
+	return e.downlinkTo(s, testbed.UEPort, n, payload)
+}
+
+// downlinkTo is downlink to the UE's port uePort.
+func (e *env) downlinkTo(s session.Session, uePort uint16, n int, payload func(int) []byte) []testbed.GTPUPacket {
+	e.t.Helper()
 	rx, err := e.topo.ListenGNB()
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	defer rx.Close()
-	if err := e.topo.SendDownlink(s, n, payload); err != nil {
+	if err := e.topo.SendDownlinkTo(s, uePort, n, payload); err != nil {
 		e.t.Fatal(err)
 	}
 	got, err := testbed.ReceiveDownlink(rx, n, recvTimeout)
