@@ -13,6 +13,7 @@ const enum drop_reason *btf_drop_reason __attribute__((unused));
 const enum stat *btf_stat __attribute__((unused));
 const enum far_action *btf_far_action __attribute__((unused));
 const enum sdf_field *btf_sdf_field __attribute__((unused));
+const enum cls_field *btf_cls_field __attribute__((unused));
 
 SEC("xdp")
 int xupf_xdp(struct xdp_md *ctx)
@@ -36,7 +37,7 @@ int xupf_xdp(struct xdp_md *ctx)
 	key.ue_addr = ip->daddr;
 	ref = bpf_map_lookup_elem(&xupf_dl_rules, &key);
 	if (ref)
-		return handle_downlink(ctx, ip, ref, data_end);
+		return handle_downlink(ctx, eth, ip, ref, data_end);
 pass:
 	count_stat(STAT_PASS);
 	return XDP_PASS;

@@ -7,6 +7,7 @@
 #include "gtpu.h"
 #include "rules.h"
 #include "classify.h"
+#include "classifier.h"
 #include "route.h"
 #include "stats.h"
 
@@ -99,9 +100,11 @@ static __always_inline int encap_gpdu(struct xdp_md *ctx, const struct far *far,
 	return 0;
 }
 
-static __always_inline int handle_downlink(struct xdp_md *ctx, struct iphdr *ip,
-					   const struct rule_ref *ref, void *data_end)
+static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *eth,
+					   struct iphdr *ip, const struct rule_ref *ref,
+					   void *data_end)
 {
+	struct pkt_meta meta = {};
 	__u32 ihl_len, tot_len, ports;
 	struct pdr *pdr;
 	struct far *far;
@@ -131,6 +134,13 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct iphdr *ip,
 	}
 	if (!pdr)
 		return drop(DROP_NO_PDR_MATCH);
+	if (cfg_cls_words) {
+		struct cls_pkt cp;
+
+		cls_pkt_fill(&cp, eth, ip, ihl_len, data_end, CLS_DIR_DOWNLINK);
+		meta.class_id = classify_traffic(&cp);
+		count_class(meta.class_id, tot_len);
+	}
 	far = far_of(pdr);
 	if (!far || far->action != FAR_ENCAP)
 		return drop(DROP_FAR_DROP);

@@ -18,6 +18,8 @@ enum stat {
 	STAT_PASS,           /* packets that are not ours, handed to the kernel untouched */
 	STAT_FIB_NO_NEIGH,   /* of the *_KERNEL ones: next hop not resolved yet */
 	STAT_FIB_TTL,        /* of the *_KERNEL ones: TTL expired, the kernel answers ICMP */
+	STAT_CLS_HIT,        /* packets the traffic classifier put in a class */
+	STAT_CLS_MISS,       /* packets it found no class for */
 	STAT_MAX,
 };
 

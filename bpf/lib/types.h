@@ -49,6 +49,11 @@ struct far {
 	__be32 local_addr; /* outer header creation: our GTP-U address, the outer source */
 };
 
+/* What one module learns about a packet for the modules after it, in the one XDP program. */
+struct pkt_meta {
+	__u32 class_id;  /* the traffic class (classifier.h), 0 for none */
+};
+
 /* Packets and bytes (of the inner IP packet) counted per counter slot and CPU. */
 struct counters {
 	__u64 packets;

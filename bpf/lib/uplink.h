@@ -7,6 +7,7 @@
 #include "gtpu.h"
 #include "rules.h"
 #include "classify.h"
+#include "classifier.h"
 #include "route.h"
 #include "stats.h"
 
@@ -34,6 +35,7 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 				       struct gtpu_hdr *gtp, void *data_end)
 {
 	struct gtpu_gpdu g;
+	struct pkt_meta meta = {};
 	struct ul_key key = { .teid = gtp->teid };
 	struct rule_ref *ref;
 	struct iphdr *inner;
@@ -79,6 +81,13 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	}
 	if (!pdr)
 		return drop(DROP_NO_PDR_MATCH);
+	if (cfg_cls_words) {
+		struct cls_pkt cp;
+
+		cls_pkt_fill(&cp, eth, inner, inner->ihl * 4, data_end, CLS_DIR_UPLINK);
+		meta.class_id = classify_traffic(&cp);
+		count_class(meta.class_id, inner_len);
+	}
 	far = far_of(pdr);
 	if (!far || far->action != FAR_FORWARD)
 		return drop(DROP_FAR_DROP);

@@ -61,16 +61,18 @@ type Datapath struct {
 	spec  *ebpf.CollectionSpec // sized; reloaded with other classification fields
 	objs  xupfObjects
 	names names
-	// sdfFields are the classification fields the loaded program handles (cfg_sdf_fields).
-	sdfFields uint32
+	// prog is what the loaded program is specialised to.
+	prog progConfig
 
 	mu       sync.Mutex
 	sessions map[uint64]*installed
 	byTEID   map[uint32]uint64
 	byUE     map[netip.Addr]uint64
-	rules    *slots // PDR and FAR slots (one FAR per PDR)
-	counters *slots // usage counter slots
-	rulesets *slots // classification rule set ids, less one
+	rules    *slots          // PDR and FAR slots (one FAR per PDR)
+	counters *slots          // usage counter slots
+	rulesets *slots          // classification rule set ids, less one
+	classIDs map[uint32]bool // classes with counters in xupf_cls_stats
+	clsBufs  [2]clsBuffer
 	links    map[string]*attachment
 }
 
@@ -125,6 +127,7 @@ func Load(opts Options) (*Datapath, error) {
 		rules:    newSlots(nrules),
 		counters: newSlots(nrules),
 		rulesets: newSlots(uint32(opts.MaxRuleSets)),
+		classIDs: map[uint32]bool{},
 		links:    map[string]*attachment{},
 	}
 	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{

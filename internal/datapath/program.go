@@ -7,17 +7,31 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-// ensureSDFFields makes the loaded program classify on every field in mask. The program is
-// specialised at load time to the fields in use (cfg_sdf_fields): when a rule set needs one
-// that is off, a program with the wider set is loaded beside the running one, sharing its
-// maps, and swapped into every link atomically, so no packet meets a half-updated datapath.
-// Fields are only ever added. The caller holds d.mu.
+// progConfig is what the XDP program is specialised to at load time (its volatile const
+// settings): the verifier drops the code of every field and module that is off.
+type progConfig struct {
+	sdfFields uint32 // cfg_sdf_fields: classification fields some rule set uses
+	clsFields uint32 // cfg_cls_fields: traffic-classifier fields some class uses
+	clsWords  uint32 // cfg_cls_words: 64-bit words of class vectors; 0 = no classes
+	clsBuf    uint32 // cfg_cls_buf: the classifier table buffer the program reads
+}
+
+// ensureSDFFields makes the loaded program classify on every field in mask. Fields are only
+// ever added, so rule sets never wait for a reload they do not need. The caller holds d.mu.
 func (d *Datapath) ensureSDFFields(mask uint32) error {
-	if mask&^d.sdfFields == 0 {
+	if mask&^d.prog.sdfFields == 0 {
 		return nil
 	}
-	want := d.sdfFields | mask
-	prog, err := d.loadProgram(want)
+	cfg := d.prog
+	cfg.sdfFields |= mask
+	return d.swapProgram(cfg)
+}
+
+// swapProgram loads a program specialised to cfg beside the running one, sharing its maps,
+// and swaps it into every link atomically: each packet meets either the old program with the
+// old settings or the new one with the new. The caller holds d.mu.
+func (d *Datapath) swapProgram(cfg progConfig) error {
+	prog, err := d.loadProgram(cfg)
 	if err != nil {
 		return err
 	}
@@ -30,23 +44,30 @@ func (d *Datapath) ensureSDFFields(mask uint32) error {
 				}
 			}
 			prog.Close()
-			return fmt.Errorf("swap in the datapath program for new classification fields: %w", err)
+			return fmt.Errorf("swap in the datapath program: %w", err)
 		}
 		swapped = append(swapped, a)
 	}
 	old := d.objs.XupfXdp
 	d.objs.XupfXdp = prog
-	d.sdfFields = want
-	d.log.Info("datapath program reloaded for new classification fields", "fields", fmt.Sprintf("%#x", want))
+	d.prog = cfg
+	d.log.Debug("datapath program swapped", "sdf_fields", fmt.Sprintf("%#x", cfg.sdfFields),
+		"cls_fields", fmt.Sprintf("%#x", cfg.clsFields), "cls_words", cfg.clsWords, "cls_buf", cfg.clsBuf)
 	return old.Close()
 }
 
-// loadProgram loads the XDP program with classification fields set to fields, using the
-// maps already pinned.
-func (d *Datapath) loadProgram(fields uint32) (*ebpf.Program, error) {
+// loadProgram loads the XDP program specialised to cfg, using the maps already pinned.
+func (d *Datapath) loadProgram(cfg progConfig) (*ebpf.Program, error) {
 	spec := d.spec.Copy()
-	if err := spec.Variables[xupfVarCfgSdfFields].Set(fields); err != nil {
-		return nil, fmt.Errorf("set classification fields: %w", err)
+	for name, v := range map[string]uint32{
+		xupfVarCfgSdfFields: cfg.sdfFields,
+		xupfVarCfgClsFields: cfg.clsFields,
+		xupfVarCfgClsWords:  cfg.clsWords,
+		xupfVarCfgClsBuf:    cfg.clsBuf,
+	} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("set %s: %w", name, err)
+		}
 	}
 	var progs xupfPrograms
 	err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: d.opts.PinPath}})

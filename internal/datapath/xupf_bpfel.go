@@ -13,6 +13,41 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xupfClsExactKey struct {
+	_     structs.HostLayout
+	Buf   uint32
+	Field uint32
+	Value uint64
+}
+
+type xupfClsField uint32
+
+const (
+	xupfClsFieldCLS_DIRECTION xupfClsField = 0
+	xupfClsFieldCLS_SRC_MAC   xupfClsField = 1
+	xupfClsFieldCLS_DST_MAC   xupfClsField = 2
+	xupfClsFieldCLS_ETHERTYPE xupfClsField = 3
+	xupfClsFieldCLS_PROTO     xupfClsField = 4
+	xupfClsFieldCLS_SRC_IP    xupfClsField = 5
+	xupfClsFieldCLS_DST_IP    xupfClsField = 6
+	xupfClsFieldCLS_SRC_PORT  xupfClsField = 7
+	xupfClsFieldCLS_DST_PORT  xupfClsField = 8
+	xupfClsFieldCLS_FIELD_MAX xupfClsField = 9
+)
+
+type xupfClsLpmKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Buf       uint32
+	Field     uint32
+	Value     uint32
+}
+
+type xupfClsVec struct {
+	_ structs.HostLayout
+	W [160]uint64
+}
+
 type xupfCounters struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -129,7 +164,9 @@ const (
 	xupfStatSTAT_PASS         xupfStat = 7
 	xupfStatSTAT_FIB_NO_NEIGH xupfStat = 8
 	xupfStatSTAT_FIB_TTL      xupfStat = 9
-	xupfStatSTAT_MAX          xupfStat = 10
+	xupfStatSTAT_CLS_HIT      xupfStat = 10
+	xupfStatSTAT_CLS_MISS     xupfStat = 11
+	xupfStatSTAT_MAX          xupfStat = 12
 )
 
 type xupfUlKey struct {
@@ -141,24 +178,34 @@ type xupfUlKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xupfMapXupfDlRules   = "xupf_dl_rules"
-	xupfMapXupfDrops     = "xupf_drops"
-	xupfMapXupfFars      = "xupf_fars"
-	xupfMapXupfGtpuAddrs = "xupf_gtpu_addrs"
-	xupfMapXupfPdrs      = "xupf_pdrs"
-	xupfMapXupfRulesets  = "xupf_rulesets"
-	xupfMapXupfSdfExact  = "xupf_sdf_exact"
-	xupfMapXupfSdfLpm    = "xupf_sdf_lpm"
-	xupfMapXupfStats     = "xupf_stats"
-	xupfMapXupfTxPorts   = "xupf_tx_ports"
-	xupfMapXupfUlRules   = "xupf_ul_rules"
-	xupfMapXupfUsage     = "xupf_usage"
-	xupfProgXupfXdp      = "xupf_xdp"
-	xupfVarBtfDropReason = "btf_drop_reason"
-	xupfVarBtfFarAction  = "btf_far_action"
-	xupfVarBtfSdfField   = "btf_sdf_field"
-	xupfVarBtfStat       = "btf_stat"
-	xupfVarCfgSdfFields  = "cfg_sdf_fields"
+	xupfMapXupfClsExact   = "xupf_cls_exact"
+	xupfMapXupfClsIds     = "xupf_cls_ids"
+	xupfMapXupfClsLpm     = "xupf_cls_lpm"
+	xupfMapXupfClsScratch = "xupf_cls_scratch"
+	xupfMapXupfClsStats   = "xupf_cls_stats"
+	xupfMapXupfClsVecs    = "xupf_cls_vecs"
+	xupfMapXupfDlRules    = "xupf_dl_rules"
+	xupfMapXupfDrops      = "xupf_drops"
+	xupfMapXupfFars       = "xupf_fars"
+	xupfMapXupfGtpuAddrs  = "xupf_gtpu_addrs"
+	xupfMapXupfPdrs       = "xupf_pdrs"
+	xupfMapXupfRulesets   = "xupf_rulesets"
+	xupfMapXupfSdfExact   = "xupf_sdf_exact"
+	xupfMapXupfSdfLpm     = "xupf_sdf_lpm"
+	xupfMapXupfStats      = "xupf_stats"
+	xupfMapXupfTxPorts    = "xupf_tx_ports"
+	xupfMapXupfUlRules    = "xupf_ul_rules"
+	xupfMapXupfUsage      = "xupf_usage"
+	xupfProgXupfXdp       = "xupf_xdp"
+	xupfVarBtfClsField    = "btf_cls_field"
+	xupfVarBtfDropReason  = "btf_drop_reason"
+	xupfVarBtfFarAction   = "btf_far_action"
+	xupfVarBtfSdfField    = "btf_sdf_field"
+	xupfVarBtfStat        = "btf_stat"
+	xupfVarCfgClsBuf      = "cfg_cls_buf"
+	xupfVarCfgClsFields   = "cfg_cls_fields"
+	xupfVarCfgClsWords    = "cfg_cls_words"
+	xupfVarCfgSdfFields   = "cfg_sdf_fields"
 )
 
 // loadXupf returns the embedded CollectionSpec for xupf.
@@ -210,28 +257,38 @@ type xupfProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfMapSpecs struct {
-	XupfDlRules   *ebpf.MapSpec `ebpf:"xupf_dl_rules"`
-	XupfDrops     *ebpf.MapSpec `ebpf:"xupf_drops"`
-	XupfFars      *ebpf.MapSpec `ebpf:"xupf_fars"`
-	XupfGtpuAddrs *ebpf.MapSpec `ebpf:"xupf_gtpu_addrs"`
-	XupfPdrs      *ebpf.MapSpec `ebpf:"xupf_pdrs"`
-	XupfRulesets  *ebpf.MapSpec `ebpf:"xupf_rulesets"`
-	XupfSdfExact  *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
-	XupfSdfLpm    *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
-	XupfStats     *ebpf.MapSpec `ebpf:"xupf_stats"`
-	XupfTxPorts   *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
-	XupfUlRules   *ebpf.MapSpec `ebpf:"xupf_ul_rules"`
-	XupfUsage     *ebpf.MapSpec `ebpf:"xupf_usage"`
+	XupfClsExact   *ebpf.MapSpec `ebpf:"xupf_cls_exact"`
+	XupfClsIds     *ebpf.MapSpec `ebpf:"xupf_cls_ids"`
+	XupfClsLpm     *ebpf.MapSpec `ebpf:"xupf_cls_lpm"`
+	XupfClsScratch *ebpf.MapSpec `ebpf:"xupf_cls_scratch"`
+	XupfClsStats   *ebpf.MapSpec `ebpf:"xupf_cls_stats"`
+	XupfClsVecs    *ebpf.MapSpec `ebpf:"xupf_cls_vecs"`
+	XupfDlRules    *ebpf.MapSpec `ebpf:"xupf_dl_rules"`
+	XupfDrops      *ebpf.MapSpec `ebpf:"xupf_drops"`
+	XupfFars       *ebpf.MapSpec `ebpf:"xupf_fars"`
+	XupfGtpuAddrs  *ebpf.MapSpec `ebpf:"xupf_gtpu_addrs"`
+	XupfPdrs       *ebpf.MapSpec `ebpf:"xupf_pdrs"`
+	XupfRulesets   *ebpf.MapSpec `ebpf:"xupf_rulesets"`
+	XupfSdfExact   *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
+	XupfSdfLpm     *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
+	XupfStats      *ebpf.MapSpec `ebpf:"xupf_stats"`
+	XupfTxPorts    *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
+	XupfUlRules    *ebpf.MapSpec `ebpf:"xupf_ul_rules"`
+	XupfUsage      *ebpf.MapSpec `ebpf:"xupf_usage"`
 }
 
 // xupfVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfVariableSpecs struct {
+	BtfClsField   *ebpf.VariableSpec `ebpf:"btf_cls_field"`
 	BtfDropReason *ebpf.VariableSpec `ebpf:"btf_drop_reason"`
 	BtfFarAction  *ebpf.VariableSpec `ebpf:"btf_far_action"`
 	BtfSdfField   *ebpf.VariableSpec `ebpf:"btf_sdf_field"`
 	BtfStat       *ebpf.VariableSpec `ebpf:"btf_stat"`
+	CfgClsBuf     *ebpf.VariableSpec `ebpf:"cfg_cls_buf"`
+	CfgClsFields  *ebpf.VariableSpec `ebpf:"cfg_cls_fields"`
+	CfgClsWords   *ebpf.VariableSpec `ebpf:"cfg_cls_words"`
 	CfgSdfFields  *ebpf.VariableSpec `ebpf:"cfg_sdf_fields"`
 }
 
@@ -255,22 +312,34 @@ func (o *xupfObjects) Close() error {
 //
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfMaps struct {
-	XupfDlRules   *ebpf.Map `ebpf:"xupf_dl_rules"`
-	XupfDrops     *ebpf.Map `ebpf:"xupf_drops"`
-	XupfFars      *ebpf.Map `ebpf:"xupf_fars"`
-	XupfGtpuAddrs *ebpf.Map `ebpf:"xupf_gtpu_addrs"`
-	XupfPdrs      *ebpf.Map `ebpf:"xupf_pdrs"`
-	XupfRulesets  *ebpf.Map `ebpf:"xupf_rulesets"`
-	XupfSdfExact  *ebpf.Map `ebpf:"xupf_sdf_exact"`
-	XupfSdfLpm    *ebpf.Map `ebpf:"xupf_sdf_lpm"`
-	XupfStats     *ebpf.Map `ebpf:"xupf_stats"`
-	XupfTxPorts   *ebpf.Map `ebpf:"xupf_tx_ports"`
-	XupfUlRules   *ebpf.Map `ebpf:"xupf_ul_rules"`
-	XupfUsage     *ebpf.Map `ebpf:"xupf_usage"`
+	XupfClsExact   *ebpf.Map `ebpf:"xupf_cls_exact"`
+	XupfClsIds     *ebpf.Map `ebpf:"xupf_cls_ids"`
+	XupfClsLpm     *ebpf.Map `ebpf:"xupf_cls_lpm"`
+	XupfClsScratch *ebpf.Map `ebpf:"xupf_cls_scratch"`
+	XupfClsStats   *ebpf.Map `ebpf:"xupf_cls_stats"`
+	XupfClsVecs    *ebpf.Map `ebpf:"xupf_cls_vecs"`
+	XupfDlRules    *ebpf.Map `ebpf:"xupf_dl_rules"`
+	XupfDrops      *ebpf.Map `ebpf:"xupf_drops"`
+	XupfFars       *ebpf.Map `ebpf:"xupf_fars"`
+	XupfGtpuAddrs  *ebpf.Map `ebpf:"xupf_gtpu_addrs"`
+	XupfPdrs       *ebpf.Map `ebpf:"xupf_pdrs"`
+	XupfRulesets   *ebpf.Map `ebpf:"xupf_rulesets"`
+	XupfSdfExact   *ebpf.Map `ebpf:"xupf_sdf_exact"`
+	XupfSdfLpm     *ebpf.Map `ebpf:"xupf_sdf_lpm"`
+	XupfStats      *ebpf.Map `ebpf:"xupf_stats"`
+	XupfTxPorts    *ebpf.Map `ebpf:"xupf_tx_ports"`
+	XupfUlRules    *ebpf.Map `ebpf:"xupf_ul_rules"`
+	XupfUsage      *ebpf.Map `ebpf:"xupf_usage"`
 }
 
 func (m *xupfMaps) Close() error {
 	return _XupfClose(
+		m.XupfClsExact,
+		m.XupfClsIds,
+		m.XupfClsLpm,
+		m.XupfClsScratch,
+		m.XupfClsStats,
+		m.XupfClsVecs,
 		m.XupfDlRules,
 		m.XupfDrops,
 		m.XupfFars,
@@ -290,10 +359,14 @@ func (m *xupfMaps) Close() error {
 //
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfVariables struct {
+	BtfClsField   *ebpf.Variable `ebpf:"btf_cls_field"`
 	BtfDropReason *ebpf.Variable `ebpf:"btf_drop_reason"`
 	BtfFarAction  *ebpf.Variable `ebpf:"btf_far_action"`
 	BtfSdfField   *ebpf.Variable `ebpf:"btf_sdf_field"`
 	BtfStat       *ebpf.Variable `ebpf:"btf_stat"`
+	CfgClsBuf     *ebpf.Variable `ebpf:"cfg_cls_buf"`
+	CfgClsFields  *ebpf.Variable `ebpf:"cfg_cls_fields"`
+	CfgClsWords   *ebpf.Variable `ebpf:"cfg_cls_words"`
 	CfgSdfFields  *ebpf.Variable `ebpf:"cfg_sdf_fields"`
 }
 
