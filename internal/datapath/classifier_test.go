@@ -93,7 +93,6 @@ func describeClasses(cs []classifier.Class) string {
 	return b.String()
 }
 
-
 // TestClassifierDifferential applies random class sets (up to 700 classes, so vectors span
 // several words) and checks the class the datapath counts for
 // random packets, both directions, against the one-by-one reference.
