@@ -32,9 +32,12 @@ vet:
 test: deps fmt-check vet check-generate
 	$(GO) test -count=1 ./...
 
-# ns/packet per path and program size, from BPF_PROG_TEST_RUN (needs root).
+# ns/packet per path, PDR selection and classifier, program size, and the time of one class
+# change, from BPF_PROG_TEST_RUN (needs root). A class change takes tens of milliseconds, so
+# it runs a few times only.
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchtime 200000x ./internal/datapath/
+	$(GO) test -run '^$$' -bench 'Datapath|PDRSelection|Classifier/packet' -benchtime 200000x ./internal/datapath/
+	$(GO) test -run '^$$' -bench 'Classifier/change' -benchtime 10x ./internal/datapath/
 
 # Namespace topology + xupfd + real traffic both ways (needs root).
 demo: deps build

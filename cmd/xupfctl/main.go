@@ -58,18 +58,22 @@ func newRootCmd(getenv func(string) string) *cobra.Command {
 	opts := &options{}
 	root := &cobra.Command{
 		Use:   "xupfctl",
-		Short: "Inspect a running xupfd: status, sessions and datapath counters",
-		Long: `xupfctl talks to the HTTP API of xupfd, the xupf user-plane daemon, and shows its
-state, its PDU sessions and the XDP datapath's counters.
+		Short: "Inspect and configure a running xupfd: status, sessions, traffic classes and counters",
+		Long: `xupfctl talks to the HTTP API of xupfd, the xupf user-plane daemon: it shows its
+state, its PDU sessions and the XDP datapath's counters, and configures the traffic
+classifier's classes.
 
 The daemon's API address is --server, else the ` + serverEnv + ` environment variable, else
 ` + defaultServer + `.
 
-Shell completion (including session ids for "session show") is built in: run
+Shell completion (including session ids for "session show" and class ids for
+"classifier show" and "classifier delete") is built in: run
 "xupfctl completion --help" and pick your shell.`,
 		Example: `  xupfctl status
   xupfctl session list -o json
   xupfctl session show 7
+  xupfctl classifier add --id 3 --priority 100 --protocol udp --dst-port 5060
+  xupfctl classifier list
   ` + serverEnv + `=http://192.0.2.5:8080 xupfctl stats
   source <(xupfctl completion bash)`,
 		// Errors are printed once, by run, in a single format.
@@ -95,7 +99,7 @@ Shell completion (including session ids for "session show") is built in: run
 		"how long to wait for the daemon's answer")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
 
-	root.AddCommand(newStatusCmd(opts), newSessionCmd(opts), newStatsCmd(opts))
+	root.AddCommand(newStatusCmd(opts), newSessionCmd(opts), newClassifierCmd(opts), newStatsCmd(opts))
 	return root
 }
 

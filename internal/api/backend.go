@@ -1,9 +1,34 @@
 package api
 
-import "errors"
+import (
+	"errors"
 
-// ErrNotFound is returned by a Backend when the requested object does not exist.
-var ErrNotFound = errors.New("not found")
+	"github.com/xupf/xupf/internal/classifier"
+)
+
+// The errors a Backend returns, possibly wrapped, for the server to answer with the matching
+// status code. The client's *ResponseError satisfies errors.Is for them too.
+var (
+	// ErrNotFound: the requested object does not exist (404).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the object to create already exists (409).
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid: the object sent is not valid; the error's text says which field and why,
+	// and is sent to the client as is (400).
+	ErrInvalid = errors.New("invalid")
+)
+
+// WithKind returns an error whose text is err's own and which also satisfies errors.Is(_, kind),
+// kind being one of ErrNotFound, ErrConflict or ErrInvalid. It is how a Backend marks an error
+// without prefixing the message the server will show.
+func WithKind(kind, err error) error {
+	return &kindError{kind: kind, err: err}
+}
+
+type kindError struct{ kind, err error }
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
 
 // Backend is what the HTTP API serves; the daemon implements it.
 type Backend interface {
@@ -12,4 +37,15 @@ type Backend interface {
 	// Session returns ErrNotFound (possibly wrapped) for an unknown id.
 	Session(id uint64) (SessionInfo, error)
 	Stats() (Stats, error)
+
+	// Classes returns every traffic class with its counters, in any order.
+	Classes() ([]ClassInfo, error)
+	// Class returns one class; ErrNotFound (possibly wrapped) for an unknown id.
+	Class(id uint32) (ClassInfo, error)
+	// AddClass validates c, installs it and returns it with its (zero) counters. It returns
+	// ErrConflict when c.ID is taken and ErrInvalid, with a message naming the field, when
+	// c is not valid; any other error is the daemon's own failure.
+	AddClass(c classifier.Class) (ClassInfo, error)
+	// DeleteClass removes a class; ErrNotFound for an unknown id.
+	DeleteClass(id uint32) error
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/xupf/xupf/internal/classifier"
 )
 
 // Client calls the daemon's HTTP API; xupfctl is its main user.
@@ -35,10 +38,18 @@ type ResponseError struct {
 
 func (e *ResponseError) Error() string { return e.Message }
 
-// Is makes errors.Is(err, ErrNotFound) hold for a 404, so callers can treat a missing object
-// the same on both sides of the API.
+// Is makes errors.Is(err, ErrNotFound) hold for a 404, ErrConflict for a 409 and ErrInvalid
+// for a 400, so callers can treat these cases the same on both sides of the API.
 func (e *ResponseError) Is(target error) bool {
-	return target == ErrNotFound && e.StatusCode == http.StatusNotFound
+	switch target {
+	case ErrNotFound:
+		return e.StatusCode == http.StatusNotFound
+	case ErrConflict:
+		return e.StatusCode == http.StatusConflict
+	case ErrInvalid:
+		return e.StatusCode == http.StatusBadRequest
+	}
+	return false
 }
 
 // Status returns the daemon's overall state.
@@ -75,16 +86,72 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	return st, err
 }
 
+// Classes returns every traffic class with its counters, sorted by id; never nil.
+func (c *Client) Classes(ctx context.Context) ([]ClassInfo, error) {
+	var list []ClassInfo
+	if err := c.get(ctx, classesPath, &list); err != nil {
+		return nil, err
+	}
+	if list == nil {
+		list = []ClassInfo{}
+	}
+	return list, nil
+}
+
+// Class returns one traffic class; the error satisfies errors.Is(err, ErrNotFound) when the
+// daemon has no class with that id.
+func (c *Client) Class(ctx context.Context, id uint32) (ClassInfo, error) {
+	var info ClassInfo
+	err := c.get(ctx, classPath(id), &info)
+	return info, err
+}
+
+// AddClass installs a traffic class and returns it as the daemon stored it. The error
+// satisfies errors.Is(err, ErrConflict) when the id is taken and errors.Is(err, ErrInvalid)
+// when the daemon rejected the class; its text is then the daemon's, naming the field.
+func (c *Client) AddClass(ctx context.Context, class classifier.Class) (ClassInfo, error) {
+	body, err := json.Marshal(class)
+	if err != nil {
+		return ClassInfo{}, fmt.Errorf("encoding class %d: %w", class.ID, err)
+	}
+	var info ClassInfo
+	err = c.do(ctx, http.MethodPost, classesPath, body, &info)
+	return info, err
+}
+
+// DeleteClass removes a traffic class; the error satisfies errors.Is(err, ErrNotFound) when
+// the daemon has no class with that id.
+func (c *Client) DeleteClass(ctx context.Context, id uint32) error {
+	return c.do(ctx, http.MethodDelete, classPath(id), nil, nil)
+}
+
+const classesPath = "/api/v1/classifier/classes"
+
+func classPath(id uint32) string { return classesPath + "/" + strconv.FormatUint(uint64(id), 10) }
+
 // maxErrorBody bounds what is read of an error response: a proxy or a wrong server can
 // answer with a large page, and only a message is wanted from it.
 const maxErrorBody = 64 << 10
 
 func (c *Client) get(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+path, nil)
+	return c.do(ctx, http.MethodGet, path, nil, out)
+}
+
+// do sends a request with an optional JSON body and decodes the answer into out, unless out
+// is nil (an answer without a body, such as 204).
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	var reqBody io.Reader
+	if body != nil {
+		reqBody = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, reqBody)
 	if err != nil {
 		return fmt.Errorf("server address %q is not a valid URL; set --server or XUPF_SERVER to e.g. http://127.0.0.1:8080: %w", c.baseURL, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -99,6 +166,9 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return responseError(resp)
+	}
+	if out == nil {
+		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("reading the answer of %s%s (is --server the xupfd API address?): %w", c.baseURL, path, err)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -14,6 +15,8 @@ type collector struct {
 	packets  *prometheus.Desc
 	drops    *prometheus.Desc
 	sessions *prometheus.Desc
+	clsPkts  *prometheus.Desc
+	clsBytes *prometheus.Desc
 }
 
 func newCollector(b Backend) *collector {
@@ -28,6 +31,12 @@ func newCollector(b Backend) *collector {
 		sessions: prometheus.NewDesc("xupf_sessions",
 			"PDU sessions installed in the datapath.",
 			nil, nil),
+		clsPkts: prometheus.NewDesc("xupf_class_packets_total",
+			"Packets the traffic classifier matched to a class, by class id, summed over CPUs.",
+			[]string{"class"}, nil),
+		clsBytes: prometheus.NewDesc("xupf_class_bytes_total",
+			"Bytes of the packets the traffic classifier matched to a class, by class id, summed over CPUs.",
+			[]string{"class"}, nil),
 	}
 }
 
@@ -35,6 +44,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.packets
 	ch <- c.drops
 	ch <- c.sessions
+	ch <- c.clsPkts
+	ch <- c.clsBytes
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -51,5 +62,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, v := range st.Drops {
 		ch <- prometheus.MustNewConstMetric(c.drops, prometheus.CounterValue, float64(v), name)
+	}
+
+	classes, err := c.backend.Classes()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.clsPkts, fmt.Errorf("reading class counters: %w", err))
+		return
+	}
+	for _, cl := range classes {
+		id := strconv.FormatUint(uint64(cl.ID), 10)
+		ch <- prometheus.MustNewConstMetric(c.clsPkts, prometheus.CounterValue, float64(cl.Counters.Packets), id)
+		ch <- prometheus.MustNewConstMetric(c.clsBytes, prometheus.CounterValue, float64(cl.Counters.Bytes), id)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/session"
 )
 
@@ -86,6 +87,8 @@ func TestSpecSchemasMatchTypes(t *testing.T) {
 		"Usage":       reflect.TypeFor[session.Usage](),
 		"Counters":    reflect.TypeFor[session.Counters](),
 		"Stats":       reflect.TypeFor[Stats](),
+		"Class":       reflect.TypeFor[classifier.Class](),
+		"ClassInfo":   reflect.TypeFor[ClassInfo](),
 		"Error":       reflect.TypeFor[Error](),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -172,6 +175,15 @@ func TestJSONFieldsPromotesEmbedded(t *testing.T) {
 	for _, want := range []string{"id", "ue_ipv4", "uplink_teid", "qfi", "usage"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("jsonFields(SessionInfo) = %v, lacks %q", names, want)
+		}
+	}
+	names = nil
+	for _, f := range jsonFields(reflect.TypeFor[ClassInfo]()) {
+		names = append(names, f.name)
+	}
+	for _, want := range []string{"id", "priority", "src_port", "counters"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("jsonFields(ClassInfo) = %v, lacks %q", names, want)
 		}
 	}
 }

@@ -2,11 +2,14 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/xupf/xupf/internal/classifier"
 )
 
 // route is one endpoint. The table is the single source of what the server serves, so the
@@ -30,6 +35,10 @@ func routes() []route {
 		{http.MethodGet, "/api/v1/sessions", (*server).sessions},
 		{http.MethodGet, "/api/v1/sessions/{id}", (*server).session},
 		{http.MethodGet, "/api/v1/stats", (*server).stats},
+		{http.MethodGet, "/api/v1/classifier/classes", (*server).classes},
+		{http.MethodPost, "/api/v1/classifier/classes", (*server).addClass},
+		{http.MethodGet, "/api/v1/classifier/classes/{id}", (*server).class},
+		{http.MethodDelete, "/api/v1/classifier/classes/{id}", (*server).deleteClass},
 		{http.MethodGet, "/metrics", (*server).metrics},
 	}
 }
@@ -151,6 +160,177 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *server) classes(w http.ResponseWriter, r *http.Request) {
+	list, err := s.backend.Classes()
+	if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	list = slices.Clone(list) // sorted here, as sessions are
+	slices.SortFunc(list, func(a, b ClassInfo) int { return cmp.Compare(a.ID, b.ID) })
+	if list == nil {
+		list = []ClassInfo{}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *server) class(w http.ResponseWriter, r *http.Request) {
+	id, ok := classID(w, r)
+	if !ok {
+		return
+	}
+	info, err := s.backend.Class(id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, classNotFound(id))
+	case err != nil:
+		s.internalError(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, info)
+	}
+}
+
+func (s *server) addClass(w http.ResponseWriter, r *http.Request) {
+	c, code, msg := decodeClass(w, r)
+	if msg != "" {
+		writeError(w, code, msg)
+		return
+	}
+	info, err := s.backend.AddClass(c)
+	switch {
+	case errors.Is(err, ErrConflict):
+		writeError(w, http.StatusConflict,
+			fmt.Sprintf("class %d already exists; delete it first or use another id", c.ID))
+	case errors.Is(err, ErrInvalid):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case err != nil:
+		s.internalError(w, r, err)
+	default:
+		w.Header().Set("Location", "/api/v1/classifier/classes/"+strconv.FormatUint(uint64(info.ID), 10))
+		writeJSON(w, http.StatusCreated, info)
+	}
+}
+
+func (s *server) deleteClass(w http.ResponseWriter, r *http.Request) {
+	id, ok := classID(w, r)
+	if !ok {
+		return
+	}
+	err := s.backend.DeleteClass(id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, classNotFound(id))
+	case err != nil:
+		s.internalError(w, r, err)
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// classID parses the {id} of a class path, answering 400 itself when it is not a class id.
+func classID(w http.ResponseWriter, r *http.Request) (uint32, bool) {
+	raw := r.PathValue("id")
+	id, err := ParseClassID(raw)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return 0, false
+	}
+	return id, true
+}
+
+// ParseClassID parses a class id as the API and xupfctl take it: decimal, 1 to 4294967295.
+// The error is the message the server answers with, so xupfctl reports a bad id the same
+// way whether it checks the id itself or the server does.
+func ParseClassID(raw string) (uint32, error) {
+	id, err := strconv.ParseUint(raw, 10, 32)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("class id %q is not a number from 1 to 4294967295; use the id shown by `xupfctl classifier list`", raw)
+	}
+	return uint32(id), nil
+}
+
+func classNotFound(id uint32) string { return fmt.Sprintf("class %d not found", id) }
+
+// maxClassBody bounds a class request body; a class is a few hundred bytes.
+const maxClassBody = 64 << 10
+
+// decodeClass reads the Class of a request body. On failure it returns the status code and
+// a message that says what is wrong with the body.
+func decodeClass(w http.ResponseWriter, r *http.Request) (classifier.Class, int, string) {
+	var c classifier.Class
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxClassBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&c)
+	if err == nil {
+		// One object and nothing else: a second value is more likely a mistake (two
+		// classes pasted together) than something to ignore.
+		if _, terr := dec.Token(); terr != io.EOF {
+			if msg, code := bodyReadError(terr); msg != "" {
+				return c, code, msg
+			}
+			return c, http.StatusBadRequest, "the request body has more after the class; send one class as one JSON object"
+		}
+		return c, 0, ""
+	}
+	if msg, code := bodyReadError(err); msg != "" {
+		return c, code, msg
+	}
+	var (
+		syntaxErr *json.SyntaxError
+		typeErr   *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.Is(err, io.EOF):
+		return c, http.StatusBadRequest, "the request body is empty; send a class as a JSON object, " + classExample
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return c, http.StatusBadRequest, "the request body is not valid JSON: it ends in the middle of a value"
+	case errors.As(err, &syntaxErr):
+		return c, http.StatusBadRequest, fmt.Sprintf("the request body is not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
+	case errors.As(err, &typeErr):
+		got := typeErr.Value
+		if !strings.HasPrefix(got, "number ") {
+			got = "a JSON " + got
+		}
+		if typeErr.Field == "" {
+			return c, http.StatusBadRequest, fmt.Sprintf("the request body is %s; send a class as a JSON object, %s", got, classExample)
+		}
+		want := "a string"
+		if typeErr.Type.Kind() == reflect.Uint32 {
+			want = "a whole number from 0 to 4294967295"
+		}
+		return c, http.StatusBadRequest, fmt.Sprintf("field %s: got %s, want %s", typeErr.Field, got, want)
+	}
+	// encoding/json has no type for this one; its text is `json: unknown field "x"`.
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return c, http.StatusBadRequest, fmt.Sprintf("unknown field %s in the class; the fields are %s",
+			field, strings.Join(classFields(), ", "))
+	}
+	return c, http.StatusBadRequest, fmt.Sprintf("the request body is not a class: %v", err)
+}
+
+const classExample = `e.g. {"id": 3, "priority": 100, "protocol": "udp", "dst_port": "5060"}`
+
+// bodyReadError turns a failure to read the body itself (rather than to decode it) into a
+// message, or returns "".
+func bodyReadError(err error) (string, int) {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return fmt.Sprintf("the request body is larger than %d bytes; send one class", tooBig.Limit), http.StatusRequestEntityTooLarge
+	}
+	return "", 0
+}
+
+// classFields lists the JSON fields of a class, in their order.
+func classFields() []string {
+	var names []string
+	for f := range reflect.TypeFor[classifier.Class]().Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 func (s *server) metrics(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ package api
 import (
 	"time"
 
+	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/session"
 )
 
@@ -33,6 +34,13 @@ type Status struct {
 type SessionInfo struct {
 	session.Session `yaml:",inline"`
 	Usage           session.Usage `json:"usage" yaml:"usage"`
+}
+
+// ClassInfo is a traffic class with what the datapath counted for it: the packets the class
+// was the winning match for, and their bytes.
+type ClassInfo struct {
+	classifier.Class `yaml:",inline"`
+	Counters         session.Counters `json:"counters" yaml:"counters"`
 }
 
 // Stats are the datapath's counters summed over CPUs: Counters by name (packets seen per

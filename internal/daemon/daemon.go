@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/xupf/xupf/internal/api"
+	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/datapath"
 )
@@ -25,6 +27,13 @@ type Daemon struct {
 	started  time.Time
 	dp       *datapath.Datapath
 	attached []api.Interface
+
+	// The traffic classifier, configured through the API. classMu makes the Backend's class
+	// methods atomic: a duplicate id is found before the Manager sees it, and a listing
+	// never reads the counters of a class that is being deleted.
+	classMu sync.RWMutex
+	classes *classifier.Manager
+	classDP classDatapath
 }
 
 // New loads the datapath, attaches it to the configured interfaces and installs the static
@@ -46,6 +55,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 		return nil, err
 	}
 	d = &Daemon{cfg: cfg, log: log, version: version, started: time.Now(), dp: dp}
+	d.initClassifier(dp)
 	defer func() {
 		if err != nil {
 			d.dp.Close(true)
