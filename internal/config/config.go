@@ -60,6 +60,13 @@ const (
 	DefaultLogLevel    = LogLevelInfo
 	DefaultMaxSessions = 100000
 
+	// Classification limits: how many rule sets (TEIDs or UEs with several PDRs or SDF
+	// filters) and SDF table entries the datapath holds, and the largest values allowed.
+	DefaultMaxRuleSets   = 16384
+	DefaultMaxSDFEntries = 262144
+	MaxMaxRuleSets       = 1048576
+	MaxMaxSDFEntries     = 16777216
+
 	// MaxMaxSessions is the largest limits.max_sessions; it sizes the TEID and UE-address
 	// hash maps.
 	MaxMaxSessions = 4194304
@@ -109,6 +116,11 @@ type Interface struct {
 type Limits struct {
 	// MaxSessions is the most sessions the datapath holds (1..MaxMaxSessions).
 	MaxSessions int `yaml:"max_sessions"`
+	// MaxRuleSets is how many TEIDs and UE addresses may have several PDRs or SDF filters
+	// at once (each such rule set takes a classification step).
+	MaxRuleSets int `yaml:"max_rule_sets"`
+	// MaxSDFEntries sizes each SDF classification table (entries are made on demand).
+	MaxSDFEntries int `yaml:"max_sdf_entries"`
 }
 
 // HasRole reports whether the interface plays role.
@@ -137,7 +149,7 @@ func Default() *Config {
 		HTTPListen:  DefaultHTTPListen,
 		PFCPListen:  DefaultPFCPListen,
 		LogLevel:    DefaultLogLevel,
-		Limits:      Limits{MaxSessions: DefaultMaxSessions},
+		Limits:      Limits{MaxSessions: DefaultMaxSessions, MaxRuleSets: DefaultMaxRuleSets, MaxSDFEntries: DefaultMaxSDFEntries},
 	}
 }
 
@@ -194,7 +206,9 @@ type rawConfig struct {
 }
 
 type rawLimits struct {
-	MaxSessions yaml.Node `yaml:"max_sessions"`
+	MaxSessions   yaml.Node `yaml:"max_sessions"`
+	MaxRuleSets   yaml.Node `yaml:"max_rule_sets"`
+	MaxSDFEntries yaml.Node `yaml:"max_sdf_entries"`
 }
 
 // rawSession mirrors session.Session's YAML keys.
@@ -550,6 +564,23 @@ func (v *validator) settings(raw *rawConfig) {
 		v.cfg.Limits.MaxSessions = 0 // unknown: skip the session-count check
 	case present:
 		v.cfg.Limits.MaxSessions = int(n)
+	}
+	for _, l := range []struct {
+		name string
+		node *yaml.Node
+		max  uint64
+		dst  *int
+	}{
+		{"max_rule_sets", &raw.Limits.MaxRuleSets, MaxMaxRuleSets, &v.cfg.Limits.MaxRuleSets},
+		{"max_sdf_entries", &raw.Limits.MaxSDFEntries, MaxMaxSDFEntries, &v.cfg.Limits.MaxSDFEntries},
+	} {
+		n, present, err := intNode(l.node, 1, l.max)
+		switch {
+		case err != nil:
+			v.addf("limits.%s: %w; use 1 to %d", l.name, err, l.max)
+		case present:
+			*l.dst = int(n)
+		}
 	}
 }
 

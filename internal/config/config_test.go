@@ -39,7 +39,7 @@ func TestLoadExample(t *testing.T) {
 		HTTPListen:    "127.0.0.1:8080",
 		PFCPListen:    "0.0.0.0:8805",
 		LogLevel:      "info",
-		Limits:        Limits{MaxSessions: 100000},
+		Limits:        Limits{MaxSessions: 100000, MaxRuleSets: 16384, MaxSDFEntries: 262144},
 		Sessions: []session.Session{
 			{
 				ID:           1,
@@ -286,6 +286,8 @@ func TestParseErrors(t *testing.T) {
 		{name: "session UE IPv6", yaml: minimal + sess(sessionWith("1", `"2001:db8::1"`, "1")), want: []string{`sessions[0].ue_ipv4: "2001:db8::1" is not an IPv4 address; give the UE's IPv4 address`}},
 		{name: "session gNB missing", yaml: minimal + sess("id: 1, ue_ipv4: 10.0.0.1, uplink_teid: 1, downlink_teid: 1"), want: []string{"sessions[0].gnb_ipv4: missing; give the gNB's N3 IPv4 address"}},
 		{name: "session gNB invalid", yaml: minimal + sess("id: 1, ue_ipv4: 10.0.0.1, uplink_teid: 1, gnb_ipv4: gnb1, downlink_teid: 1"), want: []string{`sessions[0].gnb_ipv4: "gnb1" is not an IP address`}},
+		{name: "max_rule_sets zero", yaml: minimal + "limits: {max_rule_sets: 0}\n", want: []string{"limits.max_rule_sets:", "use 1 to 1048576"}},
+		{name: "max_sdf_entries too big", yaml: minimal + "limits: {max_sdf_entries: 99999999}\n", want: []string{"limits.max_sdf_entries:", "use 1 to 16777216"}},
 		{name: "flow without qfi", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", `flows: [{precedence: 10, sdf: ["permit out ip from any to assigned"]}]`)),
 			want: []string{"sessions[0].flows[0].qfi: missing; give the flow's QFI, 1 to 63"}},
 		{name: "flow with a bad SDF", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", `flows: [{precedence: 10, qfi: 5, sdf: ["permit out 1 from any 80 to assigned"]}]`)),

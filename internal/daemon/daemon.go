@@ -46,10 +46,12 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 		}
 	}
 	dp, err := datapath.Load(datapath.Options{
-		PinPath:     cfg.BPFFS,
-		MaxSessions: cfg.Limits.MaxSessions,
-		GTPUAddrs:   cfg.GTPUAddresses,
-		Logger:      log,
+		PinPath:       cfg.BPFFS,
+		MaxSessions:   cfg.Limits.MaxSessions,
+		MaxRuleSets:   cfg.Limits.MaxRuleSets,
+		MaxSDFEntries: cfg.Limits.MaxSDFEntries,
+		GTPUAddrs:     cfg.GTPUAddresses,
+		Logger:        log,
 	})
 	if err != nil {
 		return nil, err
