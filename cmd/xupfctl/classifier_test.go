@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/api/apitest"
@@ -95,11 +92,7 @@ func TestClassifierJSONAndYAML(t *testing.T) {
 	fixture := apitest.Classes() // 20, 3, 5
 	sorted := []api.ClassInfo{fixture[1], fixture[2], fixture[0]}
 	added := api.ClassInfo{Class: classifier.Class{ID: 7, Priority: 2, Direction: "egress", Protocol: "udp", DstPort: "53"}}
-	tests := []struct {
-		args []string
-		into func() any
-		want any
-	}{
+	tests := []decodedCase{
 		{[]string{"classifier", "list"}, func() any { return new([]api.ClassInfo) }, &sorted},
 		{[]string{"classifier", "show", "20"}, func() any { return new(api.ClassInfo) }, &fixture[0]},
 		{[]string{"classifier", "show", "5"}, func() any { return new(api.ClassInfo) }, &fixture[2]},
@@ -108,29 +101,7 @@ func TestClassifierJSONAndYAML(t *testing.T) {
 			func() any { return new(api.ClassInfo) }, &added,
 		},
 	}
-	for _, tt := range tests {
-		for _, format := range []string{"json", "yaml"} {
-			t.Run(format+" "+strings.Join(tt.args, " "), func(t *testing.T) {
-				r, _ := runCLI(t, newBackend(), nil, append([]string{"-o", format}, tt.args...)...)
-				if r.code != 0 || r.stderr != "" {
-					t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
-				}
-				got := tt.into()
-				var err error
-				if format == "json" {
-					err = json.Unmarshal([]byte(r.stdout), got)
-				} else {
-					err = yaml.Unmarshal([]byte(r.stdout), got)
-				}
-				if err != nil {
-					t.Fatalf("output is not %s: %v\n%s", format, err, r.stdout)
-				}
-				if !reflect.DeepEqual(got, tt.want) {
-					t.Errorf("decoded output = %+v, want %+v\n%s", got, tt.want, r.stdout)
-				}
-			})
-		}
-	}
+	checkDecoded(t, func() api.Backend { return newBackend() }, tests)
 }
 
 // The JSON and YAML outputs use the API's field names, the class's fields flat beside its

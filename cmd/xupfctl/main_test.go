@@ -149,20 +149,30 @@ func TestSessionListEmptyTable(t *testing.T) {
 func TestJSONAndYAML(t *testing.T) {
 	b := newBackend()
 	sorted := []api.SessionInfo{b.SessionsData[1], b.SessionsData[0]}
-	tests := []struct {
-		args []string
-		into func() any // a fresh value to decode the output into
-		want any
-	}{
+	tests := []decodedCase{
 		{[]string{"status"}, func() any { return new(api.Status) }, &b.StatusData},
 		{[]string{"session", "list"}, func() any { return new([]api.SessionInfo) }, &sorted},
 		{[]string{"session", "show", "9"}, func() any { return new(api.SessionInfo) }, &b.SessionsData[0]},
 		{[]string{"stats"}, func() any { return new(api.Stats) }, &b.StatsData},
 	}
+	checkDecoded(t, func() api.Backend { return b }, tests)
+}
+
+// decodedCase is a command whose -o json and -o yaml outputs must decode to want.
+type decodedCase struct {
+	args []string
+	into func() any // a fresh value to decode the output into
+	want any
+}
+
+// checkDecoded runs every case in both formats, each against a backend from backend, and
+// compares the decoded output with want.
+func checkDecoded(t *testing.T, backend func() api.Backend, tests []decodedCase) {
+	t.Helper()
 	for _, tt := range tests {
 		for _, format := range []string{"json", "yaml"} {
 			t.Run(format+" "+strings.Join(tt.args, " "), func(t *testing.T) {
-				r, _ := runCLI(t, b, nil, append([]string{"-o", format}, tt.args...)...)
+				r, _ := runCLI(t, backend(), nil, append([]string{"-o", format}, tt.args...)...)
 				if r.code != 0 || r.stderr != "" {
 					t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 				}
