@@ -14,6 +14,7 @@
 #include <bpf/bpf_endian.h>
 #include "parse.h"
 #include "types.h"
+#include "rules.h"
 
 /* The fields an SDF filter (plus the PDR's QFI) can constrain. Bit (1 << field) of
  * ruleset.fields and cfg_sdf_fields. The exact-match ones come first. */
@@ -213,6 +214,31 @@ static __always_inline __s64 classify(__u32 rs_id, const struct sdf_pkt *p)
 	if (!v)
 		return -1;
 	return rs->pdr[lowest_bit(v) & (SDF_MAX_RULES - 1)];
+}
+
+/* select_pdr returns the PDR that applies to the packet whose IPv4 header is ip: the
+ * classification winner of the key's rule set, or the key's one PDR without a classification
+ * step. uplink says the packet comes from the UE, with the QFI of its PDU Session Container
+ * when has_qfi. NULL: no PDR matches. */
+static __always_inline struct pdr *select_pdr(const struct rule_ref *ref, struct iphdr *ip,
+					      __u32 ihl_len, void *data_end, int uplink,
+					      __u8 has_qfi, __u8 qfi)
+{
+	struct pdr *pdr;
+
+	if (ref->ruleset) {
+		struct sdf_pkt p = { .qfi = qfi, .has_qfi = has_qfi };
+		__s64 slot;
+
+		sdf_pkt_fill(&p, ip, ihl_len, data_end, uplink);
+		slot = classify(ref->ruleset, &p);
+		return slot < 0 ? NULL : pdr_at(slot);
+	}
+	pdr = pdr_at(ref->pdr);
+	/* A downlink PDR's QFI is a marking; an uplink one's must be on the packet. */
+	if (pdr && uplink && pdr->qfi && (!has_qfi || qfi != pdr->qfi))
+		return NULL;
+	return pdr;
 }
 
 #endif

@@ -120,18 +120,7 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 	if (tot_len < ihl_len || tot_len > (__u32)(data_end - (void *)ip))
 		return drop(DROP_MALFORMED_DL_IP);
 
-	if (ref->ruleset) {
-		struct sdf_pkt p = {};
-		__s64 slot;
-
-		sdf_pkt_fill(&p, ip, ihl_len, data_end, 0);
-		slot = classify(ref->ruleset, &p);
-		if (slot < 0)
-			return drop(DROP_NO_PDR_MATCH);
-		pdr = pdr_at(slot);
-	} else {
-		pdr = pdr_at(ref->pdr);
-	}
+	pdr = select_pdr(ref, ip, ihl_len, data_end, 0, 0, 0);
 	if (!pdr)
 		return drop(DROP_NO_PDR_MATCH);
 	if (cfg_cls_words) {

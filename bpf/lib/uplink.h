@@ -64,21 +64,7 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	ref = bpf_map_lookup_elem(&xupf_ul_rules, &key);
 	if (!ref)
 		return drop(DROP_UNKNOWN_TEID);
-	if (ref->ruleset) {
-		struct sdf_pkt p = { .qfi = g.qfi, .has_qfi = g.has_qfi };
-		__s64 slot;
-
-		sdf_pkt_fill(&p, inner, inner->ihl * 4, data_end, 1);
-		slot = classify(ref->ruleset, &p);
-		if (slot < 0)
-			return drop(DROP_NO_PDR_MATCH);
-		pdr = pdr_at(slot);
-	} else {
-		/* One PDR, no SDF filter: no classification step. */
-		pdr = pdr_at(ref->pdr);
-		if (pdr && pdr->qfi && (!g.has_qfi || g.qfi != pdr->qfi))
-			return drop(DROP_NO_PDR_MATCH);
-	}
+	pdr = select_pdr(ref, inner, inner->ihl * 4, data_end, 1, g.has_qfi, g.qfi);
 	if (!pdr)
 		return drop(DROP_NO_PDR_MATCH);
 	if (cfg_cls_words) {
