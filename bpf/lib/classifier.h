@@ -20,6 +20,7 @@
 #include "parse.h"
 #include "types.h"
 #include "stats.h"
+#include "classify.h"  /* lowest_bit */
 
 #ifndef XUPF_MAX_CLASSES
 #define XUPF_MAX_CLASSES 10240
@@ -44,7 +45,7 @@ enum cls_field {
 #define CLS_EXACT_FIELDS (CLS_PROTO + 1)
 
 enum cls_direction {
-	CLS_DIR_UPLINK = 1,    /* "ingress": from the UE, classified after decapsulation */
+	CLS_DIR_UPLINK = 1,    /* "ingress": from the UE, classified on the inner packet */
 	CLS_DIR_DOWNLINK = 2,  /* "egress": toward the UE, classified before encapsulation */
 };
 

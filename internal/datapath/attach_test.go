@@ -1,9 +1,12 @@
 package datapath
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/xupf/xupf/internal/session"
 )
@@ -43,7 +46,8 @@ func TestAttachErrorsAndFallback(t *testing.T) {
 // program into the pinned links, re-installs the sessions it knows and prunes the others.
 func TestRestartTakesOver(t *testing.T) {
 	e := newTestEnv(t, 8)
-	gone := sessQFI // known to the first run only
+	gone := sessQFI // known to the first run only, with a flow: it has classification tables
+	gone.Flows = []session.Flow{{Precedence: 1, QFI: 5, SDF: []string{"permit out 17 from any to assigned 5060"}}}
 	for _, s := range []session.Session{sessPlain, gone} {
 		if err := e.dp.AddSession(s); err != nil {
 			t.Fatal(err)
@@ -63,6 +67,12 @@ func TestRestartTakesOver(t *testing.T) {
 		t.Fatalf("load over existing pins: %v", err)
 	}
 	e.dp = next // the environment's cleanup now closes and unpins this one
+	for _, m := range []*ebpf.Map{next.objs.XupfSdfExact, next.objs.XupfSdfLpm} {
+		var key []byte
+		if err := m.NextKey(nil, &key); !errors.Is(err, ebpf.ErrKeyNotExist) {
+			t.Errorf("%s still holds entries of the earlier run (%v)", m, err)
+		}
+	}
 	err = e.do(func() error {
 		for _, name := range []string{"n3", "n6"} {
 			a, err := next.Attach(name, XDPNative, false)

@@ -189,7 +189,7 @@ func BenchmarkClassifier(b *testing.B) {
 			extra := benchClasses(n + 1)
 			for i := range b.N {
 				b.StopTimer()
-				time.Sleep(clsGrace) // a change right after another waits out the grace: not measured here
+				time.Sleep(grace) // a change right after another waits out the grace: not measured here
 				set := rules
 				if i%2 == 0 {
 					set = extra

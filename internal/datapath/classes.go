@@ -12,11 +12,6 @@ import (
 	"github.com/xupf/xupf/internal/session"
 )
 
-// clsGrace is how long a classifier buffer rests after the program stopped reading it
-// before it is rewritten: XDP programs run to completion in microseconds, so a packet that
-// started in the old program has long finished.
-const clsGrace = 10 * time.Millisecond
-
 // clsVecsPerBuf is CLS_VECS_PER_BUF: the base vector and one wildcard vector per exact field
 // (the exact fields come first, up to the protocol).
 const clsVecsPerBuf = 1 + classifier.FieldProtocol + 1
@@ -46,7 +41,7 @@ func (d *Datapath) SetClasses(c classifier.Compiled) error {
 	if len(d.classIDs) == 0 && d.prog.clsWords == 0 {
 		buf = d.prog.clsBuf // nothing reads either buffer yet
 	}
-	if wait := clsGrace - time.Since(d.clsBufs[buf].retiredAt); wait > 0 {
+	if wait := grace - time.Since(d.clsBufs[buf].retiredAt); wait > 0 {
 		time.Sleep(wait)
 	}
 	if err := d.clearClsBuffer(buf); err != nil {

@@ -24,6 +24,7 @@ type diffPkt struct {
 	hasQFI   bool
 	qfi      uint8
 	ttl      uint8 // 0: 64
+	mf       bool  // a first fragment: more fragments follow, offset 0
 }
 
 // refWinner is the reference PDR selection: the PDRs are tried one by one in (precedence,
@@ -155,6 +156,9 @@ func (p diffPkt) inner(t testing.TB, uplink bool) []byte {
 	ip.TOS = p.TOS
 	if p.fragment {
 		ip.FragOffset = 8
+	}
+	if p.mf {
+		ip.Flags = layers.IPv4MoreFragments
 	}
 	l4 := make([]byte, 16)
 	switch p.Protocol {

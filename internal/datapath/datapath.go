@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -48,8 +50,17 @@ type Controller interface {
 	Stats() (Stats, error)
 }
 
-// spareRuleSlots are PDR/FAR slots beyond two per session.
-const spareRuleSlots = 1024
+// spareRuleSlots are PDR/FAR slots beyond two per session, and spareRuleSets rule set ids
+// beyond limits.max_rule_sets: a modification writes the new before it frees the old.
+const (
+	spareRuleSlots = 1024
+	spareRuleSets  = 64
+)
+
+// grace is how long tables the datapath no longer points at are kept before they are
+// deleted or rewritten: an XDP program runs to completion in microseconds, so a packet that
+// looked them up just before the switch has long finished.
+const grace = 10 * time.Millisecond
 
 // ErrNotFound is returned for an unknown session id.
 var ErrNotFound = errors.New("session not found")
@@ -71,6 +82,7 @@ type Datapath struct {
 	rules    *slots          // PDR and FAR slots (one FAR per PDR)
 	counters *slots          // usage counter slots
 	rulesets *slots          // classification rule set ids, less one
+	retired  []retiredTables // classification tables waiting out their grace
 	classIDs map[uint32]bool // classes with counters in xupf_cls_stats
 	clsBufs  [2]clsBuffer
 	links    map[string]*attachment
@@ -105,7 +117,7 @@ func Load(opts Options) (*Datapath, error) {
 	for _, m := range []string{xupfMapXupfPdrs, xupfMapXupfFars, xupfMapXupfUsage} {
 		spec.Maps[m].MaxEntries = nrules
 	}
-	spec.Maps[xupfMapXupfRulesets].MaxEntries = uint32(opts.MaxRuleSets + 1) // id 0: none
+	spec.Maps[xupfMapXupfRulesets].MaxEntries = uint32(opts.MaxRuleSets + spareRuleSets + 1) // id 0: none
 	spec.Maps[xupfMapXupfSdfExact].MaxEntries = uint32(opts.MaxSDFEntries)
 	spec.Maps[xupfMapXupfSdfLpm].MaxEntries = uint32(opts.MaxSDFEntries)
 	nm, err := namesFromSpec(spec)
@@ -126,7 +138,7 @@ func Load(opts Options) (*Datapath, error) {
 		byUE:     map[netip.Addr]uint64{},
 		rules:    newSlots(nrules),
 		counters: newSlots(nrules),
-		rulesets: newSlots(uint32(opts.MaxRuleSets)),
+		rulesets: newSlots(uint32(opts.MaxRuleSets + spareRuleSets)),
 		classIDs: map[uint32]bool{},
 		links:    map[string]*attachment{},
 	}
@@ -139,6 +151,15 @@ func Load(opts Options) (*Datapath, error) {
 	if err := d.setGTPUAddrs(opts.GTPUAddrs); err != nil {
 		d.objs.Close()
 		return nil, err
+	}
+	// Classification tables of an earlier run name rule set ids and classifier buffers this
+	// run will hand out again: stale entries would then match beside the new ones.
+	for _, m := range []*ebpf.Map{d.objs.XupfSdfExact, d.objs.XupfSdfLpm, d.objs.XupfClsExact,
+		d.objs.XupfClsLpm, d.objs.XupfClsStats} {
+		if err := clearMap(m); err != nil {
+			d.objs.Close()
+			return nil, fmt.Errorf("clear %s left by an earlier run: %w", m, err)
+		}
 	}
 	return d, nil
 }
@@ -155,6 +176,28 @@ func loadError(err error, pinPath string) error {
 			"(an older xupfd or other limits); stop every xupfd and remove that directory: %w", pinPath, err)
 	}
 	return fmt.Errorf("load datapath: %w", err)
+}
+
+// clearMap deletes every entry of m.
+func clearMap(m *ebpf.Map) error {
+	var keys [][]byte
+	key := make([]byte, m.KeySize())
+	var prev any // nil: start at the first key
+	for {
+		if err := m.NextKey(prev, &key); errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		} else if err != nil {
+			return err
+		}
+		keys = append(keys, slices.Clone(key))
+		prev = keys[len(keys)-1]
+	}
+	for _, k := range keys {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // setGTPUAddrs makes addrs the only local GTP-U addresses.

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/xupf/xupf/internal/lbvs"
 	"github.com/xupf/xupf/internal/rules"
@@ -134,19 +135,44 @@ func (d *Datapath) releaseSet(set *installedSet, keep map[uint32]bool) {
 			d.counters.release(c)
 		}
 	}
-	if t := set.tables; t != nil {
-		for _, k := range t.exact {
+	if set.tables != nil {
+		// A packet that read the old rule_ref just before the switch may still be walking
+		// these tables: they go only after the grace.
+		d.retired = append(d.retired, retiredTables{set.tables, time.Now()})
+	}
+}
+
+// retiredTables are a rule set's classification tables that no key points at any more.
+type retiredTables struct {
+	t  *setTables
+	at time.Time
+}
+
+// reapTables deletes the retired tables whose grace is over and frees their rule set ids;
+// with wait, it first waits out the grace of every retired table.
+func (d *Datapath) reapTables(wait bool) {
+	if wait && len(d.retired) > 0 {
+		time.Sleep(time.Until(d.retired[len(d.retired)-1].at.Add(grace)))
+	}
+	n := 0
+	for _, r := range d.retired {
+		if time.Since(r.at) < grace {
+			break // retired in order: the rest are younger
+		}
+		for _, k := range r.t.exact {
 			if err := d.objs.XupfSdfExact.Delete(k); err != nil {
 				d.log.Warn("delete classification entry", "err", err)
 			}
 		}
-		for _, k := range t.lpm {
+		for _, k := range r.t.lpm {
 			if err := d.objs.XupfSdfLpm.Delete(k); err != nil {
 				d.log.Warn("delete classification entry", "err", err)
 			}
 		}
-		d.rulesets.release(t.id - 1)
+		d.rulesets.release(r.t.id - 1)
+		n++
 	}
+	d.retired = d.retired[n:]
 }
 
 // sdfFields are the classification fields, indexed by enum sdf_field (classify.h).
@@ -184,6 +210,9 @@ func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
 			filters = []sdf.Filter{{Protocol: sdf.AnyProtocol}}
 		}
 		for _, f := range filters {
+			if err := f.Validate(); err != nil {
+				return nil, fmt.Errorf("PDR %d: %w", p.ID, err)
+			}
 			bit := len(conds)
 			if bit >= maxSetRules {
 				return nil, fmt.Errorf("%d SDF filters and filterless PDRs: a rule set holds at most %d",
@@ -208,7 +237,12 @@ func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
 	if err := d.ensureSDFFields(desc.Fields); err != nil {
 		return nil, err
 	}
+	d.reapTables(false)
 	slot, err := d.rulesets.alloc()
+	if errors.Is(err, errNoSlots) && len(d.retired) > 0 {
+		d.reapTables(true)
+		slot, err = d.rulesets.alloc()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("classification rule sets full (limits.max_rule_sets): %w", err)
 	}

@@ -16,7 +16,8 @@ type Filter struct {
 	// Remote and Local are address prefixes; the zero Prefix matches any address.
 	Remote, Local netip.Prefix
 	// RemotePorts and LocalPorts list port ranges; empty matches any port, and a packet
-	// without ports (not TCP/UDP/SCTP, or a non-first fragment) matches only empty lists.
+	// without ports (not TCP/UDP/SCTP, or any fragment: all fragments of a datagram are
+	// classified alike, though only the first carries the ports) matches only empty lists.
 	RemotePorts, LocalPorts []PortRange
 	// TOS matches (tos & TOSMask) == TOSValue when TOSMask is not zero. The mask must be a
 	// run of leading ones (0xfc for DSCP): others are rejected by Validate.
@@ -43,7 +44,7 @@ type PortRange struct {
 type Packet struct {
 	Protocol              uint8
 	Remote, Local         netip.Addr
-	HasPorts              bool // TCP, UDP or SCTP, first fragment
+	HasPorts              bool // TCP, UDP or SCTP, and not a fragment
 	RemotePort, LocalPort uint16
 	TOS                   uint8
 	HasSPI                bool // ESP or AH with the SPI present
