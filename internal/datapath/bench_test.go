@@ -170,8 +170,7 @@ func BenchmarkClassifier(b *testing.B) {
 		rules := benchClasses(n)
 		last := rules[n-1]
 		dst := last.DstIP.Addr()
-		if err := e.dp.AddSession(session.Session{ID: 99, UE: dst, UplinkTEID: 0x99, GNB: addrGNB,
-			DownlinkTEID: 0x99, GTPUAddr: addrN3}); err != nil && dst != sessPlain.UE {
+		if err := e.dp.AddSession(sessionFor(dst)); err != nil && dst != sessPlain.UE {
 			b.Fatal(err)
 		}
 		compiled, err := classifier.Compile(rules)
@@ -208,4 +207,9 @@ func BenchmarkClassifier(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// sessionFor is a plain session (id 99) for UE ue.
+func sessionFor(ue netip.Addr) session.Session {
+	return session.Session{ID: 99, UE: ue, UplinkTEID: 0x99, GNB: addrGNB, DownlinkTEID: 0x99, GTPUAddr: addrN3}
 }
