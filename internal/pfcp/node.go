@@ -1,0 +1,273 @@
+// Package pfcp is xupfd's N4 endpoint (TS 29.244): it answers and keeps PFCP associations
+// with SMFs, exchanges heartbeats and detects lost peers. Session management builds on it.
+package pfcp
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/wmnsk/go-pfcp/ie"
+	"github.com/wmnsk/go-pfcp/message"
+)
+
+// Options configure a Node.
+type Options struct {
+	// NodeID is this UPF's Node ID: an IPv4 address or an FQDN.
+	NodeID string
+	// AllowedPeers are the networks SMFs may associate from; empty allows every address.
+	AllowedPeers []netip.Prefix
+	// HeartbeatInterval is how often each associated peer is sent a Heartbeat Request, and
+	// how long an answer may take.
+	HeartbeatInterval time.Duration
+	// HeartbeatRetries is how many unanswered heartbeats in a row declare a peer lost.
+	HeartbeatRetries int
+	Logger           *slog.Logger
+}
+
+// Association is an established PFCP association with a peer.
+type Association struct {
+	NodeID      string         `json:"node_id" yaml:"node_id"`
+	Address     netip.AddrPort `json:"address" yaml:"address"`
+	Recovery    time.Time      `json:"recovery_time_stamp" yaml:"recovery_time_stamp"`
+	Established time.Time      `json:"established" yaml:"established"`
+	// Missed is the count of heartbeats in a row the peer has not answered.
+	Missed int `json:"missed_heartbeats" yaml:"missed_heartbeats"`
+}
+
+// Node is the association and heartbeat state of this UPF. Handle is its message entry
+// point; Server runs it over UDP.
+type Node struct {
+	opts     Options
+	log      *slog.Logger
+	recovery time.Time // Recovery Time Stamp: when this process started, for its life
+
+	mu      sync.Mutex
+	assocs  map[string]*Association // by Node ID
+	pending map[string]uint32       // Node ID -> sequence number of the unanswered heartbeat
+	seq     uint32                  // of the last request this node sent
+}
+
+// upFeatures are the UP Function Features this UPF implements (TS 29.244 8.2.25): none of
+// the optional ones yet, so an SMF allocates F-TEIDs itself. They grow with what is built.
+var upFeatures = []uint8{0, 0}
+
+// NewNode returns a Node whose Recovery Time Stamp is now.
+func NewNode(opts Options) *Node {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Node{opts: opts, log: opts.Logger, recovery: time.Now().Truncate(time.Second),
+		assocs: map[string]*Association{}, pending: map[string]uint32{}}
+}
+
+// Associations returns the established associations, sorted by Node ID.
+func (n *Node) Associations() []Association {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]Association, 0, len(n.assocs))
+	for _, a := range n.assocs {
+		out = append(out, *a)
+	}
+	slices.SortFunc(out, func(a, b Association) int {
+		switch {
+		case a.NodeID < b.NodeID:
+			return -1
+		case a.NodeID > b.NodeID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Handle processes one message from peer and returns the response to send, or nil.
+func (n *Node) Handle(peer netip.AddrPort, b []byte) []byte {
+	h, err := message.ParseHeader(b)
+	if err != nil {
+		n.log.Warn("pfcp: undecodable header dropped", "peer", peer, "err", err)
+		return nil
+	}
+	if h.Flags>>5 != 1 { // the version is the top three bits (Header.Version always says 1)
+		return marshal(message.NewVersionNotSupportedResponse(h.SequenceNumber))
+	}
+	msg, err := message.Parse(b)
+	if err != nil {
+		return n.malformed(peer, h, err)
+	}
+	switch m := msg.(type) {
+	case *message.HeartbeatRequest:
+		return marshal(message.NewHeartbeatResponse(m.SequenceNumber, ie.NewRecoveryTimeStamp(n.recovery)))
+	case *message.HeartbeatResponse:
+		n.heartbeatAnswered(peer, m)
+		return nil
+	case *message.AssociationSetupRequest:
+		return n.associationSetup(peer, m)
+	case *message.AssociationUpdateRequest:
+		return n.associationUpdate(m)
+	case *message.AssociationReleaseRequest:
+		return n.associationRelease(m)
+	case *message.SessionEstablishmentRequest:
+		return n.sessionEstablishment(m)
+	case *message.SessionModificationRequest:
+		return marshal(message.NewSessionModificationResponse(0, 0, 0, m.SequenceNumber, 0,
+			ie.NewCause(ie.CauseSessionContextNotFound)))
+	case *message.SessionDeletionRequest:
+		return marshal(message.NewSessionDeletionResponse(0, 0, 0, m.SequenceNumber, 0,
+			ie.NewCause(ie.CauseSessionContextNotFound)))
+	}
+	n.log.Debug("pfcp: message type not handled", "peer", peer, "type", msg.MessageTypeName())
+	return nil
+}
+
+// malformed answers a request whose IEs do not decode: the responses that carry a cause say
+// so; anything else is dropped with a log line.
+func (n *Node) malformed(peer netip.AddrPort, h *message.Header, err error) []byte {
+	n.log.Warn("pfcp: malformed message", "peer", peer, "type", h.Type, "err", err)
+	cause := ie.NewCause(ie.CauseMandatoryIEIncorrect)
+	switch h.Type {
+	case message.MsgTypeAssociationSetupRequest:
+		return marshal(message.NewAssociationSetupResponse(h.SequenceNumber, n.nodeIDIE(), cause,
+			ie.NewRecoveryTimeStamp(n.recovery)))
+	case message.MsgTypeAssociationUpdateRequest:
+		return marshal(message.NewAssociationUpdateResponse(h.SequenceNumber, n.nodeIDIE(), cause))
+	case message.MsgTypeAssociationReleaseRequest:
+		return marshal(message.NewAssociationReleaseResponse(h.SequenceNumber, n.nodeIDIE(), cause))
+	case message.MsgTypeSessionEstablishmentRequest:
+		return marshal(message.NewSessionEstablishmentResponse(0, 0, 0, h.SequenceNumber, 0, n.nodeIDIE(), cause))
+	case message.MsgTypeSessionModificationRequest:
+		return marshal(message.NewSessionModificationResponse(0, 0, 0, h.SequenceNumber, 0, cause))
+	case message.MsgTypeSessionDeletionRequest:
+		return marshal(message.NewSessionDeletionResponse(0, 0, 0, h.SequenceNumber, 0, cause))
+	}
+	return nil
+}
+
+func (n *Node) nodeIDIE() *ie.IE { return ie.NewNodeIDHeuristic(n.opts.NodeID) }
+
+// missing is the response cause and Offending IE for a mandatory IE that is absent. The
+// association responses have no Offending IE (TS 29.244 7.4.4): they carry the cause alone.
+func missing(itype uint16) []*ie.IE {
+	return []*ie.IE{ie.NewCause(ie.CauseMandatoryIEMissing), ie.NewOffendingIE(itype)}
+}
+
+var causeMissing = ie.NewCause(ie.CauseMandatoryIEMissing)
+
+func (n *Node) allowed(peer netip.AddrPort) bool {
+	if len(n.opts.AllowedPeers) == 0 {
+		return true
+	}
+	for _, p := range n.opts.AllowedPeers {
+		if p.Contains(peer.Addr().Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) associationSetup(peer netip.AddrPort, m *message.AssociationSetupRequest) []byte {
+	respond := func(ies ...*ie.IE) []byte {
+		ies = append([]*ie.IE{n.nodeIDIE(), ie.NewRecoveryTimeStamp(n.recovery)}, ies...)
+		return marshal(message.NewAssociationSetupResponse(m.SequenceNumber, ies...))
+	}
+	if m.NodeID == nil || m.RecoveryTimeStamp == nil {
+		n.log.Warn("pfcp: association setup without node id or recovery time stamp", "peer", peer)
+		return respond(causeMissing)
+	}
+	nodeID, err1 := m.NodeID.NodeID()
+	recovery, err2 := m.RecoveryTimeStamp.RecoveryTimeStamp()
+	if err1 != nil || err2 != nil {
+		return respond(ie.NewCause(ie.CauseMandatoryIEIncorrect))
+	}
+	if !n.allowed(peer) {
+		n.log.Warn("pfcp: association refused: peer not in the allowed networks (pfcp_allowed_peers)",
+			"peer", peer, "node_id", nodeID)
+		return respond(ie.NewCause(ie.CauseRequestRejected))
+	}
+	n.mu.Lock()
+	old, existed := n.assocs[nodeID]
+	n.assocs[nodeID] = &Association{NodeID: nodeID, Address: peer, Recovery: recovery, Established: time.Now()}
+	delete(n.pending, nodeID)
+	n.mu.Unlock()
+	switch {
+	case !existed:
+		n.log.Info("pfcp: association established", "peer", peer, "node_id", nodeID)
+	case !old.Recovery.Equal(recovery):
+		n.log.Info("pfcp: peer restarted; association re-established", "peer", peer, "node_id", nodeID)
+	default:
+		n.log.Info("pfcp: association set up again", "peer", peer, "node_id", nodeID)
+	}
+	return respond(ie.NewCause(ie.CauseRequestAccepted), ie.NewUPFunctionFeatures(upFeatures...))
+}
+
+func (n *Node) associationUpdate(m *message.AssociationUpdateRequest) []byte {
+	respond := func(ies ...*ie.IE) []byte {
+		return marshal(message.NewAssociationUpdateResponse(m.SequenceNumber, append([]*ie.IE{n.nodeIDIE()}, ies...)...))
+	}
+	if m.NodeID == nil {
+		return respond(causeMissing)
+	}
+	if _, ok := n.association(m.NodeID); !ok {
+		return respond(ie.NewCause(ie.CauseNoEstablishedPFCPAssociation))
+	}
+	return respond(ie.NewCause(ie.CauseRequestAccepted), ie.NewUPFunctionFeatures(upFeatures...))
+}
+
+func (n *Node) associationRelease(m *message.AssociationReleaseRequest) []byte {
+	if m.NodeID == nil {
+		return marshal(message.NewAssociationReleaseResponse(m.SequenceNumber, n.nodeIDIE(), causeMissing))
+	}
+	nodeID, ok := n.association(m.NodeID)
+	if !ok {
+		return marshal(message.NewAssociationReleaseResponse(m.SequenceNumber, n.nodeIDIE(),
+			ie.NewCause(ie.CauseNoEstablishedPFCPAssociation)))
+	}
+	n.mu.Lock()
+	delete(n.assocs, nodeID)
+	delete(n.pending, nodeID)
+	n.mu.Unlock()
+	n.log.Info("pfcp: association released", "node_id", nodeID)
+	return marshal(message.NewAssociationReleaseResponse(m.SequenceNumber, n.nodeIDIE(),
+		ie.NewCause(ie.CauseRequestAccepted)))
+}
+
+// sessionEstablishment answers until session management is built: a peer without an
+// association is told so, as TS 29.244 6.2.6.1 asks; an associated one that this UPF
+// cannot serve sessions yet.
+func (n *Node) sessionEstablishment(m *message.SessionEstablishmentRequest) []byte {
+	respond := func(ies ...*ie.IE) []byte {
+		return marshal(message.NewSessionEstablishmentResponse(0, 0, 0, m.SequenceNumber, 0,
+			append([]*ie.IE{n.nodeIDIE()}, ies...)...))
+	}
+	if m.NodeID == nil {
+		return respond(missing(ie.NodeID)...)
+	}
+	if _, ok := n.association(m.NodeID); !ok {
+		return respond(ie.NewCause(ie.CauseNoEstablishedPFCPAssociation))
+	}
+	return respond(ie.NewCause(ie.CauseServiceNotSupported))
+}
+
+// association returns the Node ID of an established association named by id.
+func (n *Node) association(id *ie.IE) (string, bool) {
+	nodeID, err := id.NodeID()
+	if err != nil {
+		return "", false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.assocs[nodeID]
+	return nodeID, ok
+}
+
+func marshal(m message.Message) []byte {
+	b := make([]byte, m.MarshalLen())
+	if err := m.MarshalTo(b); err != nil {
+		// Every message built here is well formed; a failure is a bug in this package.
+		panic(fmt.Sprintf("pfcp: marshal %s: %v", m.MessageTypeName(), err))
+	}
+	return b
+}

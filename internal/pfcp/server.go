@@ -1,0 +1,110 @@
+package pfcp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/wmnsk/go-pfcp/ie"
+	"github.com/wmnsk/go-pfcp/message"
+)
+
+// maxMessage is the largest PFCP message read: a UDP datagram.
+const maxMessage = 65535
+
+// Serve answers PFCP messages arriving on conn and sends heartbeats to the associated peers,
+// until ctx is done; then it closes conn.
+func (n *Node) Serve(ctx context.Context, conn *net.UDPConn) error {
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	go n.heartbeats(ctx, conn)
+	buf := make([]byte, maxMessage)
+	for {
+		size, peer, err := conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		if resp := n.Handle(peer, buf[:size]); resp != nil {
+			if _, err := conn.WriteToUDPAddrPort(resp, peer); err != nil {
+				n.log.Warn("pfcp: send response", "peer", peer, "err", err)
+			}
+		}
+	}
+}
+
+// heartbeats sends every associated peer a Heartbeat Request each interval. A peer that has
+// not answered the previous one misses a beat; after HeartbeatRetries misses in a row it is
+// declared lost and its association removed.
+func (n *Node) heartbeats(ctx context.Context, conn *net.UDPConn) {
+	tick := time.NewTicker(n.opts.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, hb := range n.beat() {
+			if _, err := conn.WriteToUDPAddrPort(hb.msg, hb.peer); err != nil {
+				n.log.Warn("pfcp: send heartbeat", "peer", hb.peer, "err", err)
+			}
+		}
+	}
+}
+
+type heartbeat struct {
+	peer netip.AddrPort
+	msg  []byte
+}
+
+// beat counts the missed heartbeats, drops the lost peers and returns the heartbeats to send
+// now.
+func (n *Node) beat() []heartbeat {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []heartbeat
+	for id, a := range n.assocs {
+		if _, waiting := n.pending[id]; waiting {
+			a.Missed++
+			if a.Missed >= n.opts.HeartbeatRetries {
+				n.log.Warn("pfcp: peer lost: heartbeats unanswered; association removed",
+					"node_id", id, "peer", a.Address, "missed", a.Missed)
+				delete(n.assocs, id)
+				delete(n.pending, id)
+				continue
+			}
+		}
+		n.seq = (n.seq + 1) & 0xffffff // 24-bit sequence numbers
+		n.pending[id] = n.seq
+		out = append(out, heartbeat{a.Address, marshal(message.NewHeartbeatRequest(n.seq,
+			ie.NewRecoveryTimeStamp(n.recovery), nil))})
+	}
+	return out
+}
+
+// heartbeatAnswered clears the missed beats of the peer whose heartbeat m answers, and notes
+// a restart of the peer.
+func (n *Node) heartbeatAnswered(peer netip.AddrPort, m *message.HeartbeatResponse) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for id, seq := range n.pending {
+		a := n.assocs[id]
+		if seq != m.SequenceNumber || a == nil || a.Address != peer {
+			continue
+		}
+		delete(n.pending, id)
+		a.Missed = 0
+		if m.RecoveryTimeStamp != nil {
+			if ts, err := m.RecoveryTimeStamp.RecoveryTimeStamp(); err == nil && !ts.Equal(a.Recovery) {
+				n.log.Warn("pfcp: peer restarted (new Recovery Time Stamp in a heartbeat)", "node_id", id, "peer", peer)
+				a.Recovery = ts
+			}
+		}
+		return
+	}
+}
