@@ -1,0 +1,104 @@
+package pfcp
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/wmnsk/go-pfcp/ie"
+	"github.com/wmnsk/go-pfcp/message"
+)
+
+// TestWiresharkDecodesEverythingWeSend writes every kind of message this node sends (each
+// response, and its own heartbeat request) into a capture and has Wireshark's PFCP dissector
+// read it: no packet may be malformed or carry an error-level expert note.
+func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
+	tshark, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Fatal("tshark is not installed: run `make deps` (Debian package tshark)")
+	}
+	n := newTestNode()
+	requests := []message.Message{
+		smfSetup(1),
+		setupRequest(2, ie.NewRecoveryTimeStamp(peerTS)), // cause: mandatory IE missing
+		message.NewAssociationUpdateRequest(3, ie.NewNodeID(smfNode, "", "")),
+		message.NewSessionEstablishmentRequest(0, 0, 0, 4, 0, ie.NewNodeID(smfNode, "", "")),
+		message.NewSessionEstablishmentRequest(0, 0, 0, 5, 0), // offending IE
+		message.NewSessionModificationRequest(0, 0, 1, 6, 0),
+		message.NewSessionDeletionRequest(0, 0, 1, 7, 0),
+		message.NewHeartbeatRequest(8, ie.NewRecoveryTimeStamp(peerTS), nil),
+		message.NewAssociationReleaseRequest(9, ie.NewNodeID(smfNode, "", "")),
+		message.NewAssociationReleaseRequest(10, ie.NewNodeID(smfNode, "", "")), // no association any more
+		setupRequest(11, ie.NewNodeID(smfNode, "", ""), ie.NewRecoveryTimeStamp(peerTS)),
+	}
+	var sent [][]byte
+	for _, r := range requests {
+		resp := n.Handle(smf, bytesOf(t, r))
+		if resp == nil {
+			t.Fatalf("no response to %s", r.MessageTypeName())
+		}
+		sent = append(sent, resp)
+	}
+	v2 := bytesOf(t, message.NewHeartbeatRequest(12, ie.NewRecoveryTimeStamp(peerTS), nil))
+	v2[0] = 2<<5 | v2[0]&0x1f
+	sent = append(sent, n.Handle(smf, v2))
+	for _, hb := range n.beat() {
+		sent = append(sent, hb.msg)
+	}
+
+	path := filepath.Join(t.TempDir(), "pfcp.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := pcapgo.NewWriter(f)
+	if err := w.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range sent {
+		frame := udpFrame(t, b)
+		ci := gopacket.CaptureInfo{Timestamp: time.Now(), CaptureLength: len(frame), Length: len(frame)}
+		if err := w.WritePacket(ci, frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+
+	out, err := exec.Command(tshark, "-r", path, "-V").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tshark: %v\n%s", err, out)
+	}
+	text := string(out)
+	if c := strings.Count(text, "Packet Forwarding Control Protocol"); c != len(sent) {
+		t.Errorf("Wireshark saw %d PFCP messages, want %d", c, len(sent))
+	}
+	for _, bad := range []string{"Malformed", "[Expert Info (Error", "Exception occurred"} {
+		if strings.Contains(text, bad) {
+			i := strings.Index(text, bad)
+			t.Errorf("Wireshark reports %q:\n%s", bad, text[max(0, i-1500):min(len(text), i+300)])
+		}
+	}
+}
+
+func udpFrame(t *testing.T, payload []byte) []byte {
+	buf := gopacket.NewSerializeBuffer()
+	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP,
+		SrcIP: net.IPv4(10, 100, 3, 1), DstIP: net.IPv4(192, 0, 2, 10)}
+	udp := &layers.UDP{SrcPort: 8805, DstPort: 8805}
+	udp.SetNetworkLayerForChecksum(ip)
+	err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+		&layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2},
+			EthernetType: layers.EthernetTypeIPv4}, ip, udp, gopacket.Payload(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Clone(buf.Bytes())
+}
