@@ -58,10 +58,10 @@ func newRootCmd(getenv func(string) string) *cobra.Command {
 	opts := &options{}
 	root := &cobra.Command{
 		Use:   "xupfctl",
-		Short: "Inspect and configure a running xupfd: status, sessions, traffic classes and counters",
+		Short: "Inspect and configure a running xupfd: status, sessions, PFCP associations, traffic classes and counters",
 		Long: `xupfctl talks to the HTTP API of xupfd, the xupf user-plane daemon: it shows its
-state, its PDU sessions and the XDP datapath's counters, and configures the traffic
-classifier's classes.
+state, its PDU sessions, its PFCP associations with SMFs and the XDP datapath's counters,
+and configures the traffic classifier's classes.
 
 The daemon's API address is --server, else the ` + serverEnv + ` environment variable, else
 ` + defaultServer + `.
@@ -72,6 +72,7 @@ Shell completion (including session ids for "session show" and class ids for
 		Example: `  xupfctl status
   xupfctl session list -o json
   xupfctl session show 7
+  xupfctl pfcp associations
   xupfctl classifier add --id 3 --priority 100 --protocol udp --dst-port 5060
   xupfctl classifier list
   ` + serverEnv + `=http://192.0.2.5:8080 xupfctl stats
@@ -99,7 +100,7 @@ Shell completion (including session ids for "session show" and class ids for
 		"how long to wait for the daemon's answer")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
 
-	root.AddCommand(newStatusCmd(opts), newSessionCmd(opts), newClassifierCmd(opts), newStatsCmd(opts))
+	root.AddCommand(newStatusCmd(opts), newSessionCmd(opts), newClassifierCmd(opts), newPFCPCmd(opts), newStatsCmd(opts))
 	return root
 }
 

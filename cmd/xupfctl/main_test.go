@@ -13,6 +13,7 @@ import (
 
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/api/apitest"
+	"github.com/xupf/xupf/internal/pfcp"
 )
 
 // newBackend is the shared fixture, served through the real api.NewHandler so that these
@@ -107,16 +108,25 @@ unknown_teid   2
 		{
 			args: []string{"status"},
 			want: `
-Version:          v0.1.0
-Started:          2025-01-02T03:04:05Z (up 1h2m5s)
-Sessions:         2/65536
-GTP-U addresses:  192.0.2.1, 192.0.2.2
-PFCP address:     192.0.2.1:8805
-BPF FS path:      /sys/fs/bpf/xupf
+Version:            v0.1.0
+Started:            2025-01-02T03:04:05Z (up 1h2m5s)
+Sessions:           2/65536
+GTP-U addresses:    192.0.2.1, 192.0.2.2
+PFCP address:       192.0.2.1:8805
+PFCP associations:  2
+BPF FS path:        /sys/fs/bpf/xupf
 
 INTERFACE  IFINDEX  ROLES  XDP MODE
 eth0       2        n3     native
 veth-n6    13       n6     generic
+`,
+		},
+		{
+			args: []string{"pfcp", "associations"},
+			want: `
+NODE ID           ADDRESS            RECOVERY              ESTABLISHED           MISSED
+198.51.100.5      198.51.100.5:8805  2025-01-01T00:00:00Z  2025-01-02T03:05:00Z  2
+smf1.5gc.example  198.51.100.7:8805  2025-01-02T02:00:00Z  2025-01-02T03:04:10Z  0
 `,
 		},
 	}
@@ -146,14 +156,41 @@ func TestSessionListEmptyTable(t *testing.T) {
 	}
 }
 
+func TestPFCPAssociationsEmpty(t *testing.T) {
+	r, _ := runCLI(t, &apitest.Backend{}, nil, "pfcp", "associations")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if want := "NODE ID  ADDRESS  RECOVERY  ESTABLISHED  MISSED\n"; r.stdout != want {
+		t.Errorf("output %q, want %q", r.stdout, want)
+	}
+	r, _ = runCLI(t, &apitest.Backend{}, nil, "-o", "json", "pfcp", "associations")
+	if r.stdout != "[]\n" {
+		t.Errorf("json of no associations = %q, want %q", r.stdout, "[]\n")
+	}
+}
+
+// The YAML output uses the API's field names.
+func TestPFCPAssociationsYAMLShape(t *testing.T) {
+	r, _ := runCLI(t, newBackend(), nil, "-o", "yaml", "pfcp", "associations")
+	for _, want := range []string{"- node_id: 198.51.100.5\n", "  address: 198.51.100.5:8805\n",
+		"  recovery_time_stamp: 2025-01-01T00:00:00Z\n", "  missed_heartbeats: 2\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("yaml output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
 func TestJSONAndYAML(t *testing.T) {
 	b := newBackend()
 	sorted := []api.SessionInfo{b.SessionsData[1], b.SessionsData[0]}
+	assocs := []pfcp.Association{b.AssociationsData[1], b.AssociationsData[0]} // by Node ID
 	tests := []decodedCase{
 		{[]string{"status"}, func() any { return new(api.Status) }, &b.StatusData},
 		{[]string{"session", "list"}, func() any { return new([]api.SessionInfo) }, &sorted},
 		{[]string{"session", "show", "9"}, func() any { return new(api.SessionInfo) }, &b.SessionsData[0]},
 		{[]string{"stats"}, func() any { return new(api.Stats) }, &b.StatsData},
+		{[]string{"pfcp", "associations"}, func() any { return new([]pfcp.Association) }, &assocs},
 	}
 	checkDecoded(t, func() api.Backend { return b }, tests)
 }
@@ -252,6 +289,18 @@ func TestErrors(t *testing.T) {
 			wantUsage:  true,
 		},
 		{
+			name:       "unknown pfcp subcommand",
+			args:       []string{"pfcp", "sessions"},
+			wantStderr: "error: unknown command \"sessions\" for \"xupfctl pfcp\"; use associations\n",
+			wantUsage:  true,
+		},
+		{
+			name:       "pfcp associations takes no argument",
+			args:       []string{"pfcp", "associations", "smf1"},
+			wantStderr: "error: unknown command \"smf1\" for \"xupfctl pfcp associations\"\n",
+			wantUsage:  true,
+		},
+		{
 			name:       "unknown command",
 			args:       []string{"sesion"},
 			wantStderr: "error: unknown command \"sesion\" for \"xupfctl\"\n\nDid you mean this?\n\tsession\n\n",
@@ -337,7 +386,7 @@ func TestHelpMentionsCompletion(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d", r.code)
 	}
-	for _, want := range []string{"completion", "XUPF_SERVER", "--output", "--timeout", "session", "stats", "status"} {
+	for _, want := range []string{"completion", "XUPF_SERVER", "--output", "--timeout", "session", "stats", "status", "pfcp"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("help lacks %q:\n%s", want, r.stdout)
 		}

@@ -14,7 +14,7 @@ import (
 func newStatusCmd(opts *options) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
-		Short: "Show the daemon's version, uptime, interfaces and session count",
+		Short: "Show the daemon's version, uptime, interfaces, session and PFCP association counts",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, ctx, cancel := opts.client(cmd)
@@ -37,6 +37,7 @@ func renderStatus(w io.Writer, st api.Status) error {
 	fmt.Fprintf(tw, "Sessions:\t%d/%d\n", st.Sessions, st.MaxSessions)
 	fmt.Fprintf(tw, "GTP-U addresses:\t%s\n", orDash(strings.Join(st.GTPUAddresses, ", ")))
 	fmt.Fprintf(tw, "PFCP address:\t%s\n", orDash(st.PFCPAddress))
+	fmt.Fprintf(tw, "PFCP associations:\t%d\n", st.PFCPAssociations)
 	fmt.Fprintf(tw, "BPF FS path:\t%s\n", orDash(st.BPFFSPath))
 	if len(st.Interfaces) == 0 {
 		fmt.Fprintf(tw, "Interfaces:\tnone\n")

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/xupf/xupf/internal/classifier"
+	"github.com/xupf/xupf/internal/pfcp"
 )
 
 // The errors a Backend returns, possibly wrapped, for the server to answer with the matching
@@ -48,4 +49,7 @@ type Backend interface {
 	AddClass(c classifier.Class) (ClassInfo, error)
 	// DeleteClass removes a class; ErrNotFound for an unknown id.
 	DeleteClass(id uint32) error
+
+	// Associations returns the established PFCP associations, in any order.
+	Associations() []pfcp.Association
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/xupf/xupf/internal/classifier"
+	"github.com/xupf/xupf/internal/pfcp"
 )
 
 // Client calls the daemon's HTTP API; xupfctl is its main user.
@@ -123,6 +124,18 @@ func (c *Client) AddClass(ctx context.Context, class classifier.Class) (ClassInf
 // the daemon has no class with that id.
 func (c *Client) DeleteClass(ctx context.Context, id uint32) error {
 	return c.do(ctx, http.MethodDelete, classPath(id), nil, nil)
+}
+
+// Associations returns the established PFCP associations, sorted by Node ID; never nil.
+func (c *Client) Associations(ctx context.Context) ([]pfcp.Association, error) {
+	var list []pfcp.Association
+	if err := c.get(ctx, "/api/v1/pfcp/associations", &list); err != nil {
+		return nil, err
+	}
+	if list == nil {
+		list = []pfcp.Association{}
+	}
+	return list, nil
 }
 
 const classesPath = "/api/v1/classifier/classes"

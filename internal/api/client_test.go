@@ -12,6 +12,7 @@ import (
 
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/api/apitest"
+	"github.com/xupf/xupf/internal/pfcp"
 )
 
 func newTestClient(t *testing.T, b api.Backend) *api.Client {
@@ -58,6 +59,35 @@ func TestClient(t *testing.T) {
 	}
 	if !reflect.DeepEqual(stats, b.StatsData) {
 		t.Errorf("Stats = %+v, want %+v", stats, b.StatsData)
+	}
+
+	assocs, err := c.Associations(ctx)
+	if err != nil {
+		t.Fatalf("Associations: %v", err)
+	}
+	wantAssocs := []pfcp.Association{b.AssociationsData[1], b.AssociationsData[0]} // sorted by Node ID
+	if !reflect.DeepEqual(assocs, wantAssocs) {
+		t.Errorf("Associations = %+v, want %+v", assocs, wantAssocs)
+	}
+}
+
+func TestClientNoAssociationsIsEmptyNotNil(t *testing.T) {
+	list, err := newTestClient(t, &apitest.Backend{}).Associations(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list == nil || len(list) != 0 {
+		t.Errorf("Associations = %#v, want an empty non-nil slice", list)
+	}
+}
+
+func TestClientAssociationsUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	_, err := api.NewClient(url, nil).Associations(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "not reachable at "+url) {
+		t.Errorf("Associations error = %v, want the daemon to be unreachable", err)
 	}
 }
 

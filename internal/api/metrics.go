@@ -15,6 +15,7 @@ type collector struct {
 	packets  *prometheus.Desc
 	drops    *prometheus.Desc
 	sessions *prometheus.Desc
+	assocs   *prometheus.Desc
 	clsPkts  *prometheus.Desc
 	clsBytes *prometheus.Desc
 }
@@ -31,6 +32,9 @@ func newCollector(b Backend) *collector {
 		sessions: prometheus.NewDesc("xupf_sessions",
 			"PDU sessions installed in the datapath.",
 			nil, nil),
+		assocs: prometheus.NewDesc("xupf_pfcp_associations",
+			"PFCP associations established with SMFs.",
+			nil, nil),
 		clsPkts: prometheus.NewDesc("xupf_class_packets_total",
 			"Packets the traffic classifier matched to a class, by class id, summed over CPUs.",
 			[]string{"class"}, nil),
@@ -44,12 +48,15 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.packets
 	ch <- c.drops
 	ch <- c.sessions
+	ch <- c.assocs
 	ch <- c.clsPkts
 	ch <- c.clsBytes
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(c.sessions, prometheus.GaugeValue, float64(c.backend.Status().Sessions))
+	status := c.backend.Status()
+	ch <- prometheus.MustNewConstMetric(c.sessions, prometheus.GaugeValue, float64(status.Sessions))
+	ch <- prometheus.MustNewConstMetric(c.assocs, prometheus.GaugeValue, float64(status.PFCPAssociations))
 
 	st, err := c.backend.Stats()
 	if err != nil {

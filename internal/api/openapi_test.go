@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/xupf/xupf/internal/classifier"
+	"github.com/xupf/xupf/internal/pfcp"
 	"github.com/xupf/xupf/internal/session"
 )
 
@@ -89,6 +90,7 @@ func TestSpecSchemasMatchTypes(t *testing.T) {
 		"Stats":       reflect.TypeFor[Stats](),
 		"Class":       reflect.TypeFor[classifier.Class](),
 		"ClassInfo":   reflect.TypeFor[ClassInfo](),
+		"Association": reflect.TypeFor[pfcp.Association](),
 		"Error":       reflect.TypeFor[Error](),
 	} {
 		t.Run(name, func(t *testing.T) {

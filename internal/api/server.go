@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/xupf/xupf/internal/classifier"
+	"github.com/xupf/xupf/internal/pfcp"
 )
 
 // route is one endpoint. The table is the single source of what the server serves, so the
@@ -39,6 +40,7 @@ func routes() []route {
 		{http.MethodPost, "/api/v1/classifier/classes", (*server).addClass},
 		{http.MethodGet, "/api/v1/classifier/classes/{id}", (*server).class},
 		{http.MethodDelete, "/api/v1/classifier/classes/{id}", (*server).deleteClass},
+		{http.MethodGet, "/api/v1/pfcp/associations", (*server).associations},
 		{http.MethodGet, "/metrics", (*server).metrics},
 	}
 }
@@ -331,6 +333,15 @@ func classFields() []string {
 		}
 	}
 	return names
+}
+
+func (s *server) associations(w http.ResponseWriter, _ *http.Request) {
+	list := slices.Clone(s.backend.Associations()) // sorted here, as sessions are
+	slices.SortFunc(list, func(a, b pfcp.Association) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	if list == nil {
+		list = []pfcp.Association{}
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 func (s *server) metrics(w http.ResponseWriter, r *http.Request) {

@@ -43,7 +43,7 @@ func TestHandler(t *testing.T) {
 			wantBody: `{"version":"v0.1.0","started_at":"2025-01-02T03:04:05Z","uptime_seconds":3725.5,
 				"interfaces":[{"name":"eth0","ifindex":2,"roles":["n3"],"xdp_mode":"native"},
 				              {"name":"eth1","ifindex":3,"roles":["n6"],"xdp_mode":"generic"}],
-				"gtpu_addresses":["192.0.2.1"],"pfcp_address":"192.0.2.1:8805",
+				"gtpu_addresses":["192.0.2.1"],"pfcp_address":"192.0.2.1:8805","pfcp_associations":2,
 				"sessions":2,"max_sessions":65536,"bpffs_path":"/sys/fs/bpf/xupf"}`,
 		},
 		{
@@ -73,6 +73,31 @@ func TestHandler(t *testing.T) {
 		{
 			name: "stats", method: "GET", path: "/api/v1/stats", wantCode: 200,
 			wantBody: `{"counters":{"ul_rx":1042,"dl_tx":2088,"pass":0},"drops":{"unknown_teid":2,"malformed_gtp":0}}`,
+		},
+		{
+			name: "pfcp associations sorted by node id", method: "GET", path: "/api/v1/pfcp/associations", wantCode: 200,
+			wantBody: `[{"node_id":"198.51.100.5","address":"198.51.100.5:8805","recovery_time_stamp":"2025-01-01T00:00:00Z",
+				"established":"2025-01-02T03:05:00Z","missed_heartbeats":2},
+				{"node_id":"smf1.5gc.example","address":"198.51.100.7:8805","recovery_time_stamp":"2025-01-02T02:00:00Z",
+				"established":"2025-01-02T03:04:10Z","missed_heartbeats":0}]`,
+		},
+		{
+			name: "no pfcp associations is an empty array", backend: &apitest.Backend{},
+			method: "GET", path: "/api/v1/pfcp/associations", wantCode: 200, wantBody: `[]`,
+		},
+		{
+			// Associations cannot fail: a backend whose other reads fail still lists them.
+			name: "pfcp associations with a failing backend", backend: failing,
+			method: "GET", path: "/api/v1/pfcp/associations", wantCode: 200,
+			wantBody: `[{"node_id":"198.51.100.5","address":"198.51.100.5:8805","recovery_time_stamp":"2025-01-01T00:00:00Z",
+				"established":"2025-01-02T03:05:00Z","missed_heartbeats":2},
+				{"node_id":"smf1.5gc.example","address":"198.51.100.7:8805","recovery_time_stamp":"2025-01-02T02:00:00Z",
+				"established":"2025-01-02T03:04:10Z","missed_heartbeats":0}]`,
+		},
+		{
+			name: "wrong method on pfcp associations", method: "DELETE", path: "/api/v1/pfcp/associations", wantCode: 405,
+			wantBody:  `{"error":"method DELETE is not allowed on /api/v1/pfcp/associations; use GET"}`,
+			wantAllow: "GET, HEAD",
 		},
 		{
 			name: "wrong method", method: "POST", path: "/api/v1/status", wantCode: 405,
@@ -162,6 +187,8 @@ func TestMetrics(t *testing.T) {
 		`xupf_datapath_drops_total{reason="malformed_gtp"} 0`,
 		"# TYPE xupf_sessions gauge",
 		"xupf_sessions 2",
+		"# TYPE xupf_pfcp_associations gauge",
+		"xupf_pfcp_associations 2",
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("metrics lack line %q; got:\n%s", want, body)
@@ -179,9 +206,10 @@ func TestMetricsFollowBackend(t *testing.T) {
 	h := api.NewHandler(b, nil)
 	b.StatsData.Counters["ul_rx"] = 5000
 	b.StatusData.Sessions = 3
+	b.StatusData.PFCPAssociations = 0
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	for _, want := range []string{`xupf_datapath_packets_total{counter="ul_rx"} 5000`, "xupf_sessions 3"} {
+	for _, want := range []string{`xupf_datapath_packets_total{counter="ul_rx"} 5000`, "xupf_sessions 3", "xupf_pfcp_associations 0"} {
 		if !strings.Contains(rec.Body.String(), want+"\n") {
 			t.Errorf("metrics lack line %q; got:\n%s", want, rec.Body)
 		}

@@ -25,9 +25,11 @@ type Status struct {
 	Interfaces    []Interface `json:"interfaces" yaml:"interfaces"`
 	GTPUAddresses []string    `json:"gtpu_addresses" yaml:"gtpu_addresses"`
 	PFCPAddress   string      `json:"pfcp_address" yaml:"pfcp_address"`
-	Sessions      int         `json:"sessions" yaml:"sessions"`
-	MaxSessions   int         `json:"max_sessions" yaml:"max_sessions"`
-	BPFFSPath     string      `json:"bpffs_path" yaml:"bpffs_path"`
+	// PFCPAssociations is how many SMFs have a PFCP association with the daemon.
+	PFCPAssociations int    `json:"pfcp_associations" yaml:"pfcp_associations"`
+	Sessions         int    `json:"sessions" yaml:"sessions"`
+	MaxSessions      int    `json:"max_sessions" yaml:"max_sessions"`
+	BPFFSPath        string `json:"bpffs_path" yaml:"bpffs_path"`
 }
 
 // SessionInfo is a session with what the datapath counted for it.

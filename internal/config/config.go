@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"gopkg.in/yaml.v3"
@@ -60,6 +61,19 @@ const (
 	DefaultLogLevel    = LogLevelInfo
 	DefaultMaxSessions = 100000
 
+	// PFCP heartbeats: how often each associated SMF is sent a Heartbeat Request (and how
+	// long it has to answer), and how many unanswered ones in a row declare it lost.
+	DefaultPFCPHeartbeatInterval = 10 * time.Second
+	MinPFCPHeartbeatInterval     = 100 * time.Millisecond
+	MaxPFCPHeartbeatInterval     = 10 * time.Minute
+	DefaultPFCPHeartbeatRetries  = 3
+	MaxPFCPHeartbeatRetries      = 100
+
+	// MaxDNSNameLen is the longest DNS name (RFC 1035, without the trailing dot), and
+	// MaxDNSLabelLen its longest label.
+	MaxDNSNameLen  = 253
+	MaxDNSLabelLen = 63
+
 	// Classification limits: how many rule sets (TEIDs or UEs with several PDRs or SDF
 	// filters) and SDF table entries the datapath holds, and the largest values allowed.
 	DefaultMaxRuleSets   = 16384
@@ -97,6 +111,18 @@ type Config struct {
 	HTTPListen string `yaml:"http_listen"`
 	// PFCPListen is the host:port of the PFCP (N4) endpoint.
 	PFCPListen string `yaml:"pfcp_listen"`
+	// PFCPNodeID is this UPF's PFCP Node ID: an IPv4 address or a DNS name. It defaults to
+	// the first of GTPUAddresses, so it is empty only in Default().
+	PFCPNodeID string `yaml:"pfcp_node_id"`
+	// PFCPAllowedPeers are the IPv4 networks SMFs may associate from (an address is a /32);
+	// empty allows every address.
+	PFCPAllowedPeers []netip.Prefix `yaml:"pfcp_allowed_peers"`
+	// PFCPHeartbeatInterval is how often each associated SMF is sent a Heartbeat Request
+	// (MinPFCPHeartbeatInterval..MaxPFCPHeartbeatInterval).
+	PFCPHeartbeatInterval time.Duration `yaml:"pfcp_heartbeat_interval"`
+	// PFCPHeartbeatRetries is how many unanswered heartbeats in a row declare an SMF lost
+	// (1..MaxPFCPHeartbeatRetries).
+	PFCPHeartbeatRetries int `yaml:"pfcp_heartbeat_retries"`
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string `yaml:"log_level"`
 	Limits   Limits `yaml:"limits"`
@@ -148,8 +174,11 @@ func Default() *Config {
 		BPFFS:       DefaultBPFFS,
 		HTTPListen:  DefaultHTTPListen,
 		PFCPListen:  DefaultPFCPListen,
-		LogLevel:    DefaultLogLevel,
-		Limits:      Limits{MaxSessions: DefaultMaxSessions, MaxRuleSets: DefaultMaxRuleSets, MaxSDFEntries: DefaultMaxSDFEntries},
+		// PFCPNodeID's default is the first of gtpu_addresses, which Default does not have.
+		PFCPHeartbeatInterval: DefaultPFCPHeartbeatInterval,
+		PFCPHeartbeatRetries:  DefaultPFCPHeartbeatRetries,
+		LogLevel:              DefaultLogLevel,
+		Limits:                Limits{MaxSessions: DefaultMaxSessions, MaxRuleSets: DefaultMaxRuleSets, MaxSDFEntries: DefaultMaxSDFEntries},
 	}
 }
 
@@ -200,6 +229,10 @@ type rawConfig struct {
 	BPFFS         string       `yaml:"bpffs"`
 	HTTPListen    string       `yaml:"http_listen"`
 	PFCPListen    string       `yaml:"pfcp_listen"`
+	PFCPNodeID    string       `yaml:"pfcp_node_id"`
+	PFCPAllowed   []string     `yaml:"pfcp_allowed_peers"`
+	PFCPInterval  string       `yaml:"pfcp_heartbeat_interval"`
+	PFCPRetries   yaml.Node    `yaml:"pfcp_heartbeat_retries"`
 	LogLevel      string       `yaml:"log_level"`
 	Limits        rawLimits    `yaml:"limits"`
 	Sessions      []rawSession `yaml:"sessions"`
@@ -244,7 +277,9 @@ func parse(data []byte) (*Config, []error) {
 		BPFFS:       def.BPFFS,
 		HTTPListen:  def.HTTPListen,
 		PFCPListen:  def.PFCPListen,
-		LogLevel:    def.LogLevel,
+		// A null or absent pfcp_heartbeat_interval keeps this default.
+		PFCPInterval: def.PFCPHeartbeatInterval.String(),
+		LogLevel:     def.LogLevel,
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -256,6 +291,7 @@ func parse(data []byte) (*Config, []error) {
 	v.interfaces(raw.Interfaces)
 	v.gtpuAddresses(raw.GTPUAddresses)
 	v.settings(&raw)
+	v.pfcp(&raw)
 	v.sessions(raw.Sessions)
 	if len(v.errs) > 0 {
 		return nil, v.errs
@@ -582,6 +618,128 @@ func (v *validator) settings(raw *rawConfig) {
 			*l.dst = int(n)
 		}
 	}
+}
+
+// pfcp checks the PFCP node settings: pfcp_node_id, pfcp_allowed_peers and the heartbeats.
+// It runs after gtpuAddresses, whose first address is the default Node ID.
+func (v *validator) pfcp(raw *rawConfig) {
+	switch {
+	case raw.PFCPNodeID == "":
+		if v.gtpuOK && len(v.cfg.GTPUAddresses) > 0 {
+			v.cfg.PFCPNodeID = v.cfg.GTPUAddresses[0].String()
+		}
+		// Otherwise gtpu_addresses is missing or invalid, which is reported already.
+	default:
+		if err := checkNodeID(raw.PFCPNodeID); err != nil {
+			v.addf("pfcp_node_id: %w", err)
+		} else {
+			v.cfg.PFCPNodeID = raw.PFCPNodeID
+		}
+	}
+
+	seen := make(map[netip.Prefix]int, len(raw.PFCPAllowed))
+	for i, s := range raw.PFCPAllowed {
+		path := fmt.Sprintf("pfcp_allowed_peers[%d]", i)
+		p, err := parsePeerPrefix(s)
+		if err != nil {
+			v.addf("%s: %w", path, err)
+			continue
+		}
+		if j, dup := seen[p]; dup {
+			v.addf("%s: %q is already listed as pfcp_allowed_peers[%d]; list each network once", path, s, j)
+			continue
+		}
+		seen[p] = i
+		v.cfg.PFCPAllowedPeers = append(v.cfg.PFCPAllowedPeers, p)
+	}
+
+	const intervalRange = `use a duration from 100ms to 10m, e.g. "10s"`
+	if d, err := time.ParseDuration(raw.PFCPInterval); err != nil {
+		v.addf("pfcp_heartbeat_interval: %q is not a duration (a number with a unit: ms, s, m); %s", raw.PFCPInterval, intervalRange)
+	} else if d < MinPFCPHeartbeatInterval || d > MaxPFCPHeartbeatInterval {
+		v.addf("pfcp_heartbeat_interval: %s is out of range; %s", raw.PFCPInterval, intervalRange)
+	} else {
+		v.cfg.PFCPHeartbeatInterval = d
+	}
+
+	n, present, err := intNode(&raw.PFCPRetries, 1, MaxPFCPHeartbeatRetries)
+	switch {
+	case err != nil:
+		v.addf("pfcp_heartbeat_retries: %w; use 1 to %d (unanswered heartbeats in a row that declare an SMF lost)", err, MaxPFCPHeartbeatRetries)
+	case present:
+		v.cfg.PFCPHeartbeatRetries = int(n)
+	}
+}
+
+// checkNodeID checks a PFCP Node ID: an IPv4 unicast address or a DNS name.
+func checkNodeID(s string) error {
+	const fix = "give an IPv4 address of this UPF, e.g. 192.0.2.1, or its DNS name, e.g. upf1.5gc.example, or leave pfcp_node_id out to use the first of gtpu_addresses"
+	if addr, err := netip.ParseAddr(s); err == nil {
+		switch {
+		case addr.Is4In6():
+			return fmt.Errorf("%q is an IPv4-mapped IPv6 address; write it as %s", s, addr.Unmap())
+		case !addr.Is4():
+			return fmt.Errorf("%q is an IPv6 address, which is not supported as a Node ID; %s", s, fix)
+		case addr.IsUnspecified() || addr.IsMulticast() || addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+			return fmt.Errorf("%q is not a unicast address; %s", s, fix)
+		}
+		return nil
+	}
+	if len(s) > MaxDNSNameLen {
+		return fmt.Errorf("%q is %d characters long; a DNS name has at most %d", s, len(s), MaxDNSNameLen)
+	}
+	labels := strings.Split(s, ".")
+	for _, l := range labels {
+		switch {
+		case l == "":
+			return fmt.Errorf("%q has an empty label (a dot at the start or the end, or two in a row); %s", s, fix)
+		case len(l) > MaxDNSLabelLen:
+			return fmt.Errorf("%q has a label of %d characters; a DNS label has at most %d", s, len(l), MaxDNSLabelLen)
+		case strings.IndexFunc(l, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-')
+		}) >= 0:
+			return fmt.Errorf("%q is neither an IPv4 address nor a DNS name (DNS names hold only letters, digits, hyphens and dots); %s", s, fix)
+		case l[0] == '-' || l[len(l)-1] == '-':
+			return fmt.Errorf("%q has a label that starts or ends with a hyphen, which a DNS name cannot; %s", s, fix)
+		}
+	}
+	// A name whose last label is all digits is a mistyped address (RFC 3696 2: top-level
+	// domains are not all-numeric), e.g. 192.0.2.256 or 10.0.1.
+	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
+		return fmt.Errorf("%q is not a valid IPv4 address; %s", s, fix)
+	}
+	return nil
+}
+
+// parsePeerPrefix parses a pfcp_allowed_peers entry: an IPv4 prefix without host bits, or
+// an IPv4 address, which is a /32.
+func parsePeerPrefix(s string) (netip.Prefix, error) {
+	const want = "an IPv4 address or prefix of the SMFs, e.g. 192.0.2.10 or 192.0.2.0/24"
+	if s == "" {
+		return netip.Prefix{}, fmt.Errorf("missing; give %s", want)
+	}
+	var p netip.Prefix
+	if strings.Contains(s, "/") {
+		var err error
+		if p, err = netip.ParsePrefix(s); err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not an IP prefix; give %s", s, want)
+		}
+	} else {
+		addr, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not an IP address or prefix; give %s", s, want)
+		}
+		p = netip.PrefixFrom(addr, addr.BitLen())
+	}
+	switch {
+	case p.Addr().Is4In6():
+		return netip.Prefix{}, fmt.Errorf("%q is an IPv4-mapped IPv6 address; write it as IPv4, e.g. %s", s, p.Addr().Unmap())
+	case !p.Addr().Is4():
+		return netip.Prefix{}, fmt.Errorf("%q is not IPv4; only IPv4 SMF addresses are supported, give %s", s, want)
+	case p != p.Masked():
+		return netip.Prefix{}, fmt.Errorf("%q has host bits set; write the network, %s", s, p.Masked())
+	}
+	return p, nil
 }
 
 // checkListen checks a host:port listen address; the host may be empty.

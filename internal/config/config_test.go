@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -38,8 +39,12 @@ func TestLoadExample(t *testing.T) {
 		BPFFS:         "/sys/fs/bpf/xupf",
 		HTTPListen:    "127.0.0.1:8080",
 		PFCPListen:    "0.0.0.0:8805",
-		LogLevel:      "info",
-		Limits:        Limits{MaxSessions: 100000, MaxRuleSets: 16384, MaxSDFEntries: 262144},
+		PFCPNodeID:    "192.0.2.1",
+		// pfcp_allowed_peers: [] is no list: any peer.
+		PFCPHeartbeatInterval: 10 * time.Second,
+		PFCPHeartbeatRetries:  3,
+		LogLevel:              "info",
+		Limits:                Limits{MaxSessions: 100000, MaxRuleSets: 16384, MaxSDFEntries: 262144},
 		Sessions: []session.Session{
 			{
 				ID:           1,
@@ -81,9 +86,16 @@ func TestExampleShowsDefaults(t *testing.T) {
 	}
 	def := Default()
 	got := Config{XDPMode: cfg.XDPMode, XDPFallback: cfg.XDPFallback, BPFFS: cfg.BPFFS,
-		HTTPListen: cfg.HTTPListen, PFCPListen: cfg.PFCPListen, LogLevel: cfg.LogLevel, Limits: cfg.Limits}
+		HTTPListen: cfg.HTTPListen, PFCPListen: cfg.PFCPListen,
+		PFCPAllowedPeers: cfg.PFCPAllowedPeers, PFCPHeartbeatInterval: cfg.PFCPHeartbeatInterval,
+		PFCPHeartbeatRetries: cfg.PFCPHeartbeatRetries,
+		LogLevel:             cfg.LogLevel, Limits: cfg.Limits}
 	if !reflect.DeepEqual(&got, def) {
 		t.Errorf("example settings %+v differ from Default() %+v", got, *def)
+	}
+	// pfcp_node_id's default is not in Default(): it is the first of gtpu_addresses.
+	if want := cfg.GTPUAddresses[0].String(); cfg.PFCPNodeID != want {
+		t.Errorf("example pfcp_node_id = %q, want its default, the first of gtpu_addresses (%s)", cfg.PFCPNodeID, want)
 	}
 }
 
@@ -95,12 +107,15 @@ func TestMinimalGetsDefaults(t *testing.T) {
 	want := Default()
 	want.Interfaces = []Interface{{Name: "eth0", Roles: []string{"n3", "n6"}}}
 	want.GTPUAddresses = []netip.Addr{netip.MustParseAddr("192.0.2.1")}
+	want.PFCPNodeID = "192.0.2.1" // the first of gtpu_addresses
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Parse(minimal) =\n%+v\nwant\n%+v", cfg, want)
 	}
 	if cfg.XDPMode != "native" || !cfg.XDPFallback || cfg.BPFFS != "/sys/fs/bpf/xupf" ||
 		cfg.HTTPListen != "127.0.0.1:8080" || cfg.PFCPListen != "0.0.0.0:8805" ||
-		cfg.LogLevel != "info" || cfg.Limits.MaxSessions != 100000 || cfg.Sessions != nil {
+		cfg.LogLevel != "info" || cfg.Limits.MaxSessions != 100000 || cfg.Sessions != nil ||
+		cfg.PFCPNodeID != "192.0.2.1" || cfg.PFCPAllowedPeers != nil ||
+		cfg.PFCPHeartbeatInterval != 10*time.Second || cfg.PFCPHeartbeatRetries != 3 {
 		t.Errorf("defaults not applied: %+v", cfg)
 	}
 	if n3, n6 := cfg.InterfacesWithRole(RoleN3), cfg.InterfacesWithRole(RoleN6); len(n3) != 1 || len(n6) != 1 {
@@ -109,12 +124,15 @@ func TestMinimalGetsDefaults(t *testing.T) {
 }
 
 func TestNullValuesKeepDefaults(t *testing.T) {
-	cfg, err := Parse([]byte(minimal + "xdp_mode:\nxdp_fallback: ~\nlimits:\nlog_level: null\n"))
+	cfg, err := Parse([]byte(minimal + "xdp_mode:\nxdp_fallback: ~\nlimits:\nlog_level: null\n" +
+		"pfcp_node_id:\npfcp_allowed_peers: ~\npfcp_heartbeat_interval:\npfcp_heartbeat_retries: null\n"))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
 	if cfg.XDPMode != DefaultXDPMode || cfg.XDPFallback != DefaultXDPFallback ||
-		cfg.LogLevel != DefaultLogLevel || cfg.Limits.MaxSessions != DefaultMaxSessions {
+		cfg.LogLevel != DefaultLogLevel || cfg.Limits.MaxSessions != DefaultMaxSessions ||
+		cfg.PFCPNodeID != "192.0.2.1" || cfg.PFCPAllowedPeers != nil ||
+		cfg.PFCPHeartbeatInterval != DefaultPFCPHeartbeatInterval || cfg.PFCPHeartbeatRetries != DefaultPFCPHeartbeatRetries {
 		t.Errorf("null values did not keep defaults: %+v", cfg)
 	}
 }
@@ -125,6 +143,10 @@ xdp_fallback: false
 bpffs: /sys/fs/bpf/other
 http_listen: ":9090"
 pfcp_listen: "[::1]:8805"
+pfcp_node_id: upf-1.5gc.example
+pfcp_allowed_peers: [192.0.2.0/24, 198.51.100.7]
+pfcp_heartbeat_interval: 1m30s
+pfcp_heartbeat_retries: 0x5
 log_level: debug
 limits:
   max_sessions: 4194304
@@ -134,8 +156,49 @@ limits:
 	}
 	if cfg.XDPMode != "generic" || cfg.XDPFallback || cfg.BPFFS != "/sys/fs/bpf/other" ||
 		cfg.HTTPListen != ":9090" || cfg.PFCPListen != "[::1]:8805" || cfg.LogLevel != "debug" ||
-		cfg.Limits.MaxSessions != MaxMaxSessions {
+		cfg.Limits.MaxSessions != MaxMaxSessions || cfg.PFCPNodeID != "upf-1.5gc.example" ||
+		cfg.PFCPHeartbeatInterval != 90*time.Second || cfg.PFCPHeartbeatRetries != 5 {
 		t.Errorf("overrides not applied: %+v", cfg)
+	}
+	wantPeers := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("198.51.100.7/32")}
+	if !reflect.DeepEqual(cfg.PFCPAllowedPeers, wantPeers) {
+		t.Errorf("pfcp_allowed_peers = %v, want %v (an address is a /32)", cfg.PFCPAllowedPeers, wantPeers)
+	}
+}
+
+func TestPFCPNodeIDAccepted(t *testing.T) {
+	for _, id := range []string{"10.100.3.1", "upf", "upf1.5gc.example", "UPF-1.Example.NET", "5gc.example",
+		"a1." + strings.Repeat("b", 63) + ".example", "1.2.3.example"} {
+		cfg, err := Parse([]byte(minimal + "pfcp_node_id: " + id + "\n"))
+		if err != nil {
+			t.Errorf("pfcp_node_id %q: %v", id, err)
+			continue
+		}
+		if cfg.PFCPNodeID != id {
+			t.Errorf("pfcp_node_id %q: got %q", id, cfg.PFCPNodeID)
+		}
+	}
+}
+
+func TestPFCPHeartbeatBounds(t *testing.T) {
+	for _, tt := range []struct {
+		yaml     string
+		interval time.Duration
+		retries  int
+	}{
+		{"pfcp_heartbeat_interval: 100ms\npfcp_heartbeat_retries: 1\n", 100 * time.Millisecond, 1},
+		{"pfcp_heartbeat_interval: 10m\npfcp_heartbeat_retries: 100\n", 10 * time.Minute, 100},
+		{"pfcp_heartbeat_interval: \"2s\"\n", 2 * time.Second, 3},
+	} {
+		cfg, err := Parse([]byte(minimal + tt.yaml))
+		if err != nil {
+			t.Errorf("%q: %v", tt.yaml, err)
+			continue
+		}
+		if cfg.PFCPHeartbeatInterval != tt.interval || cfg.PFCPHeartbeatRetries != tt.retries {
+			t.Errorf("%q: interval %s, retries %d; want %s, %d", tt.yaml, cfg.PFCPHeartbeatInterval,
+				cfg.PFCPHeartbeatRetries, tt.interval, tt.retries)
+		}
 	}
 }
 
@@ -256,6 +319,49 @@ func TestParseErrors(t *testing.T) {
 		{name: "http_listen empty", yaml: minimal + "http_listen: \"\"\n", want: []string{"http_listen: empty; use host:port"}},
 		{name: "pfcp_listen", yaml: minimal + "pfcp_listen: \"0.0.0.0:99999\"\n", want: []string{`pfcp_listen: port "99999" in "0.0.0.0:99999" is not a port number from 1 to 65535; use host:port, e.g. "0.0.0.0:8805"`}},
 		{name: "pfcp_listen IPv6 without brackets", yaml: minimal + "pfcp_listen: \"::1:8805\"\n", want: []string{`pfcp_listen: "::1:8805" is not host:port (too many colons in address)`}},
+
+		// PFCP node settings.
+		{name: "pfcp_node_id IPv6", yaml: minimal + "pfcp_node_id: \"2001:db8::1\"\n", want: []string{`config: pfcp_node_id: "2001:db8::1" is an IPv6 address, which is not supported as a Node ID; give an IPv4 address of this UPF, e.g. 192.0.2.1, or its DNS name`, "leave pfcp_node_id out to use the first of gtpu_addresses"}},
+		{name: "pfcp_node_id IPv4-mapped", yaml: minimal + "pfcp_node_id: \"::ffff:192.0.2.1\"\n", want: []string{`pfcp_node_id: "::ffff:192.0.2.1" is an IPv4-mapped IPv6 address; write it as 192.0.2.1`}},
+		{name: "pfcp_node_id unspecified", yaml: minimal + "pfcp_node_id: 0.0.0.0\n", want: []string{`pfcp_node_id: "0.0.0.0" is not a unicast address; give an IPv4 address`}},
+		{name: "pfcp_node_id multicast", yaml: minimal + "pfcp_node_id: 224.0.0.1\n", want: []string{`pfcp_node_id: "224.0.0.1" is not a unicast address`}},
+		{name: "pfcp_node_id bad IPv4", yaml: minimal + "pfcp_node_id: 192.0.2.256\n", want: []string{`pfcp_node_id: "192.0.2.256" is not a valid IPv4 address; give an IPv4 address`}},
+		{name: "pfcp_node_id short IPv4", yaml: minimal + "pfcp_node_id: 10.0.1\n", want: []string{`pfcp_node_id: "10.0.1" is not a valid IPv4 address`}},
+		{name: "pfcp_node_id underscore", yaml: minimal + "pfcp_node_id: upf_1.example\n", want: []string{`pfcp_node_id: "upf_1.example" is neither an IPv4 address nor a DNS name (DNS names hold only letters, digits, hyphens and dots); give`}},
+		{name: "pfcp_node_id space", yaml: minimal + "pfcp_node_id: \"upf 1\"\n", want: []string{`pfcp_node_id: "upf 1" is neither an IPv4 address nor a DNS name`}},
+		{name: "pfcp_node_id URL", yaml: minimal + "pfcp_node_id: \"http://upf\"\n", want: []string{`pfcp_node_id: "http://upf" is neither an IPv4 address nor a DNS name`}},
+		{name: "pfcp_node_id trailing dot", yaml: minimal + "pfcp_node_id: upf.example.\n", want: []string{`pfcp_node_id: "upf.example." has an empty label (a dot at the start or the end, or two in a row)`}},
+		{name: "pfcp_node_id double dot", yaml: minimal + "pfcp_node_id: upf..example\n", want: []string{`pfcp_node_id: "upf..example" has an empty label`}},
+		{name: "pfcp_node_id hyphen", yaml: minimal + "pfcp_node_id: -upf.example\n", want: []string{`pfcp_node_id: "-upf.example" has a label that starts or ends with a hyphen`}},
+		{name: "pfcp_node_id long label", yaml: minimal + "pfcp_node_id: " + strings.Repeat("a", 64) + ".example\n", want: []string{"pfcp_node_id: ", "has a label of 64 characters; a DNS label has at most 63"}},
+		{name: "pfcp_node_id long name", yaml: minimal + "pfcp_node_id: " + strings.Repeat("abcdefghi.", 26) + "example\n", want: []string{"pfcp_node_id: ", "is 267 characters long; a DNS name has at most 253"}},
+		{name: "pfcp_node_id list", yaml: minimal + "pfcp_node_id: [upf]\n", want: []string{"line 5: a list is not valid here; expected a single value"}},
+		{name: "pfcp_allowed_peers not a list", yaml: minimal + "pfcp_allowed_peers: any\n", want: []string{"line 5: any is not valid here; expected a list"}},
+		{name: "pfcp_allowed_peers bad address", yaml: minimal + "pfcp_allowed_peers: [192.0.2.0/24, smf1]\n", want: []string{`config: pfcp_allowed_peers[1]: "smf1" is not an IP address or prefix; give an IPv4 address or prefix of the SMFs, e.g. 192.0.2.10 or 192.0.2.0/24`}},
+		{name: "pfcp_allowed_peers bad prefix", yaml: minimal + "pfcp_allowed_peers: [192.0.2.0/33]\n", want: []string{`pfcp_allowed_peers[0]: "192.0.2.0/33" is not an IP prefix; give an IPv4 address or prefix`}},
+		{name: "pfcp_allowed_peers empty entry", yaml: minimal + "pfcp_allowed_peers: [\"\"]\n", want: []string{"pfcp_allowed_peers[0]: missing; give an IPv4 address or prefix of the SMFs"}},
+		{name: "pfcp_allowed_peers host bits", yaml: minimal + "pfcp_allowed_peers: [192.0.2.10/24]\n", want: []string{`pfcp_allowed_peers[0]: "192.0.2.10/24" has host bits set; write the network, 192.0.2.0/24`}},
+		{name: "pfcp_allowed_peers IPv6", yaml: minimal + "pfcp_allowed_peers: [\"2001:db8::/32\"]\n", want: []string{`pfcp_allowed_peers[0]: "2001:db8::/32" is not IPv4; only IPv4 SMF addresses are supported`}},
+		{name: "pfcp_allowed_peers IPv4-mapped", yaml: minimal + "pfcp_allowed_peers: [\"::ffff:192.0.2.10\"]\n", want: []string{`pfcp_allowed_peers[0]: "::ffff:192.0.2.10" is an IPv4-mapped IPv6 address; write it as IPv4, e.g. 192.0.2.10`}},
+		{name: "pfcp_allowed_peers duplicate", yaml: minimal + "pfcp_allowed_peers: [192.0.2.10, 192.0.2.0/24, 192.0.2.10/32]\n", want: []string{`pfcp_allowed_peers[2]: "192.0.2.10/32" is already listed as pfcp_allowed_peers[0]; list each network once`}},
+		{name: "pfcp_heartbeat_interval no unit", yaml: minimal + "pfcp_heartbeat_interval: 10\n", want: []string{`config: pfcp_heartbeat_interval: "10" is not a duration (a number with a unit: ms, s, m); use a duration from 100ms to 10m, e.g. "10s"`}},
+		{name: "pfcp_heartbeat_interval text", yaml: minimal + "pfcp_heartbeat_interval: often\n", want: []string{`pfcp_heartbeat_interval: "often" is not a duration`}},
+		{name: "pfcp_heartbeat_interval empty", yaml: minimal + "pfcp_heartbeat_interval: \"\"\n", want: []string{`pfcp_heartbeat_interval: "" is not a duration`}},
+		{name: "pfcp_heartbeat_interval too short", yaml: minimal + "pfcp_heartbeat_interval: 99ms\n", want: []string{`pfcp_heartbeat_interval: 99ms is out of range; use a duration from 100ms to 10m`}},
+		{name: "pfcp_heartbeat_interval too long", yaml: minimal + "pfcp_heartbeat_interval: 1h\n", want: []string{`pfcp_heartbeat_interval: 1h is out of range`}},
+		{name: "pfcp_heartbeat_interval zero", yaml: minimal + "pfcp_heartbeat_interval: 0s\n", want: []string{`pfcp_heartbeat_interval: 0s is out of range`}},
+		{name: "pfcp_heartbeat_interval negative", yaml: minimal + "pfcp_heartbeat_interval: -10s\n", want: []string{`pfcp_heartbeat_interval: -10s is out of range`}},
+		{name: "pfcp_heartbeat_retries 0", yaml: minimal + "pfcp_heartbeat_retries: 0\n", want: []string{"config: pfcp_heartbeat_retries: 0 is out of range; use 1 to 100 (unanswered heartbeats in a row that declare an SMF lost)"}},
+		{name: "pfcp_heartbeat_retries too many", yaml: minimal + "pfcp_heartbeat_retries: 101\n", want: []string{"pfcp_heartbeat_retries: 101 is out of range; use 1 to 100"}},
+		{name: "pfcp_heartbeat_retries text", yaml: minimal + "pfcp_heartbeat_retries: three\n", want: []string{`pfcp_heartbeat_retries: "three" is not an integer; use 1 to 100`}},
+		{name: "pfcp_heartbeat_retries duration", yaml: minimal + "pfcp_heartbeat_retries: 3s\n", want: []string{`pfcp_heartbeat_retries: "3s" is not an integer`}},
+		{
+			name:    "bad gtpu_addresses without pfcp_node_id reports only gtpu_addresses",
+			yaml:    "interfaces: [{name: eth0, roles: [n3, n6]}]\ngtpu_addresses: [bad]\n",
+			want:    []string{`gtpu_addresses[0]: "bad" is not an IP address`},
+			notWant: "pfcp_node_id",
+		},
+
 		{name: "log_level", yaml: minimal + "log_level: verbose\n", want: []string{`log_level: "verbose" is not a level; use debug, info, warn or error`}},
 		{name: "max_sessions 0", yaml: minimal + "limits: {max_sessions: 0}\n", want: []string{"config: limits.max_sessions: 0 is out of range; use 1 to 4194304"}},
 		{name: "max_sessions too big", yaml: minimal + "limits: {max_sessions: 4194305}\n", want: []string{"limits.max_sessions: 4194305 is out of range; use 1 to 4194304"}},
@@ -441,6 +547,9 @@ func TestMarshalRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The example leaves pfcp_allowed_peers empty; a list must survive the trip too.
+	cfg.PFCPAllowedPeers = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("198.51.100.7/32")}
+	cfg.PFCPHeartbeatInterval = 1500 * time.Millisecond
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -458,7 +567,9 @@ func TestDefault(t *testing.T) {
 	d := Default()
 	if d.XDPMode != "native" || !d.XDPFallback || d.BPFFS != "/sys/fs/bpf/xupf" ||
 		d.HTTPListen != "127.0.0.1:8080" || d.PFCPListen != "0.0.0.0:8805" || d.LogLevel != "info" ||
-		d.Limits.MaxSessions != 100000 || d.Interfaces != nil || d.GTPUAddresses != nil || d.Sessions != nil {
+		d.Limits.MaxSessions != 100000 || d.Interfaces != nil || d.GTPUAddresses != nil || d.Sessions != nil ||
+		d.PFCPNodeID != "" || d.PFCPAllowedPeers != nil || d.PFCPHeartbeatInterval != 10*time.Second ||
+		d.PFCPHeartbeatRetries != 3 {
 		t.Errorf("Default() = %+v", d)
 	}
 	d.XDPMode = "generic"

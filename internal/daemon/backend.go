@@ -7,6 +7,7 @@ import (
 
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/datapath"
+	"github.com/xupf/xupf/internal/pfcp"
 )
 
 var _ api.Backend = (*Daemon)(nil)
@@ -18,16 +19,22 @@ func (d *Daemon) Status() api.Status {
 		addrs[i] = a.String()
 	}
 	return api.Status{
-		Version:       d.version,
-		StartedAt:     d.started,
-		UptimeSeconds: time.Since(d.started).Seconds(),
-		Interfaces:    d.attached,
-		GTPUAddresses: addrs,
-		PFCPAddress:   d.cfg.PFCPListen,
-		Sessions:      len(d.dp.Sessions()),
-		MaxSessions:   d.cfg.Limits.MaxSessions,
-		BPFFSPath:     d.cfg.BPFFS,
+		Version:          d.version,
+		StartedAt:        d.started,
+		UptimeSeconds:    time.Since(d.started).Seconds(),
+		Interfaces:       d.attached,
+		GTPUAddresses:    addrs,
+		PFCPAddress:      d.cfg.PFCPListen,
+		PFCPAssociations: len(d.pfcpNode.Associations()),
+		Sessions:         len(d.dp.Sessions()),
+		MaxSessions:      d.cfg.Limits.MaxSessions,
+		BPFFSPath:        d.cfg.BPFFS,
 	}
+}
+
+// Associations implements api.Backend.
+func (d *Daemon) Associations() []pfcp.Association {
+	return d.pfcpNode.Associations()
 }
 
 // Sessions implements api.Backend.

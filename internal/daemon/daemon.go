@@ -1,5 +1,6 @@
 // Package daemon is xupfd as a library: it loads and attaches the datapath, installs the
-// configured sessions and serves the HTTP API. cmd/xupfd only wires flags and signals to it.
+// configured sessions, serves the HTTP API and keeps the PFCP (N4) associations with SMFs.
+// cmd/xupfd only wires flags and signals to it.
 package daemon
 
 import (
@@ -17,6 +18,7 @@ import (
 	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/datapath"
+	"github.com/xupf/xupf/internal/pfcp"
 )
 
 // Daemon is a running xupfd.
@@ -27,6 +29,8 @@ type Daemon struct {
 	started  time.Time
 	dp       *datapath.Datapath
 	attached []api.Interface
+	// pfcpNode answers the SMFs on pfcp_listen; Run serves it.
+	pfcpNode *pfcp.Node
 
 	// The traffic classifier, configured through the API. classMu makes the Backend's class
 	// methods atomic: a duplicate id is found before the Manager sees it, and a listing
@@ -56,7 +60,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 	if err != nil {
 		return nil, err
 	}
-	d = &Daemon{cfg: cfg, log: log, version: version, started: time.Now(), dp: dp}
+	d = &Daemon{cfg: cfg, log: log, version: version, started: time.Now(), dp: dp, pfcpNode: newPFCPNode(cfg, log)}
 	d.initClassifier(dp)
 	defer func() {
 		if err != nil {
@@ -92,28 +96,91 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 	return d, nil
 }
 
-// Run serves the HTTP API until ctx is done, then shuts the server down.
+// newPFCPNode returns the PFCP node the configuration describes.
+func newPFCPNode(cfg *config.Config, log *slog.Logger) *pfcp.Node {
+	return pfcp.NewNode(pfcp.Options{
+		NodeID:            cfg.PFCPNodeID,
+		AllowedPeers:      cfg.PFCPAllowedPeers,
+		HeartbeatInterval: cfg.PFCPHeartbeatInterval,
+		HeartbeatRetries:  cfg.PFCPHeartbeatRetries,
+		Logger:            log,
+	})
+}
+
+// Run serves the HTTP API on http_listen and PFCP on pfcp_listen until ctx is done or one of
+// them fails, then stops both. It returns nil after a shutdown through ctx, else the failure.
 func (d *Daemon) Run(ctx context.Context) error {
+	return d.run(ctx, nil)
+}
+
+// run is Run; listening, when not nil, is told the bound addresses once both are bound (tests
+// listen on port 0).
+func (d *Daemon) run(ctx context.Context, listening func(httpAddr, pfcpAddr net.Addr)) error {
 	ln, err := net.Listen("tcp", d.cfg.HTTPListen)
 	if err != nil {
 		return fmt.Errorf("http_listen %s: %w", d.cfg.HTTPListen, err)
 	}
-	srv := &http.Server{Handler: api.NewHandler(d, d.log), ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	d.log.Info("http api listening", "address", ln.Addr().String())
+	conn, err := listenPFCP(d.cfg.PFCPListen)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if listening != nil {
+		listening(ln.Addr(), conn.LocalAddr())
+	}
 
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	srv := &http.Server{Handler: api.NewHandler(d, d.log), ReadHeaderTimeout: 5 * time.Second}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- srv.Serve(ln) }()
+	pfcpErr := make(chan error, 1)
+	go func() { pfcpErr <- d.pfcpNode.Serve(ctx, conn) }() // closes conn when ctx is done
+	d.log.Info("http api listening", "address", ln.Addr().String())
+	d.log.Info("pfcp listening", "address", conn.LocalAddr().String(), "node_id", d.cfg.PFCPNodeID,
+		"allowed_peers", d.cfg.PFCPAllowedPeers, "heartbeat_interval", d.cfg.PFCPHeartbeatInterval,
+		"heartbeat_retries", d.cfg.PFCPHeartbeatRetries)
+
+	var runErr error
+	pfcpDone := false
 	select {
-	case err := <-errc:
-		return fmt.Errorf("http api: %w", err)
+	case err := <-httpErr:
+		runErr = fmt.Errorf("http api: %w", err)
+	case err := <-pfcpErr:
+		pfcpDone = true
+		if err == nil && ctx.Err() == nil {
+			err = errors.New("the socket was closed")
+		}
+		if err != nil {
+			runErr = fmt.Errorf("pfcp: %w", err)
+		}
 	case <-ctx.Done():
 	}
+
+	// Stop both: PFCP through ctx, the HTTP server by a graceful shutdown.
+	stop()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http api shutdown: %w", err)
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) && runErr == nil {
+		runErr = fmt.Errorf("http api shutdown: %w", err)
 	}
-	return nil
+	if !pfcpDone {
+		<-pfcpErr // Serve returns once its socket is closed
+	}
+	return runErr
+}
+
+// listenPFCP binds the PFCP UDP socket.
+func listenPFCP(addr string) (*net.UDPConn, error) {
+	udpAddr, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("pfcp_listen %s: %w", addr, err)
+	}
+	conn, err := net.ListenUDP("udp", udpAddr)
+	if err != nil {
+		return nil, fmt.Errorf("pfcp_listen %s: %w; free the port or set pfcp_listen to another address", addr, err)
+	}
+	return conn, nil
 }
 
 // Close detaches the datapath and removes its pins.

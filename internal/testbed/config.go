@@ -29,7 +29,7 @@ func (t *Topology) Config(sessions []session.Session, httpListen string) *config
 	cfg.XDPFallback = false
 	cfg.BPFFS = t.BPFFS
 	cfg.HTTPListen = httpListen
-	// Only checked, never bound today; the namespace keeps it from clashing anyway.
+	// Bound inside the upf namespace, so it cannot clash with the host or another run.
 	cfg.PFCPListen = "127.0.0.1:8805"
 	cfg.Limits.MaxSessions = MaxSessions
 	cfg.Sessions = sessions

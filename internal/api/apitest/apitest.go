@@ -12,11 +12,13 @@ import (
 
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/classifier"
+	"github.com/xupf/xupf/internal/pfcp"
 	"github.com/xupf/xupf/internal/session"
 )
 
 // Backend is an api.Backend that serves fixed data. Err, when set, is what every fallible
-// method returns. The zero value serves no sessions, no classes and empty status and stats.
+// method returns. The zero value serves no sessions, no classes, no PFCP associations and
+// empty status and stats.
 //
 // ClassesData is also changed by AddClass and DeleteClass, which check classes as the
 // daemon does: classifier.Class.Parse for validity, and ids for duplicates. Read it once
@@ -26,7 +28,9 @@ type Backend struct {
 	SessionsData []api.SessionInfo
 	StatsData    api.Stats
 	ClassesData  []api.ClassInfo
-	Err          error
+	// AssociationsData is served as is; Err does not apply (Associations cannot fail).
+	AssociationsData []pfcp.Association
+	Err              error
 
 	mu sync.Mutex // guards ClassesData against concurrent requests
 }
@@ -127,6 +131,9 @@ func (b *Backend) DeleteClass(id uint32) error {
 	return nil
 }
 
+// Associations returns AssociationsData as it is, unsorted.
+func (b *Backend) Associations() []pfcp.Association { return b.AssociationsData }
+
 func (b *Backend) classIndex(id uint32) int {
 	return slices.IndexFunc(b.ClassesData, func(c api.ClassInfo) bool { return c.ID == id })
 }
@@ -157,6 +164,31 @@ func Classes() []api.ClassInfo {
 	}
 }
 
+// Associations returns two PFCP associations, out of Node ID order on purpose
+// ("smf1.5gc.example", then "198.51.100.5") so that the server must sort them:
+//
+//   - smf1.5gc.example from 198.51.100.7:8805, recovery 2025-01-02T02:00:00Z, established
+//     2025-01-02T03:04:10Z, no missed heartbeat.
+//   - 198.51.100.5 from 198.51.100.5:8805, recovery 2025-01-01T00:00:00Z, established
+//     2025-01-02T03:05:00Z, 2 missed heartbeats.
+func Associations() []pfcp.Association {
+	return []pfcp.Association{
+		{
+			NodeID:      "smf1.5gc.example",
+			Address:     netip.MustParseAddrPort("198.51.100.7:8805"),
+			Recovery:    time.Date(2025, 1, 2, 2, 0, 0, 0, time.UTC),
+			Established: time.Date(2025, 1, 2, 3, 4, 10, 0, time.UTC),
+		},
+		{
+			NodeID:      "198.51.100.5",
+			Address:     netip.MustParseAddrPort("198.51.100.5:8805"),
+			Recovery:    time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
+			Established: time.Date(2025, 1, 2, 3, 5, 0, 0, time.UTC),
+			Missed:      2,
+		},
+	}
+}
+
 // Session builds a session with gNB 192.0.2.10 and GTP-U address 192.0.2.1 whose usage is
 // ulPkts uplink packets of 100 bytes and dlPkts downlink packets of 1000 bytes.
 func Session(id uint64, ue string, ulTEID, dlTEID uint32, qfi uint8, ulPkts, dlPkts uint64) api.SessionInfo {
@@ -177,8 +209,8 @@ func Session(id uint64, ue string, ulTEID, dlTEID uint32, qfi uint8, ulPkts, dlP
 	}
 }
 
-// NewBackend returns a fresh Backend with a status, two sessions, stats and the classes of
-// Classes. The sessions are out of order on purpose (9, then 2): the server must sort them.
+// NewBackend returns a fresh Backend with a status, two sessions, stats, the classes of
+// Classes and the PFCP associations of Associations. The sessions are out of order on purpose (9, then 2): the server must sort them.
 // Session 9 has QFI 0, meaning no PDU Session Container. Each call returns new values that a
 // test may change.
 func NewBackend() *Backend {
@@ -191,11 +223,12 @@ func NewBackend() *Backend {
 				{Name: "eth0", Ifindex: 2, Roles: []string{"n3"}, XDPMode: "native"},
 				{Name: "eth1", Ifindex: 3, Roles: []string{"n6"}, XDPMode: "generic"},
 			},
-			GTPUAddresses: []string{"192.0.2.1"},
-			PFCPAddress:   "192.0.2.1:8805",
-			Sessions:      2,
-			MaxSessions:   65536,
-			BPFFSPath:     "/sys/fs/bpf/xupf",
+			GTPUAddresses:    []string{"192.0.2.1"},
+			PFCPAddress:      "192.0.2.1:8805",
+			PFCPAssociations: 2,
+			Sessions:         2,
+			MaxSessions:      65536,
+			BPFFSPath:        "/sys/fs/bpf/xupf",
 		},
 		SessionsData: []api.SessionInfo{
 			Session(9, "10.45.0.9", 0x2000, 0x3000, 0, 5, 6),
@@ -205,6 +238,7 @@ func NewBackend() *Backend {
 			Counters: map[string]uint64{"ul_rx": 1042, "dl_tx": 2088, "pass": 0},
 			Drops:    map[string]uint64{"unknown_teid": 2, "malformed_gtp": 0},
 		},
-		ClassesData: Classes(),
+		ClassesData:      Classes(),
+		AssociationsData: Associations(),
 	}
 }
