@@ -29,8 +29,9 @@ func (t *Topology) Config(sessions []session.Session, httpListen string) *config
 	cfg.XDPFallback = false
 	cfg.BPFFS = t.BPFFS
 	cfg.HTTPListen = httpListen
-	// Bound inside the upf namespace, so it cannot clash with the host or another run.
-	cfg.PFCPListen = "127.0.0.1:8805"
+	// On the N3 address, as GTP-U: the datapath must hand PFCP to the kernel. The gnb
+	// namespace reaches it, so tests play the SMF from there.
+	cfg.PFCPListen = PFCPAddr.String()
 	cfg.Limits.MaxSessions = MaxSessions
 	cfg.Sessions = sessions
 	return cfg

@@ -48,6 +48,8 @@ var (
 	N3Addr  = netip.MustParseAddr("10.100.3.1") // the UPF's GTP-U address
 	N6Addr  = netip.MustParseAddr("10.100.6.1")
 	DNAddr  = netip.MustParseAddr("10.100.6.2")
+	// PFCPAddr is where the daemon listens for PFCP in the testbed.
+	PFCPAddr = netip.AddrPortFrom(N3Addr, 8805)
 	// UENet is routed by the DN host toward the UPF.
 	UENet = netip.MustParsePrefix("10.45.0.0/16")
 )
