@@ -11,10 +11,7 @@ import (
 )
 
 func TestClassifierTables(t *testing.T) {
-	tests := []struct {
-		args []string
-		want string
-	}{
+	tests := []tableCase{
 		{
 			args: []string{"classifier", "list"},
 			want: `
@@ -59,19 +56,7 @@ Matched:           0 packets, 0 bytes
 `,
 		},
 	}
-	for _, tt := range tests {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			for _, args := range [][]string{tt.args, append([]string{"-o", "table"}, tt.args...)} {
-				r, _ := runCLI(t, newBackend(), nil, args...)
-				if r.code != 0 || r.stderr != "" {
-					t.Fatalf("xupfctl %v: exit %d, stderr %q", args, r.code, r.stderr)
-				}
-				if want := strings.TrimPrefix(tt.want, "\n"); r.stdout != want {
-					t.Errorf("xupfctl %v output:\n%s\nwant:\n%s", args, r.stdout, want)
-				}
-			}
-		})
-	}
+	checkTables(t, tests)
 }
 
 func TestClassifierListEmpty(t *testing.T) {

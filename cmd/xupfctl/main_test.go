@@ -52,10 +52,7 @@ func runCLIAt(t *testing.T, url string, env map[string]string, args ...string) r
 }
 
 func TestTables(t *testing.T) {
-	tests := []struct {
-		args []string
-		want string
-	}{
+	tests := []tableCase{
 		{
 			args: []string{"session", "list"},
 			want: `
@@ -130,6 +127,19 @@ smf1.5gc.example  198.51.100.7:8805  2025-01-02T02:00:00Z  2025-01-02T03:04:10Z 
 `,
 		},
 	}
+	checkTables(t, tests)
+}
+
+// tableCase is a command and its whole table output (a leading newline is dropped).
+type tableCase struct {
+	args []string
+	want string
+}
+
+// checkTables runs every case against a fresh fixture backend, with the default output and
+// with "-o table", which must agree.
+func checkTables(t *testing.T, tests []tableCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			// "-o table" explicitly and the default must agree.

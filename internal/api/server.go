@@ -116,15 +116,7 @@ func (s *server) sessions(w http.ResponseWriter, r *http.Request) {
 	// Sorted here rather than trusting the backend (a map walk in the daemon) so that
 	// listings are stable between calls and diffable.
 	list = slices.Clone(list)
-	slices.SortFunc(list, func(a, b SessionInfo) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(list, func(a, b SessionInfo) int { return cmp.Compare(a.ID, b.ID) })
 	if list == nil {
 		list = []SessionInfo{} // "[]", not "null", so clients can always range over it
 	}

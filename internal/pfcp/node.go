@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,15 +73,7 @@ func (n *Node) Associations() []Association {
 	for _, a := range n.assocs {
 		out = append(out, *a)
 	}
-	slices.SortFunc(out, func(a, b Association) int {
-		switch {
-		case a.NodeID < b.NodeID:
-			return -1
-		case a.NodeID > b.NodeID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Association) int { return strings.Compare(a.NodeID, b.NodeID) })
 	return out
 }
 
