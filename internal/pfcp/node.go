@@ -26,7 +26,11 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// HeartbeatRetries is how many unanswered heartbeats in a row declare a peer lost.
 	HeartbeatRetries int
-	Logger           *slog.Logger
+	// SMFPeers are SMFs this UPF associates with on its own initiative: Serve sends each an
+	// Association Setup Request every HeartbeatInterval until one is accepted, and again
+	// whenever the association is lost.
+	SMFPeers []netip.AddrPort
+	Logger   *slog.Logger
 }
 
 // Association is an established PFCP association with a peer.
@@ -47,9 +51,10 @@ type Node struct {
 	recovery time.Time // Recovery Time Stamp: when this process started, for its life
 
 	mu      sync.Mutex
-	assocs  map[string]*Association // by Node ID
-	pending map[string]uint32       // Node ID -> sequence number of the unanswered heartbeat
-	seq     uint32                  // of the last request this node sent
+	assocs  map[string]*Association   // by Node ID
+	pending map[string]uint32         // Node ID -> sequence number of the unanswered heartbeat
+	setups  map[uint32]netip.AddrPort // sequence number -> SMF of an unanswered setup request
+	seq     uint32                    // of the last request this node sent
 }
 
 // upFeatures are the UP Function Features this UPF implements (TS 29.244 8.2.25): none of
@@ -62,7 +67,7 @@ func NewNode(opts Options) *Node {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Node{opts: opts, log: opts.Logger, recovery: time.Now().Truncate(time.Second),
-		assocs: map[string]*Association{}, pending: map[string]uint32{}}
+		assocs: map[string]*Association{}, pending: map[string]uint32{}, setups: map[uint32]netip.AddrPort{}}
 }
 
 // Associations returns the established associations, sorted by Node ID.
@@ -99,6 +104,9 @@ func (n *Node) Handle(peer netip.AddrPort, b []byte) []byte {
 		return nil
 	case *message.AssociationSetupRequest:
 		return n.associationSetup(peer, m)
+	case *message.AssociationSetupResponse:
+		n.setupAnswered(peer, m)
+		return nil
 	case *message.AssociationUpdateRequest:
 		return n.associationUpdate(m)
 	case *message.AssociationReleaseRequest:

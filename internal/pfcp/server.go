@@ -20,6 +20,9 @@ func (n *Node) Serve(ctx context.Context, conn *net.UDPConn) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	go n.heartbeats(ctx, conn)
+	for _, smf := range n.opts.SMFPeers {
+		go n.initiate(ctx, conn, smf)
+	}
 	buf := make([]byte, maxMessage)
 	for {
 		size, peer, err := conn.ReadFromUDPAddrPort(buf)

@@ -3,6 +3,7 @@ package pfcp
 import (
 	"bytes"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +19,7 @@ import (
 )
 
 // TestWiresharkDecodesEverythingWeSend writes every kind of message this node sends (each
-// response, and its own heartbeat request) into a capture and has Wireshark's PFCP dissector
+// response, and its own heartbeat and association setup requests) into a capture and has Wireshark's PFCP dissector
 // read it: no packet may be malformed or carry an error-level expert note.
 func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 	tshark, err := exec.LookPath("tshark")
@@ -53,6 +54,7 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 	for _, hb := range n.beat() {
 		sent = append(sent, hb.msg)
 	}
+	sent = append(sent, n.setupRequest(netip.MustParseAddrPort("192.0.2.20:8805")))
 
 	path := filepath.Join(t.TempDir(), "pfcp.pcap")
 	f, err := os.Create(path)
