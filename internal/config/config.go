@@ -117,6 +117,9 @@ type Config struct {
 	// PFCPAllowedPeers are the IPv4 networks SMFs may associate from (an address is a /32);
 	// empty allows every address.
 	PFCPAllowedPeers []netip.Prefix `yaml:"pfcp_allowed_peers"`
+	// PFCPSMFPeers are SMFs (IPv4 address and port) this UPF associates with on its own
+	// initiative, retrying every PFCPHeartbeatInterval until accepted; empty: it only answers.
+	PFCPSMFPeers []netip.AddrPort `yaml:"pfcp_smf_peers"`
 	// PFCPHeartbeatInterval is how often each associated SMF is sent a Heartbeat Request
 	// (MinPFCPHeartbeatInterval..MaxPFCPHeartbeatInterval).
 	PFCPHeartbeatInterval time.Duration `yaml:"pfcp_heartbeat_interval"`
@@ -231,6 +234,7 @@ type rawConfig struct {
 	PFCPListen    string       `yaml:"pfcp_listen"`
 	PFCPNodeID    string       `yaml:"pfcp_node_id"`
 	PFCPAllowed   []string     `yaml:"pfcp_allowed_peers"`
+	PFCPSMFs      []string     `yaml:"pfcp_smf_peers"`
 	PFCPInterval  string       `yaml:"pfcp_heartbeat_interval"`
 	PFCPRetries   yaml.Node    `yaml:"pfcp_heartbeat_retries"`
 	LogLevel      string       `yaml:"log_level"`
@@ -653,6 +657,20 @@ func (v *validator) pfcp(raw *rawConfig) {
 		v.cfg.PFCPAllowedPeers = append(v.cfg.PFCPAllowedPeers, p)
 	}
 
+	for i, s := range raw.PFCPSMFs {
+		path := fmt.Sprintf("pfcp_smf_peers[%d]", i)
+		ap, err := parseSMFPeer(s)
+		if err != nil {
+			v.addf("%s: %w", path, err)
+			continue
+		}
+		if slices.Contains(v.cfg.PFCPSMFPeers, ap) {
+			v.addf("%s: %s is listed twice; list each SMF once", path, ap)
+			continue
+		}
+		v.cfg.PFCPSMFPeers = append(v.cfg.PFCPSMFPeers, ap)
+	}
+
 	const intervalRange = `use a duration from 100ms to 10m, e.g. "10s"`
 	if d, err := time.ParseDuration(raw.PFCPInterval); err != nil {
 		v.addf("pfcp_heartbeat_interval: %q is not a duration (a number with a unit: ms, s, m); %s", raw.PFCPInterval, intervalRange)
@@ -709,6 +727,18 @@ func checkNodeID(s string) error {
 		return fmt.Errorf("%q is not a valid IPv4 address; %s", s, fix)
 	}
 	return nil
+}
+
+// parseSMFPeer parses a pfcp_smf_peers entry: an IPv4 address, with a port or the PFCP port.
+func parseSMFPeer(s string) (netip.AddrPort, error) {
+	if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
+		return netip.AddrPortFrom(a, 8805), nil
+	}
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil || !ap.Addr().Is4() || ap.Port() == 0 {
+		return netip.AddrPort{}, fmt.Errorf("%q is not an SMF address; write an IPv4 address, with a port if it is not 8805 (192.0.2.10 or 192.0.2.10:8805)", s)
+	}
+	return ap, nil
 }
 
 // parsePeerPrefix parses a pfcp_allowed_peers entry: an IPv4 prefix without host bits, or

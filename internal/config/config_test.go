@@ -392,6 +392,8 @@ func TestParseErrors(t *testing.T) {
 		{name: "session UE IPv6", yaml: minimal + sess(sessionWith("1", `"2001:db8::1"`, "1")), want: []string{`sessions[0].ue_ipv4: "2001:db8::1" is not an IPv4 address; give the UE's IPv4 address`}},
 		{name: "session gNB missing", yaml: minimal + sess("id: 1, ue_ipv4: 10.0.0.1, uplink_teid: 1, downlink_teid: 1"), want: []string{"sessions[0].gnb_ipv4: missing; give the gNB's N3 IPv4 address"}},
 		{name: "session gNB invalid", yaml: minimal + sess("id: 1, ue_ipv4: 10.0.0.1, uplink_teid: 1, gnb_ipv4: gnb1, downlink_teid: 1"), want: []string{`sessions[0].gnb_ipv4: "gnb1" is not an IP address`}},
+		{name: "smf peer not an address", yaml: minimal + "pfcp_smf_peers: [smf.example]\n", want: []string{`pfcp_smf_peers[0]: "smf.example" is not an SMF address`}},
+		{name: "smf peer twice", yaml: minimal + "pfcp_smf_peers: [192.0.2.10, \"192.0.2.10:8805\"]\n", want: []string{"pfcp_smf_peers[1]: 192.0.2.10:8805 is listed twice"}},
 		{name: "max_rule_sets zero", yaml: minimal + "limits: {max_rule_sets: 0}\n", want: []string{"limits.max_rule_sets:", "use 1 to 1048576"}},
 		{name: "max_sdf_entries too big", yaml: minimal + "limits: {max_sdf_entries: 99999999}\n", want: []string{"limits.max_sdf_entries:", "use 1 to 16777216"}},
 		{name: "flow without qfi", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", `flows: [{precedence: 10, sdf: ["permit out ip from any to assigned"]}]`)),
@@ -451,6 +453,17 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestSMFPeers(t *testing.T) {
+	cfg, err := Parse([]byte(minimal + "pfcp_smf_peers: [192.0.2.10, \"198.51.100.1:9000\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.AddrPort{netip.MustParseAddrPort("192.0.2.10:8805"), netip.MustParseAddrPort("198.51.100.1:9000")}
+	if !reflect.DeepEqual(cfg.PFCPSMFPeers, want) {
+		t.Errorf("pfcp_smf_peers = %v, want %v", cfg.PFCPSMFPeers, want)
 	}
 }
 

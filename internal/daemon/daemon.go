@@ -101,6 +101,7 @@ func newPFCPNode(cfg *config.Config, log *slog.Logger) *pfcp.Node {
 	return pfcp.NewNode(pfcp.Options{
 		NodeID:            cfg.PFCPNodeID,
 		AllowedPeers:      cfg.PFCPAllowedPeers,
+		SMFPeers:          cfg.PFCPSMFPeers,
 		HeartbeatInterval: cfg.PFCPHeartbeatInterval,
 		HeartbeatRetries:  cfg.PFCPHeartbeatRetries,
 		Logger:            log,
