@@ -35,7 +35,7 @@ func startUPF(t *testing.T, opts pfcp.Options) (*pfcp.Node, netip.AddrPort) {
 }
 
 func TestAssociateHeartbeatRelease(t *testing.T) {
-	upf, addr := startUPF(t, pfcp.Options{NodeID: "127.0.0.1", HeartbeatInterval: 30 * time.Millisecond, HeartbeatRetries: 2})
+	upf, addr := startUPF(t, pfcp.Options{NodeID: "127.0.0.1", HeartbeatInterval: 30 * time.Millisecond, HeartbeatRetries: 10})
 	c, err := Dial(addr, Options{NodeID: "smf.example"})
 	if err != nil {
 		t.Fatal(err)
