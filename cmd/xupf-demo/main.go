@@ -1,10 +1,13 @@
 // Command xupf-demo shows xupfd forwarding real traffic. It builds xupfd and xupfctl, creates
 // three network namespaces (gnb — upf — dn) joined by veth pairs, starts xupfd in upf with two
-// static sessions, sends GTP-U uplink from gnb and plain IP downlink from dn, checks every
-// packet that comes out, prints what xupfctl reports, and removes everything again.
+// static sessions (session 1 with a QoS flow for UDP to the UE's port 7000), associates an SMF
+// with it over PFCP from gnb, adds two traffic classes with xupfctl, sends GTP-U uplink from
+// gnb and plain IP downlink from dn, checks every packet that comes out, the class counters
+// and the association, prints what xupfctl reports, releases the association and removes
+// everything again.
 //
 // It needs root (namespaces, XDP): sudo go run ./cmd/xupf-demo. The exit code is 0 only when
-// every packet arrived and passed every check.
+// every packet arrived and every check passed.
 package main
 
 import (
@@ -31,10 +34,20 @@ const (
 	recvTimeout = 5 * time.Second
 )
 
-// sessions are the demo's two static sessions: one with a QoS flow, one without, to show both
-// GTP-U header forms.
+// flowPort is the UE port that the QoS flow of session 1 selects, and flowPackets how many
+// downlink packets the demo sends to it.
+const (
+	flowPort    = 7000
+	flowPackets = 50
+)
+
+// sessions are the demo's two static sessions: one with a QFI, one without, to show both
+// GTP-U header forms. Session 1 also has a QoS flow: downlink UDP to the UE's port 7000 goes
+// with its own TEID and QFI, everything else by the session's default rule.
 var sessions = []session.Session{
-	{ID: 1, UE: netip.MustParseAddr("10.45.0.2"), UplinkTEID: 0x100, DownlinkTEID: 0x200, QFI: 9, GNB: testbed.GNBAddr},
+	{ID: 1, UE: netip.MustParseAddr("10.45.0.2"), UplinkTEID: 0x100, DownlinkTEID: 0x200, QFI: 9, GNB: testbed.GNBAddr,
+		Flows: []session.Flow{{Precedence: 10, QFI: 5, SDF: []string{"permit out 17 from any to assigned 7000"},
+			DownlinkTEID: 0x300}}},
 	{ID: 2, UE: netip.MustParseAddr("10.45.0.3"), UplinkTEID: 0x101, DownlinkTEID: 0x201, GNB: testbed.GNBAddr},
 }
 
@@ -128,7 +141,7 @@ func demo(ctx context.Context, o options, w io.Writer) (ok bool, err error) {
 	// Stopped explicitly below to report its exit; this covers the early returns.
 	defer d.Stop()
 
-	r := &report{w: w, topo: topo, daemon: d}
+	r := &report{w: w, topo: topo, daemon: d, xupfctl: o.xupfctl}
 	r.header()
 	if err := r.run(ctx, o); err != nil {
 		if !errors.Is(err, context.Canceled) {
@@ -137,13 +150,16 @@ func demo(ctx context.Context, o options, w io.Writer) (ok bool, err error) {
 		return false, err
 	}
 	if err := d.Stop(); err != nil {
-		r.fail("xupfd did not stop cleanly: %v", err)
+		r.check("xupfd stop", err.Error())
+		r.area("xupfd", false, "did not stop cleanly: %v", err)
 	} else {
+		r.check("xupfd stop")
+		r.area("xupfd", true, "stopped cleanly on SIGTERM")
 		fmt.Fprintln(w, "xupfd stopped (SIGTERM), namespaces removed")
 	}
-	if !r.ok {
+	if !r.ok() {
 		fmt.Fprintf(w, "\nxupfd log (tail):\n%s\n", d.LogTail())
 	}
 	r.summary()
-	return r.ok, nil
+	return r.ok(), nil
 }
