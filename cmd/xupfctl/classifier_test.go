@@ -168,12 +168,7 @@ func TestClassifierDelete(t *testing.T) {
 
 func TestClassifierErrors(t *testing.T) {
 	const badID = "is not a number from 1 to 4294967295; use the id shown by `xupfctl classifier list`\n"
-	tests := []struct {
-		name       string
-		args       []string
-		wantStderr string
-		wantUsage  bool
-	}{
+	tests := []errorCase{
 		{
 			name:       "missing --id",
 			args:       []string{"classifier", "add", "--priority", "3", "--protocol", "udp"},
@@ -251,24 +246,7 @@ func TestClassifierErrors(t *testing.T) {
 			wantUsage:  true,
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r, _ := runCLI(t, newBackend(), nil, tt.args...)
-			if r.code != 1 {
-				t.Errorf("exit code %d, want 1", r.code)
-			}
-			usage := strings.Contains(r.stdout, "Usage:") || strings.Contains(r.stderr, "Usage:")
-			if usage != tt.wantUsage {
-				t.Errorf("usage shown = %v, want %v; stdout %q", usage, tt.wantUsage, r.stdout)
-			}
-			if !strings.HasSuffix(r.stderr, tt.wantStderr) {
-				t.Errorf("stderr = %q, want it to end with %q", r.stderr, tt.wantStderr)
-			}
-			if !tt.wantUsage && r.stdout != "" {
-				t.Errorf("stdout = %q, want nothing", r.stdout)
-			}
-		})
-	}
+	checkErrors(t, tests)
 }
 
 // A bad id is reported without asking the daemon, so even when it is down.

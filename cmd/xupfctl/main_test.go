@@ -260,12 +260,7 @@ func TestOutputShape(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	tests := []struct {
-		name       string
-		args       []string
-		wantStderr string
-		wantUsage  bool // whether the usage text is shown along with the error
-	}{
+	tests := []errorCase{
 		{
 			name:       "bad output format",
 			args:       []string{"-o", "x", "status"},
@@ -316,6 +311,20 @@ func TestErrors(t *testing.T) {
 			wantStderr: "error: unknown command \"sesion\" for \"xupfctl\"\n\nDid you mean this?\n\tsession\n\n",
 		},
 	}
+	checkErrors(t, tests)
+}
+
+// errorCase is a command that must fail with exit code 1.
+type errorCase struct {
+	name       string
+	args       []string
+	wantStderr string // the end of stderr
+	wantUsage  bool   // whether the usage text is shown along with the error
+}
+
+// checkErrors runs every case against a fresh fixture backend.
+func checkErrors(t *testing.T, tests []errorCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r, _ := runCLI(t, newBackend(), nil, tt.args...)
