@@ -28,17 +28,7 @@ func TestClassHandlers(t *testing.T) {
 	failing.Err = errors.New("class counters: operation not permitted")
 	const badID = "use the id shown by `xupfctl classifier list`"
 
-	tests := []struct {
-		name         string
-		backend      *apitest.Backend
-		method, path string
-		body         string
-		wantCode     int
-		wantBody     string // JSON, compared structurally; "" for no body
-		wantAllow    string
-		wantLocation string
-		wantClasses  []uint32 // the backend's class ids afterwards, in its order; nil to skip
-	}{
+	tests := []handlerCase{
 		{
 			name: "list sorted by id", method: "GET", path: "/api/v1/classifier/classes", wantCode: 200,
 			wantBody: "[" + class3JSON + "," + class5JSON + "," + class20JSON + "]",
@@ -214,46 +204,7 @@ func TestClassHandlers(t *testing.T) {
 			wantBody: `{"error":"class counters: operation not permitted"}`,
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b := tt.backend
-			if b == nil {
-				b = apitest.NewBackend()
-			}
-			rec := httptest.NewRecorder()
-			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
-			api.NewHandler(b, nil).ServeHTTP(rec, req)
-
-			if rec.Code != tt.wantCode {
-				t.Errorf("status code = %d, want %d; body %s", rec.Code, tt.wantCode, rec.Body)
-			}
-			if allow := rec.Header().Get("Allow"); allow != tt.wantAllow {
-				t.Errorf("Allow = %q, want %q", allow, tt.wantAllow)
-			}
-			if loc := rec.Header().Get("Location"); loc != tt.wantLocation {
-				t.Errorf("Location = %q, want %q", loc, tt.wantLocation)
-			}
-			if tt.wantBody == "" {
-				if rec.Body.Len() != 0 {
-					t.Errorf("body = %q, want none", rec.Body)
-				}
-			} else {
-				if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
-					t.Errorf("Content-Type = %q, want application/json", ct)
-				}
-				assertJSONEqual(t, rec.Body.Bytes(), tt.wantBody)
-			}
-			if tt.wantClasses != nil {
-				var ids []uint32
-				for _, c := range b.ClassesData {
-					ids = append(ids, c.ID)
-				}
-				if !reflect.DeepEqual(ids, tt.wantClasses) {
-					t.Errorf("backend classes = %v, want %v", ids, tt.wantClasses)
-				}
-			}
-		})
-	}
+	checkHandler(t, tests)
 }
 
 // The backend's stored class is the one the body described, field by field.

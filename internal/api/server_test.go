@@ -29,15 +29,7 @@ func TestHandler(t *testing.T) {
 	failing := apitest.NewBackend()
 	failing.Err = errors.New("reading session map: operation not permitted")
 
-	tests := []struct {
-		name      string
-		backend   *apitest.Backend
-		method    string
-		path      string
-		wantCode  int
-		wantBody  string // JSON, compared structurally
-		wantAllow string
-	}{
+	tests := []handlerCase{
 		{
 			name: "status", method: "GET", path: "/api/v1/status", wantCode: 200,
 			wantBody: `{"version":"v0.1.0","started_at":"2025-01-02T03:04:05Z","uptime_seconds":3725.5,
@@ -130,6 +122,25 @@ func TestHandler(t *testing.T) {
 			wantBody: `{"error":"reading session map: operation not permitted"}`,
 		},
 	}
+	checkHandler(t, tests)
+}
+
+// handlerCase is one request to the handler and what must come back.
+type handlerCase struct {
+	name         string
+	backend      *apitest.Backend // nil: a fresh apitest.NewBackend()
+	method, path string
+	body         string
+	wantCode     int
+	wantBody     string // JSON, compared structurally; "" for no body
+	wantAllow    string
+	wantLocation string
+	wantClasses  []uint32 // the backend's class ids afterwards, in its order; nil to skip
+}
+
+// checkHandler sends every case's request through NewHandler and checks the answer.
+func checkHandler(t *testing.T, tests []handlerCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := tt.backend
@@ -137,18 +148,37 @@ func TestHandler(t *testing.T) {
 				b = apitest.NewBackend()
 			}
 			rec := httptest.NewRecorder()
-			api.NewHandler(b, nil).ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
+			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
+			api.NewHandler(b, nil).ServeHTTP(rec, req)
 
 			if rec.Code != tt.wantCode {
 				t.Errorf("status code = %d, want %d; body %s", rec.Code, tt.wantCode, rec.Body)
 			}
-			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
-				t.Errorf("Content-Type = %q, want application/json", ct)
-			}
 			if allow := rec.Header().Get("Allow"); allow != tt.wantAllow {
 				t.Errorf("Allow = %q, want %q", allow, tt.wantAllow)
 			}
-			assertJSONEqual(t, rec.Body.Bytes(), tt.wantBody)
+			if loc := rec.Header().Get("Location"); loc != tt.wantLocation {
+				t.Errorf("Location = %q, want %q", loc, tt.wantLocation)
+			}
+			if tt.wantBody == "" {
+				if rec.Body.Len() != 0 {
+					t.Errorf("body = %q, want none", rec.Body)
+				}
+			} else {
+				if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+					t.Errorf("Content-Type = %q, want application/json", ct)
+				}
+				assertJSONEqual(t, rec.Body.Bytes(), tt.wantBody)
+			}
+			if tt.wantClasses != nil {
+				var ids []uint32
+				for _, c := range b.ClassesData {
+					ids = append(ids, c.ID)
+				}
+				if !reflect.DeepEqual(ids, tt.wantClasses) {
+					t.Errorf("backend classes = %v, want %v", ids, tt.wantClasses)
+				}
+			}
 		})
 	}
 }
