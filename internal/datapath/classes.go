@@ -173,14 +173,9 @@ func (d *Datapath) dropClassCounters(ids []uint32) {
 
 // ClassCounters returns what class id has counted.
 func (d *Datapath) ClassCounters(id uint32) (session.Counters, error) {
-	var perCPU []xupfCounters
-	if err := d.objs.XupfClsStats.Lookup(id, &perCPU); err != nil {
-		return session.Counters{}, fmt.Errorf("class %d counters: %w", id, err)
-	}
-	var c session.Counters
-	for _, v := range perCPU {
-		c.Packets += v.Packets
-		c.Bytes += v.Bytes
+	c, err := lookupCounters(d.objs.XupfClsStats, id)
+	if err != nil {
+		return c, fmt.Errorf("class %d counters: %w", id, err)
 	}
 	return c, nil
 }

@@ -254,9 +254,18 @@ func (d *Datapath) usage(in *installed) (session.Usage, error) {
 }
 
 func (d *Datapath) readCounter(slot uint32) (session.Counters, error) {
+	c, err := lookupCounters(d.objs.XupfUsage, slot)
+	if err != nil {
+		return c, fmt.Errorf("read usage counters: %w", err)
+	}
+	return c, nil
+}
+
+// lookupCounters reads the per-CPU struct counters of key in m and sums the CPUs.
+func lookupCounters(m *ebpf.Map, key uint32) (session.Counters, error) {
 	var perCPU []xupfCounters
-	if err := d.objs.XupfUsage.Lookup(slot, &perCPU); err != nil {
-		return session.Counters{}, fmt.Errorf("read usage counters: %w", err)
+	if err := m.Lookup(key, &perCPU); err != nil {
+		return session.Counters{}, err
 	}
 	var c session.Counters
 	for _, v := range perCPU {
