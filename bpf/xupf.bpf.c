@@ -12,6 +12,7 @@
 const enum drop_reason *btf_drop_reason __attribute__((unused));
 const enum stat *btf_stat __attribute__((unused));
 const enum far_action *btf_far_action __attribute__((unused));
+const enum far_flag *btf_far_flag __attribute__((unused));
 const enum sdf_field *btf_sdf_field __attribute__((unused));
 const enum cls_field *btf_cls_field __attribute__((unused));
 

@@ -23,6 +23,7 @@ enum drop_reason {
 	DROP_MALFORMED_DL_IP,      /* downlink IPv4 to a UE: bad IHL or total length */
 	DROP_NO_ROUTE,             /* FIB says blackhole, unreachable or prohibited */
 	DROP_HEADROOM,             /* bpf_xdp_adjust_head/tail failed: no room to encapsulate */
+	DROP_FAR_BUFFERED,         /* the matching FAR says buffer (BUFF), and nothing buffers yet */
 	DROP_MAX,
 };
 

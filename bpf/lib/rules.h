@@ -7,6 +7,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"
+#include "drop_reasons.h"
 
 /* Default table sizes; the daemon sets the real ones from its configuration at load time. */
 #ifndef XUPF_MAX_SESSIONS
@@ -83,6 +84,18 @@ static __always_inline struct far *far_of(const struct pdr *pdr)
 	__u32 slot = pdr->far;
 
 	return bpf_map_lookup_elem(&xupf_fars, &slot);
+}
+
+/* far_drop_reason returns 0 when far forwards, else the reason to drop: a missing FAR, DROP
+ * or an action this datapath does not know drops; BUFF has its own reason, so that packets
+ * the control plane meant to hold are told apart from those it meant to drop. */
+static __always_inline int far_drop_reason(const struct far *far)
+{
+	if (far && far->action == FAR_FORWARD)
+		return 0;
+	if (far && far->action == FAR_BUFFER)
+		return DROP_FAR_BUFFERED;
+	return DROP_FAR_DROP;
 }
 
 static __always_inline void count_usage(const struct pdr *pdr, __u32 bytes)

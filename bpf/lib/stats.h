@@ -9,11 +9,11 @@
 
 enum stat {
 	STAT_UL_RX = 0,      /* G-PDUs to a local GTP-U address */
-	STAT_UL_TX,          /* uplink packets decapsulated and redirected */
-	STAT_UL_KERNEL,      /* uplink packets decapsulated and handed to the kernel */
+	STAT_UL_TX,          /* uplink packets decapsulated (tunnelled again with OHC), redirected */
+	STAT_UL_KERNEL,      /* uplink packets decapsulated (tunnelled again with OHC), to the kernel */
 	STAT_DL_RX,          /* IPv4 packets to a known UE */
-	STAT_DL_TX,          /* downlink packets encapsulated and redirected */
-	STAT_DL_KERNEL,      /* downlink packets encapsulated and handed to the kernel */
+	STAT_DL_TX,          /* downlink packets forwarded (encapsulated with OHC), redirected */
+	STAT_DL_KERNEL,      /* downlink packets forwarded (encapsulated with OHC), to the kernel */
 	STAT_ECHO_REPLIED,   /* GTP-U Echo Requests answered from the datapath */
 	STAT_PASS,           /* packets that are not ours, handed to the kernel untouched */
 	STAT_FIB_NO_NEIGH,   /* of the *_KERNEL ones: next hop not resolved yet */

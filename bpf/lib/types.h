@@ -37,15 +37,33 @@ struct pdr {
 
 enum far_action {
 	FAR_DROP = 0,     /* a zeroed slot drops: an unwritten FAR never forwards */
-	FAR_FORWARD = 1,  /* uplink: remove outer headers and route the inner packet */
-	FAR_ENCAP = 2,    /* downlink: add outer IPv4/UDP/GTP-U toward peer_addr */
+	/* Uplink packets lose their outer headers first. Then, either way, FAR_F_OHC puts them
+	 * in a tunnel; without it they are routed as they are. */
+	FAR_FORWARD = 1,
+	/* BUFF: hold the packets until the FAR forwards again. Nothing buffers yet, so the
+	 * datapath drops them, counted apart from FAR_DROP (DROP_FAR_BUFFERED). */
+	FAR_BUFFER = 2,
 };
 
-/* A Forwarding Action Rule slot. */
+/* Bits of far.flags: the parts of a forwarding FAR that are optional. */
+enum far_flag {
+	/* Outer header creation: push IPv4/UDP/GTP-U toward peer_addr with teid (a gNB
+	 * downlink; another UPF, as on N9, or the SMF uplink). */
+	FAR_F_OHC = 1 << 0,
+	/* Transport level marking: the outer header's DSCP is tos's, not the inner packet's. */
+	FAR_F_TLM = 1 << 1,
+};
+
+/* A Forwarding Action Rule slot. The tunnel fields mean something only with FAR_F_OHC. */
 struct far {
 	__u32 action;      /* enum far_action */
+	__u8 flags;        /* enum far_flag bits */
+	/* Transport level marking (FAR_F_TLM): the top six bits (DSCP) are the outer ToS's; the
+	 * ECN bits always come from the inner packet, so congestion marks cross the tunnel. */
+	__u8 tos;
+	__u8 pad[2];
 	__be32 teid;       /* outer header creation: TEID of the peer */
-	__be32 peer_addr;  /* outer header creation: peer (gNB) address */
+	__be32 peer_addr;  /* outer header creation: peer (gNB, UPF) address, the outer destination */
 	__be32 local_addr; /* outer header creation: our GTP-U address, the outer source */
 };
 

@@ -1,10 +1,13 @@
-/* Uplink (N3 -> N6): GTP-U to a local address -> rules of the TEID -> remove the outer
- * headers -> route the inner packet. Also answers GTP-U Echo Requests. */
+/* Uplink (N3 -> N6, or N9): GTP-U to a local address -> rules of the TEID -> remove the outer
+ * headers -> route the inner packet, or with outer header creation push a new outer
+ * IPv4/UDP/GTP-U toward the FAR's peer (another UPF, the SMF) and route that. Also answers
+ * GTP-U Echo Requests. */
 #ifndef XUPF_UPLINK_H
 #define XUPF_UPLINK_H
 
 #include "parse.h"
 #include "gtpu.h"
+#include "encap.h"
 #include "rules.h"
 #include "classify.h"
 #include "classifier.h"
@@ -43,6 +46,7 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	struct far *far;
 	__u32 inner_len;
 	int reason;
+	__u8 ttl;
 
 	count_stat(STAT_UL_RX);
 	reason = gtpu_parse_gpdu(gtp, data_end, &g);
@@ -75,13 +79,21 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 		count_class(meta.class_id, inner_len);
 	}
 	far = far_of(pdr);
-	if (!far || far->action != FAR_FORWARD)
-		return drop(DROP_FAR_DROP);
+	reason = far_drop_reason(far);
+	if (reason)
+		return drop(reason);
 	count_usage(pdr, inner_len);
+	ttl = inner->ttl;
 
 	reason = decap_gpdu(ctx, eth, g.payload);
 	if (reason)
 		return drop(reason);
+	/* With a tunnel the packet leaves in it, without a PDU Session Container (the incoming
+	 * one, if any, went with the outer headers). An expiring packet takes the route below
+	 * instead: route_ipv4 hands it to the kernel decapsulated, which answers ICMP Time
+	 * Exceeded to the UE, as for any uplink packet. */
+	if ((far->flags & FAR_F_OHC) && ttl > 1)
+		return tunnel_ipv4(ctx, far, 0, STAT_UL_TX, STAT_UL_KERNEL);
 	return route_ipv4(ctx, 1, STAT_UL_TX, STAT_UL_KERNEL);
 }
 

@@ -88,8 +88,8 @@ func TestSDFFieldsOneByOne(t *testing.T) {
 				pdr1.QFI = c.qfi
 				pdr1.FAR, pdr0.FAR = rules.FAR{Action: rules.Forward}, rules.FAR{Action: rules.Forward}
 			} else {
-				pdr1.FAR = rules.FAR{Action: rules.Encap, TEID: 0x301, Peer: addrGNB, Local: addrN3}
-				pdr0.FAR = rules.FAR{Action: rules.Encap, TEID: 0x300, Peer: addrGNB, Local: addrN3}
+				pdr1.FAR = rules.FAR{Action: rules.Forward, OHC: &rules.OuterHeader{TEID: 0x301, Peer: addrGNB, Local: addrN3}}
+				pdr0.FAR = rules.FAR{Action: rules.Forward, OHC: &rules.OuterHeader{TEID: 0x300, Peer: addrGNB, Local: addrN3}}
 				pdr0.QFI = 0
 			}
 			rs.PDRs = []rules.PDR{pdr1, pdr0}

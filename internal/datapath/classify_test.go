@@ -104,7 +104,7 @@ func randRuleSet(rng *rand.Rand, uplink bool) rules.RuleSet {
 	for id := range 1 + rng.IntN(24) {
 		p := rules.PDR{ID: uint32(id), Precedence: uint32(rng.IntN(8)) * 100, FAR: rules.FAR{Action: rules.Forward}}
 		if !uplink {
-			p.FAR = rules.FAR{Action: rules.Encap, TEID: 0x9000 + uint32(id), Peer: addrGNB, Local: addrN3}
+			p.FAR = rules.FAR{Action: rules.Forward, OHC: &rules.OuterHeader{TEID: 0x9000 + uint32(id), Peer: addrGNB, Local: addrN3}}
 		}
 		if rng.IntN(3) == 0 {
 			p.QFI = uint8(1 + rng.IntN(3))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/session"
 )
 
@@ -21,8 +22,7 @@ import (
 type Options struct {
 	// PinPath is the bpffs directory for maps and links, e.g. /sys/fs/bpf/xupf.
 	PinPath string
-	// MaxSessions sizes the TEID and UE-address tables; each session takes two PDR/FAR slots
-	// and two usage counter slots.
+	// MaxSessions sizes the TEID, UE-address and rule tables (see pdrsPerSession).
 	MaxSessions int
 	// GTPUAddrs are the local N3 addresses uplink packets are sent to.
 	GTPUAddrs []netip.Addr
@@ -42,6 +42,10 @@ const (
 
 // Controller is what the control plane needs from a datapath: sessions in, counters out.
 type Controller interface {
+	Install(owner uint64, sets []rules.RuleSet) error
+	Uninstall(owner uint64) ([]rules.Usage, error)
+	Usage(owner uint64) ([]rules.Usage, error)
+	KeyOwner(k rules.Key) (uint64, bool)
 	AddSession(s session.Session) error
 	ModifySession(s session.Session) error
 	DeleteSession(id uint64) (session.Usage, error)
@@ -50,7 +54,14 @@ type Controller interface {
 	Stats() (Stats, error)
 }
 
-// spareRuleSlots are PDR/FAR slots beyond two per session, and spareRuleSets rule set ids
+// A session averages at most pdrsPerSession PDRs and teidsPerSession local F-TEIDs: what
+// Open5GS sends (an uplink, a downlink and two CP-function PDRs, on two TEIDs).
+const (
+	pdrsPerSession  = 4
+	teidsPerSession = 2
+)
+
+// spareRuleSlots are PDR/FAR slots beyond pdrsPerSession per session, and spareRuleSets rule set ids
 // beyond limits.max_rule_sets: a modification writes the new before it frees the old.
 const (
 	spareRuleSlots = 1024
@@ -76,14 +87,14 @@ type Datapath struct {
 	prog progConfig
 
 	mu       sync.Mutex
-	sessions map[uint64]*installed
-	byTEID   map[uint32]uint64
-	byUE     map[netip.Addr]uint64
-	rules    *slots          // PDR and FAR slots (one FAR per PDR)
-	counters *slots          // usage counter slots
-	rulesets *slots          // classification rule set ids, less one
-	retired  []retiredTables // classification tables waiting out their grace
-	classIDs map[uint32]bool // classes with counters in xupf_cls_stats
+	owners   map[uint64][]*installedSet // by static session id or PFCP SEID
+	keys     map[rules.Key]uint64       // TEIDs and UE addresses in use -> owner
+	static   map[uint64]session.Session // the static sessions among the owners
+	rules    *slots                     // PDR and FAR slots (one FAR per PDR)
+	counters *slots                     // usage counter slots
+	rulesets *slots                     // classification rule set ids, less one
+	retired  []retiredTables            // classification tables waiting out their grace
+	classIDs map[uint32]bool            // classes with counters in xupf_cls_stats
 	clsBufs  [2]clsBuffer
 	links    map[string]*attachment
 }
@@ -108,11 +119,11 @@ func Load(opts Options) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load datapath spec: %w", err)
 	}
-	// Two PDR/FAR slots per session, plus spares: a modification writes fresh slots before
-	// it frees the old ones, so it must work with a full table too, and the spares let freed
-	// slots rest a while before reuse (see slots).
-	nrules := uint32(2*opts.MaxSessions + spareRuleSlots)
-	spec.Maps[xupfMapXupfUlRules].MaxEntries = uint32(opts.MaxSessions)
+	// pdrsPerSession PDR/FAR slots per session, plus spares: a modification writes fresh
+	// slots before it frees the old ones, so it must work with a full table too, and the
+	// spares let freed slots rest a while before reuse (see slots).
+	nrules := uint32(pdrsPerSession*opts.MaxSessions + spareRuleSlots)
+	spec.Maps[xupfMapXupfUlRules].MaxEntries = uint32(teidsPerSession * opts.MaxSessions)
 	spec.Maps[xupfMapXupfDlRules].MaxEntries = uint32(opts.MaxSessions)
 	for _, m := range []string{xupfMapXupfPdrs, xupfMapXupfFars, xupfMapXupfUsage} {
 		spec.Maps[m].MaxEntries = nrules
@@ -133,9 +144,9 @@ func Load(opts Options) (*Datapath, error) {
 		log:      opts.Logger,
 		spec:     spec,
 		names:    nm,
-		sessions: map[uint64]*installed{},
-		byTEID:   map[uint32]uint64{},
-		byUE:     map[netip.Addr]uint64{},
+		owners:   map[uint64][]*installedSet{},
+		keys:     map[rules.Key]uint64{},
+		static:   map[uint64]session.Session{},
 		rules:    newSlots(nrules),
 		counters: newSlots(nrules),
 		rulesets: newSlots(uint32(opts.MaxRuleSets + spareRuleSets)),

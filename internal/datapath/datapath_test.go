@@ -3,6 +3,7 @@ package datapath
 import (
 	"bytes"
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 
+	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/session"
 )
 
@@ -30,24 +32,63 @@ var (
 		DownlinkTEID: 0x201, QFI: 9, GTPUAddr: addrN3}
 	sessNoARP = session.Session{ID: 3, UE: netip.MustParseAddr("10.45.0.4"), UplinkTEID: 0x102, GNB: addrGNBNoARP,
 		DownlinkTEID: 0x202, GTPUAddr: addrN3}
+	// sessDropFAR's keys lead to FARs that drop (farSets): it is not installed as a session.
 	sessDropFAR = session.Session{ID: 4, UE: netip.MustParseAddr("10.45.0.5"), UplinkTEID: 0x103, GNB: addrGNB,
 		DownlinkTEID: 0x203, GTPUAddr: addrN3}
 )
 
+// Keys of the rule sets farSets installs, one FAR each of the kinds no static session makes.
+const (
+	teidN9     = 0x104 // forward into a tunnel toward another UPF (N9)
+	teidN9TLM  = 0x105 // the same with transport level marking
+	teidBuffer = 0x106 // buffer
+)
+
+var (
+	ueTLM    = netip.MustParseAddr("10.45.0.6") // tunnel toward the gNB with transport level marking
+	ueBuffer = netip.MustParseAddr("10.45.0.7") // buffer (the FAR keeps its tunnel, as after FORW -> BUFF)
+	ueRouted = netip.MustParseAddr("10.45.0.8") // forward without a tunnel: plain IP routing
+
+	ohcN9    = rules.OuterHeader{TEID: 0x300, Peer: addrUPF, Local: addrN3}
+	ohcN9TLM = rules.OuterHeader{TEID: 0x301, Peer: addrUPF, Local: addrN3}
+	ohcTLM   = rules.OuterHeader{TEID: 0x206, Peer: addrGNB, Local: addrN3}
+)
+
+// tlmTOS is the FAR's transport level marking: DSCP 46 (EF), and ECN bits the outer header
+// must not take (they come from the inner packet). tlmInnerTOS is DSCP 10 with ECT(1);
+// tlmOuterTOS, the FAR's DSCP with the inner ECN bits, is what the outer header gets.
+const (
+	tlmTOS      = 0xbb
+	tlmInnerTOS = 0x29
+	tlmOuterTOS = 0xb9
+)
+
+// farSets are the rule sets, beside the sessions, of the FAR cases (farCases).
+func farSets() []rules.RuleSet {
+	one := func(far rules.FAR) []rules.PDR { return []rules.PDR{{ID: 1, Precedence: 1, FAR: far}} }
+	drop := rules.FAR{Action: rules.Drop}
+	return []rules.RuleSet{
+		{Uplink: true, TEID: sessDropFAR.UplinkTEID, PDRs: one(drop)},
+		{UE: sessDropFAR.UE, PDRs: one(drop)},
+		{Uplink: true, TEID: teidN9, PDRs: one(rules.FAR{Action: rules.Forward, OHC: &ohcN9})},
+		{Uplink: true, TEID: teidN9TLM, PDRs: one(rules.FAR{Action: rules.Forward, OHC: &ohcN9TLM,
+			TOS: tlmTOS, HasTOS: true})},
+		{Uplink: true, TEID: teidBuffer, PDRs: one(rules.FAR{Action: rules.Buffer})},
+		{UE: ueTLM, PDRs: one(rules.FAR{Action: rules.Forward, OHC: &ohcTLM, TOS: tlmTOS, HasTOS: true})},
+		{UE: ueBuffer, PDRs: one(rules.FAR{Action: rules.Buffer, OHC: &ohcTLM})},
+		{UE: ueRouted, PDRs: one(rules.FAR{Action: rules.Forward})},
+	}
+}
+
 func newSessionsEnv(t *testing.T) *testEnv {
 	e := newTestEnv(t, 1024)
-	for _, s := range []session.Session{sessPlain, sessQFI, sessNoARP, sessDropFAR} {
+	for _, s := range []session.Session{sessPlain, sessQFI, sessNoARP} {
 		if err := e.dp.AddSession(s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// A FAR that drops: written directly, as PFCP will do with a DROP FAR.
-	in := e.dp.sessions[sessDropFAR.ID]
-	if err := e.dp.objs.XupfFars.Put(in.sets[0].slots[0], xupfFar{Action: uint32(xupfFarActionFAR_DROP)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.dp.objs.XupfFars.Put(in.sets[1].slots[0], xupfFar{Action: uint32(xupfFarActionFAR_DROP)}); err != nil {
-		t.Fatal(err)
+	for _, rs := range farSets() {
+		e.installSet(t, rs)
 	}
 	return e
 }
@@ -254,6 +295,7 @@ func packetCases(t *testing.T) []pktCase {
 	}
 	cases = append(cases, notOursCases(t)...)
 	cases = append(cases, downlinkCases(t)...)
+	cases = append(cases, farCases(t)...)
 	cases = append(cases, echoCases(t)...)
 	return cases
 }
@@ -284,21 +326,29 @@ func notOursCases(t testing.TB) []pktCase {
 	}
 }
 
-// dlOuter is what a downlink packet to s should look like when it leaves toward the gNB.
-func dlOuter(t testing.TB, s session.Session, inner []byte, tos uint8) []byte {
+// tunnelled is what a packet should look like when it leaves on N3 in the tunnel oh toward
+// the neighbour at dstMAC: outer headers as encap_gpdu writes them, with a DL PDU Session
+// Container when qfi is not 0. The UDP source port is 0: runCase's fixSport puts in the hash.
+func tunnelled(t testing.TB, dstMAC net.HardwareAddr, oh rules.OuterHeader, qfi, tos uint8, inner []byte) []byte {
 	var gtp []byte
-	if s.QFI != 0 {
-		gtp = gtpHdr(0x34, 255, s.DownlinkTEID, []byte{0, 0, 0, 0x85, 1, 0x00, s.QFI, 0}, inner)
+	if qfi != 0 {
+		gtp = gtpHdr(0x34, 255, oh.TEID, []byte{0, 0, 0, 0x85, 1, 0x00, qfi, 0}, inner)
 	} else {
-		gtp = gtpHdr(0x30, 255, s.DownlinkTEID, nil, inner)
+		gtp = gtpHdr(0x30, 255, oh.TEID, nil, inner)
 	}
-	ip := ipv4(s.GTPUAddr, s.GNB, layers.IPProtocolUDP, 64)
+	ip := ipv4(oh.Local, oh.Peer, layers.IPProtocolUDP, 64)
 	ip.Flags = layers.IPv4DontFragment
 	ip.TOS = tos
-	pkt := serialize(t, ethernet(macN3, macGNB, layers.EthernetTypeIPv4), ip,
+	pkt := serialize(t, ethernet(macN3, dstMAC, layers.EthernetTypeIPv4), ip,
 		&layers.UDP{SrcPort: 0, DstPort: 2152}, gopacket.Payload(gtp))
 	pkt[40], pkt[41] = 0, 0 // UDP checksum 0: allowed over IPv4, and what we send
 	return pkt
+}
+
+// dlOuter is what a downlink packet to s should look like when it leaves toward the gNB.
+func dlOuter(t testing.TB, s session.Session, inner []byte, tos uint8) []byte {
+	oh := rules.OuterHeader{TEID: s.DownlinkTEID, Peer: s.GNB, Local: s.GTPUAddr}
+	return tunnelled(t, macGNB, oh, s.QFI, tos, inner)
 }
 
 func dlIn(t testing.TB, s session.Session, ttl uint8) []byte {
@@ -328,6 +378,50 @@ func downlinkCases(t *testing.T) []pktCase {
 			counters: map[string]uint64{"dl_rx": 1}, drops: map[string]uint64{"malformed_dl_ip": 1}},
 		{name: "downlink total length beyond the packet", in: dlIn(t, sessPlain, 64)[:50], ifindex: n6, verdict: xdpDrop,
 			counters: map[string]uint64{"dl_rx": 1}, drops: map[string]uint64{"malformed_dl_ip": 1}},
+	}
+}
+
+// farCases run through the rule sets of farSets: tunnels uplink (N9), transport level
+// marking, buffering, and downlink forwarding without a tunnel.
+func farCases(t *testing.T) []pktCase {
+	ulOK := map[string]uint64{"ul_rx": 1, "ul_tx": 1}
+	dlOK := map[string]uint64{"dl_rx": 1, "dl_tx": 1}
+	inner := ulInner(t, 64)
+	// Uplink N9: the incoming tunnel's headers (PSC included) go; the packet, one hop on,
+	// leaves in a new tunnel toward the other UPF, without a PSC, outer ToS = inner ToS.
+	n9Out := tunnelled(t, macUPF, ohcN9, 0, 0x28, ulInner(t, 63))
+	tlmInner := func(src, dst netip.Addr, ttl uint8) []byte {
+		return innerUDPTOS(t, src, dst, 1000, 2000, ttl, tlmInnerTOS, payload)
+	}
+	routedIn := concat(ethBytes(macDN, macN6), innerUDP(t, addrDN, ueRouted, 5000, 6000, 64, payload))
+	return []pktCase{
+		{name: "uplink N9 without PDU Session Container", in: outerGTP(t, gtpHdr(0x30, 255, teidN9, nil, inner), nil),
+			ifindex: n3, verdict: xdpRedirect, out: n9Out, fixSport: true, counters: ulOK},
+		{name: "uplink N9 with PDU Session Container", in: outerGTP(t, gtpHdr(0x34, 255, teidN9, optPSC(9), inner), nil),
+			ifindex: n3, verdict: xdpRedirect, out: n9Out, fixSport: true, counters: ulOK},
+		{name: "uplink N9 with transport level marking",
+			in:      outerGTP(t, gtpHdr(0x30, 255, teidN9TLM, nil, tlmInner(ueAddr, addrDN, 64)), nil),
+			ifindex: n3, verdict: xdpRedirect, fixSport: true, counters: ulOK,
+			out: tunnelled(t, macUPF, ohcN9TLM, 0, tlmOuterTOS, tlmInner(ueAddr, addrDN, 63))},
+		{name: "uplink N9 inner TTL 1 goes to the kernel decapsulated",
+			in:      outerGTP(t, gtpHdr(0x30, 255, teidN9, nil, ulInner(t, 1)), nil),
+			ifindex: n3, verdict: xdpPass, out: concat(ethBytes(macGNB, macN3), ulInner(t, 1)),
+			counters: map[string]uint64{"ul_rx": 1, "ul_kernel": 1, "fib_ttl": 1}},
+		{name: "FAR buffer (uplink)", in: outerGTP(t, gtpHdr(0x30, 255, teidBuffer, nil, inner), nil),
+			ifindex: n3, verdict: xdpDrop, counters: map[string]uint64{"ul_rx": 1}, drops: map[string]uint64{"far_buffered": 1}},
+		{name: "downlink with transport level marking",
+			in:      concat(ethBytes(macDN, macN6), tlmInner(addrDN, ueTLM, 64)),
+			ifindex: n6, verdict: xdpRedirect, fixSport: true, counters: dlOK,
+			out: tunnelled(t, macGNB, ohcTLM, 0, tlmOuterTOS, tlmInner(addrDN, ueTLM, 63))},
+		{name: "FAR buffer (downlink)", in: concat(ethBytes(macDN, macN6), innerUDP(t, addrDN, ueBuffer, 5000, 6000, 64, payload)),
+			ifindex: n6, verdict: xdpDrop, counters: map[string]uint64{"dl_rx": 1}, drops: map[string]uint64{"far_buffered": 1}},
+		// The test FIB's only way to the UE's address is the default route: back out of N6.
+		{name: "downlink without outer header creation is routed as IP", in: routedIn, ifindex: n6, verdict: xdpRedirect,
+			out:      concat(ethBytes(macN6, macDN), innerUDP(t, addrDN, ueRouted, 5000, 6000, 63, payload)),
+			counters: dlOK},
+		{name: "downlink without outer header creation, TTL 1, goes to the kernel untouched",
+			in:      concat(ethBytes(macDN, macN6), innerUDP(t, addrDN, ueRouted, 5000, 6000, 1, payload)),
+			ifindex: n6, verdict: xdpPass, counters: map[string]uint64{"dl_rx": 1, "dl_kernel": 1, "fib_ttl": 1}},
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 // the namespace of the calling thread, so packets run through it see this network.
 //
 //	n3 10.0.1.1/24 (02:00:00:00:01:01) -- n3p  gNB 10.0.1.2 at 02:00:00:00:01:02
+//	                                             another UPF (N9) 10.0.1.4 at 02:00:00:00:01:04
 //	n6 10.0.2.1/24 (02:00:00:00:02:01) -- n6p  DN router 10.0.2.2 at 02:00:00:00:02:02
 //	default via 10.0.2.2; 198.51.100.0/24 blackholed; 10.0.1.3 has no neighbour entry.
 type testEnv struct {
@@ -31,12 +32,14 @@ type testEnv struct {
 var (
 	macN3  = net.HardwareAddr{2, 0, 0, 0, 1, 1}
 	macGNB = net.HardwareAddr{2, 0, 0, 0, 1, 2}
+	macUPF = net.HardwareAddr{2, 0, 0, 0, 1, 4}
 	macN6  = net.HardwareAddr{2, 0, 0, 0, 2, 1}
 	macDN  = net.HardwareAddr{2, 0, 0, 0, 2, 2}
 
 	addrN3       = netip.MustParseAddr("10.0.1.1")
 	addrGNB      = netip.MustParseAddr("10.0.1.2")
 	addrGNBNoARP = netip.MustParseAddr("10.0.1.3")
+	addrUPF      = netip.MustParseAddr("10.0.1.4") // the far end of an N9 tunnel
 	addrDN       = netip.MustParseAddr("192.0.2.10")
 	addrBlackhol = netip.MustParseAddr("198.51.100.7")
 )
@@ -147,7 +150,7 @@ func (e *testEnv) setupNetwork() error {
 		ip      string
 		mac     net.HardwareAddr
 		ifindex int
-	}{{"10.0.1.2", macGNB, e.n3}, {"10.0.2.2", macDN, e.n6}}
+	}{{"10.0.1.2", macGNB, e.n3}, {"10.0.1.4", macUPF, e.n3}, {"10.0.2.2", macDN, e.n6}}
 	for _, n := range neighs {
 		err := netlink.NeighAdd(&netlink.Neigh{
 			LinkIndex: n.ifindex, State: netlink.NUD_PERMANENT, IP: net.ParseIP(n.ip),

@@ -51,8 +51,13 @@ func ipv4(src, dst netip.Addr, proto layers.IPProtocol, ttl uint8) *layers.IPv4 
 
 // innerUDP is a UE's packet: IPv4/UDP with a payload, checksums valid.
 func innerUDP(t testing.TB, src, dst netip.Addr, sport, dport uint16, ttl uint8, payload string) []byte {
+	return innerUDPTOS(t, src, dst, sport, dport, ttl, 0x28, payload) // some DSCP, to see it copied to the outer header
+}
+
+// innerUDPTOS is innerUDP with the given ToS.
+func innerUDPTOS(t testing.TB, src, dst netip.Addr, sport, dport uint16, ttl, tos uint8, payload string) []byte {
 	ip := ipv4(src, dst, layers.IPProtocolUDP, ttl)
-	ip.TOS = 0x28 // some DSCP, to see it copied to the outer header
+	ip.TOS = tos
 	return serialize(t, ip, &layers.UDP{SrcPort: layers.UDPPort(sport), DstPort: layers.UDPPort(dport)},
 		gopacket.Payload(payload))
 }

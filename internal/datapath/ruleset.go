@@ -31,25 +31,39 @@ type setTables struct {
 	lpm   []xupfSdfLpmKey
 }
 
-func (s *installedSet) counterSlots() map[uint32]bool {
-	out := make(map[uint32]bool, len(s.counters))
-	for _, c := range s.counters {
-		out[c] = true
+// counterSlots are the usage counter slots of sets.
+func counterSlots(sets []*installedSet) map[uint32]bool {
+	out := map[uint32]bool{}
+	for _, s := range sets {
+		for _, c := range s.counters {
+			out[c] = true
+		}
 	}
 	return out
 }
 
-func (s *installedSet) sameKey(o *installedSet) bool {
-	return s.rs.Uplink == o.rs.Uplink && s.rs.TEID == o.rs.TEID && s.rs.UE == o.rs.UE
+// countersOf returns the counter slots of the PDRs of sets in one direction, by PDR id: the
+// counters a replacement carries on (a PDR id names one PDR per direction of a session, even
+// when its TEID or UE address changes).
+func countersOf(sets []*installedSet, uplink bool) map[uint32]uint32 {
+	out := map[uint32]uint32{}
+	for _, s := range sets {
+		if s.rs.Uplink == uplink {
+			for id, c := range s.counters {
+				out[id] = c
+			}
+		}
+	}
+	return out
 }
 
 // writeSet writes rs's FARs, PDRs and classification tables without publishing them. The
-// counters of PDRs that prev (the set being replaced, or nil) also has are reused.
-func (d *Datapath) writeSet(rs rules.RuleSet, prev *installedSet) (_ *installedSet, err error) {
+// PDRs whose ids are in prev (counter slots of the rules being replaced) keep those counters.
+func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32) (_ *installedSet, err error) {
 	set := &installedSet{rs: rs, counters: map[uint32]uint32{}}
 	keep := map[uint32]bool{}
-	if prev != nil {
-		keep = prev.counterSlots()
+	for _, c := range prev {
+		keep[c] = true
 	}
 	defer func() {
 		if err != nil {
@@ -65,17 +79,18 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev *installedSet) (_ *installedS
 			return nil, fmt.Errorf("rule table full (limits.max_sessions): %w", err)
 		}
 		set.slots = append(set.slots, slot)
-		counter, ok := uint32(0), false
-		if prev != nil {
-			counter, ok = prev.counters[p.ID]
-		}
+		counter, ok := prev[p.ID]
 		if !ok {
 			if counter, err = d.allocCounter(); err != nil {
 				return nil, err
 			}
 		}
 		set.counters[p.ID] = counter
-		if err := d.objs.XupfFars.Put(slot, farEntry(p.FAR)); err != nil {
+		far, err := farEntry(p.FAR)
+		if err != nil {
+			return nil, fmt.Errorf("PDR %d: %w", p.ID, err)
+		}
+		if err := d.objs.XupfFars.Put(slot, far); err != nil {
 			return nil, fmt.Errorf("write FAR: %w", err)
 		}
 		if err := d.objs.XupfPdrs.Put(slot, xupfPdr{Far: slot, Counter: counter, Qfi: p.QFI}); err != nil {
@@ -93,15 +108,37 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev *installedSet) (_ *installedS
 	return set, nil
 }
 
-func farEntry(f rules.FAR) xupfFar {
+// farEntry is f as the datapath's struct far. A forwarding FAR's tunnel needs IPv4 ends: the
+// datapath builds IPv4 outer headers only. Drop and Buffer FARs leave the tunnel out (the
+// datapath reads it only when forwarding), so one kept across a switch to BUFF is not checked.
+func farEntry(f rules.FAR) (xupfFar, error) {
 	switch f.Action {
-	case rules.Forward:
-		return xupfFar{Action: uint32(xupfFarActionFAR_FORWARD)}
-	case rules.Encap:
-		return xupfFar{Action: uint32(xupfFarActionFAR_ENCAP), Teid: be32(f.TEID),
-			PeerAddr: addrBE(f.Peer), LocalAddr: addrBE(f.Local)}
+	case rules.Drop:
+		return xupfFar{Action: uint32(xupfFarActionFAR_DROP)}, nil
+	case rules.Buffer:
+		return xupfFar{Action: uint32(xupfFarActionFAR_BUFFER)}, nil
+	case rules.Forward: // below
+	default:
+		return xupfFar{}, fmt.Errorf("FAR action %d unknown", f.Action)
 	}
-	return xupfFar{Action: uint32(xupfFarActionFAR_DROP)}
+	e := xupfFar{Action: uint32(xupfFarActionFAR_FORWARD)}
+	if o := f.OHC; o != nil {
+		for _, a := range []struct {
+			name string
+			addr netip.Addr
+		}{{"peer", o.Peer}, {"local", o.Local}} {
+			if !a.addr.Is4() || a.addr.IsUnspecified() {
+				return xupfFar{}, fmt.Errorf("outer header creation needs an IPv4 %s address, got %s", a.name, a.addr)
+			}
+		}
+		e.Flags |= uint8(xupfFarFlagFAR_F_OHC)
+		e.Teid, e.PeerAddr, e.LocalAddr = be32(o.TEID), addrBE(o.Peer), addrBE(o.Local)
+	}
+	if f.HasTOS {
+		e.Flags |= uint8(xupfFarFlagFAR_F_TLM)
+		e.Tos = f.TOS
+	}
+	return e, nil
 }
 
 // publish points the set's key at it: the moment packets start using it.
@@ -220,7 +257,7 @@ func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
 			}
 			conds = append(conds, filterConds(f, p.QFI, set.rs.Uplink))
 			desc.Pdr[bit] = set.slots[i]
-			if !f.HasFlowLabel { // IPv4 packets have no flow label: such a filter never matches
+			if f.MatchesIPv4() { // a flow label or IPv6 addresses never match IPv4 packets
 				desc.All |= 1 << bit
 			}
 		}

@@ -11,15 +11,9 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/session"
 )
-
-// installed is a session and the datapath state it occupies: its uplink and downlink rule
-// sets.
-type installed struct {
-	s    session.Session
-	sets []*installedSet
-}
 
 func be32(v uint32) uint32 {
 	var b [4]byte
@@ -32,9 +26,161 @@ func addrBE(a netip.Addr) uint32 {
 	return binary.NativeEndian.Uint32(b[:])
 }
 
-// checkConflicts reports why s cannot be installed beside the other sessions; s.ID itself is
-// ignored so that a modification may keep its own TEID and UE address.
-func (d *Datapath) checkConflicts(s session.Session) error {
+// Install makes sets the rules of owner (a static session's id or a PFCP session's SEID),
+// replacing whatever it had. The new rule sets are written beside the old ones (fresh PDR/FAR
+// slots and classification tables) and published by replacing the TEID and UE entries, so a
+// packet sees the old rules or the new ones, never a mix; keys the owner no longer uses are
+// removed. Usage counts carry on for the PDRs that keep their id under the same key. It is
+// all or nothing: on error the owner's rules are as before and nothing is leaked.
+func (d *Datapath) Install(owner uint64, sets []rules.RuleSet) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.install(owner, sets)
+}
+
+func (d *Datapath) install(owner uint64, sets []rules.RuleSet) error {
+	prev, exists := d.owners[owner]
+	if !exists && len(d.owners) >= d.opts.MaxSessions {
+		return fmt.Errorf("session %d: the session table is full (%d sessions); raise limits.max_sessions",
+			owner, d.opts.MaxSessions)
+	}
+	seen := map[rules.Key]bool{}
+	for _, rs := range sets {
+		k := rs.LookupKey()
+		if seen[k] {
+			return fmt.Errorf("session %d: %s has two rule sets; merge their PDRs", owner, rs.Key())
+		}
+		seen[k] = true
+		if o, ok := d.keys[k]; ok && o != owner {
+			return fmt.Errorf("session %d: %s is used by session %d", owner, rs.Key(), o)
+		}
+	}
+	var written []*installedSet
+	undo := func() {
+		keep := counterSlots(prev)
+		for _, set := range written {
+			d.releaseSet(set, keep)
+		}
+	}
+	for _, rs := range sets {
+		set, err := d.writeSet(rs, countersOf(prev, rs.Uplink))
+		if err != nil {
+			undo()
+			return fmt.Errorf("session %d: %s: %w", owner, rs.Key(), err)
+		}
+		written = append(written, set)
+	}
+	for i, set := range written {
+		if err := d.publish(set); err != nil {
+			for _, done := range written[:i] { // put back what this call replaced
+				d.unpublish(done, sameKey(prev, done.rs))
+			}
+			undo()
+			return fmt.Errorf("session %d: publish %s: %w", owner, set.rs.Key(), err)
+		}
+	}
+	keep := counterSlots(written)
+	for _, p := range prev {
+		if sameKey(written, p.rs) == nil {
+			d.deleteSetKey(p)
+			delete(d.keys, p.rs.LookupKey())
+		}
+		d.releaseSet(p, keep)
+	}
+	for _, set := range written {
+		d.keys[set.rs.LookupKey()] = owner
+	}
+	d.owners[owner] = written
+	return nil
+}
+
+// sameKey returns the set of sets with rs's key, or nil.
+func sameKey(sets []*installedSet, rs rules.RuleSet) *installedSet {
+	k := rs.LookupKey()
+	for _, s := range sets {
+		if s.rs.LookupKey() == k {
+			return s
+		}
+	}
+	return nil
+}
+
+// unpublish takes back the entry publish wrote for set: it points again at prev (the set of
+// the same key being replaced) when there is one, and is removed otherwise.
+func (d *Datapath) unpublish(set, prev *installedSet) {
+	if prev == nil {
+		d.deleteSetKey(set)
+		return
+	}
+	if err := d.publish(prev); err != nil {
+		d.log.Error("restore rule set after a failed modification", "key", prev.rs.Key(), "err", err)
+	}
+}
+
+// Uninstall removes everything owner has installed and returns what its PDRs had counted.
+func (d *Datapath) Uninstall(owner uint64) ([]rules.Usage, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.uninstall(owner)
+}
+
+func (d *Datapath) uninstall(owner uint64) ([]rules.Usage, error) {
+	sets, ok := d.owners[owner]
+	if !ok {
+		return nil, fmt.Errorf("session %d: %w", owner, ErrNotFound)
+	}
+	for _, set := range sets {
+		d.deleteSetKey(set)
+	}
+	usage, err := d.usage(sets)
+	for _, set := range sets {
+		d.releaseSet(set, nil)
+		delete(d.keys, set.rs.LookupKey())
+	}
+	delete(d.owners, owner)
+	return usage, err
+}
+
+// Usage returns what owner's PDRs have counted, one entry per PDR of each rule set.
+func (d *Datapath) Usage(owner uint64) ([]rules.Usage, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	sets, ok := d.owners[owner]
+	if !ok {
+		return nil, fmt.Errorf("session %d: %w", owner, ErrNotFound)
+	}
+	return d.usage(sets)
+}
+
+// KeyOwner returns the owner of a TEID or UE address, if it is in use.
+func (d *Datapath) KeyOwner(k rules.Key) (uint64, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	o, ok := d.keys[k]
+	return o, ok
+}
+
+// AddSession installs a new static session.
+func (d *Datapath) AddSession(s session.Session) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.owners[s.ID]; ok {
+		return fmt.Errorf("session %d already exists", s.ID)
+	}
+	return d.installStatic(s)
+}
+
+// ModifySession replaces a static session's rules, as Install does.
+func (d *Datapath) ModifySession(s session.Session) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.static[s.ID]; !ok {
+		return fmt.Errorf("session %d: %w", s.ID, ErrNotFound)
+	}
+	return d.installStatic(s)
+}
+
+func (d *Datapath) installStatic(s session.Session) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("session %d: %w", s.ID, err)
 	}
@@ -42,174 +188,65 @@ func (d *Datapath) checkConflicts(s session.Session) error {
 		return fmt.Errorf("session %d: gtpu_address %s is not a local GTP-U address; use one of %v",
 			s.ID, s.GTPUAddr, d.opts.GTPUAddrs)
 	}
-	if id, ok := d.byTEID[s.UplinkTEID]; ok && id != s.ID {
-		return fmt.Errorf("session %d: uplink TEID 0x%x is used by session %d", s.ID, s.UplinkTEID, id)
-	}
-	if id, ok := d.byUE[s.UE]; ok && id != s.ID {
-		return fmt.Errorf("session %d: UE address %s is used by session %d", s.ID, s.UE, id)
-	}
-	return nil
-}
-
-// AddSession installs a new session.
-func (d *Datapath) AddSession(s session.Session) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.sessions[s.ID]; ok {
-		return fmt.Errorf("session %d already exists", s.ID)
-	}
-	if err := d.checkConflicts(s); err != nil {
-		return err
-	}
-	if len(d.sessions) >= d.opts.MaxSessions {
-		return fmt.Errorf("session %d: the session table is full (%d sessions); raise limits.max_sessions",
-			s.ID, d.opts.MaxSessions)
-	}
-	in, err := d.install(s, nil)
-	if err != nil {
-		return err
-	}
-	d.sessions[s.ID] = in
-	d.byTEID[s.UplinkTEID] = s.ID
-	d.byUE[s.UE] = s.ID
-	return nil
-}
-
-// ModifySession replaces a session's rules. The new rule sets are written beside the old
-// ones (fresh PDR/FAR slots and classification tables) and published by replacing the TEID
-// and UE entries, so a packet sees the old rules or the new ones, never a mix. Usage counts
-// carry on for the PDRs that stay. A failed modification changes nothing.
-func (d *Datapath) ModifySession(s session.Session) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	old, ok := d.sessions[s.ID]
-	if !ok {
-		return fmt.Errorf("session %d: %w", s.ID, ErrNotFound)
-	}
-	if err := d.checkConflicts(s); err != nil {
-		return err
-	}
-	in, err := d.install(s, old)
-	if err != nil {
-		return err
-	}
-	if old.s.UplinkTEID != s.UplinkTEID {
-		d.deleteKey(d.objs.XupfUlRules, be32(old.s.UplinkTEID))
-		delete(d.byTEID, old.s.UplinkTEID)
-	}
-	if old.s.UE != s.UE {
-		d.deleteKey(d.objs.XupfDlRules, addrBE(old.s.UE))
-		delete(d.byUE, old.s.UE)
-	}
-	for i, set := range old.sets {
-		d.releaseSet(set, in.sets[i].counterSlots())
-	}
-	d.sessions[s.ID] = in
-	d.byTEID[s.UplinkTEID] = s.ID
-	d.byUE[s.UE] = s.ID
-	return nil
-}
-
-// install writes s's rule sets and publishes them; prev is the session being replaced, nil
-// for a new one. On error what the packets see is as before and nothing is leaked.
-func (d *Datapath) install(s session.Session, prev *installed) (*installed, error) {
 	sets, err := s.RuleSets()
 	if err != nil {
-		return nil, fmt.Errorf("session %d: %w", s.ID, err)
+		return fmt.Errorf("session %d: %w", s.ID, err)
 	}
-	in := &installed{s: s}
-	undo := func() {
-		for i, set := range in.sets {
-			keep := map[uint32]bool{}
-			if prev != nil {
-				keep = prev.sets[i].counterSlots()
-			}
-			d.releaseSet(set, keep)
-		}
+	if err := d.install(s.ID, sets); err != nil {
+		return err
 	}
-	for i, rs := range sets {
-		var prevSet *installedSet
-		if prev != nil {
-			prevSet = prev.sets[i]
-		}
-		set, err := d.writeSet(rs, prevSet)
-		if err != nil {
-			undo()
-			return nil, fmt.Errorf("session %d: %s: %w", s.ID, rs.Key(), err)
-		}
-		in.sets = append(in.sets, set)
-	}
-	for i, set := range in.sets {
-		if err := d.publish(set); err != nil {
-			for _, done := range in.sets[:i] { // put back what this call replaced
-				d.unpublish(done, prev)
-			}
-			undo()
-			return nil, fmt.Errorf("session %d: publish %s: %w", s.ID, set.rs.Key(), err)
-		}
-	}
-	return in, nil
+	d.static[s.ID] = s
+	return nil
 }
 
-// unpublish takes back the entry publish wrote for set: it points again at prev's rule set of
-// the same key when there is one, and is removed otherwise.
-func (d *Datapath) unpublish(set *installedSet, prev *installed) {
-	if prev != nil {
-		for _, p := range prev.sets {
-			if p.sameKey(set) {
-				if err := d.publish(p); err != nil {
-					d.log.Error("restore rule set after a failed modification", "key", p.rs.Key(), "err", err)
-				}
-				return
-			}
-		}
-	}
-	d.deleteSetKey(set)
-}
-
-// DeleteSession removes a session and returns what it had counted.
+// DeleteSession removes a static session and returns what it had counted.
 func (d *Datapath) DeleteSession(id uint64) (session.Usage, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	in, ok := d.sessions[id]
-	if !ok {
+	if _, ok := d.static[id]; !ok {
 		return session.Usage{}, fmt.Errorf("session %d: %w", id, ErrNotFound)
 	}
-	for _, set := range in.sets {
-		d.deleteSetKey(set)
-	}
-	usage, err := d.usage(in)
-	for _, set := range in.sets {
-		d.releaseSet(set, nil)
-	}
-	delete(d.sessions, id)
-	delete(d.byTEID, in.s.UplinkTEID)
-	delete(d.byUE, in.s.UE)
-	return usage, err
+	delete(d.static, id)
+	usage, err := d.uninstall(id)
+	return directionUsage(usage), err
 }
 
-// Session returns one session and its usage.
+// Session returns one static session and its usage.
 func (d *Datapath) Session(id uint64) (session.Session, session.Usage, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	in, ok := d.sessions[id]
+	s, ok := d.static[id]
 	if !ok {
 		return session.Session{}, session.Usage{}, fmt.Errorf("session %d: %w", id, ErrNotFound)
 	}
-	u, err := d.usage(in)
-	return in.s, u, err
+	u, err := d.usage(d.owners[id])
+	return s, directionUsage(u), err
 }
 
-// Sessions returns every session, sorted by id.
+// Sessions returns every static session, sorted by id.
 func (d *Datapath) Sessions() []session.Session {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]session.Session, 0, len(d.sessions))
-	for _, in := range d.sessions {
-		out = append(out, in.s)
+	out := make([]session.Session, 0, len(d.static))
+	for _, s := range d.static {
+		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b session.Session) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// directionUsage sums PDR usage per direction.
+func directionUsage(pdrs []rules.Usage) session.Usage {
+	var u session.Usage
+	for _, p := range pdrs {
+		dir := &u.Downlink
+		if p.Uplink {
+			dir = &u.Uplink
+		}
+		dir.Packets += p.Packets
+		dir.Bytes += p.Bytes
+	}
+	return u
 }
 
 func (d *Datapath) deleteKey(m *ebpf.Map, key uint32) {
@@ -233,24 +270,19 @@ func (d *Datapath) allocCounter() (uint32, error) {
 	return slot, nil
 }
 
-// usage sums the counters of every PDR, per direction.
-func (d *Datapath) usage(in *installed) (session.Usage, error) {
-	var u session.Usage
-	for _, set := range in.sets {
-		dir := &u.Downlink
-		if set.rs.Uplink {
-			dir = &u.Uplink
-		}
-		for _, slot := range set.counters {
-			c, err := d.readCounter(slot)
+// usage reads the counter of every PDR of sets.
+func (d *Datapath) usage(sets []*installedSet) ([]rules.Usage, error) {
+	var out []rules.Usage
+	for _, set := range sets {
+		for _, p := range set.rs.PDRs {
+			c, err := d.readCounter(set.counters[p.ID])
 			if err != nil {
-				return session.Usage{}, err
+				return nil, err
 			}
-			dir.Packets += c.Packets
-			dir.Bytes += c.Bytes
+			out = append(out, rules.Usage{Uplink: set.rs.Uplink, PDR: p.ID, Packets: c.Packets, Bytes: c.Bytes})
 		}
 	}
-	return u, nil
+	return out, nil
 }
 
 func (d *Datapath) readCounter(slot uint32) (session.Counters, error) {
@@ -295,7 +327,7 @@ func (d *Datapath) Prune() error {
 	var staleUL []xupfUlKey
 	it := d.objs.XupfUlRules.Iterate()
 	for it.Next(&ul, &ref) {
-		if _, ok := d.byTEID[be32(ul.Teid)]; !ok {
+		if _, ok := d.keys[rules.Key{Uplink: true, TEID: be32(ul.Teid)}]; !ok {
 			staleUL = append(staleUL, ul)
 		}
 	}
@@ -310,7 +342,7 @@ func (d *Datapath) Prune() error {
 	for it.Next(&dl, &ref) {
 		var b [4]byte
 		binary.NativeEndian.PutUint32(b[:], dl.UeAddr)
-		if _, ok := d.byUE[netip.AddrFrom4(b)]; !ok {
+		if _, ok := d.keys[rules.Key{UE: netip.AddrFrom4(b)}]; !ok {
 			staleDL = append(staleDL, dl)
 		}
 	}

@@ -5,9 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/sdf"
 	"github.com/xupf/xupf/internal/session"
 )
 
@@ -95,7 +98,7 @@ func TestSessionErrors(t *testing.T) {
 		{"TEID in use", session.Session{ID: 9, UE: other, UplinkTEID: sessPlain.UplinkTEID, GNB: addrGNB, DownlinkTEID: 1, GTPUAddr: addrN3},
 			"uplink TEID 0x100 is used by session 1"},
 		{"UE in use", session.Session{ID: 9, UE: sessPlain.UE, UplinkTEID: 7, GNB: addrGNB, DownlinkTEID: 1, GTPUAddr: addrN3},
-			"UE address 10.45.0.2 is used by session 1"},
+			"downlink UE 10.45.0.2 is used by session 1"},
 		{"foreign GTP-U address", session.Session{ID: 9, UE: other, UplinkTEID: 7, GNB: addrGNB, DownlinkTEID: 1,
 			GTPUAddr: netip.MustParseAddr("10.9.9.9")}, "not a local GTP-U address"},
 		{"invalid", session.Session{ID: 9, UE: other, GNB: addrGNB, DownlinkTEID: 1, GTPUAddr: addrN3}, "uplink_teid"},
@@ -182,5 +185,71 @@ func TestDefaultTableHoldsManySessions(t *testing.T) {
 	}
 	if ret, _ := e.run(t, dlIn(t, last, 64), e.n6); ret != xdpRedirect {
 		t.Errorf("downlink of session %d: %s", n, verdictNames[ret])
+	}
+}
+
+// TestInstallOwner drives the owner-level API PFCP sessions use: several rule sets under one
+// owner, keys dropped by a replacement, all-or-nothing failures and other owners' keys.
+func TestInstallOwner(t *testing.T) {
+	e := newTestEnv(t, 16)
+	const owner = 1 << 32
+	fwd := rules.FAR{Action: rules.Forward}
+	encap := rules.FAR{Action: rules.Forward, OHC: &rules.OuterHeader{TEID: 0x77, Peer: addrGNB, Local: addrN3}}
+	ulA := rules.RuleSet{Uplink: true, TEID: 0xa, PDRs: []rules.PDR{{ID: 1, FAR: fwd}}}
+	ulB := rules.RuleSet{Uplink: true, TEID: 0xb, PDRs: []rules.PDR{{ID: 3, FAR: fwd}}}
+	dl := rules.RuleSet{UE: sessPlain.UE, PDRs: []rules.PDR{{ID: 2, FAR: encap}}}
+	if err := e.dp.Install(owner, []rules.RuleSet{ulA, ulB, dl}); err != nil {
+		t.Fatal(err)
+	}
+	pkt := func(teid uint32) []byte {
+		return outerGTP(t, gtpHdr(0x30, 255, teid, nil, ulInner(t, 64)), nil)
+	}
+	for _, teid := range []uint32{0xa, 0xb} {
+		if ret, _ := e.run(t, pkt(teid), e.n3); ret != xdpRedirect {
+			t.Fatalf("TEID 0x%x: verdict %s", teid, verdictNames[ret])
+		}
+		if o, ok := e.dp.KeyOwner(rules.Key{Uplink: true, TEID: teid}); !ok || o != owner {
+			t.Errorf("owner of TEID 0x%x: %d %v", teid, o, ok)
+		}
+	}
+	// Another owner cannot take a key in use, and the refusal changes nothing.
+	if err := e.dp.Install(owner+1, []rules.RuleSet{ulB}); err == nil || !strings.Contains(err.Error(), "is used by session") {
+		t.Errorf("key of another owner: %v", err)
+	}
+	// A replacement without TEID 0xb removes its key; PDR 1 keeps counting where it was.
+	if err := e.dp.Install(owner, []rules.RuleSet{ulA, dl}); err != nil {
+		t.Fatal(err)
+	}
+	if ret, _ := e.run(t, pkt(0xb), e.n3); ret != xdpDrop {
+		t.Errorf("TEID 0xb still forwards after its rule set was dropped: %s", verdictNames[ret])
+	}
+	if _, ok := e.dp.KeyOwner(rules.Key{Uplink: true, TEID: 0xb}); ok {
+		t.Error("TEID 0xb still owned")
+	}
+	e.run(t, pkt(0xa), e.n3)
+	// A replacement whose second set fails (65 filters) leaves the first one unpublished.
+	var many []sdf.Filter
+	for i := range 65 {
+		many = append(many, sdf.Filter{Protocol: 17, LocalPorts: []sdf.PortRange{{First: uint16(i + 1), Last: uint16(i + 1)}}})
+	}
+	bad := rules.RuleSet{UE: sessPlain.UE, PDRs: []rules.PDR{{ID: 2, FAR: encap, Filters: many}}}
+	drop := rules.RuleSet{Uplink: true, TEID: 0xa, PDRs: []rules.PDR{{ID: 1, FAR: rules.FAR{Action: rules.Drop}}}}
+	if err := e.dp.Install(owner, []rules.RuleSet{drop, bad}); err == nil {
+		t.Fatal("65 filters accepted")
+	}
+	if ret, _ := e.run(t, pkt(0xa), e.n3); ret != xdpRedirect {
+		t.Errorf("a failed replacement changed TEID 0xa: %s", verdictNames[ret])
+	}
+	usage, err := e.dp.Uninstall(owner)
+	innerLen := uint64(len(ulInner(t, 64)))
+	want := []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 3 * innerLen}, {PDR: 2}}
+	if err != nil || !slices.Equal(usage, want) {
+		t.Errorf("uninstall: %+v %v, want %+v", usage, err, want)
+	}
+	if ret, _ := e.run(t, pkt(0xa), e.n3); ret != xdpDrop {
+		t.Errorf("uninstalled owner still forwards: %s", verdictNames[ret])
+	}
+	if _, err := e.dp.Uninstall(owner); !errors.Is(err, ErrNotFound) {
+		t.Errorf("second uninstall: %v", err)
 	}
 }

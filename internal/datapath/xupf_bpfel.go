@@ -80,12 +80,16 @@ const (
 	xupfDropReasonDROP_MALFORMED_DL_IP        xupfDropReason = 15
 	xupfDropReasonDROP_NO_ROUTE               xupfDropReason = 16
 	xupfDropReasonDROP_HEADROOM               xupfDropReason = 17
-	xupfDropReasonDROP_MAX                    xupfDropReason = 18
+	xupfDropReasonDROP_FAR_BUFFERED           xupfDropReason = 18
+	xupfDropReasonDROP_MAX                    xupfDropReason = 19
 )
 
 type xupfFar struct {
 	_         structs.HostLayout
 	Action    uint32
+	Flags     uint8
+	Tos       uint8
+	Pad       [2]uint8
 	Teid      uint32
 	PeerAddr  uint32
 	LocalAddr uint32
@@ -96,7 +100,14 @@ type xupfFarAction uint32
 const (
 	xupfFarActionFAR_DROP    xupfFarAction = 0
 	xupfFarActionFAR_FORWARD xupfFarAction = 1
-	xupfFarActionFAR_ENCAP   xupfFarAction = 2
+	xupfFarActionFAR_BUFFER  xupfFarAction = 2
+)
+
+type xupfFarFlag uint32
+
+const (
+	xupfFarFlagFAR_F_OHC xupfFarFlag = 1
+	xupfFarFlagFAR_F_TLM xupfFarFlag = 2
 )
 
 type xupfPdr struct {
@@ -200,6 +211,7 @@ const (
 	xupfVarBtfClsField    = "btf_cls_field"
 	xupfVarBtfDropReason  = "btf_drop_reason"
 	xupfVarBtfFarAction   = "btf_far_action"
+	xupfVarBtfFarFlag     = "btf_far_flag"
 	xupfVarBtfSdfField    = "btf_sdf_field"
 	xupfVarBtfStat        = "btf_stat"
 	xupfVarCfgClsBuf      = "cfg_cls_buf"
@@ -284,6 +296,7 @@ type xupfVariableSpecs struct {
 	BtfClsField   *ebpf.VariableSpec `ebpf:"btf_cls_field"`
 	BtfDropReason *ebpf.VariableSpec `ebpf:"btf_drop_reason"`
 	BtfFarAction  *ebpf.VariableSpec `ebpf:"btf_far_action"`
+	BtfFarFlag    *ebpf.VariableSpec `ebpf:"btf_far_flag"`
 	BtfSdfField   *ebpf.VariableSpec `ebpf:"btf_sdf_field"`
 	BtfStat       *ebpf.VariableSpec `ebpf:"btf_stat"`
 	CfgClsBuf     *ebpf.VariableSpec `ebpf:"cfg_cls_buf"`
@@ -362,6 +375,7 @@ type xupfVariables struct {
 	BtfClsField   *ebpf.Variable `ebpf:"btf_cls_field"`
 	BtfDropReason *ebpf.Variable `ebpf:"btf_drop_reason"`
 	BtfFarAction  *ebpf.Variable `ebpf:"btf_far_action"`
+	BtfFarFlag    *ebpf.Variable `ebpf:"btf_far_flag"`
 	BtfSdfField   *ebpf.Variable `ebpf:"btf_sdf_field"`
 	BtfStat       *ebpf.Variable `ebpf:"btf_stat"`
 	CfgClsBuf     *ebpf.Variable `ebpf:"cfg_cls_buf"`

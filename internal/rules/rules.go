@@ -15,14 +15,27 @@ type Action int
 
 const (
 	Drop    Action = iota
-	Forward        // uplink: remove the outer headers and route the inner packet
-	Encap          // downlink: add outer IPv4/UDP/GTP-U toward Peer
+	Forward        // uplink packets lose their outer headers first; then OHC, if any, and routing
+	// Buffer (BUFF) holds packets until the FAR forwards again. Until buffering is built the
+	// datapath drops them with their own drop reason (far_buffered).
+	Buffer
 )
 
 // FAR is a Forwarding Action Rule.
 type FAR struct {
 	Action Action
-	// Outer header creation (Encap): the peer's TEID and address, and our source address.
+	// OHC is Outer Header Creation: when set, forwarded packets are tunnelled in GTP-U/UDP/IPv4
+	// toward OHC.Peer (a gNB downlink; another UPF or the SMF uplink, as on N9).
+	OHC *OuterHeader
+	// TOS, when HasTOS, is the transport level marking: the outer header's DSCP (the top six
+	// bits; the ECN bits still come from the inner packet). Without it the outer header
+	// copies the inner packet's ToS.
+	TOS    uint8
+	HasTOS bool
+}
+
+// OuterHeader is a GTP-U tunnel end: the peer's TEID and address, and our source address.
+type OuterHeader struct {
 	TEID  uint32
 	Peer  netip.Addr
 	Local netip.Addr
@@ -41,6 +54,10 @@ type PDR struct {
 	// Filters: the PDR matches a packet that any filter matches; no filters match all.
 	Filters []sdf.Filter
 	FAR     FAR
+	// QERs and URRs are the ids (within the session) of the QoS enforcement and usage
+	// reporting rules the PDR references, every one of which applies. The datapath keeps
+	// them with the PDR; enforcing and counting them per rule is the QoS and usage work.
+	QERs, URRs []uint32
 }
 
 // RuleSet is the PDRs of one uplink TEID or one downlink UE address.
@@ -49,6 +66,29 @@ type RuleSet struct {
 	TEID   uint32     // the key when Uplink
 	UE     netip.Addr // the key otherwise
 	PDRs   []PDR
+}
+
+// Key is what the datapath looks a packet up by: the uplink TEID or the downlink UE address.
+type Key struct {
+	Uplink bool
+	TEID   uint32
+	UE     netip.Addr
+}
+
+// LookupKey is the rule set's key.
+func (rs RuleSet) LookupKey() Key {
+	if rs.Uplink {
+		return Key{Uplink: true, TEID: rs.TEID}
+	}
+	return Key{UE: rs.UE}
+}
+
+// Usage is what the datapath has counted for one PDR of one rule set.
+type Usage struct {
+	Uplink  bool
+	PDR     uint32
+	Packets uint64
+	Bytes   uint64
 }
 
 // Key names the rule set's lookup key for messages.

@@ -5,7 +5,10 @@
 // tested against.
 package sdf
 
-import "net/netip"
+import (
+	"errors"
+	"net/netip"
+)
 
 // Filter is one SDF filter. Addresses and ports are from the UE's point of view: Remote is
 // the far end (the "from" side of a "permit out" description), Local is the UE (the "to"
@@ -29,7 +32,17 @@ type Filter struct {
 	// have no flow label, so a filter with one never matches them.
 	FlowLabel    uint32
 	HasFlowLabel bool
+	// IPv6 marks a filter whose flow description names IPv6 addresses. The parser rejects
+	// those (ErrIPv6); a PFCP session keeps them as filters that never match, because the
+	// datapath carries IPv4 only and an SMF sends some (router solicitations) regardless.
+	IPv6 bool
 }
+
+// ErrIPv6 is the parser's error for IPv6 addresses in a flow description.
+var ErrIPv6 = errors.New("IPv6 is not supported yet (the datapath is IPv4 only)")
+
+// MatchesIPv4 reports whether the filter can match an IPv4 packet at all.
+func (f Filter) MatchesIPv4() bool { return !f.HasFlowLabel && !f.IPv6 }
 
 // AnyProtocol in Filter.Protocol matches every IP protocol.
 const AnyProtocol = -1

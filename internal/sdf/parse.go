@@ -124,12 +124,12 @@ func (p *descParser) peek() (string, bool) {
 // errorf describes a problem with the next word (or with the description ending early),
 // naming the word, its position and the whole description's expected form.
 func (p *descParser) errorf(format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
+	msg := fmt.Errorf(format, args...)
 	if p.next >= len(p.words) {
-		return fmt.Errorf("flow description: ends after word %d %q; %s (the form is %q)",
+		return fmt.Errorf("flow description: ends after word %d %q; %w (the form is %q)",
 			len(p.words), p.words[len(p.words)-1], msg, flowDescriptionSyntax)
 	}
-	return fmt.Errorf("flow description: word %d %q: %s", p.next+1, p.words[p.next], msg)
+	return fmt.Errorf("flow description: word %d %q: %w", p.next+1, p.words[p.next], msg)
 }
 
 func (p *descParser) action() error {
@@ -228,7 +228,7 @@ func (p *descParser) address(side string, dst bool) (netip.Prefix, error) {
 		var err error
 		if pfx, err = netip.ParsePrefix(w); err != nil {
 			if a, aerr := netip.ParseAddr(w[:strings.Index(w, "/")]); aerr == nil && !a.Is4() {
-				return netip.Prefix{}, p.errorf("IPv6 is not supported yet (the datapath is IPv4 only)")
+				return netip.Prefix{}, p.errorf("%w", ErrIPv6)
 			}
 			return netip.Prefix{}, p.errorf("not a valid prefix; want the %s: %s", side, want)
 		}
@@ -240,7 +240,7 @@ func (p *descParser) address(side string, dst bool) (netip.Prefix, error) {
 		pfx = netip.PrefixFrom(a, a.BitLen())
 	}
 	if !pfx.Addr().Is4() {
-		return netip.Prefix{}, p.errorf("IPv6 is not supported yet (the datapath is IPv4 only)")
+		return netip.Prefix{}, p.errorf("%w", ErrIPv6)
 	}
 	if m := pfx.Masked(); m != pfx {
 		return netip.Prefix{}, p.errorf("host bits set in the prefix; did you mean %s", m)

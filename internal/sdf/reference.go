@@ -60,10 +60,7 @@ func (f Filter) Matches(p Packet) bool {
 	if f.HasSPI && (!p.HasSPI || p.SPI != f.SPI) {
 		return false
 	}
-	if f.HasFlowLabel {
-		return false
-	}
-	return true
+	return f.MatchesIPv4()
 }
 
 // prefixMatches: the zero Prefix matches any address, another prefix the addresses in it.

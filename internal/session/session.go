@@ -78,7 +78,8 @@ func (s Session) Validate() error {
 func (s Session) RuleSets() ([]rules.RuleSet, error) {
 	ul := rules.RuleSet{Uplink: true, TEID: s.UplinkTEID}
 	dl := rules.RuleSet{UE: s.UE}
-	encap := rules.FAR{Action: rules.Encap, TEID: s.DownlinkTEID, Peer: s.GNB, Local: s.GTPUAddr}
+	ohc := rules.OuterHeader{TEID: s.DownlinkTEID, Peer: s.GNB, Local: s.GTPUAddr}
+	encap := rules.FAR{Action: rules.Forward, OHC: &ohc}
 	for i, f := range s.Flows {
 		path := fmt.Sprintf("flows[%d]", i)
 		if f.QFI == 0 || f.QFI > MaxQFI {
@@ -100,7 +101,9 @@ func (s Session) RuleSets() ([]rules.RuleSet, error) {
 		}
 		far := encap
 		if f.DownlinkTEID != 0 {
-			far.TEID = f.DownlinkTEID
+			flowOHC := ohc
+			flowOHC.TEID = f.DownlinkTEID
+			far.OHC = &flowOHC
 		}
 		id := uint32(i + 1)
 		ul.PDRs = append(ul.PDRs, rules.PDR{ID: id, Precedence: f.Precedence, QFI: f.QFI, Filters: filters,
