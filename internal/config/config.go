@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -67,7 +68,15 @@ const (
 	MinPFCPHeartbeatInterval     = 100 * time.Millisecond
 	MaxPFCPHeartbeatInterval     = 10 * time.Minute
 	DefaultPFCPHeartbeatRetries  = 3
-	MaxPFCPHeartbeatRetries      = 100
+
+	// pfcp_lost_peer_sessions values.
+	LostPeerKeep   = "keep"
+	LostPeerDelete = "delete"
+
+	// MaxStaticSessionID is the largest static session id: PFCP sessions are named by SEIDs
+	// above it (pfcp.FirstSEID), so the two never collide.
+	MaxStaticSessionID      = 1<<32 - 1
+	MaxPFCPHeartbeatRetries = 100
 
 	// MaxDNSNameLen is the longest DNS name (RFC 1035, without the trailing dot), and
 	// MaxDNSLabelLen its longest label.
@@ -126,6 +135,15 @@ type Config struct {
 	// PFCPHeartbeatRetries is how many unanswered heartbeats in a row declare an SMF lost
 	// (1..MaxPFCPHeartbeatRetries).
 	PFCPHeartbeatRetries int `yaml:"pfcp_heartbeat_retries"`
+	// PFCPLostPeerSessions is what happens to the sessions of an SMF declared lost:
+	// LostPeerKeep (they keep forwarding, the default) or LostPeerDelete.
+	PFCPLostPeerSessions string `yaml:"pfcp_lost_peer_sessions"`
+	// UEPools are the IPv4 networks UE addresses are chosen from when an SMF asks the UPF to
+	// choose (UE IP Address with CHV4); empty: SMFs must give the addresses.
+	UEPools []netip.Prefix `yaml:"ue_pools"`
+	// NetworkInstances maps each network instance an SMF may name (in a PDI or forwarding
+	// parameters) to the interface it is reached through; empty accepts any name.
+	NetworkInstances map[string]string `yaml:"network_instances"`
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string `yaml:"log_level"`
 	Limits   Limits `yaml:"limits"`
@@ -180,6 +198,7 @@ func Default() *Config {
 		// PFCPNodeID's default is the first of gtpu_addresses, which Default does not have.
 		PFCPHeartbeatInterval: DefaultPFCPHeartbeatInterval,
 		PFCPHeartbeatRetries:  DefaultPFCPHeartbeatRetries,
+		PFCPLostPeerSessions:  LostPeerKeep,
 		LogLevel:              DefaultLogLevel,
 		Limits:                Limits{MaxSessions: DefaultMaxSessions, MaxRuleSets: DefaultMaxRuleSets, MaxSDFEntries: DefaultMaxSDFEntries},
 	}
@@ -225,21 +244,24 @@ func joinErrors(prefix string, errs []error) error {
 // so that a bad value is reported with its field path instead of yaml's Go-typed message.
 // Its keys must match Config's (TestMarshalRoundTrip checks this).
 type rawConfig struct {
-	Interfaces    []Interface  `yaml:"interfaces"`
-	GTPUAddresses []string     `yaml:"gtpu_addresses"`
-	XDPMode       string       `yaml:"xdp_mode"`
-	XDPFallback   bool         `yaml:"xdp_fallback"`
-	BPFFS         string       `yaml:"bpffs"`
-	HTTPListen    string       `yaml:"http_listen"`
-	PFCPListen    string       `yaml:"pfcp_listen"`
-	PFCPNodeID    string       `yaml:"pfcp_node_id"`
-	PFCPAllowed   []string     `yaml:"pfcp_allowed_peers"`
-	PFCPSMFs      []string     `yaml:"pfcp_smf_peers"`
-	PFCPInterval  string       `yaml:"pfcp_heartbeat_interval"`
-	PFCPRetries   yaml.Node    `yaml:"pfcp_heartbeat_retries"`
-	LogLevel      string       `yaml:"log_level"`
-	Limits        rawLimits    `yaml:"limits"`
-	Sessions      []rawSession `yaml:"sessions"`
+	Interfaces    []Interface       `yaml:"interfaces"`
+	GTPUAddresses []string          `yaml:"gtpu_addresses"`
+	XDPMode       string            `yaml:"xdp_mode"`
+	XDPFallback   bool              `yaml:"xdp_fallback"`
+	BPFFS         string            `yaml:"bpffs"`
+	HTTPListen    string            `yaml:"http_listen"`
+	PFCPListen    string            `yaml:"pfcp_listen"`
+	PFCPNodeID    string            `yaml:"pfcp_node_id"`
+	PFCPAllowed   []string          `yaml:"pfcp_allowed_peers"`
+	PFCPSMFs      []string          `yaml:"pfcp_smf_peers"`
+	PFCPInterval  string            `yaml:"pfcp_heartbeat_interval"`
+	PFCPRetries   yaml.Node         `yaml:"pfcp_heartbeat_retries"`
+	PFCPLost      string            `yaml:"pfcp_lost_peer_sessions"`
+	UEPools       []string          `yaml:"ue_pools"`
+	Instances     map[string]string `yaml:"network_instances"`
+	LogLevel      string            `yaml:"log_level"`
+	Limits        rawLimits         `yaml:"limits"`
+	Sessions      []rawSession      `yaml:"sessions"`
 }
 
 type rawLimits struct {
@@ -283,6 +305,7 @@ func parse(data []byte) (*Config, []error) {
 		PFCPListen:  def.PFCPListen,
 		// A null or absent pfcp_heartbeat_interval keeps this default.
 		PFCPInterval: def.PFCPHeartbeatInterval.String(),
+		PFCPLost:     def.PFCPLostPeerSessions,
 		LogLevel:     def.LogLevel,
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -680,6 +703,16 @@ func (v *validator) pfcp(raw *rawConfig) {
 		v.cfg.PFCPHeartbeatInterval = d
 	}
 
+	switch raw.PFCPLost {
+	case LostPeerKeep, LostPeerDelete:
+		v.cfg.PFCPLostPeerSessions = raw.PFCPLost
+	default:
+		v.addf("pfcp_lost_peer_sessions: %q is not a policy; use %q (lost SMFs' sessions keep forwarding) or %q",
+			raw.PFCPLost, LostPeerKeep, LostPeerDelete)
+	}
+	v.uePools(raw.UEPools)
+	v.networkInstances(raw.Instances)
+
 	n, present, err := intNode(&raw.PFCPRetries, 1, MaxPFCPHeartbeatRetries)
 	switch {
 	case err != nil:
@@ -743,6 +776,53 @@ func parseSMFPeer(s string) (netip.AddrPort, error) {
 
 // parsePeerPrefix parses a pfcp_allowed_peers entry: an IPv4 prefix without host bits, or
 // an IPv4 address, which is a /32.
+func (v *validator) uePools(raws []string) {
+	const want = `an IPv4 network such as "10.45.0.0/16"`
+	for i, r := range raws {
+		path := fmt.Sprintf("ue_pools[%d]", i)
+		p, err := netip.ParsePrefix(r)
+		switch {
+		case err != nil || !p.Addr().Is4():
+			v.addf("%s: %q is not an IPv4 network; give %s", path, r, want)
+			continue
+		case p != p.Masked():
+			v.addf("%s: %q has host bits set; write the network, %s", path, r, p.Masked())
+			continue
+		}
+		for j, q := range v.cfg.UEPools {
+			if q.Overlaps(p) {
+				v.addf("%s: %s overlaps ue_pools[%d] %s; give pools that do not overlap", path, p, j, q)
+				p = netip.Prefix{}
+				break
+			}
+		}
+		if p.IsValid() {
+			v.cfg.UEPools = append(v.cfg.UEPools, p)
+		}
+	}
+}
+
+func (v *validator) networkInstances(raw map[string]string) {
+	var names []string
+	for _, i := range v.cfg.Interfaces {
+		names = append(names, i.Name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		ifc := raw[name]
+		switch {
+		case name == "":
+			v.addf("network_instances: an empty name; give the network instance as the SMF sends it, e.g. internet")
+		case !slices.Contains(names, ifc):
+			v.addf("network_instances.%s: %q is not one of the interfaces; use one of %v", name, ifc, names)
+		default:
+			if v.cfg.NetworkInstances == nil {
+				v.cfg.NetworkInstances = map[string]string{}
+			}
+			v.cfg.NetworkInstances[name] = ifc
+		}
+	}
+}
+
 func parsePeerPrefix(s string) (netip.Prefix, error) {
 	const want = "an IPv4 address or prefix of the SMFs, e.g. 192.0.2.10 or 192.0.2.0/24"
 	if s == "" {
@@ -881,10 +961,10 @@ func (v *validator) session(i int, raw *rawSession) (s session.Session, ok bool)
 	nerrs := len(v.errs)
 
 	const teidRange = "use 1 to 4294967295 (decimal, or hex such as 0x100)"
-	if id, present, err := intNode(&raw.ID, 1, 1<<64-1); err != nil {
-		v.addf("%s.id: %w; give each session a unique id from 1 to 18446744073709551615", path, err)
+	if id, present, err := intNode(&raw.ID, 1, MaxStaticSessionID); err != nil {
+		v.addf("%s.id: %w; give each session a unique id from 1 to %d (higher ids are PFCP sessions')", path, err, uint64(MaxStaticSessionID))
 	} else if !present {
-		v.addf("%s.id: missing; give each session a unique id from 1 to 18446744073709551615", path)
+		v.addf("%s.id: missing; give each session a unique id from 1 to %d", path, uint64(MaxStaticSessionID))
 	} else {
 		s.ID = id
 	}

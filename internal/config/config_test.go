@@ -43,6 +43,9 @@ func TestLoadExample(t *testing.T) {
 		// pfcp_allowed_peers: [] is no list: any peer.
 		PFCPHeartbeatInterval: 10 * time.Second,
 		PFCPHeartbeatRetries:  3,
+		PFCPLostPeerSessions:  "keep",
+		UEPools:               []netip.Prefix{netip.MustParsePrefix("10.45.0.0/16")},
+		NetworkInstances:      map[string]string{"internet": "eth2"},
 		LogLevel:              "info",
 		Limits:                Limits{MaxSessions: 100000, MaxRuleSets: 16384, MaxSDFEntries: 262144},
 		Sessions: []session.Session{
@@ -88,8 +91,8 @@ func TestExampleShowsDefaults(t *testing.T) {
 	got := Config{XDPMode: cfg.XDPMode, XDPFallback: cfg.XDPFallback, BPFFS: cfg.BPFFS,
 		HTTPListen: cfg.HTTPListen, PFCPListen: cfg.PFCPListen,
 		PFCPAllowedPeers: cfg.PFCPAllowedPeers, PFCPHeartbeatInterval: cfg.PFCPHeartbeatInterval,
-		PFCPHeartbeatRetries: cfg.PFCPHeartbeatRetries,
-		LogLevel:             cfg.LogLevel, Limits: cfg.Limits}
+		PFCPHeartbeatRetries: cfg.PFCPHeartbeatRetries, PFCPLostPeerSessions: cfg.PFCPLostPeerSessions,
+		LogLevel: cfg.LogLevel, Limits: cfg.Limits}
 	if !reflect.DeepEqual(&got, def) {
 		t.Errorf("example settings %+v differ from Default() %+v", got, *def)
 	}
@@ -354,6 +357,14 @@ func TestParseErrors(t *testing.T) {
 		{name: "pfcp_heartbeat_retries 0", yaml: minimal + "pfcp_heartbeat_retries: 0\n", want: []string{"config: pfcp_heartbeat_retries: 0 is out of range; use 1 to 100 (unanswered heartbeats in a row that declare an SMF lost)"}},
 		{name: "pfcp_heartbeat_retries too many", yaml: minimal + "pfcp_heartbeat_retries: 101\n", want: []string{"pfcp_heartbeat_retries: 101 is out of range; use 1 to 100"}},
 		{name: "pfcp_heartbeat_retries text", yaml: minimal + "pfcp_heartbeat_retries: three\n", want: []string{`pfcp_heartbeat_retries: "three" is not an integer; use 1 to 100`}},
+		{name: "pfcp_lost_peer_sessions unknown", yaml: minimal + "pfcp_lost_peer_sessions: drop\n", want: []string{`config: pfcp_lost_peer_sessions: "drop" is not a policy; use "keep" (lost SMFs' sessions keep forwarding) or "delete"`}},
+		{name: "ue_pools not a network", yaml: minimal + "ue_pools: [10.45.0.1]\n", want: []string{`config: ue_pools[0]: "10.45.0.1" is not an IPv4 network; give an IPv4 network such as "10.45.0.0/16"`}},
+		{name: "ue_pools IPv6", yaml: minimal + "ue_pools: [\"2001:db8::/64\"]\n", want: []string{`ue_pools[0]: "2001:db8::/64" is not an IPv4 network`}},
+		{name: "ue_pools host bits", yaml: minimal + "ue_pools: [10.45.0.1/16]\n", want: []string{`ue_pools[0]: "10.45.0.1/16" has host bits set; write the network, 10.45.0.0/16`}},
+		{name: "ue_pools overlap", yaml: minimal + "ue_pools: [10.45.0.0/16, 10.45.3.0/24]\n", want: []string{`ue_pools[1]: 10.45.3.0/24 overlaps ue_pools[0] 10.45.0.0/16; give pools that do not overlap`}},
+		{name: "network_instances unknown interface", yaml: minimal + "network_instances: {internet: eth9}\n", want: []string{`config: network_instances.internet: "eth9" is not one of the interfaces; use one of [eth0]`}},
+		{name: "static session id in the PFCP range", yaml: minimal + "sessions:\n  - {id: 0x100000000, ue_ipv4: 10.45.0.1, uplink_teid: 1, gnb_ipv4: 192.0.2.9, downlink_teid: 1}\n",
+			want: []string{"sessions[0].id: 0x100000000 is out of range", "give each session a unique id from 1 to 4294967295 (higher ids are PFCP sessions')"}},
 		{name: "pfcp_heartbeat_retries duration", yaml: minimal + "pfcp_heartbeat_retries: 3s\n", want: []string{`pfcp_heartbeat_retries: "3s" is not an integer`}},
 		{
 			name:    "bad gtpu_addresses without pfcp_node_id reports only gtpu_addresses",

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -60,7 +61,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 	if err != nil {
 		return nil, err
 	}
-	d = &Daemon{cfg: cfg, log: log, version: version, started: time.Now(), dp: dp, pfcpNode: newPFCPNode(cfg, log)}
+	d = &Daemon{cfg: cfg, log: log, version: version, started: time.Now(), dp: dp, pfcpNode: newPFCPNode(cfg, dp, log)}
 	d.initClassifier(dp)
 	defer func() {
 		if err != nil {
@@ -96,16 +97,35 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 	return d, nil
 }
 
-// newPFCPNode returns the PFCP node the configuration describes.
-func newPFCPNode(cfg *config.Config, log *slog.Logger) *pfcp.Node {
+// newPFCPNode returns the PFCP node the configuration describes, installing sessions in dp.
+func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, log *slog.Logger) *pfcp.Node {
 	return pfcp.NewNode(pfcp.Options{
-		NodeID:            cfg.PFCPNodeID,
-		AllowedPeers:      cfg.PFCPAllowedPeers,
-		SMFPeers:          cfg.PFCPSMFPeers,
-		HeartbeatInterval: cfg.PFCPHeartbeatInterval,
-		HeartbeatRetries:  cfg.PFCPHeartbeatRetries,
-		Logger:            log,
+		NodeID:                    cfg.PFCPNodeID,
+		AllowedPeers:              cfg.PFCPAllowedPeers,
+		SMFPeers:                  cfg.PFCPSMFPeers,
+		HeartbeatInterval:         cfg.PFCPHeartbeatInterval,
+		HeartbeatRetries:          cfg.PFCPHeartbeatRetries,
+		DeleteSessionsOfLostPeers: cfg.PFCPLostPeerSessions == config.LostPeerDelete,
+		Datapath:                  dp,
+		Address:                   n4Address(cfg),
+		GTPUAddrs:                 cfg.GTPUAddresses,
+		UEPools:                   cfg.UEPools,
+		NetworkInstances:          cfg.NetworkInstances,
+		Logger:                    log,
 	})
+}
+
+// n4Address is the IPv4 address SMFs reach this UPF's PFCP endpoint at, for the UP F-SEID:
+// pfcp_listen's host when it is one, else the Node ID when it is an address, else the first
+// GTP-U address.
+func n4Address(cfg *config.Config) netip.Addr {
+	if ap, err := netip.ParseAddrPort(cfg.PFCPListen); err == nil && ap.Addr().Is4() && !ap.Addr().IsUnspecified() {
+		return ap.Addr()
+	}
+	if a, err := netip.ParseAddr(cfg.PFCPNodeID); err == nil && a.Is4() {
+		return a
+	}
+	return cfg.GTPUAddresses[0]
 }
 
 // Run serves the HTTP API on http_listen and PFCP on pfcp_listen until ctx is done or one of

@@ -47,7 +47,7 @@ type running struct {
 func startRun(t *testing.T, cfg *config.Config) *running {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	d := &Daemon{cfg: cfg, log: log, pfcpNode: newPFCPNode(cfg, log)}
+	d := &Daemon{cfg: cfg, log: log, pfcpNode: newPFCPNode(cfg, nil, log)}
 	ctx, cancel := context.WithCancel(t.Context())
 	r := &running{cancel: cancel, done: make(chan error, 1)}
 	bound := make(chan struct{})
@@ -261,7 +261,7 @@ func TestRunPFCPListenBusy(t *testing.T) {
 	cfg := testConfig(t, "")
 	cfg.HTTPListen = httpAddr
 	cfg.PFCPListen = busy.LocalAddr().String()
-	d := &Daemon{cfg: cfg, log: slog.New(slog.DiscardHandler), pfcpNode: newPFCPNode(cfg, nil)}
+	d := &Daemon{cfg: cfg, log: slog.New(slog.DiscardHandler), pfcpNode: newPFCPNode(cfg, nil, nil)}
 	err = d.Run(t.Context())
 	if err == nil {
 		t.Fatal("Run succeeded with pfcp_listen in use")

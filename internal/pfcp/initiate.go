@@ -46,7 +46,7 @@ func (n *Node) setupRequest(smf netip.AddrPort) []byte {
 	n.seq = (n.seq + 1) & 0xffffff
 	n.setups[n.seq] = smf
 	return marshal(message.NewAssociationSetupRequest(n.seq, n.nodeIDIE(), ie.NewRecoveryTimeStamp(n.recovery),
-		ie.NewUPFunctionFeatures(upFeatures...)))
+		n.upFeatures()))
 }
 
 // setupAnswered records the association an SMF accepted in answer to our request.

@@ -13,6 +13,8 @@ import (
 
 	"github.com/wmnsk/go-pfcp/ie"
 	"github.com/wmnsk/go-pfcp/message"
+
+	"github.com/xupf/xupf/internal/rules"
 )
 
 // Options configure a Node.
@@ -30,7 +32,22 @@ type Options struct {
 	// Association Setup Request every HeartbeatInterval until one is accepted, and again
 	// whenever the association is lost.
 	SMFPeers []netip.AddrPort
-	Logger   *slog.Logger
+	// DeleteSessionsOfLostPeers deletes a lost peer's sessions; by default they keep
+	// forwarding, as the SMF may come back and carry on with them.
+	DeleteSessionsOfLostPeers bool
+
+	// Datapath is where sessions are installed.
+	Datapath Datapath
+	// Address is this UPF's N4 IPv4 address, sent in the UP F-SEID of each session.
+	Address netip.Addr
+	// GTPUAddrs are the local N3/N9 addresses; F-TEIDs this UPF chooses use the first.
+	GTPUAddrs []netip.Addr
+	// UEPools are the networks UE addresses are chosen from when an SMF asks (CHV4).
+	UEPools []netip.Prefix
+	// NetworkInstances maps each accepted network instance to its interface; empty accepts
+	// every network instance.
+	NetworkInstances map[string]string
+	Logger           *slog.Logger
 }
 
 // Association is an established PFCP association with a peer.
@@ -55,19 +72,42 @@ type Node struct {
 	pending map[string]uint32         // Node ID -> sequence number of the unanswered heartbeat
 	setups  map[uint32]netip.AddrPort // sequence number -> SMF of an unanswered setup request
 	seq     uint32                    // of the last request this node sent
+
+	smu sync.Mutex // guards ss; taken before mu when both are needed
+	ss  sessionState
+	// answered holds recent responses to session requests, so that a retransmitted request
+	// is answered again rather than applied twice.
+	answered *responseCache
 }
 
-// upFeatures are the UP Function Features this UPF implements (TS 29.244 8.2.25): none of
-// the optional ones yet, so an SMF allocates F-TEIDs itself. They grow with what is built.
-var upFeatures = []uint8{0, 0}
+// upFeatures are the UP Function Features this UPF implements (TS 29.244 8.2.25): FTUP (it
+// allocates F-TEIDs on CHOOSE) and, with UE pools configured, UEIP (it allocates UE
+// addresses on CHV4).
+func (n *Node) upFeatures() *ie.IE {
+	var ueip uint8
+	if len(n.opts.UEPools) > 0 {
+		ueip = 0x04
+	}
+	return ie.NewUPFunctionFeatures(0x10, 0, ueip)
+}
 
 // NewNode returns a Node whose Recovery Time Stamp is now.
 func NewNode(opts Options) *Node {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Node{opts: opts, log: opts.Logger, recovery: time.Now().Truncate(time.Second),
-		assocs: map[string]*Association{}, pending: map[string]uint32{}, setups: map[uint32]netip.AddrPort{}}
+	n := &Node{opts: opts, log: opts.Logger, recovery: time.Now().Truncate(time.Second),
+		assocs: map[string]*Association{}, pending: map[string]uint32{}, setups: map[uint32]netip.AddrPort{},
+		answered: newResponseCache(responseLifetime)}
+	n.ss = sessionState{byID: map[uint64]*Session{}, bySMF: map[smfSEID]uint64{}, nextSEID: FirstSEID,
+		alloc: newAllocator(opts.UEPools, func(k rules.Key) bool {
+			if opts.Datapath == nil {
+				return false
+			}
+			_, used := opts.Datapath.KeyOwner(k)
+			return used
+		})}
+	return n
 }
 
 // Associations returns the established associations, sorted by Node ID.
@@ -112,13 +152,11 @@ func (n *Node) Handle(peer netip.AddrPort, b []byte) []byte {
 	case *message.AssociationReleaseRequest:
 		return n.associationRelease(m)
 	case *message.SessionEstablishmentRequest:
-		return n.sessionEstablishment(m)
+		return n.answerOnce(peer, m.SequenceNumber, func() []byte { return n.sessionEstablishment(m) })
 	case *message.SessionModificationRequest:
-		return marshal(message.NewSessionModificationResponse(0, 0, 0, m.SequenceNumber, 0,
-			ie.NewCause(ie.CauseSessionContextNotFound)))
+		return n.answerOnce(peer, m.SequenceNumber, func() []byte { return n.sessionModification(m) })
 	case *message.SessionDeletionRequest:
-		return marshal(message.NewSessionDeletionResponse(0, 0, 0, m.SequenceNumber, 0,
-			ie.NewCause(ie.CauseSessionContextNotFound)))
+		return n.answerOnce(peer, m.SequenceNumber, func() []byte { return n.sessionDeletion(m) })
 	}
 	n.log.Debug("pfcp: message type not handled", "peer", peer, "type", msg.MessageTypeName())
 	return nil
@@ -198,10 +236,12 @@ func (n *Node) associationSetup(peer netip.AddrPort, m *message.AssociationSetup
 		n.log.Info("pfcp: association established", "peer", peer, "node_id", nodeID)
 	case !old.Recovery.Equal(recovery):
 		n.log.Info("pfcp: peer restarted; association re-established", "peer", peer, "node_id", nodeID)
+		// The restarted SMF has forgotten its sessions (TS 29.244 6.2.6.2.2).
+		n.deletePeerSessions(nodeID, "the peer restarted")
 	default:
 		n.log.Info("pfcp: association set up again", "peer", peer, "node_id", nodeID)
 	}
-	return respond(ie.NewCause(ie.CauseRequestAccepted), ie.NewUPFunctionFeatures(upFeatures...))
+	return respond(ie.NewCause(ie.CauseRequestAccepted), n.upFeatures())
 }
 
 func (n *Node) associationUpdate(m *message.AssociationUpdateRequest) []byte {
@@ -214,7 +254,7 @@ func (n *Node) associationUpdate(m *message.AssociationUpdateRequest) []byte {
 	if _, ok := n.association(m.NodeID); !ok {
 		return respond(ie.NewCause(ie.CauseNoEstablishedPFCPAssociation))
 	}
-	return respond(ie.NewCause(ie.CauseRequestAccepted), ie.NewUPFunctionFeatures(upFeatures...))
+	return respond(ie.NewCause(ie.CauseRequestAccepted), n.upFeatures())
 }
 
 func (n *Node) associationRelease(m *message.AssociationReleaseRequest) []byte {
@@ -231,25 +271,9 @@ func (n *Node) associationRelease(m *message.AssociationReleaseRequest) []byte {
 	delete(n.pending, nodeID)
 	n.mu.Unlock()
 	n.log.Info("pfcp: association released", "node_id", nodeID)
+	n.deletePeerSessions(nodeID, "association released")
 	return marshal(message.NewAssociationReleaseResponse(m.SequenceNumber, n.nodeIDIE(),
 		ie.NewCause(ie.CauseRequestAccepted)))
-}
-
-// sessionEstablishment answers until session management is built: a peer without an
-// association is told so, as TS 29.244 6.2.6.1 asks; an associated one that this UPF
-// cannot serve sessions yet.
-func (n *Node) sessionEstablishment(m *message.SessionEstablishmentRequest) []byte {
-	respond := func(ies ...*ie.IE) []byte {
-		return marshal(message.NewSessionEstablishmentResponse(0, 0, 0, m.SequenceNumber, 0,
-			append([]*ie.IE{n.nodeIDIE()}, ies...)...))
-	}
-	if m.NodeID == nil {
-		return respond(missing(ie.NodeID)...)
-	}
-	if _, ok := n.association(m.NodeID); !ok {
-		return respond(ie.NewCause(ie.CauseNoEstablishedPFCPAssociation))
-	}
-	return respond(ie.NewCause(ie.CauseServiceNotSupported))
 }
 
 // association returns the Node ID of an established association named by id.

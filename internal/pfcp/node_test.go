@@ -114,9 +114,9 @@ func TestNodeMessages(t *testing.T) {
 		{name: "session establishment without node id", associate: true, from: smf,
 			msg:      message.NewSessionEstablishmentRequest(0, 0, 0, 11, 0),
 			wantType: message.MsgTypeSessionEstablishmentResponse, wantCause: ie.CauseMandatoryIEMissing, wantOff: ie.NodeID},
-		{name: "session establishment, not served yet", associate: true, from: smf,
+		{name: "session establishment without CP F-SEID", associate: true, from: smf,
 			msg:      message.NewSessionEstablishmentRequest(0, 0, 0, 12, 0, ie.NewNodeID(smfNode, "", "")),
-			wantType: message.MsgTypeSessionEstablishmentResponse, wantCause: ie.CauseServiceNotSupported},
+			wantType: message.MsgTypeSessionEstablishmentResponse, wantCause: ie.CauseMandatoryIEMissing, wantOff: ie.FSEID},
 		{name: "session modification of an unknown SEID", associate: true, from: smf,
 			msg:      message.NewSessionModificationRequest(0, 0, 0x1234, 13, 0),
 			wantType: message.MsgTypeSessionModificationResponse, wantCause: ie.CauseSessionContextNotFound},
@@ -206,7 +206,7 @@ func TestHeartbeatLoss(t *testing.T) {
 	n := newTestNode()
 	n.Handle(smf, bytesOf(t, smfSetup(1)))
 	for range 3 { // each beat answered
-		hbs := n.beat()
+		hbs, _ := n.beat()
 		if len(hbs) != 1 || hbs[0].peer != smf {
 			t.Fatalf("heartbeats %v", hbs)
 		}

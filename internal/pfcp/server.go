@@ -52,7 +52,9 @@ func (n *Node) heartbeats(ctx context.Context, conn *net.UDPConn) {
 			return
 		case <-tick.C:
 		}
-		for _, hb := range n.beat() {
+		heartbeats, lost := n.beat()
+		n.peerLost(lost)
+		for _, hb := range heartbeats {
 			if _, err := conn.WriteToUDPAddrPort(hb.msg, hb.peer); err != nil {
 				n.log.Warn("pfcp: send heartbeat", "peer", hb.peer, "err", err)
 			}
@@ -66,11 +68,10 @@ type heartbeat struct {
 }
 
 // beat counts the missed heartbeats, drops the lost peers and returns the heartbeats to send
-// now.
-func (n *Node) beat() []heartbeat {
+// now and the Node IDs of the peers lost.
+func (n *Node) beat() (out []heartbeat, lost []string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var out []heartbeat
 	for id, a := range n.assocs {
 		if _, waiting := n.pending[id]; waiting {
 			a.Missed++
@@ -79,6 +80,7 @@ func (n *Node) beat() []heartbeat {
 					"node_id", id, "peer", a.Address, "missed", a.Missed)
 				delete(n.assocs, id)
 				delete(n.pending, id)
+				lost = append(lost, id)
 				continue
 			}
 		}
@@ -87,7 +89,7 @@ func (n *Node) beat() []heartbeat {
 		out = append(out, heartbeat{a.Address, marshal(message.NewHeartbeatRequest(n.seq,
 			ie.NewRecoveryTimeStamp(n.recovery), nil))})
 	}
-	return out
+	return out, lost
 }
 
 // heartbeatAnswered clears the missed beats of the peer whose heartbeat m answers, and notes
@@ -109,5 +111,15 @@ func (n *Node) heartbeatAnswered(peer netip.AddrPort, m *message.HeartbeatRespon
 			}
 		}
 		return
+	}
+}
+
+// peerLost applies the lost-peer policy to the sessions of the peers lost.
+func (n *Node) peerLost(nodeIDs []string) {
+	if !n.opts.DeleteSessionsOfLostPeers {
+		return
+	}
+	for _, id := range nodeIDs {
+		n.deletePeerSessions(id, "peer lost (pfcp_lost_peer_sessions: delete)")
 	}
 }

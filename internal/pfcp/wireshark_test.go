@@ -51,7 +51,8 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 	v2 := bytesOf(t, message.NewHeartbeatRequest(12, ie.NewRecoveryTimeStamp(peerTS), nil))
 	v2[0] = 2<<5 | v2[0]&0x1f
 	sent = append(sent, n.Handle(smf, v2))
-	for _, hb := range n.beat() {
+	hbs, _ := n.beat()
+	for _, hb := range hbs {
 		sent = append(sent, hb.msg)
 	}
 	sent = append(sent, n.setupRequest(netip.MustParseAddrPort("192.0.2.20:8805")))

@@ -1,0 +1,172 @@
+package pfcp
+
+import (
+	"cmp"
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/wmnsk/go-pfcp/ie"
+
+	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/sdf"
+)
+
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	return slices.Sorted(maps.Keys(m))
+}
+
+// check reports the first rule of s that this UPF cannot apply: a reference to a rule the
+// session does not have, or something the datapath does not do.
+func (n *Node) check(s *Session) error {
+	for _, id := range sortedKeys(s.PDRs) {
+		p := s.PDRs[id]
+		fail := func(format string, args ...any) error {
+			return ruleFailure(ie.RuleIDTypePDR, uint32(id), "PDR %d: "+format, append([]any{id}, args...)...)
+		}
+		if _, ok := s.FARs[p.FAR]; !ok {
+			return fail("FAR %d does not exist", p.FAR)
+		}
+		for _, q := range p.QERs {
+			if _, ok := s.QERs[q]; !ok {
+				return fail("QER %d does not exist", q)
+			}
+		}
+		for _, u := range p.URRs {
+			if _, ok := s.URRs[u]; !ok {
+				return fail("URR %d does not exist", u)
+			}
+		}
+		switch {
+		case p.FTEID != nil && p.OuterHeaderRemoval == nil:
+			return fail("forwarding GTP-U packets with their outer headers (an F-TEID without outer header removal) is not supported")
+		case p.FTEID != nil && *p.OuterHeaderRemoval != 0 && *p.OuterHeaderRemoval != 6:
+			return fail("outer header removal %d is not supported; use 0 (GTP-U/UDP/IPv4) or 6 (GTP-U/UDP/IP)", *p.OuterHeaderRemoval)
+		case p.FTEID == nil && !p.UE.IsValid() && !p.UEChosen:
+			return fail("it matches neither an F-TEID (uplink) nor a UE IP address (downlink)")
+		case p.FTEID != nil && !p.FTEID.Chosen && !slices.Contains(n.opts.GTPUAddrs, p.FTEID.Addr):
+			return fail("F-TEID address %s is not a GTP-U address of this UPF (%v)", p.FTEID.Addr, n.opts.GTPUAddrs)
+		case !n.knownInstance(p.NetworkInstance):
+			return fail("network instance %q is not configured (network_instances)", p.NetworkInstance)
+		}
+	}
+	for _, id := range sortedKeys(s.FARs) {
+		f := s.FARs[id]
+		if f.BARID != nil {
+			if _, ok := s.BARs[*f.BARID]; !ok {
+				return ruleFailure(ie.RuleIDTypeFAR, id, "FAR %d: BAR %d does not exist", id, *f.BARID)
+			}
+		}
+		if !n.knownInstance(f.NetworkInstance) {
+			return ruleFailure(ie.RuleIDTypeFAR, id, "FAR %d: network instance %q is not configured (network_instances)",
+				id, f.NetworkInstance)
+		}
+	}
+	return nil
+}
+
+// knownInstance: with network instances configured, only those are accepted.
+func (n *Node) knownInstance(name string) bool {
+	if name == "" || len(n.opts.NetworkInstances) == 0 {
+		return true
+	}
+	_, ok := n.opts.NetworkInstances[name]
+	return ok
+}
+
+// ruleSets turns a checked session into the datapath's rule sets: the PDRs on one F-TEID
+// form the uplink rule set of that TEID, those on a UE address the downlink rule set of it.
+func (n *Node) ruleSets(s *Session) []rules.RuleSet {
+	local := n.localAddr(s)
+	byKey := map[rules.Key]*rules.RuleSet{}
+	var order []rules.Key
+	for _, id := range sortedKeys(s.PDRs) {
+		p := s.PDRs[id]
+		rp := rules.PDR{ID: uint32(id), Precedence: p.Precedence, QERs: p.QERs, URRs: p.URRs,
+			FAR: farRule(s.FARs[p.FAR], local)}
+		for _, f := range p.SDF {
+			rp.Filters = append(rp.Filters, f.Filter)
+		}
+		var k rules.Key
+		if p.FTEID != nil {
+			k = rules.Key{Uplink: true, TEID: p.FTEID.TEID}
+			rp.QFI = p.QFI
+			if p.UE.IsValid() {
+				rp.Filters = fromUE(rp.Filters, p.UE)
+			}
+		} else {
+			k = rules.Key{UE: p.UE}
+			rp.QFI = s.markingQFI(p)
+		}
+		rs, ok := byKey[k]
+		if !ok {
+			rs = &rules.RuleSet{Uplink: k.Uplink, TEID: k.TEID, UE: k.UE}
+			byKey[k] = rs
+			order = append(order, k)
+		}
+		rs.PDRs = append(rs.PDRs, rp)
+	}
+	out := make([]rules.RuleSet, len(order))
+	for i, k := range order {
+		out[i] = *byKey[k]
+	}
+	return out
+}
+
+// fromUE narrows an uplink PDR's filters to packets from the UE's address: a PDI with both an
+// F-TEID and a UE IP address matches only packets from that UE.
+func fromUE(filters []sdf.Filter, ue netip.Addr) []sdf.Filter {
+	if len(filters) == 0 {
+		filters = []sdf.Filter{{Protocol: sdf.AnyProtocol}}
+	}
+	out := make([]sdf.Filter, len(filters))
+	for i, f := range filters {
+		if !f.Local.IsValid() {
+			f.Local = netip.PrefixFrom(ue, 32)
+		}
+		out[i] = f
+	}
+	return out
+}
+
+// markingQFI is the QFI a downlink PDR writes into the PDU Session Container: that of the
+// first of its QERs that has one (TS 29.244 5.6.1), 0 for no container.
+func (s *Session) markingQFI(p *PDR) uint8 {
+	for _, id := range p.QERs {
+		if q := s.QERs[id]; q != nil && q.QFI != 0 {
+			return q.QFI
+		}
+	}
+	return 0
+}
+
+// farRule is the datapath's view of a FAR; local is the outer source address of tunnels.
+func farRule(f *FAR, local netip.Addr) rules.FAR {
+	var out rules.FAR
+	switch {
+	case f.Apply&ApplyForward != 0:
+		out.Action = rules.Forward
+	case f.Apply&ApplyBuffer != 0:
+		out.Action = rules.Buffer
+	default:
+		out.Action = rules.Drop
+	}
+	if out.Action == rules.Forward && f.OHC != nil {
+		out.OHC = &rules.OuterHeader{TEID: f.OHC.TEID, Peer: f.OHC.Peer, Local: local}
+	}
+	if f.TLM != nil {
+		out.TOS, out.HasTOS = uint8(*f.TLM>>8), true
+	}
+	return out
+}
+
+// localAddr is the source address of the session's tunnels: the address of its first local
+// F-TEID, or this UPF's first GTP-U address.
+func (n *Node) localAddr(s *Session) netip.Addr {
+	for _, id := range sortedKeys(s.PDRs) {
+		if f := s.PDRs[id].FTEID; f != nil && f.Addr.IsValid() {
+			return f.Addr
+		}
+	}
+	return n.opts.GTPUAddrs[0]
+}

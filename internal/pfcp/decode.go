@@ -1,0 +1,516 @@
+package pfcp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/wmnsk/go-pfcp/ie"
+
+	"github.com/xupf/xupf/internal/sdf"
+)
+
+// requestError is why a session request is refused: the cause to answer with, the IE to name
+// as offending (Mandatory IE missing/incorrect) or the rule that failed (Rule creation/
+// modification failure), and a message for the log.
+type requestError struct {
+	cause     uint8
+	offending uint16 // IE type, 0 for none
+	ruleType  uint8  // ie.RuleIDType* of the failed rule, when hasRule
+	ruleID    uint32
+	hasRule   bool
+	msg       string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+// ies are the response IEs that say why.
+func (e *requestError) ies() []*ie.IE {
+	out := []*ie.IE{ie.NewCause(e.cause)}
+	if e.offending != 0 {
+		out = append(out, ie.NewOffendingIE(e.offending))
+	}
+	if e.hasRule {
+		out = append(out, ie.NewFailedRuleID(e.ruleType, e.ruleID))
+	}
+	return out
+}
+
+// ieNames name the IEs this package checks, for log messages.
+var ieNames = map[uint16]string{
+	ie.NodeID: "Node ID", ie.FSEID: "CP F-SEID", ie.CreatePDR: "Create PDR", ie.CreateFAR: "Create FAR",
+	ie.PDRID: "PDR ID", ie.Precedence: "Precedence", ie.PDI: "PDI", ie.SourceInterface: "Source Interface",
+	ie.FARID: "FAR ID", ie.ApplyAction: "Apply Action", ie.DestinationInterface: "Destination Interface",
+	ie.QERID: "QER ID", ie.GateStatus: "Gate Status", ie.URRID: "URR ID",
+	ie.MeasurementMethod: "Measurement Method", ie.ReportingTriggers: "Reporting Triggers", ie.BARID: "BAR ID",
+	ie.FTEID: "F-TEID", ie.UEIPAddress: "UE IP Address", ie.SDFFilter: "SDF Filter",
+	ie.OuterHeaderCreation: "Outer Header Creation", ie.OuterHeaderRemoval: "Outer Header Removal",
+	ie.NetworkInstance: "Network Instance", ie.QFI: "QFI", ie.MBR: "MBR", ie.GBR: "GBR",
+	ie.TransportLevelMarking: "Transport Level Marking", ie.ForwardingParameters: "Forwarding Parameters",
+	ie.UpdateForwardingParameters: "Update Forwarding Parameters", ie.VolumeThreshold: "Volume Threshold",
+	ie.VolumeQuota: "Volume Quota",
+}
+
+func ieName(t uint16) string {
+	if n, ok := ieNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("IE type %d", t)
+}
+
+func missingIE(t uint16, where string) *requestError {
+	return &requestError{cause: ie.CauseMandatoryIEMissing, offending: t,
+		msg: fmt.Sprintf("%s: mandatory IE %s missing", where, ieName(t))}
+}
+
+func incorrectIE(t uint16, where string, err error) *requestError {
+	return &requestError{cause: ie.CauseMandatoryIEIncorrect, offending: t,
+		msg: fmt.Sprintf("%s: IE %s incorrect: %v", where, ieName(t), err)}
+}
+
+func ruleFailure(ruleType uint8, id uint32, format string, args ...any) *requestError {
+	return &requestError{cause: ie.CauseRuleCreationModificationFailure, ruleType: ruleType, ruleID: id,
+		hasRule: true, msg: fmt.Sprintf(format, args...)}
+}
+
+// children indexes a grouped IE's children by type, in order; unknown IEs are kept and
+// ignored by the callers, as TS 29.244 7.2.2 asks.
+type children map[uint16][]*ie.IE
+
+func childrenOf(g *ie.IE) children {
+	c := children{}
+	for _, x := range g.ChildIEs {
+		c[x.Type] = append(c[x.Type], x)
+	}
+	return c
+}
+
+func (c children) first(t uint16) *ie.IE {
+	if l := c[t]; len(l) > 0 {
+		return l[0]
+	}
+	return nil
+}
+
+// required returns the first child of type t, or a Mandatory IE missing error.
+func (c children) required(t uint16, where string) (*ie.IE, error) {
+	if x := c.first(t); x != nil {
+		return x, nil
+	}
+	return nil, missingIE(t, where)
+}
+
+// decode reads a child with fn, turning a decoding error into Mandatory IE incorrect.
+func decode[T any](x *ie.IE, where string, fn func(*ie.IE) (T, error)) (T, error) {
+	v, err := fn(x)
+	if err != nil {
+		var zero T
+		return zero, incorrectIE(x.Type, where, err)
+	}
+	return v, nil
+}
+
+// ruleID reads the id IE of a Create/Update/Remove rule IE.
+func ruleID[T any](g *ie.IE, t uint16, what string, fn func(*ie.IE) (T, error)) (T, children, error) {
+	c := childrenOf(g)
+	x, err := c.required(t, what)
+	if err != nil {
+		var zero T
+		return zero, nil, err
+	}
+	id, err := decode(x, what, fn)
+	return id, c, err
+}
+
+// decodePDR applies a Create PDR (p is a fresh PDR) or an Update PDR (p is a copy of the
+// PDR being updated) to p.
+func decodePDR(c children, p *PDR, create bool) error {
+	where := fmt.Sprintf("PDR %d", p.ID)
+	if x := c.first(ie.Precedence); x != nil {
+		v, err := decode(x, where, (*ie.IE).Precedence)
+		if err != nil {
+			return err
+		}
+		p.Precedence = v
+	} else if create {
+		return missingIE(ie.Precedence, where)
+	}
+	if x := c.first(ie.PDI); x != nil {
+		if err := decodePDI(childrenOf(x), p, where); err != nil {
+			return err
+		}
+	} else if create {
+		return missingIE(ie.PDI, where)
+	}
+	if x := c.first(ie.OuterHeaderRemoval); x != nil {
+		// One octet up to TS 29.244 V15.3.0, two since: only the first is needed.
+		if len(x.Payload) < 1 {
+			return incorrectIE(x.Type, where, errors.New("empty"))
+		}
+		v := x.Payload[0]
+		p.OuterHeaderRemoval = &v
+	}
+	if x := c.first(ie.FARID); x != nil {
+		v, err := decode(x, where, (*ie.IE).FARID)
+		if err != nil {
+			return err
+		}
+		p.FAR = v
+	} else if create {
+		return missingIE(ie.FARID, where)
+	}
+	if l := c[ie.QERID]; len(l) > 0 || create {
+		ids, err := decodeIDs(l, where, (*ie.IE).QERID)
+		if err != nil {
+			return err
+		}
+		p.QERs = ids
+	}
+	if l := c[ie.URRID]; len(l) > 0 || create {
+		ids, err := decodeIDs(l, where, (*ie.IE).URRID)
+		if err != nil {
+			return err
+		}
+		p.URRs = ids
+	}
+	if c.first(ie.ActivatePredefinedRules) != nil {
+		return ruleFailure(ie.RuleIDTypePDR, uint32(p.ID), "%s: predefined rules are not supported", where)
+	}
+	return nil
+}
+
+func decodeIDs(l []*ie.IE, where string, fn func(*ie.IE) (uint32, error)) ([]uint32, error) {
+	var ids []uint32
+	for _, x := range l {
+		id, err := decode(x, where, fn)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// decodePDI replaces p's packet detection information with the PDI's.
+func decodePDI(c children, p *PDR, where string) error {
+	x, err := c.required(ie.SourceInterface, where+" PDI")
+	if err != nil {
+		return err
+	}
+	if p.SourceInterface, err = decode(x, where, (*ie.IE).SourceInterface); err != nil {
+		return err
+	}
+	p.FTEID, p.UE, p.UEChosen, p.NetworkInstance, p.QFI, p.SDF = nil, netip.Addr{}, false, "", 0, nil
+	if x := c.first(ie.FTEID); x != nil {
+		f, err := decode(x, where, (*ie.IE).FTEID)
+		if err != nil {
+			return err
+		}
+		p.FTEID = &FTEID{TEID: f.TEID}
+		if f.HasCh() {
+			p.FTEID.Chosen = true
+			if f.HasChID() {
+				p.FTEID.ChooseID = f.ChooseID
+			}
+		} else {
+			a, ok := netip.AddrFromSlice(f.IPv4Address.To4())
+			if !f.HasIPv4() || !ok {
+				return ruleFailure(ie.RuleIDTypePDR, uint32(p.ID), "%s: the F-TEID has no IPv4 address (IPv6 is not supported)", where)
+			}
+			if f.TEID == 0 {
+				return ruleFailure(ie.RuleIDTypePDR, uint32(p.ID), "%s: TEID 0 is reserved for GTP-U signalling", where)
+			}
+			p.FTEID.Addr = a
+		}
+	}
+	if x := c.first(ie.UEIPAddress); x != nil {
+		u, err := decode(x, where, (*ie.IE).UEIPAddress)
+		if err != nil {
+			return err
+		}
+		switch {
+		case x.HasCHV4():
+			p.UEChosen = true
+		case u.Flags&0x02 != 0: // V4
+			a, ok := netip.AddrFromSlice(u.IPv4Address.To4())
+			if !ok {
+				return incorrectIE(x.Type, where, errors.New("no IPv4 address"))
+			}
+			p.UE = a
+		default:
+			return ruleFailure(ie.RuleIDTypePDR, uint32(p.ID), "%s: the UE IP address is not IPv4 (IPv6 is not supported)", where)
+		}
+	}
+	if x := c.first(ie.NetworkInstance); x != nil {
+		p.NetworkInstance = networkInstance(x.Payload)
+	}
+	if x := c.first(ie.QFI); x != nil {
+		if p.QFI, err = decode(x, where, (*ie.IE).QFI); err != nil {
+			return err
+		}
+	}
+	for _, x := range c[ie.SDFFilter] {
+		s, err := decodeSDF(x, p.ID, where)
+		if err != nil {
+			return err
+		}
+		p.SDF = append(p.SDF, s)
+	}
+	if c.first(ie.ApplicationID) != nil {
+		return ruleFailure(ie.RuleIDTypePDR, uint32(p.ID), "%s: application detection (Application ID) is not supported", where)
+	}
+	return nil
+}
+
+// decodeSDF turns an SDF Filter IE into a filter. An IPv6 flow description (Open5GS sends one
+// for router solicitations) is kept but can never match: the datapath carries IPv4 only.
+func decodeSDF(x *ie.IE, pdr uint16, where string) (SDF, error) {
+	f, err := decode(x, where, (*ie.IE).SDFFilter)
+	if err != nil {
+		return SDF{}, err
+	}
+	out := SDF{FlowDescription: f.FlowDescription, Filter: sdf.Filter{Protocol: sdf.AnyProtocol}}
+	if f.HasFD() {
+		out.Filter, err = sdf.ParseFlowDescription(f.FlowDescription)
+		switch {
+		case errors.Is(err, sdf.ErrIPv6):
+			out.Filter = sdf.Filter{Protocol: sdf.AnyProtocol, IPv6: true}
+		case err != nil:
+			return SDF{}, ruleFailure(ie.RuleIDTypePDR, uint32(pdr), "%s: SDF filter: %v", where, err)
+		}
+	}
+	if f.HasTTC() && len(f.ToSTrafficClass) == 2 {
+		out.Filter.TOSValue, out.Filter.TOSMask = f.ToSTrafficClass[0], f.ToSTrafficClass[1]
+	}
+	if f.HasSPI() && len(f.SecurityParameterIndex) == 4 {
+		out.Filter.SPI, out.Filter.HasSPI = binary.BigEndian.Uint32([]byte(f.SecurityParameterIndex)), true
+	}
+	if f.HasFL() && len(f.FlowLabel) == 3 {
+		b := []byte(f.FlowLabel)
+		out.Filter.FlowLabel = (uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])) & sdf.MaxFlowLabel
+		out.Filter.HasFlowLabel = true
+	}
+	if err := out.Filter.Validate(); err != nil {
+		return SDF{}, ruleFailure(ie.RuleIDTypePDR, uint32(pdr), "%s: SDF filter: %v", where, err)
+	}
+	return out, nil
+}
+
+// networkInstance decodes a Network Instance in either encoding SMFs use: DNS labels
+// ("\x08internet") or a plain string ("internet").
+func networkInstance(b []byte) string {
+	var labels []string
+	for i := 0; i < len(b); {
+		n := int(b[i])
+		if n == 0 || i+1+n > len(b) {
+			return string(b)
+		}
+		labels = append(labels, string(b[i+1:i+1+n]))
+		i += 1 + n
+	}
+	for _, l := range labels {
+		for _, r := range l {
+			if r < 0x21 || r > 0x7e {
+				return string(b)
+			}
+		}
+	}
+	return strings.Join(labels, ".")
+}
+
+// decodeFAR applies a Create FAR (f fresh) or an Update FAR (f a copy) to f.
+func decodeFAR(c children, f *FAR, create bool) error {
+	where := fmt.Sprintf("FAR %d", f.ID)
+	if x := c.first(ie.ApplyAction); x != nil {
+		if len(x.Payload) < 1 {
+			return incorrectIE(x.Type, where, errors.New("empty"))
+		}
+		a := x.Payload[0]
+		if n := countBits(a & (ApplyDrop | ApplyForward | ApplyBuffer)); n != 1 {
+			return ruleFailure(ie.RuleIDTypeFAR, f.ID, "%s: the apply action must have exactly one of DROP, FORW and BUFF", where)
+		}
+		f.Apply = a
+	} else if create {
+		return missingIE(ie.ApplyAction, where)
+	}
+	fp := c.first(ie.ForwardingParameters)
+	if !create {
+		fp = c.first(ie.UpdateForwardingParameters)
+	}
+	if fp != nil {
+		if create {
+			f.DestinationInterface, f.NetworkInstance, f.OHC, f.TLM = 0, "", nil, nil
+		}
+		if err := decodeForwarding(childrenOf(fp), f, where, create); err != nil {
+			return err
+		}
+	}
+	if x := c.first(ie.BARID); x != nil {
+		v, err := decode(x, where, (*ie.IE).BARID)
+		if err != nil {
+			return err
+		}
+		f.BARID = &v
+	}
+	return nil
+}
+
+func countBits(b uint8) int {
+	n := 0
+	for ; b != 0; b &= b - 1 {
+		n++
+	}
+	return n
+}
+
+// decodeForwarding applies Forwarding Parameters (or, in an update, the parameters given).
+func decodeForwarding(c children, f *FAR, where string, create bool) error {
+	if x := c.first(ie.DestinationInterface); x != nil {
+		v, err := decode(x, where, (*ie.IE).DestinationInterface)
+		if err != nil {
+			return err
+		}
+		f.DestinationInterface = v
+	} else if create {
+		return missingIE(ie.DestinationInterface, where+" Forwarding Parameters")
+	}
+	if x := c.first(ie.NetworkInstance); x != nil {
+		f.NetworkInstance = networkInstance(x.Payload)
+	}
+	if x := c.first(ie.OuterHeaderCreation); x != nil {
+		o, err := decode(x, where, (*ie.IE).OuterHeaderCreation)
+		if err != nil {
+			return err
+		}
+		// Only GTP-U/UDP/IPv4 (octet 5 bit 1): the datapath encapsulates nothing else.
+		if o.OuterHeaderCreationDescription != 0x0100 {
+			return ruleFailure(ie.RuleIDTypeFAR, f.ID,
+				"%s: outer header creation 0x%04x is not supported; only GTP-U/UDP/IPv4 (0x0100) is",
+				where, o.OuterHeaderCreationDescription)
+		}
+		peer, ok := netip.AddrFromSlice(o.IPv4Address.To4())
+		if !ok || o.TEID == 0 {
+			return ruleFailure(ie.RuleIDTypeFAR, f.ID, "%s: outer header creation needs an IPv4 address and a TEID other than 0", where)
+		}
+		f.OHC = &OHC{TEID: o.TEID, Peer: peer}
+	}
+	if x := c.first(ie.TransportLevelMarking); x != nil {
+		v, err := decode(x, where, (*ie.IE).TransportLevelMarking)
+		if err != nil {
+			return err
+		}
+		f.TLM = &v
+	}
+	return nil
+}
+
+// decodeQER applies a Create QER (q fresh) or an Update QER (q a copy) to q.
+func decodeQER(c children, q *QER, create bool) error {
+	where := fmt.Sprintf("QER %d", q.ID)
+	if x := c.first(ie.GateStatus); x != nil {
+		ul, dl, err := x.GateStatusULDL()
+		if err != nil {
+			return incorrectIE(x.Type, where, err)
+		}
+		q.GateUL, q.GateDL = ul, dl
+	} else if create {
+		return missingIE(ie.GateStatus, where)
+	}
+	if x := c.first(ie.MBR); x != nil {
+		ul, err1 := x.MBRUL()
+		dl, err2 := x.MBRDL()
+		if err := errors.Join(err1, err2); err != nil {
+			return incorrectIE(x.Type, where, err)
+		}
+		q.MBRUL, q.MBRDL = ul, dl
+	}
+	if x := c.first(ie.GBR); x != nil {
+		ul, err1 := x.GBRUL()
+		dl, err2 := x.GBRDL()
+		if err := errors.Join(err1, err2); err != nil {
+			return incorrectIE(x.Type, where, err)
+		}
+		q.GBRUL, q.GBRDL = ul, dl
+	}
+	if x := c.first(ie.QFI); x != nil {
+		v, err := decode(x, where, (*ie.IE).QFI)
+		if err != nil {
+			return err
+		}
+		q.QFI = v
+	}
+	return nil
+}
+
+// decodeURR applies a Create URR (u fresh) or an Update URR (u a copy) to u.
+func decodeURR(c children, u *URR, create bool) error {
+	where := fmt.Sprintf("URR %d", u.ID)
+	if x := c.first(ie.MeasurementMethod); x != nil {
+		v, err := decode(x, where, (*ie.IE).MeasurementMethod)
+		if err != nil {
+			return err
+		}
+		u.Method = v
+	} else if create {
+		return missingIE(ie.MeasurementMethod, where)
+	}
+	if x := c.first(ie.ReportingTriggers); x != nil {
+		v, err := decode(x, where, (*ie.IE).ReportingTriggers)
+		if err != nil {
+			return err
+		}
+		u.Triggers = append([]byte(nil), v...)
+	} else if create {
+		return missingIE(ie.ReportingTriggers, where)
+	}
+	if x := c.first(ie.VolumeThreshold); x != nil {
+		v, err := decode(x, where, (*ie.IE).VolumeThreshold)
+		if err != nil {
+			return err
+		}
+		u.VolumeThreshold = v.TotalVolume
+	}
+	if x := c.first(ie.VolumeQuota); x != nil {
+		v, err := decode(x, where, (*ie.IE).VolumeQuota)
+		if err != nil {
+			return err
+		}
+		u.VolumeQuota = v.TotalVolume
+	}
+	seconds := func(t uint16, fn func(*ie.IE) (time.Duration, error), dst *uint32) error {
+		if x := c.first(t); x != nil {
+			v, err := decode(x, where, fn)
+			if err != nil {
+				return err
+			}
+			*dst = uint32(v / time.Second)
+		}
+		return nil
+	}
+	return errors.Join(
+		seconds(ie.TimeThreshold, (*ie.IE).TimeThreshold, &u.TimeThreshold),
+		seconds(ie.TimeQuota, (*ie.IE).TimeQuota, &u.TimeQuota),
+		seconds(ie.MeasurementPeriod, (*ie.IE).MeasurementPeriod, &u.MeasurementPeriod))
+}
+
+// decodeBAR applies a Create BAR or an Update BAR to b.
+func decodeBAR(c children, b *BAR) error {
+	where := fmt.Sprintf("BAR %d", b.ID)
+	if x := c.first(ie.DownlinkDataNotificationDelay); x != nil {
+		if len(x.Payload) < 1 {
+			return incorrectIE(x.Type, where, errors.New("empty"))
+		}
+		b.NotificationDelay = x.Payload[0]
+	}
+	if x := c.first(ie.SuggestedBufferingPacketsCount); x != nil {
+		v, err := decode(x, where, (*ie.IE).SuggestedBufferingPacketsCount)
+		if err != nil {
+			return err
+		}
+		b.SuggestedPackets = v
+	}
+	return nil
+}

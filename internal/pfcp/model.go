@@ -1,0 +1,156 @@
+package pfcp
+
+import (
+	"maps"
+	"net/netip"
+	"time"
+
+	"github.com/xupf/xupf/internal/sdf"
+)
+
+// Session is one PFCP session as the SMF built it (TS 29.244 5.2): its rules by their ids,
+// which are scoped to the session, and what this UPF allocated for it.
+type Session struct {
+	// SEID is this UPF's SEID for the session (the UP F-SEID) and its datapath owner id.
+	SEID uint64 `json:"seid" yaml:"seid"`
+	// CPSEID and CPAddress are the SMF's F-SEID; Peer is the Node ID of its association.
+	CPSEID      uint64     `json:"cp_seid" yaml:"cp_seid"`
+	CPAddress   netip.Addr `json:"cp_address" yaml:"cp_address"`
+	Peer        string     `json:"peer" yaml:"peer"`
+	Established time.Time  `json:"established" yaml:"established"`
+
+	PDRs map[uint16]*PDR `json:"pdrs" yaml:"pdrs"`
+	FARs map[uint32]*FAR `json:"fars" yaml:"fars"`
+	QERs map[uint32]*QER `json:"qers,omitempty" yaml:"qers,omitempty"`
+	URRs map[uint32]*URR `json:"urrs,omitempty" yaml:"urrs,omitempty"`
+	BARs map[uint8]*BAR  `json:"bars,omitempty" yaml:"bars,omitempty"`
+}
+
+// PDR is a Packet Detection Rule: its PDI (what it matches) and the rules it applies.
+type PDR struct {
+	ID         uint16 `json:"id" yaml:"id"`
+	Precedence uint32 `json:"precedence" yaml:"precedence"`
+	// SourceInterface: 0 access, 1 core, 2 SGi-LAN/N6-LAN, 3 CP-function.
+	SourceInterface uint8 `json:"source_interface" yaml:"source_interface"`
+	// FTEID is the local tunnel end the PDR matches, given by the SMF or chosen by this UPF
+	// (Chosen; ChooseID > 0 shares one TEID between the PDRs with the same CHOOSE ID).
+	FTEID *FTEID `json:"f_teid,omitempty" yaml:"f_teid,omitempty"`
+	// UE is the UE's address; UEChosen says this UPF allocated it from its pool.
+	UE       netip.Addr `json:"ue_ipv4,omitzero" yaml:"ue_ipv4,omitempty"`
+	UEChosen bool       `json:"ue_chosen,omitempty" yaml:"ue_chosen,omitempty"`
+	// NetworkInstance is the PDI's network instance, decoded from either encoding.
+	NetworkInstance string `json:"network_instance,omitempty" yaml:"network_instance,omitempty"`
+	QFI             uint8  `json:"qfi,omitempty" yaml:"qfi,omitempty"`
+	SDF             []SDF  `json:"sdf_filters,omitempty" yaml:"sdf_filters,omitempty"`
+	// OuterHeaderRemoval is the description (0 GTP-U/UDP/IPv4, 6 GTP-U/UDP/IP), nil if absent.
+	OuterHeaderRemoval *uint8   `json:"outer_header_removal,omitempty" yaml:"outer_header_removal,omitempty"`
+	FAR                uint32   `json:"far_id" yaml:"far_id"`
+	QERs               []uint32 `json:"qer_ids,omitempty" yaml:"qer_ids,omitempty"`
+	URRs               []uint32 `json:"urr_ids,omitempty" yaml:"urr_ids,omitempty"`
+}
+
+// FTEID is a local F-TEID.
+type FTEID struct {
+	TEID     uint32     `json:"teid" yaml:"teid"`
+	Addr     netip.Addr `json:"ipv4" yaml:"ipv4"`
+	Chosen   bool       `json:"chosen,omitempty" yaml:"chosen,omitempty"`
+	ChooseID uint8      `json:"choose_id,omitempty" yaml:"choose_id,omitempty"`
+}
+
+// SDF is one SDF filter: the description as the SMF sent it and what it parsed to.
+type SDF struct {
+	FlowDescription string     `json:"flow_description,omitempty" yaml:"flow_description,omitempty"`
+	Filter          sdf.Filter `json:"-" yaml:"-"`
+}
+
+// Apply action bits (TS 29.244 8.2.26, first octet).
+const (
+	ApplyDrop = 1 << iota
+	ApplyForward
+	ApplyBuffer
+	ApplyNotifyCP
+	ApplyDuplicate
+)
+
+// FAR is a Forwarding Action Rule.
+type FAR struct {
+	ID uint32 `json:"id" yaml:"id"`
+	// Apply is the first octet of the apply action: DROP, FORW, BUFF, NOCP, DUPL bits.
+	Apply uint8 `json:"apply_action" yaml:"apply_action"`
+	// DestinationInterface: 0 access, 1 core, 2 SGi-LAN/N6-LAN, 3 CP-function, 4 LI.
+	DestinationInterface uint8  `json:"destination_interface" yaml:"destination_interface"`
+	NetworkInstance      string `json:"network_instance,omitempty" yaml:"network_instance,omitempty"`
+	// OHC is the outer header to create toward the peer, nil for none.
+	OHC *OHC `json:"outer_header_creation,omitempty" yaml:"outer_header_creation,omitempty"`
+	// TLM is the transport level marking (ToS value in the high octet, mask in the low), nil
+	// for none.
+	TLM   *uint16 `json:"transport_level_marking,omitempty" yaml:"transport_level_marking,omitempty"`
+	BARID *uint8  `json:"bar_id,omitempty" yaml:"bar_id,omitempty"`
+}
+
+// OHC is an Outer Header Creation: GTP-U/UDP/IPv4 toward Peer with TEID.
+type OHC struct {
+	TEID uint32     `json:"teid" yaml:"teid"`
+	Peer netip.Addr `json:"ipv4" yaml:"ipv4"`
+}
+
+// QER is a QoS Enforcement Rule. Bit rates are in kbit/s, as PFCP carries them.
+type QER struct {
+	ID uint32 `json:"id" yaml:"id"`
+	// GateUL and GateDL: 0 open, 1 closed.
+	GateUL uint8  `json:"gate_ul" yaml:"gate_ul"`
+	GateDL uint8  `json:"gate_dl" yaml:"gate_dl"`
+	MBRUL  uint64 `json:"mbr_ul_kbps,omitempty" yaml:"mbr_ul_kbps,omitempty"`
+	MBRDL  uint64 `json:"mbr_dl_kbps,omitempty" yaml:"mbr_dl_kbps,omitempty"`
+	GBRUL  uint64 `json:"gbr_ul_kbps,omitempty" yaml:"gbr_ul_kbps,omitempty"`
+	GBRDL  uint64 `json:"gbr_dl_kbps,omitempty" yaml:"gbr_dl_kbps,omitempty"`
+	QFI    uint8  `json:"qfi,omitempty" yaml:"qfi,omitempty"`
+}
+
+// URR is a Usage Reporting Rule.
+type URR struct {
+	ID uint32 `json:"id" yaml:"id"`
+	// Method is the measurement method octet: DURAT 1, VOLUM 2, EVENT 4.
+	Method uint8 `json:"measurement_method" yaml:"measurement_method"`
+	// Triggers are the reporting trigger octets as sent.
+	Triggers []byte `json:"reporting_triggers,omitempty" yaml:"reporting_triggers,omitempty"`
+	// VolumeThreshold and VolumeQuota are total volumes in bytes, 0 for none.
+	VolumeThreshold uint64 `json:"volume_threshold,omitempty" yaml:"volume_threshold,omitempty"`
+	VolumeQuota     uint64 `json:"volume_quota,omitempty" yaml:"volume_quota,omitempty"`
+	// TimeThreshold, TimeQuota and MeasurementPeriod are in seconds, 0 for none.
+	TimeThreshold     uint32 `json:"time_threshold,omitempty" yaml:"time_threshold,omitempty"`
+	TimeQuota         uint32 `json:"time_quota,omitempty" yaml:"time_quota,omitempty"`
+	MeasurementPeriod uint32 `json:"measurement_period,omitempty" yaml:"measurement_period,omitempty"`
+}
+
+// BAR is a Buffering Action Rule.
+type BAR struct {
+	ID uint8 `json:"id" yaml:"id"`
+	// NotificationDelay is the Downlink Data Notification Delay IE value (units of 50 ms).
+	NotificationDelay uint8 `json:"downlink_data_notification_delay,omitempty" yaml:"downlink_data_notification_delay,omitempty"`
+	// SuggestedPackets is the suggested buffering packets count.
+	SuggestedPackets uint8 `json:"suggested_buffering_packets,omitempty" yaml:"suggested_buffering_packets,omitempty"`
+}
+
+// clone copies s deeply enough that changing the copy's rule maps or rules leaves s as it
+// was: a modification works on a clone and keeps it only when everything succeeded.
+func (s *Session) clone() *Session {
+	c := *s
+	c.PDRs = cloneRules(s.PDRs)
+	c.FARs = cloneRules(s.FARs)
+	c.QERs = cloneRules(s.QERs)
+	c.URRs = cloneRules(s.URRs)
+	c.BARs = cloneRules(s.BARs)
+	return &c
+}
+
+// cloneRules copies a rule map and each rule (the rule's own slices and pointers are
+// replaced, never written through, by the decoders).
+func cloneRules[K comparable, V any](m map[K]*V) map[K]*V {
+	out := make(map[K]*V, len(m))
+	for k, v := range maps.All(m) {
+		c := *v
+		out[k] = &c
+	}
+	return out
+}

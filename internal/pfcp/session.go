@@ -1,0 +1,440 @@
+package pfcp
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/wmnsk/go-pfcp/ie"
+	"github.com/wmnsk/go-pfcp/message"
+
+	"github.com/xupf/xupf/internal/rules"
+)
+
+// Datapath is what session management needs from the datapath: every session's rule sets
+// installed all or nothing under its SEID, and its counters.
+type Datapath interface {
+	Install(owner uint64, sets []rules.RuleSet) error
+	Uninstall(owner uint64) ([]rules.Usage, error)
+	Usage(owner uint64) ([]rules.Usage, error)
+	KeyOwner(k rules.Key) (uint64, bool)
+}
+
+// FirstSEID is the first SEID this UPF gives a PFCP session. The datapath names static
+// sessions (configuration) by their ids, which stay below it.
+const FirstSEID = 1 << 32
+
+// sessionState is the sessions of this node; Node.smu guards it.
+type sessionState struct {
+	byID     map[uint64]*Session
+	bySMF    map[smfSEID]uint64
+	nextSEID uint64
+	alloc    *allocator
+}
+
+// smfSEID names a session from the SMF's side.
+type smfSEID struct {
+	peer string
+	seid uint64
+}
+
+// Sessions returns copies of every PFCP session, sorted by SEID.
+func (n *Node) Sessions() []Session {
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	out := make([]Session, 0, len(n.ss.byID))
+	for _, id := range sortedKeys(n.ss.byID) {
+		out = append(out, *n.ss.byID[id].clone())
+	}
+	return out
+}
+
+// Session returns a copy of one PFCP session.
+func (n *Node) Session(seid uint64) (Session, bool) {
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	s, ok := n.ss.byID[seid]
+	if !ok {
+		return Session{}, false
+	}
+	return *s.clone(), true
+}
+
+// Usage returns what a session's PDRs have counted.
+func (n *Node) Usage(seid uint64) ([]rules.Usage, error) {
+	return n.opts.Datapath.Usage(seid)
+}
+
+// sessionEstablishment creates a session (TS 29.244 7.5.2): everything in the request is
+// applied, or nothing is.
+func (n *Node) sessionEstablishment(m *message.SessionEstablishmentRequest) []byte {
+	var cpSEID uint64
+	respond := func(seid uint64, ies ...*ie.IE) []byte {
+		return marshal(message.NewSessionEstablishmentResponse(0, 0, cpSEID, m.SequenceNumber, 0,
+			append([]*ie.IE{n.nodeIDIE()}, ies...)...))
+	}
+	refuse := func(err error) []byte {
+		re := asRequestError(err)
+		n.log.Warn("pfcp: session establishment refused", "cp_seid", cpSEID, "cause", re.cause, "err", re.msg)
+		return respond(0, re.ies()...)
+	}
+	if m.NodeID == nil {
+		return respond(0, missing(ie.NodeID)...)
+	}
+	peer, ok := n.association(m.NodeID)
+	if !ok {
+		return respond(0, ie.NewCause(ie.CauseNoEstablishedPFCPAssociation))
+	}
+	if m.CPFSEID == nil {
+		return respond(0, missing(ie.FSEID)...)
+	}
+	fseid, err := m.CPFSEID.FSEID()
+	if err != nil {
+		return refuse(incorrectIE(ie.FSEID, "establishment", err))
+	}
+	cpSEID = fseid.SEID
+	if len(m.CreatePDR) == 0 {
+		return respond(0, missing(ie.CreatePDR)...)
+	}
+	if len(m.CreateFAR) == 0 {
+		return respond(0, missing(ie.CreateFAR)...)
+	}
+	cpAddr, _ := netip.AddrFromSlice(fseid.IPv4Address.To4())
+
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	if seid, dup := n.ss.bySMF[smfSEID{peer, cpSEID}]; dup {
+		return refuse(&requestError{cause: ie.CauseRequestRejected,
+			msg: fmt.Sprintf("the SMF's SEID 0x%x already names session 0x%x", cpSEID, seid)})
+	}
+	s := &Session{SEID: n.newSEID(), CPSEID: cpSEID, CPAddress: cpAddr, Peer: peer, Established: time.Now(),
+		PDRs: map[uint16]*PDR{}, FARs: map[uint32]*FAR{}, QERs: map[uint32]*QER{}, URRs: map[uint32]*URR{},
+		BARs: map[uint8]*BAR{}}
+	changes := ruleChanges{createPDR: m.CreatePDR, createFAR: m.CreateFAR, createQER: m.CreateQER,
+		createURR: m.CreateURR}
+	if m.CreateBAR != nil {
+		changes.createBAR = []*ie.IE{m.CreateBAR}
+	}
+	if err := n.apply(nil, s, changes); err != nil {
+		return refuse(err)
+	}
+	n.ss.byID[s.SEID] = s
+	n.ss.bySMF[smfSEID{peer, cpSEID}] = s.SEID
+	n.log.Info("pfcp: session established", "seid", s.SEID, "cp_seid", cpSEID, "peer", peer, "pdrs", len(s.PDRs))
+	ies := []*ie.IE{ie.NewCause(ie.CauseRequestAccepted), ie.NewFSEID(s.SEID, n.opts.Address.AsSlice(), nil)}
+	return respond(s.SEID, append(ies, createdPDRs(nil, s)...)...)
+}
+
+// ruleChanges are the rule IEs of one request.
+type ruleChanges struct {
+	removePDR, removeFAR, removeQER, removeURR, removeBAR []*ie.IE
+	createPDR, createFAR, createQER, createURR, createBAR []*ie.IE
+	updatePDR, updateFAR, updateQER, updateURR, updateBAR []*ie.IE
+}
+
+// apply turns old (nil for a new session) into s by the changes, allocates what s asks this
+// UPF to choose, and installs s in the datapath. On error, s is to be thrown away and
+// everything else is as before.
+func (n *Node) apply(old, s *Session, c ruleChanges) (err error) {
+	if err := applyRules(s, c); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			n.ss.alloc.release(s, old)
+		}
+	}()
+	if err := n.ss.alloc.assign(s, n.localAddr(s)); err != nil {
+		return err
+	}
+	if err := n.check(s); err != nil {
+		return err
+	}
+	if err := n.opts.Datapath.Install(s.SEID, n.ruleSets(s)); err != nil {
+		return &requestError{cause: ie.CauseRuleCreationModificationFailure,
+			msg: fmt.Sprintf("datapath: %v", err)}
+	}
+	if old != nil {
+		n.ss.alloc.release(old, s)
+	}
+	return nil
+}
+
+// applyRules applies the removals, then the creations, then the updates, so that a request
+// may replace a rule and may reference rules it creates.
+func applyRules(s *Session, c ruleChanges) error {
+	steps := []func() error{
+		func() error {
+			return remove(c.removePDR, ie.PDRID, "Remove PDR", (*ie.IE).PDRID, s.PDRs, ie.RuleIDTypePDR)
+		},
+		func() error {
+			return remove(c.removeFAR, ie.FARID, "Remove FAR", (*ie.IE).FARID, s.FARs, ie.RuleIDTypeFAR)
+		},
+		func() error {
+			return remove(c.removeQER, ie.QERID, "Remove QER", (*ie.IE).QERID, s.QERs, ie.RuleIDTypeQER)
+		},
+		func() error {
+			return remove(c.removeURR, ie.URRID, "Remove URR", (*ie.IE).URRID, s.URRs, ie.RuleIDTypeURR)
+		},
+		func() error {
+			return remove(c.removeBAR, ie.BARID, "Remove BAR", (*ie.IE).BARID, s.BARs, ie.RuleIDTypeBAR)
+		},
+		func() error {
+			return upsert(c.createFAR, true, ie.FARID, "Create FAR", (*ie.IE).FARID, s.FARs, ie.RuleIDTypeFAR,
+				func(id uint32) *FAR { return &FAR{ID: id} }, decodeFAR)
+		},
+		func() error {
+			return upsert(c.createQER, true, ie.QERID, "Create QER", (*ie.IE).QERID, s.QERs, ie.RuleIDTypeQER,
+				func(id uint32) *QER { return &QER{ID: id} }, decodeQER)
+		},
+		func() error {
+			return upsert(c.createURR, true, ie.URRID, "Create URR", (*ie.IE).URRID, s.URRs, ie.RuleIDTypeURR,
+				func(id uint32) *URR { return &URR{ID: id} }, decodeURR)
+		},
+		func() error {
+			return upsert(c.createBAR, true, ie.BARID, "Create BAR", (*ie.IE).BARID, s.BARs, ie.RuleIDTypeBAR,
+				func(id uint8) *BAR { return &BAR{ID: id} }, barDecoder)
+		},
+		func() error {
+			return upsert(c.createPDR, true, ie.PDRID, "Create PDR", (*ie.IE).PDRID, s.PDRs, ie.RuleIDTypePDR,
+				func(id uint16) *PDR { return &PDR{ID: id} }, decodePDR)
+		},
+		func() error {
+			return upsert(c.updatePDR, false, ie.PDRID, "Update PDR", (*ie.IE).PDRID, s.PDRs, ie.RuleIDTypePDR,
+				nil, decodePDR)
+		},
+		func() error {
+			return upsert(c.updateFAR, false, ie.FARID, "Update FAR", (*ie.IE).FARID, s.FARs, ie.RuleIDTypeFAR,
+				nil, decodeFAR)
+		},
+		func() error {
+			return upsert(c.updateQER, false, ie.QERID, "Update QER", (*ie.IE).QERID, s.QERs, ie.RuleIDTypeQER,
+				nil, decodeQER)
+		},
+		func() error {
+			return upsert(c.updateURR, false, ie.URRID, "Update URR", (*ie.IE).URRID, s.URRs, ie.RuleIDTypeURR,
+				nil, decodeURR)
+		},
+		func() error {
+			return upsert(c.updateBAR, false, ie.BARID, "Update BAR", (*ie.IE).BARID, s.BARs, ie.RuleIDTypeBAR,
+				nil, barDecoder)
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func barDecoder(c children, b *BAR, _ bool) error { return decodeBAR(c, b) }
+
+type ruleIDType interface{ ~uint8 | ~uint16 | ~uint32 }
+
+// remove deletes the rules the Remove IEs name; an unknown id fails the request.
+func remove[K ruleIDType, V any](l []*ie.IE, idType uint16, what string, idOf func(*ie.IE) (K, error),
+	m map[K]*V, ruleType uint8) error {
+	for _, g := range l {
+		id, _, err := ruleID(g, idType, what, idOf)
+		if err != nil {
+			return err
+		}
+		if _, ok := m[id]; !ok {
+			return ruleFailure(ruleType, uint32(id), "%s: rule %d does not exist", what, id)
+		}
+		delete(m, id)
+	}
+	return nil
+}
+
+// upsert applies Create IEs (create: the id must be new; fresh makes the rule) or Update IEs
+// (the id must exist; the rule is copied, then changed).
+func upsert[K ruleIDType, V any](l []*ie.IE, create bool, idType uint16, what string,
+	idOf func(*ie.IE) (K, error), m map[K]*V, ruleType uint8, fresh func(K) *V,
+	dec func(children, *V, bool) error) error {
+	for _, g := range l {
+		id, c, err := ruleID(g, idType, what, idOf)
+		if err != nil {
+			return err
+		}
+		var r *V
+		if old, ok := m[id]; create {
+			if ok {
+				return ruleFailure(ruleType, uint32(id), "%s: rule %d already exists", what, id)
+			}
+			r = fresh(id)
+		} else {
+			if !ok {
+				return ruleFailure(ruleType, uint32(id), "%s: rule %d does not exist", what, id)
+			}
+			cp := *old
+			r = &cp
+		}
+		if err := dec(c, r, create); err != nil {
+			return err
+		}
+		m[id] = r
+	}
+	return nil
+}
+
+// createdPDRs are the Created PDR IEs for what this UPF chose in s and not already in old:
+// the F-TEID of each PDR that asked for one and the UE address of each that asked for it.
+func createdPDRs(old, s *Session) []*ie.IE {
+	var out []*ie.IE
+	for _, id := range sortedKeys(s.PDRs) {
+		p := s.PDRs[id]
+		if old != nil {
+			if o, ok := old.PDRs[id]; ok && o.FTEID == p.FTEID && o.UE == p.UE {
+				continue // reported when it was chosen
+			}
+		}
+		var ies []*ie.IE
+		if f := p.FTEID; f != nil && f.Chosen {
+			ies = append(ies, ie.NewFTEID(0x01, f.TEID, f.Addr.AsSlice(), nil, 0))
+		}
+		if p.UEChosen {
+			ies = append(ies, ie.NewUEIPAddress(0x02|0x04, p.UE.String(), "", 0, 0)) // V4, S/D
+		}
+		if len(ies) > 0 {
+			out = append(out, ie.NewCreatedPDR(append([]*ie.IE{ie.NewPDRID(id)}, ies...)...))
+		}
+	}
+	return out
+}
+
+// sessionModification changes a session (TS 29.244 7.5.4), all or nothing.
+func (n *Node) sessionModification(m *message.SessionModificationRequest) []byte {
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	old, ok := n.ss.byID[m.SEID()]
+	if !ok {
+		return marshal(message.NewSessionModificationResponse(0, 0, 0, m.SequenceNumber, 0,
+			ie.NewCause(ie.CauseSessionContextNotFound)))
+	}
+	respond := func(ies ...*ie.IE) []byte {
+		return marshal(message.NewSessionModificationResponse(0, 0, old.CPSEID, m.SequenceNumber, 0, ies...))
+	}
+	s := old.clone()
+	c := ruleChanges{
+		removePDR: m.RemovePDR, removeFAR: m.RemoveFAR, removeQER: m.RemoveQER, removeURR: m.RemoveURR,
+		createPDR: m.CreatePDR, createFAR: m.CreateFAR, createQER: m.CreateQER, createURR: m.CreateURR,
+		updatePDR: m.UpdatePDR, updateFAR: m.UpdateFAR, updateQER: m.UpdateQER, updateURR: m.UpdateURR,
+	}
+	for _, x := range []struct {
+		ie  *ie.IE
+		dst *[]*ie.IE
+	}{{m.RemoveBAR, &c.removeBAR}, {m.CreateBAR, &c.createBAR}, {m.UpdateBAR, &c.updateBAR}} {
+		if x.ie != nil {
+			*x.dst = []*ie.IE{x.ie}
+		}
+	}
+	if err := n.apply(old, s, c); err != nil {
+		re := asRequestError(err)
+		n.log.Warn("pfcp: session modification refused; session unchanged", "seid", old.SEID,
+			"cause", re.cause, "err", re.msg)
+		return respond(re.ies()...)
+	}
+	n.ss.byID[s.SEID] = s
+	n.log.Debug("pfcp: session modified", "seid", s.SEID)
+	return respond(append([]*ie.IE{ie.NewCause(ie.CauseRequestAccepted)}, createdPDRs(old, s)...)...)
+}
+
+// sessionDeletion removes a session (TS 29.244 7.5.6) and reports what its URRs counted.
+func (n *Node) sessionDeletion(m *message.SessionDeletionRequest) []byte {
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	s, ok := n.ss.byID[m.SEID()]
+	if !ok {
+		return marshal(message.NewSessionDeletionResponse(0, 0, 0, m.SequenceNumber, 0,
+			ie.NewCause(ie.CauseSessionContextNotFound)))
+	}
+	usage, err := n.deleteSession(s)
+	if err != nil {
+		n.log.Warn("pfcp: session deleted but its counters could not be read", "seid", s.SEID, "err", err)
+	}
+	ies := append([]*ie.IE{ie.NewCause(ie.CauseRequestAccepted)}, usageReports(s, usage)...)
+	return marshal(message.NewSessionDeletionResponse(0, 0, s.CPSEID, m.SequenceNumber, 0, ies...))
+}
+
+// deleteSession removes s from the datapath and the node; n.smu is held.
+func (n *Node) deleteSession(s *Session) ([]rules.Usage, error) {
+	usage, err := n.opts.Datapath.Uninstall(s.SEID)
+	n.ss.alloc.release(s, nil)
+	delete(n.ss.byID, s.SEID)
+	delete(n.ss.bySMF, smfSEID{s.Peer, s.CPSEID})
+	n.log.Info("pfcp: session deleted", "seid", s.SEID, "cp_seid", s.CPSEID, "peer", s.Peer)
+	return usage, err
+}
+
+// deletePeerSessions removes every session of an association's peer.
+func (n *Node) deletePeerSessions(peer, why string) {
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	count := 0
+	for _, id := range sortedKeys(n.ss.byID) {
+		if s := n.ss.byID[id]; s.Peer == peer {
+			if _, err := n.deleteSession(s); err != nil {
+				n.log.Warn("pfcp: read counters of a deleted session", "seid", id, "err", err)
+			}
+			count++
+		}
+	}
+	if count > 0 {
+		n.log.Info("pfcp: sessions of the peer deleted", "node_id", peer, "sessions", count, "why", why)
+	}
+}
+
+// usageReports are the Usage Report IEs of a deleted session: per URR, the volume its PDRs
+// counted (uplink PDRs are on an F-TEID, downlink ones on a UE address).
+func usageReports(s *Session, usage []rules.Usage) []*ie.IE {
+	type volume struct{ ul, dl, ulPkts, dlPkts uint64 }
+	per := map[uint32]*volume{}
+	for _, id := range sortedKeys(s.URRs) {
+		per[id] = &volume{}
+	}
+	for _, u := range usage {
+		p := s.PDRs[uint16(u.PDR)]
+		if p == nil || (p.FTEID != nil) != u.Uplink {
+			continue
+		}
+		for _, id := range p.URRs {
+			if v := per[id]; v != nil {
+				if u.Uplink {
+					v.ul, v.ulPkts = v.ul+u.Bytes, v.ulPkts+u.Packets
+				} else {
+					v.dl, v.dlPkts = v.dl+u.Bytes, v.dlPkts+u.Packets
+				}
+			}
+		}
+	}
+	var out []*ie.IE
+	for _, id := range sortedKeys(per) {
+		v := per[id]
+		out = append(out, ie.NewUsageReportWithinSessionDeletionResponse(
+			ie.NewURRID(id), ie.NewURSEQN(0),
+			ie.NewUsageReportTrigger(0, 0x08), // TERMR: the session was terminated
+			ie.NewVolumeMeasurement(0x3f, v.ul+v.dl, v.ul, v.dl, v.ulPkts+v.dlPkts, v.ulPkts, v.dlPkts)))
+	}
+	return out
+}
+
+func (n *Node) newSEID() uint64 {
+	for {
+		id := n.ss.nextSEID
+		n.ss.nextSEID++
+		if _, taken := n.ss.byID[id]; !taken {
+			return id
+		}
+	}
+}
+
+func asRequestError(err error) *requestError {
+	var re *requestError
+	if errors.As(err, &re) {
+		return re
+	}
+	return &requestError{cause: ie.CauseSystemFailure, msg: err.Error()}
+}

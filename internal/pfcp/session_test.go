@@ -1,0 +1,635 @@
+package pfcp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/wmnsk/go-pfcp/ie"
+	"github.com/wmnsk/go-pfcp/message"
+
+	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/sdf"
+)
+
+// fakeDatapath keeps installed rule sets in memory, refusing what the real one refuses
+// (a key another session owns) and failing on demand.
+type fakeDatapath struct {
+	sets  map[uint64][]rules.RuleSet
+	keys  map[rules.Key]uint64
+	usage map[uint64][]rules.Usage
+	fail  error // returned by the next Install
+}
+
+func newFakeDatapath() *fakeDatapath {
+	return &fakeDatapath{sets: map[uint64][]rules.RuleSet{}, keys: map[rules.Key]uint64{},
+		usage: map[uint64][]rules.Usage{}}
+}
+
+func (f *fakeDatapath) Install(owner uint64, sets []rules.RuleSet) error {
+	if err := f.fail; err != nil {
+		f.fail = nil
+		return err
+	}
+	for _, rs := range sets {
+		if o, ok := f.keys[rs.LookupKey()]; ok && o != owner {
+			return fmt.Errorf("%s is used by session %d", rs.Key(), o)
+		}
+	}
+	for _, rs := range f.sets[owner] {
+		delete(f.keys, rs.LookupKey())
+	}
+	for _, rs := range sets {
+		f.keys[rs.LookupKey()] = owner
+	}
+	f.sets[owner] = sets
+	return nil
+}
+
+func (f *fakeDatapath) Uninstall(owner uint64) ([]rules.Usage, error) {
+	sets, ok := f.sets[owner]
+	if !ok {
+		return nil, errors.New("not found")
+	}
+	for _, rs := range sets {
+		delete(f.keys, rs.LookupKey())
+	}
+	delete(f.sets, owner)
+	return f.usage[owner], nil
+}
+
+func (f *fakeDatapath) Usage(owner uint64) ([]rules.Usage, error) { return f.usage[owner], nil }
+
+func (f *fakeDatapath) KeyOwner(k rules.Key) (uint64, bool) {
+	o, ok := f.keys[k]
+	return o, ok
+}
+
+var (
+	n3      = netip.MustParseAddr("10.100.1.1")
+	gnb     = netip.MustParseAddr("10.100.1.2")
+	gnb2    = netip.MustParseAddr("10.100.1.3")
+	ue1     = netip.MustParseAddr("10.45.0.7")
+	uePool  = netip.MustParsePrefix("10.46.0.0/30")
+	smfIPv4 = net.ParseIP("192.0.2.10").To4()
+)
+
+func newSessionNode(dp *fakeDatapath, opts ...func(*Options)) *Node {
+	o := Options{NodeID: "10.100.3.1", HeartbeatInterval: time.Second, HeartbeatRetries: 3, Datapath: dp,
+		Address: netip.MustParseAddr("10.100.3.1"), GTPUAddrs: []netip.Addr{n3}, UEPools: []netip.Prefix{uePool}}
+	for _, f := range opts {
+		f(&o)
+	}
+	return NewNode(o)
+}
+
+// pfcpTest drives a node as one SMF.
+type pfcpTest struct {
+	t   *testing.T
+	n   *Node
+	dp  *fakeDatapath
+	seq uint32
+}
+
+func newPFCPTest(t *testing.T, opts ...func(*Options)) *pfcpTest {
+	dp := newFakeDatapath()
+	p := &pfcpTest{t: t, n: newSessionNode(dp, opts...), dp: dp, seq: 100}
+	if _, got, _ := cause(t, p.n.Handle(smf, bytesOf(t, smfSetup(1)))); got != ie.CauseRequestAccepted {
+		t.Fatalf("association setup: cause %d", got)
+	}
+	return p
+}
+
+// send sends a message built with the next sequence number and returns the response.
+func (p *pfcpTest) send(build func(seq uint32) message.Message) message.Message {
+	p.t.Helper()
+	p.seq++
+	m, err := message.Parse(p.n.Handle(smf, bytesOf(p.t, build(p.seq))))
+	if err != nil {
+		p.t.Fatalf("response: %v", err)
+	}
+	if m.Sequence() != p.seq {
+		p.t.Fatalf("response sequence %d, want %d", m.Sequence(), p.seq)
+	}
+	return m
+}
+
+func (p *pfcpTest) establish(cpSEID uint64, ies ...*ie.IE) *message.SessionEstablishmentResponse {
+	p.t.Helper()
+	return p.send(func(seq uint32) message.Message { return establishment(seq, cpSEID, ies...) }).(*message.SessionEstablishmentResponse)
+}
+
+// mustEstablish establishes a session and returns its UP SEID.
+func (p *pfcpTest) mustEstablish(cpSEID uint64, ies ...*ie.IE) (uint64, *message.SessionEstablishmentResponse) {
+	p.t.Helper()
+	r := p.establish(cpSEID, ies...)
+	if c, _ := r.Cause.Cause(); c != ie.CauseRequestAccepted {
+		p.t.Fatalf("establishment: cause %d", c)
+	}
+	if r.SEID() != cpSEID {
+		p.t.Errorf("response header SEID 0x%x, want the SMF's 0x%x", r.SEID(), cpSEID)
+	}
+	f, err := r.UPFSEID.FSEID()
+	if err != nil {
+		p.t.Fatalf("UP F-SEID: %v", err)
+	}
+	return f.SEID, r
+}
+
+func (p *pfcpTest) modify(seid uint64, ies ...*ie.IE) *message.SessionModificationResponse {
+	p.t.Helper()
+	return p.send(func(seq uint32) message.Message {
+		return message.NewSessionModificationRequest(0, 0, seid, seq, 0, ies...)
+	}).(*message.SessionModificationResponse)
+}
+
+func establishment(seq uint32, cpSEID uint64, ies ...*ie.IE) *message.SessionEstablishmentRequest {
+	return message.NewSessionEstablishmentRequest(0, 0, 0, seq, 0, append([]*ie.IE{
+		ie.NewNodeID(smfNode, "", ""), ie.NewFSEID(cpSEID, smfIPv4, nil), ie.NewPDNType(ie.PDNTypeIPv4)}, ies...)...)
+}
+
+// Open5GS-style rules: an uplink PDR on a chosen TEID, a downlink PDR on the UE address.
+func chosenULPDR(id uint16, chooseID, qfi uint8, far uint32, extra ...*ie.IE) *ie.IE {
+	pdi := ie.NewPDI(ie.NewSourceInterface(ie.SrcInterfaceAccess), ie.NewFTEID(0x0c, 0, nil, nil, chooseID),
+		ie.NewNetworkInstance("internet"), ie.NewQFI(qfi))
+	return ie.NewCreatePDR(append([]*ie.IE{ie.NewPDRID(id), ie.NewPrecedence(255), pdi,
+		ie.NewOuterHeaderRemoval(6, 0), ie.NewFARID(far)}, extra...)...)
+}
+
+func dlPDR(id uint16, ue netip.Addr, far uint32, extra ...*ie.IE) *ie.IE {
+	pdi := ie.NewPDI(ie.NewSourceInterface(ie.SrcInterfaceCore), ie.NewNetworkInstance("internet"),
+		ie.NewUEIPAddress(0x02|0x04, ue.String(), "", 0, 0))
+	return ie.NewCreatePDR(append([]*ie.IE{ie.NewPDRID(id), ie.NewPrecedence(65535), pdi, ie.NewFARID(far)}, extra...)...)
+}
+
+func forwardFAR(id uint32, dst uint8, fp ...*ie.IE) *ie.IE {
+	return ie.NewCreateFAR(ie.NewFARID(id), ie.NewApplyAction(0x02),
+		ie.NewForwardingParameters(append([]*ie.IE{ie.NewDestinationInterface(dst)}, fp...)...))
+}
+
+func ohc(teid uint32, peer netip.Addr) *ie.IE {
+	return ie.NewOuterHeaderCreation(0x0100, teid, peer.String(), "", 0, 0, 0)
+}
+
+// basicSession is one uplink PDR (chosen TEID, CHOOSE ID 1) and one downlink PDR toward gnb.
+func basicSession(ue netip.Addr) []*ie.IE {
+	return []*ie.IE{
+		chosenULPDR(1, 1, 9, 1, ie.NewQERID(1), ie.NewURRID(1)),
+		dlPDR(2, ue, 2, ie.NewQERID(1), ie.NewURRID(1)),
+		forwardFAR(1, ie.DstInterfaceCore),
+		forwardFAR(2, ie.DstInterfaceAccess, ohc(0x500, gnb)),
+		ie.NewCreateQER(ie.NewQERID(1), ie.NewGateStatus(0, 0), ie.NewMBR(100000, 200000), ie.NewQFI(9)),
+		ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0x01, 0)),
+	}
+}
+
+// createdTEIDs maps each Created PDR's PDR ID to its F-TEID.
+func createdTEIDs(t *testing.T, created []*ie.IE) map[uint16]uint32 {
+	t.Helper()
+	out := map[uint16]uint32{}
+	for _, c := range created {
+		id, err := c.PDRID()
+		if err != nil {
+			t.Fatalf("Created PDR without PDR ID: %v", err)
+		}
+		if f, err := c.FTEID(); err == nil {
+			if a, _ := netip.AddrFromSlice(f.IPv4Address.To4()); a != n3 {
+				t.Errorf("PDR %d: F-TEID address %s, want %s", id, a, n3)
+			}
+			out[id] = f.TEID
+		}
+	}
+	return out
+}
+
+func TestEstablishmentOpen5GS(t *testing.T) {
+	p := newPFCPTest(t)
+	seid, r := p.mustEstablish(0x51,
+		chosenULPDR(1, 1, 1, 1, ie.NewQERID(1), ie.NewURRID(1)),
+		dlPDR(2, ue1, 2, ie.NewQERID(1), ie.NewURRID(1)),
+		// CP-function PDR: GTP-U from the SMF to the UE, on its own chosen TEID.
+		ie.NewCreatePDR(ie.NewPDRID(3), ie.NewPrecedence(1000), ie.NewPDI(ie.NewSourceInterface(ie.SrcInterfaceCPFunction),
+			ie.NewFTEID(0x0c, 0, nil, nil, 2)), ie.NewOuterHeaderRemoval(6, 0), ie.NewFARID(3)),
+		// Router solicitations to the SMF: same CHOOSE ID as PDR 1, an IPv6 SDF filter.
+		ie.NewCreatePDR(ie.NewPDRID(4), ie.NewPrecedence(1000), ie.NewPDI(ie.NewSourceInterface(ie.SrcInterfaceAccess),
+			ie.NewFTEID(0x0c, 0, nil, nil, 1), ie.NewSDFFilter("permit out 58 from ff02::2/128 to assigned", "", "", "", 1)),
+			ie.NewOuterHeaderRemoval(6, 0), ie.NewFARID(4)),
+		forwardFAR(1, ie.DstInterfaceCore, ie.NewNetworkInstance("internet")),
+		ie.NewCreateFAR(ie.NewFARID(2), ie.NewApplyAction(0x04|0x08), ie.NewBARID(1)), // BUFF+NOCP
+		forwardFAR(3, ie.DstInterfaceAccess),
+		forwardFAR(4, ie.DstInterfaceCPFunction, ohc(0x77, netip.MustParseAddr("192.0.2.10"))),
+		ie.NewCreateQER(ie.NewQERID(1), ie.NewGateStatus(0, 0), ie.NewMBR(1000000, 2000000), ie.NewQFI(1)),
+		ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0x02, 0),
+			ie.NewVolumeThreshold(0x01, 100<<20, 0, 0)),
+		ie.NewCreateBAR(ie.NewBARID(1), ie.NewSuggestedBufferingPacketsCount(10)),
+	)
+	if seid < FirstSEID {
+		t.Errorf("SEID 0x%x below FirstSEID", seid)
+	}
+	teids := createdTEIDs(t, r.CreatedPDR)
+	if len(teids) != 3 || teids[1] == 0 || teids[1] != teids[4] || teids[3] == teids[1] {
+		t.Fatalf("created TEIDs %v: want PDRs 1 and 4 sharing one, PDR 3 another", teids)
+	}
+	want := []rules.RuleSet{
+		{Uplink: true, TEID: teids[1], PDRs: []rules.PDR{
+			{ID: 1, Precedence: 255, QFI: 1, QERs: []uint32{1}, URRs: []uint32{1}, FAR: rules.FAR{Action: rules.Forward}},
+			{ID: 4, Precedence: 1000, FAR: rules.FAR{Action: rules.Forward, OHC: &rules.OuterHeader{
+				TEID: 0x77, Peer: netip.MustParseAddr("192.0.2.10"), Local: n3}},
+				Filters: p.n.ss.byID[seid].PDRs[4].sdfFilters()},
+		}},
+		{UE: ue1, PDRs: []rules.PDR{{ID: 2, Precedence: 65535, QFI: 1, QERs: []uint32{1}, URRs: []uint32{1},
+			FAR: rules.FAR{Action: rules.Buffer}}}},
+		{Uplink: true, TEID: teids[3], PDRs: []rules.PDR{{ID: 3, Precedence: 1000, FAR: rules.FAR{Action: rules.Forward}}}},
+	}
+	if got := p.dp.sets[seid]; !reflect.DeepEqual(got, want) {
+		t.Errorf("rule sets\n got %+v\nwant %+v", got, want)
+	}
+	if f := p.n.ss.byID[seid].PDRs[4].SDF[0].Filter; !f.IPv6 || f.MatchesIPv4() {
+		t.Errorf("the IPv6 SDF filter must be kept and never match IPv4: %+v", f)
+	}
+	s, ok := p.n.Session(seid)
+	if !ok || s.CPSEID != 0x51 || s.Peer != smfNode || len(s.PDRs) != 4 || len(s.FARs) != 4 || len(s.QERs) != 1 ||
+		len(s.URRs) != 1 || len(s.BARs) != 1 || s.URRs[1].VolumeThreshold != 100<<20 || s.QERs[1].MBRDL != 2000000 ||
+		s.BARs[1].SuggestedPackets != 10 || s.PDRs[1].NetworkInstance != "internet" {
+		t.Errorf("session %+v", s)
+	}
+}
+
+func (p *PDR) sdfFilters() []sdf.Filter {
+	var out []sdf.Filter
+	for _, s := range p.SDF {
+		out = append(out, s.Filter)
+	}
+	return out
+}
+
+func TestEstablishmentFree5GC(t *testing.T) {
+	p := newPFCPTest(t, func(o *Options) { o.NetworkInstances = map[string]string{"internet.apn": "n6", "internet": "n6"} })
+	ulPDR := ie.NewCreatePDR(ie.NewPDRID(1), ie.NewPrecedence(32),
+		ie.NewPDI(ie.NewSourceInterface(ie.SrcInterfaceAccess), ie.NewFTEID(0x01, 0x1234, n3.AsSlice(), nil, 0),
+			ie.NewNetworkInstanceFQDN("internet.apn"), ie.NewUEIPAddress(0x02, ue1.String(), "", 0, 0),
+			ie.NewSDFFilter("permit out ip from any to assigned", "", "", "", 1)),
+		// One-octet Outer Header Removal, as TS 29.244 before V15.4.0 had it.
+		ie.New(ie.OuterHeaderRemoval, []byte{0}),
+		ie.NewFARID(1), ie.NewQERID(1), ie.NewQERID(2), ie.NewURRID(1), ie.NewURRID(2))
+	dl := dlPDR(2, ue1, 2, ie.NewQERID(2), ie.NewQERID(1), ie.NewURRID(1), ie.NewURRID(2))
+	seid, r := p.mustEstablish(0x52, ulPDR, dl,
+		forwardFAR(1, ie.DstInterfaceCore),
+		ie.NewCreateFAR(ie.NewFARID(2), ie.NewApplyAction(0x01)), // DROP until the gNB is known
+		ie.NewCreateQER(ie.NewQERID(1), ie.NewGateStatus(0, 0), ie.NewMBR(5000, 5000)),
+		ie.NewCreateQER(ie.NewQERID(2), ie.NewGateStatus(0, 0), ie.NewMBR(1000, 1000), ie.NewQFI(5)),
+		ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0)),
+		ie.NewCreateURR(ie.NewURRID(2), ie.NewMeasurementMethod(0, 1, 1), ie.NewReportingTriggers(0, 0)),
+	)
+	if len(r.CreatedPDR) != 0 {
+		t.Errorf("Created PDR IEs for SMF-chosen F-TEIDs: %v", r.CreatedPDR)
+	}
+	got := p.dp.sets[seid]
+	if len(got) != 2 || got[0].TEID != 0x1234 || !got[0].Uplink || got[1].UE != ue1 {
+		t.Fatalf("rule sets %+v", got)
+	}
+	ul := got[0].PDRs[0]
+	if !slices.Equal(ul.QERs, []uint32{1, 2}) || !slices.Equal(ul.URRs, []uint32{1, 2}) || len(ul.Filters) != 1 ||
+		ul.Filters[0].Local != netip.PrefixFrom(ue1, 32) {
+		t.Errorf("uplink PDR %+v: want both QERs and URRs, and its filter narrowed to the UE", ul)
+	}
+	dlRule := got[1].PDRs[0]
+	if dlRule.QFI != 5 || dlRule.FAR.Action != rules.Drop {
+		t.Errorf("downlink PDR %+v: want QFI 5 from QER 2 and a dropping FAR", dlRule)
+	}
+	if ni := p.n.ss.byID[seid].PDRs[1].NetworkInstance; ni != "internet.apn" {
+		t.Errorf("DNS-encoded network instance decoded as %q", ni)
+	}
+}
+
+func TestNetworkInstanceEncodings(t *testing.T) {
+	for in, want := range map[string]string{"internet": "internet", "\x08internet": "internet",
+		"\x03ims\x03apn": "ims.apn", "\x09short": "\x09short", "a.b": "a.b"} {
+		if got := networkInstance([]byte(in)); got != want {
+			t.Errorf("networkInstance(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestUEAddressChosen(t *testing.T) {
+	p := newPFCPTest(t)
+	chv4 := func(id uint16) *ie.IE {
+		return ie.NewCreatePDR(ie.NewPDRID(id), ie.NewPrecedence(1), ie.NewPDI(ie.NewSourceInterface(ie.SrcInterfaceCore),
+			ie.NewUEIPAddress(0x10|0x04, "", "", 0, 0)), ie.NewFARID(1))
+	}
+	// A /30 holds two usable addresses.
+	var got []netip.Addr
+	for i := range 2 {
+		seid, r := p.mustEstablish(uint64(0x60+i), chv4(1), chv4(2), forwardFAR(1, ie.DstInterfaceAccess, ohc(9, gnb)))
+		if len(r.CreatedPDR) != 2 {
+			t.Fatalf("Created PDRs %v", r.CreatedPDR)
+		}
+		u, err := r.CreatedPDR[0].UEIPAddress()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := netip.AddrFromSlice(u.IPv4Address.To4())
+		got = append(got, a)
+		if sets := p.dp.sets[seid]; len(sets) != 1 || sets[0].UE != a {
+			t.Errorf("rule sets %+v: want one downlink set on %s", sets, a)
+		}
+	}
+	if got[0] != netip.MustParseAddr("10.46.0.1") || got[1] != netip.MustParseAddr("10.46.0.2") {
+		t.Errorf("chosen UE addresses %v", got)
+	}
+	r := p.establish(0x70, chv4(1), forwardFAR(1, ie.DstInterfaceAccess, ohc(9, gnb)))
+	if c, _ := r.Cause.Cause(); c != ie.CauseNoResourcesAvailable {
+		t.Errorf("pool exhausted: cause %d, want %d", c, ie.CauseNoResourcesAvailable)
+	}
+}
+
+// TestEstablishmentErrors: every refusal names its cause, and leaves nothing behind.
+func TestEstablishmentErrors(t *testing.T) {
+	ok := basicSession(ue1)
+	replace := func(i int, x *ie.IE) []*ie.IE {
+		out := slices.Clone(ok)
+		out[i] = x
+		return out
+	}
+	cases := []struct {
+		name     string
+		ies      []*ie.IE
+		dpFail   error
+		cause    uint8
+		off      uint16
+		failRule *[2]uint32 // rule type, id
+	}{
+		{name: "no Create PDR", ies: ok[2:], cause: ie.CauseMandatoryIEMissing, off: ie.CreatePDR},
+		{name: "no Create FAR", ies: ok[:2], cause: ie.CauseMandatoryIEMissing, off: ie.CreateFAR},
+		{name: "PDR without PDR ID", ies: replace(0, ie.NewCreatePDR(ie.NewPrecedence(1))),
+			cause: ie.CauseMandatoryIEMissing, off: ie.PDRID},
+		{name: "PDR without PDI", ies: replace(0, ie.NewCreatePDR(ie.NewPDRID(1), ie.NewPrecedence(1), ie.NewFARID(1))),
+			cause: ie.CauseMandatoryIEMissing, off: ie.PDI},
+		{name: "PDI without source interface", ies: replace(0, ie.NewCreatePDR(ie.NewPDRID(1), ie.NewPrecedence(1),
+			ie.NewPDI(ie.NewFTEID(0x0c, 0, nil, nil, 1)), ie.NewFARID(1))),
+			cause: ie.CauseMandatoryIEMissing, off: ie.SourceInterface},
+		{name: "FAR without apply action", ies: replace(2, ie.NewCreateFAR(ie.NewFARID(1))),
+			cause: ie.CauseMandatoryIEMissing, off: ie.ApplyAction},
+		{name: "QER without gate status", ies: replace(4, ie.NewCreateQER(ie.NewQERID(1))),
+			cause: ie.CauseMandatoryIEMissing, off: ie.GateStatus},
+		{name: "PDR naming a FAR that does not exist", ies: replace(0, chosenULPDR(1, 1, 9, 7)),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
+		{name: "PDR naming a QER that does not exist", ies: replace(0, chosenULPDR(1, 1, 9, 1, ie.NewQERID(3))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
+		{name: "a failing Create FAR (IPv6 outer header) beside PDRs",
+			ies:   replace(3, forwardFAR(2, ie.DstInterfaceAccess, ie.NewOuterHeaderCreation(0x0200, 5, "", "2001:db8::1", 0, 0, 0))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypeFAR), 2}},
+		{name: "two FARs with one id", ies: append(slices.Clone(ok), forwardFAR(1, ie.DstInterfaceCore)),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypeFAR), 1}},
+		{name: "apply action FORW and DROP", ies: replace(2, ie.NewCreateFAR(ie.NewFARID(1), ie.NewApplyAction(0x03))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypeFAR), 1}},
+		{name: "F-TEID without outer header removal", ies: replace(0, ie.NewCreatePDR(ie.NewPDRID(1), ie.NewPrecedence(1),
+			ie.NewPDI(ie.NewSourceInterface(0), ie.NewFTEID(0x0c, 0, nil, nil, 1)), ie.NewFARID(1))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
+		{name: "F-TEID on another UPF's address", ies: replace(0, ie.NewCreatePDR(ie.NewPDRID(1), ie.NewPrecedence(1),
+			ie.NewPDI(ie.NewSourceInterface(0), ie.NewFTEID(0x01, 5, net.ParseIP("198.51.100.1"), nil, 0)),
+			ie.NewOuterHeaderRemoval(0, 0), ie.NewFARID(1))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
+		{name: "malformed SDF filter", ies: replace(0, ie.NewCreatePDR(ie.NewPDRID(1), ie.NewPrecedence(1),
+			ie.NewPDI(ie.NewSourceInterface(0), ie.NewFTEID(0x0c, 0, nil, nil, 1),
+				ie.NewSDFFilter("permit out 17 from nowhere", "", "", "", 1)),
+			ie.NewOuterHeaderRemoval(6, 0), ie.NewFARID(1))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
+		{name: "network instance not configured", ies: replace(0, ie.NewCreatePDR(ie.NewPDRID(1), ie.NewPrecedence(1),
+			ie.NewPDI(ie.NewSourceInterface(0), ie.NewFTEID(0x0c, 0, nil, nil, 1), ie.NewNetworkInstance("ims")),
+			ie.NewOuterHeaderRemoval(6, 0), ie.NewFARID(1))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
+		{name: "datapath failure", ies: ok, dpFail: errors.New("table full"),
+			cause: ie.CauseRuleCreationModificationFailure},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPFCPTest(t, func(o *Options) { o.NetworkInstances = map[string]string{"internet": "n6"} })
+			p.dp.fail = c.dpFail
+			r := p.establish(0x99, c.ies...)
+			got, _ := r.Cause.Cause()
+			var off uint16
+			if r.OffendingIE != nil {
+				off, _ = r.OffendingIE.OffendingIE()
+			}
+			if got != c.cause || off != c.off {
+				t.Errorf("cause %d offending IE %d, want %d and %d", got, off, c.cause, c.off)
+			}
+			if c.failRule != nil && r.FailedRuleID == nil {
+				t.Errorf("no Failed Rule ID, want %v", *c.failRule)
+			} else if c.failRule != nil {
+				typ, err1 := r.FailedRuleID.RuleIDType()
+				id, err2 := r.FailedRuleID.FailedRuleID()
+				if err1 != nil || err2 != nil || uint32(typ) != c.failRule[0] || id != c.failRule[1] {
+					t.Errorf("failed rule %d/%d (%v %v), want %v", typ, id, err1, err2, *c.failRule)
+				}
+			}
+			if r.UPFSEID != nil || len(p.n.Sessions()) != 0 || len(p.dp.sets) != 0 || len(p.n.ss.alloc.teids) != 0 {
+				t.Errorf("a refused establishment left a trace: F-SEID %v, sessions %d, datapath %v, TEIDs %v",
+					r.UPFSEID, len(p.n.Sessions()), p.dp.sets, p.n.ss.alloc.teids)
+			}
+			// The same SMF SEID works once the request is right.
+			p.mustEstablish(0x99, ok...)
+		})
+	}
+}
+
+func TestUnknownIEsIgnored(t *testing.T) {
+	p := newPFCPTest(t)
+	ies := basicSession(ue1)
+	ies[0] = chosenULPDR(1, 1, 9, 1, ie.New(0x7ff0, []byte{1, 2, 3}))
+	p.mustEstablish(0x10, append(ies, ie.New(0x7ff1, []byte{4}))...)
+}
+
+func TestModification(t *testing.T) {
+	p := newPFCPTest(t)
+	ies := basicSession(ue1)
+	ies[3] = ie.NewCreateFAR(ie.NewFARID(2), ie.NewApplyAction(0x04|0x08), ie.NewBARID(1))
+	seid, r := p.mustEstablish(0x20, append(ies, ie.NewCreateBAR(ie.NewBARID(1)))...)
+	teid := createdTEIDs(t, r.CreatedPDR)[1]
+	downlinkFAR := func() rules.FAR { return p.dp.sets[seid][1].PDRs[0].FAR }
+	if f := downlinkFAR(); f.Action != rules.Buffer {
+		t.Fatalf("downlink FAR %+v, want buffering", f)
+	}
+	accepted := func(r *message.SessionModificationResponse) {
+		t.Helper()
+		if c, _ := r.Cause.Cause(); c != ie.CauseRequestAccepted {
+			t.Fatalf("modification: cause %d", c)
+		}
+		if r.SEID() != 0x20 {
+			t.Errorf("response SEID 0x%x, want the SMF's", r.SEID())
+		}
+	}
+	// The gNB answers: BUFF -> FORW with outer header creation and a DSCP marking.
+	accepted(p.modify(seid, ie.NewUpdateFAR(ie.NewFARID(2), ie.NewApplyAction(0x02),
+		ie.NewUpdateForwardingParameters(ie.NewDestinationInterface(ie.DstInterfaceAccess), ohc(0x500, gnb),
+			ie.NewTransportLevelMarking(0xb8fc)))))
+	want := rules.FAR{Action: rules.Forward, OHC: &rules.OuterHeader{TEID: 0x500, Peer: gnb, Local: n3}, TOS: 0xb8, HasTOS: true}
+	if f := downlinkFAR(); !reflect.DeepEqual(f, want) {
+		t.Errorf("downlink FAR %+v, want %+v", f, want)
+	}
+	// Handover: a new gNB address and TEID; the marking stays.
+	accepted(p.modify(seid, ie.NewUpdateFAR(ie.NewFARID(2),
+		ie.NewUpdateForwardingParameters(ohc(0x600, gnb2)), ie.NewPFCPSMReqFlags(0x02))))
+	want.OHC = &rules.OuterHeader{TEID: 0x600, Peer: gnb2, Local: n3}
+	if f := downlinkFAR(); !reflect.DeepEqual(f, want) {
+		t.Errorf("after handover: downlink FAR %+v, want %+v", f, want)
+	}
+	// A dedicated flow on the same TEID (CHOOSE ID 1) with its own FAR and QER.
+	r2 := p.modify(seid,
+		ie.NewCreatePDR(ie.NewPDRID(5), ie.NewPrecedence(10), ie.NewPDI(ie.NewSourceInterface(0),
+			ie.NewFTEID(0x0c, 0, nil, nil, 1), ie.NewSDFFilter("permit out 17 from any 5060 to assigned", "", "", "", 2)),
+			ie.NewOuterHeaderRemoval(6, 0), ie.NewFARID(5), ie.NewQERID(5)),
+		forwardFAR(5, ie.DstInterfaceCore),
+		ie.NewCreateQER(ie.NewQERID(5), ie.NewGateStatus(0, 0), ie.NewQFI(5)))
+	accepted(r2)
+	if got := createdTEIDs(t, r2.CreatedPDR); len(got) != 1 || got[5] != teid {
+		t.Errorf("created %v: want PDR 5 on TEID 0x%x shared with PDR 1", got, teid)
+	}
+	if ul := p.dp.sets[seid][0]; ul.TEID != teid || len(ul.PDRs) != 2 || ul.PDRs[1].ID != 5 {
+		t.Errorf("uplink rule set %+v", ul)
+	}
+
+	// A modification that fails half-way changes nothing: the new PDR is fine, the update
+	// names a FAR that does not exist.
+	before, _ := p.n.Session(seid)
+	beforeSets := p.dp.sets[seid]
+	r3 := p.modify(seid, ie.NewRemovePDR(ie.NewPDRID(5)), chosenULPDR(6, 1, 9, 1),
+		ie.NewUpdateFAR(ie.NewFARID(9), ie.NewApplyAction(0x01)))
+	if c, _ := r3.Cause.Cause(); c != ie.CauseRuleCreationModificationFailure {
+		t.Errorf("bad modification: cause %d", c)
+	}
+	if id, _ := r3.FailedRuleID.FailedRuleID(); id != 9 {
+		t.Errorf("failed rule id %d, want FAR 9", id)
+	}
+	after, _ := p.n.Session(seid)
+	if !reflect.DeepEqual(before, after) || !reflect.DeepEqual(beforeSets, p.dp.sets[seid]) {
+		t.Errorf("a refused modification changed the session")
+	}
+	// Also when the datapath refuses.
+	p.dp.fail = errors.New("no slots")
+	if c, _ := p.modify(seid, ie.NewRemovePDR(ie.NewPDRID(5))).Cause.Cause(); c != ie.CauseRuleCreationModificationFailure {
+		t.Errorf("datapath failure: cause %d", c)
+	}
+	if after, _ := p.n.Session(seid); !reflect.DeepEqual(before, after) {
+		t.Errorf("a modification the datapath refused changed the session")
+	}
+
+	// Remove the flow and its rules.
+	accepted(p.modify(seid, ie.NewRemovePDR(ie.NewPDRID(5)), ie.NewRemoveFAR(ie.NewFARID(5)), ie.NewRemoveQER(ie.NewQERID(5))))
+	if s, _ := p.n.Session(seid); len(s.PDRs) != 2 || len(s.FARs) != 2 || len(s.QERs) != 1 {
+		t.Errorf("after removal: %d PDRs %d FARs %d QERs", len(s.PDRs), len(s.FARs), len(s.QERs))
+	}
+	// Removing a FAR a PDR still uses is refused.
+	if c, _ := p.modify(seid, ie.NewRemoveFAR(ie.NewFARID(1))).Cause.Cause(); c != ie.CauseRuleCreationModificationFailure {
+		t.Errorf("removing a FAR in use: cause %d", c)
+	}
+	if c, _ := p.modify(seid + 1000).Cause.Cause(); c != ie.CauseSessionContextNotFound {
+		t.Errorf("unknown SEID: cause %d", c)
+	}
+}
+
+// TestRulesScopedToSession: two sessions with the same rule ids; changing one leaves the
+// other alone.
+func TestRulesScopedToSession(t *testing.T) {
+	p := newPFCPTest(t)
+	a, _ := p.mustEstablish(1, basicSession(ue1)...)
+	b, _ := p.mustEstablish(2, basicSession(netip.MustParseAddr("10.45.0.8"))...)
+	bSets := p.dp.sets[b]
+	if c, _ := p.modify(a, ie.NewRemovePDR(ie.NewPDRID(2)), ie.NewRemoveFAR(ie.NewFARID(2))).Cause.Cause(); c != ie.CauseRequestAccepted {
+		t.Fatalf("modify a: cause %d", c)
+	}
+	if !reflect.DeepEqual(p.dp.sets[b], bSets) {
+		t.Error("modifying session a changed session b")
+	}
+	// Same UE address twice is refused by the datapath: nothing changes.
+	r := p.establish(3, basicSession(netip.MustParseAddr("10.45.0.8"))...)
+	if c, _ := r.Cause.Cause(); c != ie.CauseRuleCreationModificationFailure {
+		t.Errorf("a UE address in use: cause %d", c)
+	}
+	// The same SMF SEID twice from one peer names a session already there.
+	if c, _ := p.establish(1, basicSession(netip.MustParseAddr("10.45.0.9"))...).Cause.Cause(); c != ie.CauseRequestRejected {
+		t.Errorf("SMF SEID reused: cause %d", c)
+	}
+}
+
+func TestDeletionReportsUsage(t *testing.T) {
+	p := newPFCPTest(t)
+	seid, r := p.mustEstablish(0x30, basicSession(ue1)...)
+	teid := createdTEIDs(t, r.CreatedPDR)[1]
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 300}, {PDR: 2, Packets: 5, Bytes: 1000}}
+	d := p.send(func(seq uint32) message.Message { return message.NewSessionDeletionRequest(0, 0, seid, seq, 0) }).(*message.SessionDeletionResponse)
+	if c, _ := d.Cause.Cause(); c != ie.CauseRequestAccepted || d.SEID() != 0x30 {
+		t.Fatalf("deletion: cause %d SEID 0x%x", c, d.SEID())
+	}
+	if len(d.UsageReport) != 1 {
+		t.Fatalf("%d usage reports, want 1", len(d.UsageReport))
+	}
+	var vol *ie.VolumeMeasurementFields
+	for _, x := range d.UsageReport[0].ChildIEs {
+		if x.Type == ie.VolumeMeasurement {
+			vol, _ = x.VolumeMeasurement()
+		}
+	}
+	if vol == nil || vol.TotalVolume != 1300 || vol.UplinkVolume != 300 || vol.DownlinkVolume != 1000 ||
+		vol.TotalNumberOfPackets != 8 {
+		t.Errorf("volume %+v", vol)
+	}
+	if len(p.n.Sessions()) != 0 || len(p.dp.sets) != 0 || len(p.n.ss.alloc.teids) != 0 {
+		t.Error("deleted session left state behind")
+	}
+	if c, _ := p.send(func(seq uint32) message.Message { return message.NewSessionDeletionRequest(0, 0, seid, seq, 0) }).(*message.SessionDeletionResponse).Cause.Cause(); c != ie.CauseSessionContextNotFound {
+		t.Errorf("second deletion: cause %d", c)
+	}
+	// A released TEID is not handed out again at once.
+	_, r2 := p.mustEstablish(0x31, basicSession(ue1)...)
+	if t2 := createdTEIDs(t, r2.CreatedPDR)[1]; t2 == teid {
+		t.Errorf("TEID 0x%x reused right away", teid)
+	}
+}
+
+func TestRetransmittedRequestAppliedOnce(t *testing.T) {
+	p := newPFCPTest(t)
+	b := bytesOf(t, establishment(500, 0x40, basicSession(ue1)...))
+	first := p.n.Handle(smf, b)
+	second := p.n.Handle(smf, b)
+	if !slices.Equal(first, second) {
+		t.Error("a retransmission got another response")
+	}
+	if n := len(p.n.Sessions()); n != 1 {
+		t.Errorf("%d sessions, want 1", n)
+	}
+}
+
+func TestSessionsGoWithTheirPeer(t *testing.T) {
+	p := newPFCPTest(t)
+	p.mustEstablish(0x41, basicSession(ue1)...)
+	if _, c, _ := cause(t, p.n.Handle(smf, bytesOf(t, message.NewAssociationReleaseRequest(600, ie.NewNodeID(smfNode, "", ""))))); c != ie.CauseRequestAccepted {
+		t.Fatalf("release: cause %d", c)
+	}
+	if len(p.n.Sessions()) != 0 || len(p.dp.sets) != 0 {
+		t.Error("sessions kept after the association was released")
+	}
+
+	// A lost peer's sessions keep forwarding by default, and are deleted when configured so.
+	for _, del := range []bool{false, true} {
+		p := newPFCPTest(t, func(o *Options) { o.DeleteSessionsOfLostPeers = del })
+		p.mustEstablish(0x42, basicSession(ue1)...)
+		var lost []string
+		for range 4 { // sent, then three misses
+			_, lost = p.n.beat()
+		}
+		if !slices.Equal(lost, []string{smfNode}) {
+			t.Fatalf("lost %v", lost)
+		}
+		p.n.peerLost(lost)
+		if got, want := len(p.n.Sessions()), map[bool]int{false: 1, true: 0}[del]; got != want {
+			t.Errorf("delete=%v: %d sessions after the peer was lost, want %d", del, got, want)
+		}
+	}
+}
