@@ -16,6 +16,8 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/wmnsk/go-pfcp/ie"
 	"github.com/wmnsk/go-pfcp/message"
+
+	"github.com/xupf/xupf/internal/rules"
 )
 
 // TestWiresharkDecodesEverythingWeSend writes every kind of message this node sends (each
@@ -26,7 +28,11 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 	if err != nil {
 		t.Fatal("tshark is not installed: run `make deps` (Debian package tshark)")
 	}
-	n := newTestNode()
+	dp := newFakeDatapath()
+	n := newSessionNode(dp)
+	chv4 := ie.NewCreatePDR(ie.NewPDRID(3), ie.NewPrecedence(1), ie.NewPDI(ie.NewSourceInterface(ie.SrcInterfaceCore),
+		ie.NewUEIPAddress(0x10|0x04, "", "", 0, 0)), ie.NewFARID(2))
+	dp.usage[FirstSEID] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 1, Bytes: 100}, {PDR: 2, Packets: 2, Bytes: 300}}
 	requests := []message.Message{
 		smfSetup(1),
 		setupRequest(2, ie.NewRecoveryTimeStamp(peerTS)), // cause: mandatory IE missing
@@ -35,6 +41,12 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 		message.NewSessionEstablishmentRequest(0, 0, 0, 5, 0), // offending IE
 		message.NewSessionModificationRequest(0, 0, 1, 6, 0),
 		message.NewSessionDeletionRequest(0, 0, 1, 7, 0),
+		// Sessions: Created PDRs (F-TEID, UE address), Failed Rule ID, usage reports.
+		establishment(20, 0x51, basicSession(ue1)...),
+		establishment(21, 0x52, append(basicSession(ue1)[1:], chosenULPDR(9, 1, 9, 99))...),
+		message.NewSessionModificationRequest(0, 0, FirstSEID, 22, 0, chv4),
+		message.NewSessionModificationRequest(0, 0, FirstSEID, 23, 0, ie.NewRemoveFAR(ie.NewFARID(77))),
+		message.NewSessionDeletionRequest(0, 0, FirstSEID, 24, 0),
 		message.NewHeartbeatRequest(8, ie.NewRecoveryTimeStamp(peerTS), nil),
 		message.NewAssociationReleaseRequest(9, ie.NewNodeID(smfNode, "", "")),
 		message.NewAssociationReleaseRequest(10, ie.NewNodeID(smfNode, "", "")), // no association any more
@@ -82,6 +94,11 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 	text := string(out)
 	if c := strings.Count(text, "Packet Forwarding Control Protocol"); c != len(sent) {
 		t.Errorf("Wireshark saw %d PFCP messages, want %d", c, len(sent))
+	}
+	for _, ieName := range []string{"Created PDR", "UE IP Address", "Failed Rule ID", "Usage Report", "Volume Measurement", "Offending IE"} {
+		if !strings.Contains(text, ieName) {
+			t.Errorf("no %s IE in what was sent: the capture does not cover it", ieName)
+		}
 	}
 	for _, bad := range []string{"Malformed", "[Expert Info (Error", "Exception occurred"} {
 		if strings.Contains(text, bad) {
