@@ -74,10 +74,8 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 		if err != nil {
 			return nil, err
 		}
-		if iface.HasRole(config.RoleN6) {
-			if err := acceptLocal(iface.Name); err != nil {
-				return nil, err
-			}
+		if err := acceptLocal(iface.Name); err != nil {
+			return nil, err
 		}
 		d.attached = append(d.attached, api.Interface{
 			Name: a.Name, Ifindex: a.Ifindex, Roles: iface.Roles, XDPMode: string(a.Mode),
@@ -227,9 +225,10 @@ func checkForwarding(name string) error {
 	return nil
 }
 
-// acceptLocal lets the kernel forward, from an N6 interface, the downlink packets the datapath
-// has already encapsulated but hands over because the gNB's MAC is not resolved yet: their
-// source is our GTP-U address, which the kernel otherwise rejects as a martian.
+// acceptLocal lets the kernel forward the packets the datapath has already encapsulated but
+// hands over because the next hop's MAC is not resolved yet: downlink packets arriving on N6,
+// and uplink packets re-tunnelled to another UPF (N9) arriving on N3. Their source is our
+// GTP-U address, which the kernel otherwise rejects as a martian.
 func acceptLocal(name string) error {
 	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+name+"/accept_local", []byte("1"), 0o644); err != nil {
 		return fmt.Errorf("interface %q: set accept_local: %w", name, err)

@@ -49,6 +49,8 @@ func (t *Topology) configure() error {
 		addr       netip.Addr
 	}{
 		{gnb, t.GNBNS, GNBIf, GNBAddr},
+		{gnb, t.GNBNS, GNBIf, GNB2Addr},
+		{gnb, t.GNBNS, GNBIf, PeerUPFAddr},
 		{upf, t.UPFNS, N3If, N3Addr},
 		{upf, t.UPFNS, N6If, N6Addr},
 		{dn, t.DNNS, DNIf, DNAddr},

@@ -45,6 +45,10 @@ const (
 // Addresses of the topology. They are fixed: the namespaces isolate runs from each other.
 var (
 	GNBAddr = netip.MustParseAddr("10.100.3.2")
+	// GNB2Addr is a second gNB on the gnb host, the target of handovers.
+	GNB2Addr = netip.MustParseAddr("10.100.3.3")
+	// PeerUPFAddr is another UPF on the gnb host, the far end of N9 forwarding.
+	PeerUPFAddr = netip.MustParseAddr("10.100.3.4")
 	N3Addr  = netip.MustParseAddr("10.100.3.1") // the UPF's GTP-U address
 	N6Addr  = netip.MustParseAddr("10.100.6.1")
 	DNAddr  = netip.MustParseAddr("10.100.6.2")
@@ -52,6 +56,8 @@ var (
 	PFCPAddr = netip.AddrPortFrom(N3Addr, 8805)
 	// UENet is routed by the DN host toward the UPF.
 	UENet = netip.MustParsePrefix("10.45.0.0/16")
+	// UEPool is the daemon's ue_pools: the addresses it chooses for PFCP sessions that ask.
+	UEPool = netip.MustParsePrefix("10.45.128.0/20")
 )
 
 const subnetBits = 24

@@ -136,6 +136,16 @@ func (t *Topology) ListenGNB() (*Receiver, error) {
 	return &Receiver{conn: t.gnbConn, shared: true}, nil
 }
 
+// ListenGTPU starts receiving GTP-U on addr:2152 in the gnb namespace: another gNB
+// (GNB2Addr) or UPF (PeerUPFAddr) than the one ListenGNB serves. Close it.
+func (t *Topology) ListenGTPU(addr netip.Addr) (*Receiver, error) {
+	c, err := t.listenUDP(t.GNBNS, netip.AddrPortFrom(addr, GTPUPort))
+	if err != nil {
+		return nil, err
+	}
+	return &Receiver{conn: c}, nil
+}
+
 // ReceiveDownlink collects up to n GTP-U datagrams on r (from ListenGNB) and decodes them.
 // A datagram that does not decode is an error: the UPF sent something malformed.
 func ReceiveDownlink(r *Receiver, n int, timeout time.Duration) ([]GTPUPacket, error) {
