@@ -68,10 +68,13 @@ type Node struct {
 	recovery time.Time // Recovery Time Stamp: when this process started, for its life
 
 	mu      sync.Mutex
-	assocs  map[string]*Association   // by Node ID
-	pending map[string]uint32         // Node ID -> sequence number of the unanswered heartbeat
-	setups  map[uint32]netip.AddrPort // sequence number -> SMF of an unanswered setup request
-	seq     uint32                    // of the last request this node sent
+	assocs  map[string]*Association // by Node ID
+	pending map[string]uint32       // Node ID -> sequence number of the unanswered heartbeat
+	// recoveries are the Recovery Time Stamps peers last set an association up with, kept
+	// after the association ends so that a restarted SMF's old sessions can be told apart.
+	recoveries map[string]time.Time
+	setups     map[uint32]netip.AddrPort // sequence number -> SMF of an unanswered setup request
+	seq        uint32                    // of the last request this node sent
 
 	smu sync.Mutex // guards ss; taken before mu when both are needed
 	ss  sessionState
@@ -98,7 +101,8 @@ func NewNode(opts Options) *Node {
 	}
 	n := &Node{opts: opts, log: opts.Logger, recovery: time.Now().Truncate(time.Second),
 		assocs: map[string]*Association{}, pending: map[string]uint32{}, setups: map[uint32]netip.AddrPort{},
-		answered: newResponseCache(responseLifetime)}
+		recoveries: map[string]time.Time{},
+		answered:   newResponseCache(responseLifetime)}
 	n.ss = sessionState{byID: map[uint64]*Session{}, bySMF: map[smfSEID]uint64{}, nextSEID: FirstSEID,
 		alloc: newAllocator(opts.UEPools, func(k rules.Key) bool {
 			if opts.Datapath == nil {
@@ -226,22 +230,34 @@ func (n *Node) associationSetup(peer netip.AddrPort, m *message.AssociationSetup
 			"peer", peer, "node_id", nodeID)
 		return respond(ie.NewCause(ie.CauseRequestRejected))
 	}
+	retain := m.PFCPSessionRetentionInformation != nil
 	n.mu.Lock()
-	old, existed := n.assocs[nodeID]
+	_, existed := n.assocs[nodeID]
+	last, known := n.recoveries[nodeID]
 	n.assocs[nodeID] = &Association{NodeID: nodeID, Address: peer, Recovery: recovery, Established: time.Now()}
+	n.recoveries[nodeID] = recovery
 	delete(n.pending, nodeID)
 	n.mu.Unlock()
+	// TS 29.244 6.2.6.2.2: a new association replaces an existing one of the same Node ID and
+	// ends its sessions unless the SMF asks to retain them; so does a restart of the SMF (a
+	// new Recovery Time Stamp) after its association was lost.
 	switch {
-	case !existed:
-		n.log.Info("pfcp: association established", "peer", peer, "node_id", nodeID)
-	case !old.Recovery.Equal(recovery):
-		n.log.Info("pfcp: peer restarted; association re-established", "peer", peer, "node_id", nodeID)
-		// The restarted SMF has forgotten its sessions (TS 29.244 6.2.6.2.2).
+	case existed && !retain:
+		n.log.Info("pfcp: association set up again without session retention", "peer", peer, "node_id", nodeID)
+		n.deletePeerSessions(nodeID, "association set up again")
+	case !existed && known && !last.Equal(recovery) && !retain:
+		n.log.Info("pfcp: peer restarted; association established", "peer", peer, "node_id", nodeID)
 		n.deletePeerSessions(nodeID, "the peer restarted")
+	case existed:
+		n.log.Info("pfcp: association set up again; sessions retained", "peer", peer, "node_id", nodeID)
 	default:
-		n.log.Info("pfcp: association set up again", "peer", peer, "node_id", nodeID)
+		n.log.Info("pfcp: association established", "peer", peer, "node_id", nodeID)
 	}
-	return respond(ie.NewCause(ie.CauseRequestAccepted), n.upFeatures())
+	ies := []*ie.IE{ie.NewCause(ie.CauseRequestAccepted), n.upFeatures()}
+	if retain {
+		ies = append(ies, ie.NewPFCPASRspFlags(0x01)) // PSREI: the sessions were retained
+	}
+	return respond(ies...)
 }
 
 func (n *Node) associationUpdate(m *message.AssociationUpdateRequest) []byte {

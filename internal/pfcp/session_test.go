@@ -633,3 +633,54 @@ func TestSessionsGoWithTheirPeer(t *testing.T) {
 		}
 	}
 }
+
+// TestReassociation: setting an association up again ends the peer's sessions unless the SMF
+// asks to retain them (TS 29.244 6.2.6.2.2); after a lost association, the same SMF coming
+// back keeps them and a restarted one (new Recovery Time Stamp) does not.
+func TestReassociation(t *testing.T) {
+	retention := ie.NewPFCPSessionRetentionInformation(ie.NewCPPFCPEntityIPAddress(smfIPv4, nil))
+	setup := func(p *pfcpTest, ts time.Time, ies ...*ie.IE) *message.AssociationSetupResponse {
+		return p.send(func(seq uint32) message.Message {
+			return setupRequest(seq, append([]*ie.IE{ie.NewNodeID(smfNode, "", ""), ie.NewRecoveryTimeStamp(ts)}, ies...)...)
+		}).(*message.AssociationSetupResponse)
+	}
+	lose := func(p *pfcpTest) {
+		for range 4 {
+			p.n.beat()
+		}
+		if len(p.n.Associations()) != 0 {
+			t.Fatal("association not lost")
+		}
+	}
+	cases := []struct {
+		name string
+		run  func(p *pfcpTest) *message.AssociationSetupResponse
+		kept bool
+		// psrei: the response says the sessions were retained (only when asked to)
+		psrei bool
+	}{
+		{"again without retention", func(p *pfcpTest) *message.AssociationSetupResponse { return setup(p, peerTS) }, false, false},
+		{"again with retention", func(p *pfcpTest) *message.AssociationSetupResponse { return setup(p, peerTS, retention) }, true, true},
+		{"after loss, same SMF", func(p *pfcpTest) *message.AssociationSetupResponse { lose(p); return setup(p, peerTS) }, true, false},
+		{"after loss, restarted SMF", func(p *pfcpTest) *message.AssociationSetupResponse {
+			lose(p)
+			return setup(p, peerTS.Add(time.Hour))
+		}, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPFCPTest(t)
+			p.mustEstablish(0x80, basicSession(ue1)...)
+			r := c.run(p)
+			if got, _ := r.Cause.Cause(); got != ie.CauseRequestAccepted {
+				t.Fatalf("setup: cause %d", got)
+			}
+			if kept := len(p.n.Sessions()) == 1; kept != c.kept {
+				t.Errorf("session kept %v, want %v", kept, c.kept)
+			}
+			if psrei := r.PFCPASRspFlags != nil && r.PFCPASRspFlags.HasPSREI(); psrei != c.psrei {
+				t.Errorf("PSREI %v, want %v", psrei, c.psrei)
+			}
+		})
+	}
+}
