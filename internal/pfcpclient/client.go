@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wmnsk/go-pfcp/ie"
@@ -26,8 +29,14 @@ type Options struct {
 	// Timeout is how long one try of a request waits for its answer (T1); default 1s.
 	Timeout time.Duration
 	// Tries is how many times a request is sent before giving up (N1 + 1); default 3.
-	Tries  int
-	Logger *slog.Logger
+	Tries int
+	// RetainSessions makes Associate ask the UPF to keep the PFCP sessions of an earlier
+	// association with the same Node ID (PFCP Session Retention Information, TS 29.244
+	// 6.2.6.2.2): for a process that takes over sessions another one established, as every
+	// "xupfctl pfcp session" command does. Without it a UPF that follows the specification
+	// deletes them when the Node ID associates again.
+	RetainSessions bool
+	Logger         *slog.Logger
 }
 
 // Client talks to one UPF.
@@ -36,7 +45,9 @@ type Client struct {
 	log      *slog.Logger
 	conn     *net.UDPConn
 	upf      netip.AddrPort
+	local    netip.Addr // the address requests are sent from: the CP F-SEID's
 	recovery time.Time
+	seid     atomic.Uint64 // the last CP SEID allocated
 
 	mu      sync.Mutex
 	seq     uint32
@@ -63,11 +74,16 @@ func Dial(upf netip.AddrPort, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pfcp client: dial %s: %w", upf, err)
 	}
+	local := conn.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
 	if opts.NodeID == "" {
-		opts.NodeID = conn.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap().String()
+		opts.NodeID = local.String()
 	}
-	c := &Client{opts: opts, log: opts.Logger, conn: conn, upf: upf, recovery: time.Now().Truncate(time.Second),
+	c := &Client{opts: opts, log: opts.Logger, conn: conn, upf: upf, local: local, recovery: time.Now().Truncate(time.Second),
 		waiting: map[uint32]chan message.Message{}, done: make(chan struct{})}
+	// CP SEIDs count up from the Recovery Time Stamp and a random offset, so that two
+	// processes with the same Node ID, e.g. two xupfctl runs, do not hand the UPF the same
+	// CP F-SEID.
+	c.seid.Store(uint64(c.recovery.Unix())<<32 | uint64(rand.Uint32N(1<<31)))
 	go c.read()
 	return c, nil
 }
@@ -91,7 +107,9 @@ func (c *Client) read() {
 			}
 			continue // e.g. ICMP port unreachable while the UPF is not up yet
 		}
-		m, err := message.Parse(buf[:n])
+		// Parsed from a copy: the message is handed to the goroutine waiting for it while
+		// this one reads the next into buf.
+		m, err := message.Parse(slices.Clone(buf[:n]))
 		if err != nil {
 			c.log.Warn("pfcp client: undecodable message", "err", err)
 			continue
@@ -156,16 +174,60 @@ type Association struct {
 	NodeID   string
 	Recovery time.Time
 	Features []byte // UP Function Features octets
+	// SessionsRetained is the UPF's PSREI flag: an association with the same Node ID existed
+	// and, as Options.RetainSessions asked, its sessions were kept.
+	SessionsRetained bool
 }
 
 // CauseError is a request the UPF answered with a cause other than Request accepted.
 type CauseError struct {
-	Message string
+	Message string // what was asked, e.g. "session deletion"
 	Cause   uint8
 }
 
 func (e *CauseError) Error() string {
-	return fmt.Sprintf("pfcp client: %s: UPF answered cause %d", e.Message, e.Cause)
+	return fmt.Sprintf("pfcp client: %s: UPF answered cause %d (%s)", e.Message, e.Cause, CauseName(e.Cause))
+}
+
+// CauseName is the name TS 29.244 8.2.1 gives a cause value, e.g. "Session context not
+// found" for 65.
+func CauseName(cause uint8) string {
+	switch cause {
+	case ie.CauseRequestAccepted:
+		return "Request accepted"
+	case ie.CauseRequestRejected:
+		return "Request rejected"
+	case ie.CauseSessionContextNotFound:
+		return "Session context not found"
+	case ie.CauseMandatoryIEMissing:
+		return "Mandatory IE missing"
+	case ie.CauseConditionalIEMissing:
+		return "Conditional IE missing"
+	case ie.CauseInvalidLength:
+		return "Invalid length"
+	case ie.CauseMandatoryIEIncorrect:
+		return "Mandatory IE incorrect"
+	case ie.CauseInvalidForwardingPolicy:
+		return "Invalid Forwarding Policy"
+	case ie.CauseInvalidFTEIDAllocationOption:
+		return "Invalid F-TEID allocation option"
+	case ie.CauseNoEstablishedPFCPAssociation:
+		return "No established PFCP Association"
+	case ie.CauseRuleCreationModificationFailure:
+		return "Rule creation/modification Failure"
+	case ie.CausePFCPEntityInCongestion:
+		return "PFCP entity in congestion"
+	case ie.CauseNoResourcesAvailable:
+		return "No resources available"
+	case ie.CauseServiceNotSupported:
+		return "Service not supported"
+	case ie.CauseSystemFailure:
+		return "System failure"
+	case ie.CauseRedirectionRequested:
+		return "Redirection Requested"
+	default:
+		return "unknown cause"
+	}
 }
 
 func checkCause(what string, c *ie.IE) error {
@@ -184,9 +246,12 @@ func checkCause(what string, c *ie.IE) error {
 
 // Associate sets up the PFCP association.
 func (c *Client) Associate(ctx context.Context) (Association, error) {
+	ies := []*ie.IE{ie.NewNodeIDHeuristic(c.opts.NodeID), ie.NewRecoveryTimeStamp(c.recovery)}
+	if c.opts.RetainSessions {
+		ies = append(ies, ie.NewPFCPSessionRetentionInformation(c.cpEntityAddress()))
+	}
 	resp, err := c.request(ctx, func(seq uint32) message.Message {
-		return message.NewAssociationSetupRequest(seq, ie.NewNodeIDHeuristic(c.opts.NodeID),
-			ie.NewRecoveryTimeStamp(c.recovery))
+		return message.NewAssociationSetupRequest(seq, ies...)
 	})
 	if err != nil {
 		return Association{}, err
@@ -208,7 +273,24 @@ func (c *Client) Associate(ctx context.Context) (Association, error) {
 	if r.UPFunctionFeatures != nil {
 		a.Features, _ = r.UPFunctionFeatures.UPFunctionFeatures()
 	}
+	a.SessionsRetained = r.PFCPASRspFlags != nil && r.PFCPASRspFlags.HasPSREI()
 	return a, nil
+}
+
+// cpEntityAddress is the CP PFCP Entity IP Address IE naming the address this client sends
+// from, the one in its CP F-SEIDs.
+func (c *Client) cpEntityAddress() *ie.IE {
+	v4, v6 := c.localIPs()
+	return ie.NewCPPFCPEntityIPAddress(v4, v6)
+}
+
+// localIPs is the address this client sends from as the IPv4 and IPv6 arguments go-pfcp's
+// IE constructors take, one of them nil.
+func (c *Client) localIPs() (v4, v6 net.IP) {
+	if c.local.Is4() {
+		return c.local.AsSlice(), nil
+	}
+	return nil, c.local.AsSlice()
 }
 
 // Release releases the PFCP association.

@@ -42,7 +42,12 @@ func (t *Topology) Config(sessions []session.Session, httpListen string) *config
 // checked with the daemon's own parser first, so a bad session is reported here rather than
 // as a daemon that does not start.
 func (t *Topology) WriteConfig(path string, sessions []session.Session, httpListen string) error {
-	data, err := yaml.Marshal(t.Config(sessions, httpListen))
+	return t.WriteConfigFile(path, t.Config(sessions, httpListen))
+}
+
+// WriteConfigFile writes cfg (Config's, changed by the caller) as WriteConfig does.
+func (t *Topology) WriteConfigFile(path string, cfg *config.Config) error {
+	data, err := yaml.Marshal(cfg)
 	if err != nil {
 		return fmt.Errorf("testbed: encode config: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xupf/xupf/internal/api"
+	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/session"
 	"github.com/xupf/xupf/internal/testbed"
 )
@@ -30,7 +31,7 @@ var (
 
 // env is one test's topology with xupfd running in it.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	topo   *testbed.Topology
 	daemon *testbed.Daemon
 	api    *api.Client
@@ -46,6 +47,12 @@ func newEnv(t *testing.T) *env {
 // newEnvWith is newEnv with the given sessions instead of the usual two.
 func newEnvWith(t *testing.T, sessions ...session.Session) *env {
 	t.Helper()
+	return newEnvConfig(t, nil, sessions...)
+}
+
+// newEnvConfig is newEnvWith with the configuration changed by edit (when not nil) first.
+func newEnvConfig(t testing.TB, edit func(*config.Config), sessions ...session.Session) *env {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces and XDP")
 	}
@@ -59,7 +66,11 @@ func newEnvWith(t *testing.T, sessions ...session.Session) *env {
 		}
 	})
 	cfg := filepath.Join(t.TempDir(), "xupfd.yaml")
-	if err := topo.WriteConfig(cfg, sessions, httpListen); err != nil {
+	c := topo.Config(sessions, httpListen)
+	if edit != nil {
+		edit(c)
+	}
+	if err := topo.WriteConfigFile(cfg, c); err != nil {
 		t.Fatal(err)
 	}
 	d, err := topo.StartDaemon(xupfdBin, cfg, nil)

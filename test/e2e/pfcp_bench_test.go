@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xupf/xupf/internal/config"
+	"github.com/xupf/xupf/internal/pfcpclient"
+	"github.com/xupf/xupf/internal/testbed"
+)
+
+// benchUENet holds the UE addresses the benchmark gives its sessions (outside the testbed's
+// pool and static sessions).
+var benchUENet = netip.MustParsePrefix("10.64.0.0/12")
+
+// benchWorkers is how many establishments are in flight at once: an SMF pipelines them.
+const benchWorkers = 16
+
+// BenchmarkPFCPEstablishment establishes sessions over PFCP from the gnb namespace into a
+// fresh xupfd, Open5GS style (the UPF chooses the TEIDs), and reports the rate and each
+// request's latency (median and p99) as the table fills: "pair" sessions have one uplink and
+// one downlink PDR (with a QER and a URR), "flows" sessions 4 PDRs, 2 QERs and 2 URRs (a QoS
+// flow selected by an SDF filter on top of the default one). Run with -benchtime 1x: each
+// iteration is one full run from an empty daemon.
+func BenchmarkPFCPEstablishment(b *testing.B) {
+	for _, p := range []struct {
+		name  string
+		flows []pfcpclient.Flow
+	}{
+		{"pair", nil},
+		{"flows", []pfcpclient.Flow{{Filter: "permit out 17 from any to assigned 5060", Precedence: 100, QFI: 5}}},
+	} {
+		for _, n := range []int{1000, 10000, 100000} {
+			b.Run(fmt.Sprintf("%s/sessions=%d", p.name, n), func(b *testing.B) {
+				for range b.N {
+					benchEstablish(b, n, p.flows)
+				}
+			})
+		}
+	}
+}
+
+func benchEstablish(b *testing.B, n int, flows []pfcpclient.Flow) {
+	e := newEnvConfig(b, func(c *config.Config) {
+		c.Limits.MaxSessions = n + 64
+		c.Limits.MaxRuleSets = 2*n + 64
+		c.Limits.MaxSDFEntries = 16*n + 1024
+		c.LogLevel = "warn"
+	})
+	c, ctx := e.smfClient("smf.bench.test")
+	base := binary.BigEndian.Uint32(benchUENet.Addr().AsSlice())
+	latencies := make([]time.Duration, n)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	next := make(chan int)
+	b.ResetTimer()
+	start := time.Now()
+	for range benchWorkers {
+		wg.Go(func() {
+			for i := range next {
+				var ue [4]byte
+				binary.BigEndian.PutUint32(ue[:], base+uint32(i)+1)
+				spec := pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, UE: netip.AddrFrom4(ue), QFI: 9,
+					NetworkInstance: "internet", GNB: testbed.GNBAddr, GNBTEID: uint32(i) + 1, Flows: flows}
+				t0 := time.Now()
+				_, err := c.Establish(ctx, spec)
+				latencies[i] = time.Since(t0)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("session %d: %w", i, err)
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if firstErr != nil {
+		b.Fatalf("%v\n%s", firstErr, e.daemon.LogTail())
+	}
+	st, err := e.api.Status(e.ctx())
+	if err != nil || st.Sessions < n {
+		b.Fatalf("status after the run: %+v, %v; want %d sessions", st, err, n)
+	}
+	slices.Sort(latencies)
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "sessions/s")
+	b.ReportMetric(float64(latencies[n/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(latencies[n*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(0, "ns/op") // one op is a whole run; its time is the rate above
+}
