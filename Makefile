@@ -38,6 +38,7 @@ test: deps fmt-check vet check-generate
 bench: deps
 	$(GO) test -run '^$$' -bench 'Datapath|PDRSelection|Classifier/packet' -benchtime 200000x ./internal/datapath/
 	$(GO) test -run '^$$' -bench 'Classifier/change' -benchtime 10x ./internal/datapath/
+	$(GO) test -run '^$$' -bench 'PFCPEstablishment' -benchtime 1x -timeout 30m ./test/e2e/
 
 # Namespace topology + xupfd + real traffic both ways (needs root).
 demo: deps build

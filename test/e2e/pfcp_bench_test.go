@@ -18,15 +18,15 @@ import (
 // pool and static sessions).
 var benchUENet = netip.MustParsePrefix("10.64.0.0/12")
 
-// benchWorkers is how many establishments are in flight at once: an SMF pipelines them.
-const benchWorkers = 16
 
 // BenchmarkPFCPEstablishment establishes sessions over PFCP from the gnb namespace into a
 // fresh xupfd, Open5GS style (the UPF chooses the TEIDs), and reports the rate and each
 // request's latency (median and p99) as the table fills: "pair" sessions have one uplink and
 // one downlink PDR (with a QER and a URR), "flows" sessions 4 PDRs, 2 QERs and 2 URRs (a QoS
-// flow selected by an SDF filter on top of the default one). Run with -benchtime 1x: each
-// iteration is one full run from an empty daemon.
+// flow selected by an SDF filter on top of the default one). With one request in flight the
+// latency is the UPF's own; with 16 (an SMF pipelines them) it includes queueing and the rate
+// is the UPF's throughput. Run with -benchtime 1x: each iteration is one full run from an
+// empty daemon.
 func BenchmarkPFCPEstablishment(b *testing.B) {
 	for _, p := range []struct {
 		name  string
@@ -36,16 +36,18 @@ func BenchmarkPFCPEstablishment(b *testing.B) {
 		{"flows", []pfcpclient.Flow{{Filter: "permit out 17 from any to assigned 5060", Precedence: 100, QFI: 5}}},
 	} {
 		for _, n := range []int{1000, 10000, 100000} {
-			b.Run(fmt.Sprintf("%s/sessions=%d", p.name, n), func(b *testing.B) {
-				for range b.N {
-					benchEstablish(b, n, p.flows)
-				}
-			})
+			for _, inflight := range []int{1, 16} {
+				b.Run(fmt.Sprintf("%s/sessions=%d/inflight=%d", p.name, n, inflight), func(b *testing.B) {
+					for range b.N {
+						benchEstablish(b, n, inflight, p.flows)
+					}
+				})
+			}
 		}
 	}
 }
 
-func benchEstablish(b *testing.B, n int, flows []pfcpclient.Flow) {
+func benchEstablish(b *testing.B, n, inflight int, flows []pfcpclient.Flow) {
 	e := newEnvConfig(b, func(c *config.Config) {
 		c.Limits.MaxSessions = n + 64
 		c.Limits.MaxRuleSets = 2*n + 64
@@ -63,7 +65,7 @@ func benchEstablish(b *testing.B, n int, flows []pfcpclient.Flow) {
 	next := make(chan int)
 	b.ResetTimer()
 	start := time.Now()
-	for range benchWorkers {
+	for range inflight {
 		wg.Go(func() {
 			for i := range next {
 				var ue [4]byte
