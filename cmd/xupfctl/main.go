@@ -61,7 +61,8 @@ func newRootCmd(getenv func(string) string) *cobra.Command {
 		Short: "Inspect and configure a running xupfd: status, sessions, PFCP associations, traffic classes and counters",
 		Long: `xupfctl talks to the HTTP API of xupfd, the xupf user-plane daemon: it shows its
 state, its PDU sessions, its PFCP associations with SMFs and the XDP datapath's counters,
-and configures the traffic classifier's classes.
+and configures the traffic classifier's classes. "xupfctl pfcp session" instead acts as a
+minimal SMF toward a UPF's PFCP endpoint, to create, modify and delete sessions.
 
 The daemon's API address is --server, else the ` + serverEnv + ` environment variable, else
 ` + defaultServer + `.
@@ -73,6 +74,7 @@ Shell completion (including session ids for "session show" and class ids for
   xupfctl session list -o json
   xupfctl session show 7
   xupfctl pfcp associations
+  xupfctl pfcp session create --upf 192.0.2.1 --count 10 --ue-pool 10.45.0.0/16 --gnb 192.0.2.100
   xupfctl classifier add --id 3 --priority 100 --protocol udp --dst-port 5060
   xupfctl classifier list
   ` + serverEnv + `=http://192.0.2.5:8080 xupfctl stats
@@ -97,7 +99,7 @@ Shell completion (including session ids for "session show" and class ids for
 	flags.StringVarP(&opts.output, "output", "o", "table",
 		"output format: "+strings.Join(outputFormats, ", "))
 	flags.DurationVar(&opts.timeout, "timeout", 5*time.Second,
-		"how long to wait for the daemon's answer")
+		"how long to wait for the daemon's answer (the UPF's, for pfcp session)")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(newStatusCmd(opts), newSessionCmd(opts), newClassifierCmd(opts), newPFCPCmd(opts), newStatsCmd(opts))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -43,11 +44,16 @@ func runCLI(t *testing.T, b api.Backend, env map[string]string, args ...string) 
 
 func runCLIAt(t *testing.T, url string, env map[string]string, args ...string) result {
 	t.Helper()
+	return runCLIContext(t.Context(), url, env, args...)
+}
+
+// runCLIContext is runCLIAt under ctx, which stands for the process's signals.
+func runCLIContext(ctx context.Context, url string, env map[string]string, args ...string) result {
 	if env == nil {
 		env = map[string]string{"XUPF_SERVER": url}
 	}
 	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), args, &stdout, &stderr, func(k string) string { return env[k] })
+	code := run(ctx, args, &stdout, &stderr, func(k string) string { return env[k] })
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
 
@@ -59,6 +65,10 @@ func TestTables(t *testing.T) {
 ID  UE         UL-TEID  GNB         DL-TEID  QFI  UL-PKTS  DL-PKTS
 2   10.45.0.2  0x1000   192.0.2.10  0x1001   9    1042     2088
 9   10.45.0.9  0x2000   192.0.2.10  0x3000   -    5        6
+
+SEID         PEER              CP-SEID  UE          UL-TEIDS  DL-PEER            PDRS  UL-PKTS  DL-PKTS
+0x100000001  smf1.5gc.example  0x20     10.45.0.20  0x4001    192.0.2.10:0x5001  3     10       22
+0x100000002  smf1.5gc.example  0x21     10.45.0.21  0x4002    BUFF               3     3        2
 `,
 		},
 		{
@@ -107,7 +117,7 @@ unknown_teid   2
 			want: `
 Version:            v0.1.0
 Started:            2025-01-02T03:04:05Z (up 1h2m5s)
-Sessions:           2/65536
+Sessions:           4/65536
 GTP-U addresses:    192.0.2.1, 192.0.2.2
 PFCP address:       192.0.2.1:8805
 PFCP associations:  2
@@ -193,11 +203,9 @@ func TestPFCPAssociationsYAMLShape(t *testing.T) {
 
 func TestJSONAndYAML(t *testing.T) {
 	b := newBackend()
-	sorted := []api.SessionInfo{b.SessionsData[1], b.SessionsData[0]}
 	assocs := []pfcp.Association{b.AssociationsData[1], b.AssociationsData[0]} // by Node ID
 	tests := []decodedCase{
 		{[]string{"status"}, func() any { return new(api.Status) }, &b.StatusData},
-		{[]string{"session", "list"}, func() any { return new([]api.SessionInfo) }, &sorted},
 		{[]string{"session", "show", "9"}, func() any { return new(api.SessionInfo) }, &b.SessionsData[0]},
 		{[]string{"stats"}, func() any { return new(api.Stats) }, &b.StatsData},
 		{[]string{"pfcp", "associations"}, func() any { return new([]pfcp.Association) }, &assocs},
@@ -254,8 +262,8 @@ func TestOutputShape(t *testing.T) {
 		}
 	}
 	r, _ = runCLI(t, &apitest.Backend{}, nil, "-o", "json", "session", "list")
-	if r.stdout != "[]\n" {
-		t.Errorf("json of no sessions = %q, want %q", r.stdout, "[]\n")
+	if want := "{\n  \"static\": [],\n  \"pfcp\": []\n}\n"; r.stdout != want {
+		t.Errorf("json of no sessions = %q, want %q", r.stdout, want)
 	}
 }
 
@@ -295,8 +303,8 @@ func TestErrors(t *testing.T) {
 		},
 		{
 			name:       "unknown pfcp subcommand",
-			args:       []string{"pfcp", "sessions"},
-			wantStderr: "error: unknown command \"sessions\" for \"xupfctl pfcp\"; use associations\n",
+			args:       []string{"pfcp", "sess"},
+			wantStderr: "error: unknown command \"sess\" for \"xupfctl pfcp\"; use associations or session\n",
 			wantUsage:  true,
 		},
 		{

@@ -13,24 +13,28 @@ import (
 func newPFCPCmd(opts *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pfcp",
-		Short: "Show the PFCP (N4) associations with SMFs",
+		Short: "Show the PFCP (N4) associations with SMFs; act as an SMF to manage sessions",
 		Long: `xupfd answers SMFs on its PFCP (N4) endpoint, pfcp_listen: an SMF sets up an
 association, and xupfd then sends it a heartbeat every pfcp_heartbeat_interval. An SMF that
 leaves pfcp_heartbeat_retries heartbeats in a row unanswered is declared lost and its
-association removed.`,
+association removed.
+
+"pfcp associations" asks xupfd's HTTP API; "pfcp session" speaks PFCP to a UPF itself, as
+a minimal SMF, to create, modify and delete PDU sessions.`,
 		Example: `  xupfctl pfcp associations
-  xupfctl pfcp associations -o json`,
+  xupfctl pfcp associations -o json
+  xupfctl pfcp session create --upf 192.0.2.1 --count 10 --ue-pool 10.45.0.0/16 --gnb 192.0.2.100`,
 		// Runnable with no arguments (showing help) so that a mistyped subcommand is an
 		// error with exit code 1 rather than help and success.
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return fmt.Errorf("unknown command %q for %q; use associations", args[0], cmd.CommandPath())
+				return fmt.Errorf("unknown command %q for %q; use associations or session", args[0], cmd.CommandPath())
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newPFCPAssociationsCmd(opts))
+	cmd.AddCommand(newPFCPAssociationsCmd(opts), newPFCPSessionCmd(opts))
 	return cmd
 }
 

@@ -33,10 +33,17 @@ func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
 
 // Backend is what the HTTP API serves; the daemon implements it.
 type Backend interface {
+	// Status is the daemon's state; its Sessions counts the static and the PFCP sessions.
 	Status() Status
+	// Sessions returns the static sessions, in any order.
 	Sessions() ([]SessionInfo, error)
 	// Session returns ErrNotFound (possibly wrapped) for an unknown id.
 	Session(id uint64) (SessionInfo, error)
+	// PFCPSessions returns the sessions SMFs established over PFCP, in any order.
+	PFCPSessions() ([]PFCPSessionInfo, error)
+	// PFCPSession returns one PFCP session by this UPF's SEID; ErrNotFound (possibly
+	// wrapped) for an unknown one.
+	PFCPSession(seid uint64) (PFCPSessionInfo, error)
 	Stats() (Stats, error)
 
 	// Classes returns every traffic class with its counters, in any order.

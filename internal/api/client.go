@@ -138,6 +138,28 @@ func (c *Client) Associations(ctx context.Context) ([]pfcp.Association, error) {
 	return list, nil
 }
 
+// PFCPSessions returns every session SMFs established over PFCP, sorted by SEID; never nil.
+func (c *Client) PFCPSessions(ctx context.Context) ([]PFCPSessionInfo, error) {
+	var list []PFCPSessionInfo
+	if err := c.get(ctx, pfcpSessionsPath, &list); err != nil {
+		return nil, err
+	}
+	if list == nil {
+		list = []PFCPSessionInfo{}
+	}
+	return list, nil
+}
+
+// PFCPSession returns one PFCP session by this UPF's SEID; the error satisfies
+// errors.Is(err, ErrNotFound) when the daemon has no PFCP session with that SEID.
+func (c *Client) PFCPSession(ctx context.Context, seid uint64) (PFCPSessionInfo, error) {
+	var info PFCPSessionInfo
+	err := c.get(ctx, pfcpSessionsPath+"/"+strconv.FormatUint(seid, 10), &info)
+	return info, err
+}
+
+const pfcpSessionsPath = "/api/v1/pfcp/sessions"
+
 const classesPath = "/api/v1/classifier/classes"
 
 func classPath(id uint32) string { return classesPath + "/" + strconv.FormatUint(uint64(id), 10) }

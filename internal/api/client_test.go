@@ -61,6 +61,23 @@ func TestClient(t *testing.T) {
 		t.Errorf("Stats = %+v, want %+v", stats, b.StatsData)
 	}
 
+	pfcpList, err := c.PFCPSessions(ctx)
+	if err != nil {
+		t.Fatalf("PFCPSessions: %v", err)
+	}
+	wantPFCP := []api.PFCPSessionInfo{b.PFCPSessionsData[1], b.PFCPSessionsData[0]} // sorted by SEID
+	if !reflect.DeepEqual(pfcpList, wantPFCP) {
+		t.Errorf("PFCPSessions = %+v, want %+v", pfcpList, wantPFCP)
+	}
+
+	pfcpOne, err := c.PFCPSession(ctx, pfcp.FirstSEID+2)
+	if err != nil {
+		t.Fatalf("PFCPSession: %v", err)
+	}
+	if !reflect.DeepEqual(pfcpOne, b.PFCPSessionsData[0]) {
+		t.Errorf("PFCPSession(0x100000002) = %+v, want %+v", pfcpOne, b.PFCPSessionsData[0])
+	}
+
 	assocs, err := c.Associations(ctx)
 	if err != nil {
 		t.Fatalf("Associations: %v", err)
@@ -98,6 +115,75 @@ func TestClientNoSessionsIsEmptyNotNil(t *testing.T) {
 	}
 	if list == nil || len(list) != 0 {
 		t.Errorf("Sessions = %#v, want an empty non-nil slice", list)
+	}
+}
+
+func TestClientNoPFCPSessionsIsEmptyNotNil(t *testing.T) {
+	list, err := newTestClient(t, &apitest.Backend{}).PFCPSessions(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list == nil || len(list) != 0 {
+		t.Errorf("PFCPSessions = %#v, want an empty non-nil slice", list)
+	}
+}
+
+func TestClientPFCPSessionErrors(t *testing.T) {
+	failing := apitest.NewBackend()
+	failing.Err = errors.New("reading rule counters: operation not permitted")
+	tests := []struct {
+		name         string
+		backend      *apitest.Backend
+		call         func(*api.Client) error
+		wantMsg      string
+		wantCode     int
+		wantNotFound bool
+	}{
+		{
+			name:    "unknown seid",
+			backend: apitest.NewBackend(),
+			call: func(c *api.Client) error {
+				_, err := c.PFCPSession(t.Context(), pfcp.FirstSEID+7)
+				return err
+			},
+			wantMsg: "PFCP session 4294967303 not found", wantCode: http.StatusNotFound, wantNotFound: true,
+		},
+		{
+			name:    "backend error on one",
+			backend: failing,
+			call: func(c *api.Client) error {
+				_, err := c.PFCPSession(t.Context(), pfcp.FirstSEID+1)
+				return err
+			},
+			wantMsg: "reading rule counters: operation not permitted", wantCode: http.StatusInternalServerError,
+		},
+		{
+			name:    "backend error on the list",
+			backend: failing,
+			call: func(c *api.Client) error {
+				_, err := c.PFCPSessions(t.Context())
+				return err
+			},
+			wantMsg: "reading rule counters: operation not permitted", wantCode: http.StatusInternalServerError,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call(newTestClient(t, tt.backend))
+			if err == nil {
+				t.Fatal("succeeded, want an error")
+			}
+			if err.Error() != tt.wantMsg {
+				t.Errorf("error = %q, want %q", err, tt.wantMsg)
+			}
+			if errors.Is(err, api.ErrNotFound) != tt.wantNotFound {
+				t.Errorf("errors.Is(%v, ErrNotFound) = %v, want %v", err, !tt.wantNotFound, tt.wantNotFound)
+			}
+			var re *api.ResponseError
+			if !errors.As(err, &re) || re.StatusCode != tt.wantCode {
+				t.Errorf("error %#v is not a *ResponseError with code %d", err, tt.wantCode)
+			}
+		})
 	}
 }
 

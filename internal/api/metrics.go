@@ -30,7 +30,7 @@ func newCollector(b Backend) *collector {
 			"Packets the XDP datapath dropped, by drop reason, summed over CPUs.",
 			[]string{"reason"}, nil),
 		sessions: prometheus.NewDesc("xupf_sessions",
-			"PDU sessions installed in the datapath.",
+			"PDU sessions installed in the datapath, static and PFCP ones.",
 			nil, nil),
 		assocs: prometheus.NewDesc("xupf_pfcp_associations",
 			"PFCP associations established with SMFs.",

@@ -82,16 +82,26 @@ func TestSpecPathsMatchRoutes(t *testing.T) {
 func TestSpecSchemasMatchTypes(t *testing.T) {
 	schemas := mapAt(t, loadSpec(t), "components", "schemas")
 	for name, typ := range map[string]reflect.Type{
-		"Status":      reflect.TypeFor[Status](),
-		"Interface":   reflect.TypeFor[Interface](),
-		"SessionInfo": reflect.TypeFor[SessionInfo](),
-		"Usage":       reflect.TypeFor[session.Usage](),
-		"Counters":    reflect.TypeFor[session.Counters](),
-		"Stats":       reflect.TypeFor[Stats](),
-		"Class":       reflect.TypeFor[classifier.Class](),
-		"ClassInfo":   reflect.TypeFor[ClassInfo](),
-		"Association": reflect.TypeFor[pfcp.Association](),
-		"Error":       reflect.TypeFor[Error](),
+		"Status":          reflect.TypeFor[Status](),
+		"Interface":       reflect.TypeFor[Interface](),
+		"SessionInfo":     reflect.TypeFor[SessionInfo](),
+		"Usage":           reflect.TypeFor[session.Usage](),
+		"Counters":        reflect.TypeFor[session.Counters](),
+		"Stats":           reflect.TypeFor[Stats](),
+		"Class":           reflect.TypeFor[classifier.Class](),
+		"ClassInfo":       reflect.TypeFor[ClassInfo](),
+		"Association":     reflect.TypeFor[pfcp.Association](),
+		"PFCPSessionInfo": reflect.TypeFor[PFCPSessionInfo](),
+		"PDR":             reflect.TypeFor[pfcp.PDR](),
+		"FTEID":           reflect.TypeFor[pfcp.FTEID](),
+		"SDF":             reflect.TypeFor[pfcp.SDF](),
+		"FAR":             reflect.TypeFor[pfcp.FAR](),
+		"OHC":             reflect.TypeFor[pfcp.OHC](),
+		"QER":             reflect.TypeFor[pfcp.QER](),
+		"URR":             reflect.TypeFor[pfcp.URR](),
+		"BAR":             reflect.TypeFor[pfcp.BAR](),
+		"PDRUsage":        reflect.TypeFor[PDRUsage](),
+		"Error":           reflect.TypeFor[Error](),
 	} {
 		t.Run(name, func(t *testing.T) {
 			schema := mapAt(t, schemas, name)
@@ -111,7 +121,18 @@ func TestSpecSchemasMatchTypes(t *testing.T) {
 				t.Errorf("schema %s properties = %v, but %s has JSON fields %v", name, gotFields, typ, wantFields)
 			}
 
-			// A field the server always sends is required; an omitempty one is not.
+			// A Go map is a JSON object keyed by strings: the spec must say what its values
+			// are (additionalProperties), or its keys would read as fixed property names.
+			for _, f := range fields {
+				if p, ok := props[f.name].(map[string]any); ok && f.isMap {
+					if p["type"] != "object" || p["additionalProperties"] == nil {
+						t.Errorf("schema %s property %s is a map in %s: want type object with additionalProperties", name, f.name, typ)
+					}
+				}
+			}
+
+			// A field the server always sends is required; an omitempty or omitzero one is
+			// not.
 			var gotRequired []string
 			if req, ok := schema["required"].([]any); ok {
 				for _, r := range req {
@@ -130,7 +151,8 @@ func TestSpecSchemasMatchTypes(t *testing.T) {
 
 type jsonField struct {
 	name      string
-	omitempty bool
+	omitempty bool // omitempty or omitzero: the server may leave the field out
+	isMap     bool
 }
 
 // jsonFields lists the JSON object keys encoding/json produces for struct type t, with the
@@ -153,7 +175,9 @@ func jsonFields(t reflect.Type) []jsonField {
 		if name == "" {
 			name = f.Name
 		}
-		out = append(out, jsonField{name: name, omitempty: slices.Contains(strings.Split(opts, ","), "omitempty")})
+		optList := strings.Split(opts, ",")
+		omit := slices.Contains(optList, "omitempty") || slices.Contains(optList, "omitzero")
+		out = append(out, jsonField{name: name, omitempty: omit, isMap: f.Type.Kind() == reflect.Map})
 	}
 	return out
 }
@@ -186,6 +210,15 @@ func TestJSONFieldsPromotesEmbedded(t *testing.T) {
 	for _, want := range []string{"id", "priority", "src_port", "counters"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("jsonFields(ClassInfo) = %v, lacks %q", names, want)
+		}
+	}
+	names = nil
+	for _, f := range jsonFields(reflect.TypeFor[PFCPSessionInfo]()) {
+		names = append(names, f.name)
+	}
+	for _, want := range []string{"seid", "cp_seid", "pdrs", "bars", "usage"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("jsonFields(PFCPSessionInfo) = %v, lacks %q", names, want)
 		}
 	}
 }

@@ -41,6 +41,8 @@ func routes() []route {
 		{http.MethodGet, "/api/v1/classifier/classes/{id}", (*server).class},
 		{http.MethodDelete, "/api/v1/classifier/classes/{id}", (*server).deleteClass},
 		{http.MethodGet, "/api/v1/pfcp/associations", (*server).associations},
+		{http.MethodGet, "/api/v1/pfcp/sessions", (*server).pfcpSessions},
+		{http.MethodGet, "/api/v1/pfcp/sessions/{seid}", (*server).pfcpSession},
 		{http.MethodGet, "/metrics", (*server).metrics},
 	}
 }
@@ -334,6 +336,43 @@ func (s *server) associations(w http.ResponseWriter, _ *http.Request) {
 		list = []pfcp.Association{}
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *server) pfcpSessions(w http.ResponseWriter, r *http.Request) {
+	list, err := s.backend.PFCPSessions()
+	if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	list = slices.Clone(list) // sorted here, as sessions are
+	slices.SortFunc(list, func(a, b PFCPSessionInfo) int { return cmp.Compare(a.SEID, b.SEID) })
+	if list == nil {
+		list = []PFCPSessionInfo{}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *server) pfcpSession(w http.ResponseWriter, r *http.Request) {
+	raw := r.PathValue("seid")
+	seid, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, BadSEIDMessage(raw))
+		return
+	}
+	info, err := s.backend.PFCPSession(seid)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("PFCP session %d not found", seid))
+	case err != nil:
+		s.internalError(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, info)
+	}
+}
+
+// BadSEIDMessage is the error for a PFCP SEID that is not a decimal uint64.
+func BadSEIDMessage(raw string) string {
+	return fmt.Sprintf("PFCP SEID %q is not a decimal number; use the seid shown by `xupfctl session list -o json`", raw)
 }
 
 func (s *server) metrics(w http.ResponseWriter, r *http.Request) {

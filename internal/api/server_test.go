@@ -25,6 +25,51 @@ const session9JSON = `{"id":9,"ue_ipv4":"10.45.0.9","uplink_teid":8192,"gnb_ipv4
 	"downlink_teid":12288,"gtpu_address":"192.0.2.1",
 	"usage":{"uplink":{"packets":5,"bytes":500},"downlink":{"packets":6,"bytes":6000}}}`
 
+// pfcp1JSON is PFCP session 0x100000001 of the fixture: its downlink forwarded to the gNB.
+// The rule maps are objects keyed by the rule ids; the usage has one entry per PDR.
+const pfcp1JSON = `{"seid":4294967297,"cp_seid":32,"cp_address":"198.51.100.7","peer":"smf1.5gc.example",
+	"established":"2025-01-02T03:05:00Z",
+	"pdrs":{
+		"1":{"id":1,"precedence":255,"source_interface":0,
+			"f_teid":{"teid":16385,"ipv4":"192.0.2.1","chosen":true,"choose_id":1},
+			"network_instance":"internet","qfi":9,"outer_header_removal":6,"far_id":1,"qer_ids":[1],"urr_ids":[1]},
+		"2":{"id":2,"precedence":65535,"source_interface":1,"ue_ipv4":"10.45.0.20","far_id":2,"qer_ids":[1],"urr_ids":[1]},
+		"3":{"id":3,"precedence":10,"source_interface":1,"ue_ipv4":"10.45.0.20",
+			"sdf_filters":[{"flow_description":"permit out 17 from any to assigned 5060"}],"far_id":2,"qer_ids":[2]}},
+	"fars":{
+		"1":{"id":1,"apply_action":2,"destination_interface":1,"network_instance":"internet"},
+		"2":{"id":2,"apply_action":2,"destination_interface":0,
+			"outer_header_creation":{"teid":20481,"ipv4":"192.0.2.10"},"transport_level_marking":47356}},
+	"qers":{
+		"1":{"id":1,"gate_ul":0,"gate_dl":0,"mbr_ul_kbps":100000,"mbr_dl_kbps":200000,"qfi":9},
+		"2":{"id":2,"gate_ul":1,"gate_dl":0,"mbr_ul_kbps":5000,"mbr_dl_kbps":10000,"gbr_ul_kbps":1000,"gbr_dl_kbps":2000,"qfi":5}},
+	"urrs":{
+		"1":{"id":1,"measurement_method":3,"reporting_triggers":"AQA=","volume_threshold":1000000,
+			"volume_quota":10000000,"time_threshold":60,"time_quota":3600}},
+	"usage":[{"pdr_id":1,"packets":10,"bytes":1000},{"pdr_id":2,"packets":20,"bytes":20000},{"pdr_id":3,"packets":2,"bytes":400}]}`
+
+// pfcp2JSON is PFCP session 0x100000002 of the fixture: its downlink buffered, with a BAR.
+const pfcp2JSON = `{"seid":4294967298,"cp_seid":33,"cp_address":"198.51.100.7","peer":"smf1.5gc.example",
+	"established":"2025-01-02T03:05:00Z",
+	"pdrs":{
+		"1":{"id":1,"precedence":255,"source_interface":0,
+			"f_teid":{"teid":16386,"ipv4":"192.0.2.1","chosen":true,"choose_id":1},
+			"network_instance":"internet","qfi":9,"outer_header_removal":6,"far_id":1,"qer_ids":[1],"urr_ids":[1]},
+		"2":{"id":2,"precedence":65535,"source_interface":1,"ue_ipv4":"10.45.0.21","far_id":2,"qer_ids":[1],"urr_ids":[1]},
+		"3":{"id":3,"precedence":10,"source_interface":1,"ue_ipv4":"10.45.0.21",
+			"sdf_filters":[{"flow_description":"permit out 17 from any to assigned 5060"}],"far_id":2,"qer_ids":[2]}},
+	"fars":{
+		"1":{"id":1,"apply_action":2,"destination_interface":1,"network_instance":"internet"},
+		"2":{"id":2,"apply_action":12,"destination_interface":0,"bar_id":1}},
+	"qers":{
+		"1":{"id":1,"gate_ul":0,"gate_dl":0,"mbr_ul_kbps":100000,"mbr_dl_kbps":200000,"qfi":9},
+		"2":{"id":2,"gate_ul":1,"gate_dl":0,"mbr_ul_kbps":5000,"mbr_dl_kbps":10000,"gbr_ul_kbps":1000,"gbr_dl_kbps":2000,"qfi":5}},
+	"urrs":{
+		"1":{"id":1,"measurement_method":3,"reporting_triggers":"AQA=","volume_threshold":1000000,
+			"volume_quota":10000000,"time_threshold":60,"time_quota":3600}},
+	"bars":{"1":{"id":1,"downlink_data_notification_delay":2,"suggested_buffering_packets":10}},
+	"usage":[{"pdr_id":1,"packets":3,"bytes":300},{"pdr_id":2,"packets":0,"bytes":0},{"pdr_id":3,"packets":2,"bytes":400}]}`
+
 func TestHandler(t *testing.T) {
 	failing := apitest.NewBackend()
 	failing.Err = errors.New("reading session map: operation not permitted")
@@ -36,7 +81,7 @@ func TestHandler(t *testing.T) {
 				"interfaces":[{"name":"eth0","ifindex":2,"roles":["n3"],"xdp_mode":"native"},
 				              {"name":"eth1","ifindex":3,"roles":["n6"],"xdp_mode":"generic"}],
 				"gtpu_addresses":["192.0.2.1"],"pfcp_address":"192.0.2.1:8805","pfcp_associations":2,
-				"sessions":2,"max_sessions":65536,"bpffs_path":"/sys/fs/bpf/xupf"}`,
+				"sessions":4,"max_sessions":65536,"bpffs_path":"/sys/fs/bpf/xupf"}`,
 		},
 		{
 			name: "sessions sorted by id", method: "GET", path: "/api/v1/sessions", wantCode: 200,
@@ -89,6 +134,52 @@ func TestHandler(t *testing.T) {
 		{
 			name: "wrong method on pfcp associations", method: "DELETE", path: "/api/v1/pfcp/associations", wantCode: 405,
 			wantBody:  `{"error":"method DELETE is not allowed on /api/v1/pfcp/associations; use GET"}`,
+			wantAllow: "GET, HEAD",
+		},
+		{
+			name: "pfcp sessions sorted by seid", method: "GET", path: "/api/v1/pfcp/sessions", wantCode: 200,
+			wantBody: "[" + pfcp1JSON + "," + pfcp2JSON + "]",
+		},
+		{
+			name: "no pfcp sessions is an empty array", backend: &apitest.Backend{},
+			method: "GET", path: "/api/v1/pfcp/sessions", wantCode: 200, wantBody: `[]`,
+		},
+		{
+			name: "one pfcp session", method: "GET", path: "/api/v1/pfcp/sessions/4294967298", wantCode: 200,
+			wantBody: pfcp2JSON,
+		},
+		{
+			name: "pfcp seid in hex", method: "GET", path: "/api/v1/pfcp/sessions/0x100000001", wantCode: 400,
+			wantBody: `{"error":"PFCP SEID \"0x100000001\" is not a decimal number; use the seid shown by ` + "`xupfctl session list -o json`" + `"}`,
+		},
+		{
+			name: "pfcp seid not a number", method: "GET", path: "/api/v1/pfcp/sessions/abc", wantCode: 400,
+			wantBody: `{"error":"PFCP SEID \"abc\" is not a decimal number; use the seid shown by ` + "`xupfctl session list -o json`" + `"}`,
+		},
+		{
+			name: "pfcp seid too large", method: "GET", path: "/api/v1/pfcp/sessions/18446744073709551616", wantCode: 400,
+			wantBody: `{"error":"PFCP SEID \"18446744073709551616\" is not a decimal number; use the seid shown by ` + "`xupfctl session list -o json`" + `"}`,
+		},
+		{
+			name: "unknown pfcp session", method: "GET", path: "/api/v1/pfcp/sessions/4294967299", wantCode: 404,
+			wantBody: `{"error":"PFCP session 4294967299 not found"}`,
+		},
+		{
+			// A static session's id is not a PFCP SEID.
+			name: "static session id as a pfcp seid", method: "GET", path: "/api/v1/pfcp/sessions/2", wantCode: 404,
+			wantBody: `{"error":"PFCP session 2 not found"}`,
+		},
+		{
+			name: "backend error on pfcp sessions", backend: failing, method: "GET", path: "/api/v1/pfcp/sessions", wantCode: 500,
+			wantBody: `{"error":"reading session map: operation not permitted"}`,
+		},
+		{
+			name: "backend error on one pfcp session", backend: failing, method: "GET", path: "/api/v1/pfcp/sessions/4294967297", wantCode: 500,
+			wantBody: `{"error":"reading session map: operation not permitted"}`,
+		},
+		{
+			name: "wrong method on a pfcp session", method: "DELETE", path: "/api/v1/pfcp/sessions/4294967297", wantCode: 405,
+			wantBody:  `{"error":"method DELETE is not allowed on /api/v1/pfcp/sessions/4294967297; use GET"}`,
 			wantAllow: "GET, HEAD",
 		},
 		{
@@ -216,7 +307,7 @@ func TestMetrics(t *testing.T) {
 		`xupf_datapath_drops_total{reason="unknown_teid"} 2`,
 		`xupf_datapath_drops_total{reason="malformed_gtp"} 0`,
 		"# TYPE xupf_sessions gauge",
-		"xupf_sessions 2",
+		"xupf_sessions 4",
 		"# TYPE xupf_pfcp_associations gauge",
 		"xupf_pfcp_associations 2",
 	} {

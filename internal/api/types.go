@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/xupf/xupf/internal/classifier"
+	"github.com/xupf/xupf/internal/pfcp"
 	"github.com/xupf/xupf/internal/session"
 )
 
@@ -26,16 +27,35 @@ type Status struct {
 	GTPUAddresses []string    `json:"gtpu_addresses" yaml:"gtpu_addresses"`
 	PFCPAddress   string      `json:"pfcp_address" yaml:"pfcp_address"`
 	// PFCPAssociations is how many SMFs have a PFCP association with the daemon.
-	PFCPAssociations int    `json:"pfcp_associations" yaml:"pfcp_associations"`
-	Sessions         int    `json:"sessions" yaml:"sessions"`
-	MaxSessions      int    `json:"max_sessions" yaml:"max_sessions"`
-	BPFFSPath        string `json:"bpffs_path" yaml:"bpffs_path"`
+	PFCPAssociations int `json:"pfcp_associations" yaml:"pfcp_associations"`
+	// Sessions is how many sessions the datapath has: static ones and PFCP ones.
+	Sessions    int    `json:"sessions" yaml:"sessions"`
+	MaxSessions int    `json:"max_sessions" yaml:"max_sessions"`
+	BPFFSPath   string `json:"bpffs_path" yaml:"bpffs_path"`
 }
 
-// SessionInfo is a session with what the datapath counted for it.
+// SessionInfo is a static session (from the configuration) with what the datapath counted
+// for it.
 type SessionInfo struct {
 	session.Session `yaml:",inline"`
 	Usage           session.Usage `json:"usage" yaml:"usage"`
+}
+
+// PFCPSessionInfo is a session an SMF established over PFCP, with what the datapath counted
+// for each of its PDRs.
+type PFCPSessionInfo struct {
+	pfcp.Session `yaml:",inline"`
+	// Usage has one entry per PDR of the session, sorted by PDR id; never null.
+	Usage []PDRUsage `json:"usage" yaml:"usage"`
+}
+
+// PDRUsage is what the datapath counted for one PDR of a PFCP session: the packets it was
+// the matching PDR for, and their bytes. PDR ids are unique within a session; whether the
+// PDR is uplink (it has an F-TEID) or downlink is in the PDR itself.
+type PDRUsage struct {
+	PDR     uint16 `json:"pdr_id" yaml:"pdr_id"`
+	Packets uint64 `json:"packets" yaml:"packets"`
+	Bytes   uint64 `json:"bytes" yaml:"bytes"`
 }
 
 // ClassInfo is a traffic class with what the datapath counted for it: the packets the class

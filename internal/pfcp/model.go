@@ -36,7 +36,7 @@ type PDR struct {
 	// (Chosen; ChooseID > 0 shares one TEID between the PDRs with the same CHOOSE ID).
 	FTEID *FTEID `json:"f_teid,omitempty" yaml:"f_teid,omitempty"`
 	// UE is the UE's address; UEChosen says this UPF allocated it from its pool.
-	UE       netip.Addr `json:"ue_ipv4,omitzero" yaml:"ue_ipv4,omitempty"`
+	UE       netip.Addr `json:"ue_ipv4,omitzero" yaml:"ue_ipv4"`
 	UEChosen bool       `json:"ue_chosen,omitempty" yaml:"ue_chosen,omitempty"`
 	// NetworkInstance is the PDI's network instance, decoded from either encoding.
 	NetworkInstance string `json:"network_instance,omitempty" yaml:"network_instance,omitempty"`

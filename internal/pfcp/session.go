@@ -50,6 +50,13 @@ func (n *Node) Sessions() []Session {
 	return out
 }
 
+// SessionCount is how many PFCP sessions there are.
+func (n *Node) SessionCount() int {
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	return len(n.ss.byID)
+}
+
 // Session returns a copy of one PFCP session.
 func (n *Node) Session(seid uint64) (Session, bool) {
 	n.smu.Lock()

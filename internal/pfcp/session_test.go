@@ -360,6 +360,7 @@ func TestEstablishmentErrors(t *testing.T) {
 		name     string
 		ies      []*ie.IE
 		dpFail   error
+		pools    []netip.Prefix // ue_pools, when not nil
 		cause    uint8
 		off      uint16
 		failRule *[2]uint32 // rule type, id
@@ -377,6 +378,12 @@ func TestEstablishmentErrors(t *testing.T) {
 			cause: ie.CauseMandatoryIEMissing, off: ie.ApplyAction},
 		{name: "QER without gate status", ies: replace(4, ie.NewCreateQER(ie.NewQERID(1))),
 			cause: ie.CauseMandatoryIEMissing, off: ie.GateStatus},
+		{name: "precedence too short", ies: replace(0, ie.NewCreatePDR(ie.NewPDRID(1), ie.New(ie.Precedence, []byte{1}),
+			ie.NewPDI(ie.NewSourceInterface(0), ie.NewFTEID(0x0c, 0, nil, nil, 1)), ie.NewOuterHeaderRemoval(6, 0), ie.NewFARID(1))),
+			cause: ie.CauseMandatoryIEIncorrect, off: ie.Precedence},
+		{name: "no free UE address", ies: replace(1, ie.NewCreatePDR(ie.NewPDRID(2), ie.NewPrecedence(1),
+			ie.NewPDI(ie.NewSourceInterface(ie.SrcInterfaceCore), ie.NewUEIPAddress(0x10|0x04, "", "", 0, 0)), ie.NewFARID(2))),
+			pools: []netip.Prefix{}, cause: ie.CauseNoResourcesAvailable},
 		{name: "PDR naming a FAR that does not exist", ies: replace(0, chosenULPDR(1, 1, 9, 7)),
 			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
 		{name: "PDR naming a QER that does not exist", ies: replace(0, chosenULPDR(1, 1, 9, 1, ie.NewQERID(3))),
@@ -409,7 +416,12 @@ func TestEstablishmentErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := newPFCPTest(t, func(o *Options) { o.NetworkInstances = map[string]string{"internet": "n6"} })
+			p := newPFCPTest(t, func(o *Options) {
+				o.NetworkInstances = map[string]string{"internet": "n6"}
+				if c.pools != nil {
+					o.UEPools = c.pools
+				}
+			})
 			p.dp.fail = c.dpFail
 			r := p.establish(0x99, c.ies...)
 			got, _ := r.Cause.Cause()

@@ -1,6 +1,6 @@
 // Package apitest holds test doubles for the HTTP API in package api: a fake Backend that
 // serves fixed data (and keeps the traffic classes added and deleted through it), a builder
-// for sessions and a fixture with which tests of the server, the client and xupfctl agree.
+// for static and PFCP sessions and a fixture with which tests of the server, the client and xupfctl agree.
 package apitest
 
 import (
@@ -17,8 +17,8 @@ import (
 )
 
 // Backend is an api.Backend that serves fixed data. Err, when set, is what every fallible
-// method returns. The zero value serves no sessions, no classes, no PFCP associations and
-// empty status and stats.
+// method returns. The zero value serves no sessions (static or PFCP), no classes, no PFCP
+// associations and empty status and stats.
 //
 // ClassesData is also changed by AddClass and DeleteClass, which check classes as the
 // daemon does: classifier.Class.Parse for validity, and ids for duplicates. Read it once
@@ -26,8 +26,10 @@ import (
 type Backend struct {
 	StatusData   api.Status
 	SessionsData []api.SessionInfo
-	StatsData    api.Stats
-	ClassesData  []api.ClassInfo
+	// PFCPSessionsData is served as is, unsorted, by PFCPSessions and PFCPSession.
+	PFCPSessionsData []api.PFCPSessionInfo
+	StatsData        api.Stats
+	ClassesData      []api.ClassInfo
 	// AssociationsData is served as is; Err does not apply (Associations cannot fail).
 	AssociationsData []pfcp.Association
 	Err              error
@@ -61,6 +63,28 @@ func (b *Backend) Session(id uint64) (api.SessionInfo, error) {
 		}
 	}
 	return api.SessionInfo{}, fmt.Errorf("session table: %w", api.ErrNotFound)
+}
+
+// PFCPSessions returns PFCPSessionsData as it is, unsorted, or Err.
+func (b *Backend) PFCPSessions() ([]api.PFCPSessionInfo, error) {
+	if b.Err != nil {
+		return nil, b.Err
+	}
+	return b.PFCPSessionsData, nil
+}
+
+// PFCPSession returns the session in PFCPSessionsData with the given SEID, or Err, or an
+// error that wraps api.ErrNotFound.
+func (b *Backend) PFCPSession(seid uint64) (api.PFCPSessionInfo, error) {
+	if b.Err != nil {
+		return api.PFCPSessionInfo{}, b.Err
+	}
+	for _, s := range b.PFCPSessionsData {
+		if s.SEID == seid {
+			return s, nil
+		}
+	}
+	return api.PFCPSessionInfo{}, fmt.Errorf("pfcp node: session 0x%x: %w", seid, api.ErrNotFound)
 }
 
 // Stats returns StatsData or Err.
@@ -209,10 +233,80 @@ func Session(id uint64, ue string, ulTEID, dlTEID uint32, qfi uint8, ulPkts, dlP
 	}
 }
 
-// NewBackend returns a fresh Backend with a status, two sessions, stats, the classes of
-// Classes and the PFCP associations of Associations. The sessions are out of order on purpose (9, then 2): the server must sort them.
-// Session 9 has QFI 0, meaning no PDU Session Container. Each call returns new values that a
-// test may change.
+// PFCPSession builds a PFCP session of SMF smf1.5gc.example, its F-SEID cpSEID at
+// 198.51.100.7, established 2025-01-02T03:05:00Z, for UE ue:
+//
+//   - PDR 1, uplink: precedence 255, from access on TEID ulTEID at 192.0.2.1 (chosen, CHOOSE
+//     ID 1), network instance "internet", QFI 9, outer header removal 6, FAR 1, QER 1,
+//     URR 1; counted ulPkts packets of 100 bytes.
+//   - PDR 2, downlink: precedence 65535, from core to the UE, FAR 2, QER 1, URR 1; counted
+//     dlPkts packets of 1000 bytes.
+//   - PDR 3, downlink: precedence 10, from core to the UE, SDF filter "permit out 17 from
+//     any to assigned 5060", FAR 2, QER 2; counted 2 packets of 200 bytes.
+//   - FAR 1: forward to core, network instance "internet".
+//   - FAR 2: with dlTEID, forward to access with outer header TEID dlTEID toward the gNB
+//     192.0.2.10, marked DSCP 46 (TLM 0xb8fc); with dlTEID 0 (the UE is idle), buffer and
+//     notify the CP, BAR 1.
+//   - QER 1: gates open, MBR 100000/200000 kbit/s, QFI 9. QER 2: uplink gate closed, MBR
+//     5000/10000 kbit/s, GBR 1000/2000 kbit/s, QFI 5.
+//   - URR 1: volume and duration, periodic reporting, volume threshold 1000000 bytes and
+//     quota 10000000 bytes, time threshold 60 s and quota 3600 s.
+//   - BAR 1, only with dlTEID 0: notification delay 2 (100 ms), 10 suggested packets.
+func PFCPSession(seid, cpSEID uint64, ue string, ulTEID, dlTEID uint32, ulPkts, dlPkts uint64) api.PFCPSessionInfo {
+	ueAddr := netip.MustParseAddr(ue)
+	far2 := &pfcp.FAR{ID: 2, Apply: pfcp.ApplyForward, DestinationInterface: 0,
+		OHC: &pfcp.OHC{TEID: dlTEID, Peer: netip.MustParseAddr("192.0.2.10")}, TLM: new(uint16(0xb8fc))}
+	var bars map[uint8]*pfcp.BAR
+	if dlTEID == 0 {
+		far2 = &pfcp.FAR{ID: 2, Apply: pfcp.ApplyBuffer | pfcp.ApplyNotifyCP, DestinationInterface: 0, BARID: new(uint8(1))}
+		bars = map[uint8]*pfcp.BAR{1: {ID: 1, NotificationDelay: 2, SuggestedPackets: 10}}
+	}
+	return api.PFCPSessionInfo{
+		Session: pfcp.Session{
+			SEID:        seid,
+			CPSEID:      cpSEID,
+			CPAddress:   netip.MustParseAddr("198.51.100.7"),
+			Peer:        "smf1.5gc.example",
+			Established: time.Date(2025, 1, 2, 3, 5, 0, 0, time.UTC),
+			PDRs: map[uint16]*pfcp.PDR{
+				1: {ID: 1, Precedence: 255, SourceInterface: 0,
+					FTEID:           &pfcp.FTEID{TEID: ulTEID, Addr: netip.MustParseAddr("192.0.2.1"), Chosen: true, ChooseID: 1},
+					NetworkInstance: "internet", QFI: 9, OuterHeaderRemoval: new(uint8(6)),
+					FAR: 1, QERs: []uint32{1}, URRs: []uint32{1}},
+				2: {ID: 2, Precedence: 65535, SourceInterface: 1, UE: ueAddr,
+					FAR: 2, QERs: []uint32{1}, URRs: []uint32{1}},
+				3: {ID: 3, Precedence: 10, SourceInterface: 1, UE: ueAddr,
+					SDF: []pfcp.SDF{{FlowDescription: "permit out 17 from any to assigned 5060"}},
+					FAR: 2, QERs: []uint32{2}},
+			},
+			FARs: map[uint32]*pfcp.FAR{
+				1: {ID: 1, Apply: pfcp.ApplyForward, DestinationInterface: 1, NetworkInstance: "internet"},
+				2: far2,
+			},
+			QERs: map[uint32]*pfcp.QER{
+				1: {ID: 1, MBRUL: 100000, MBRDL: 200000, QFI: 9},
+				2: {ID: 2, GateUL: 1, MBRUL: 5000, MBRDL: 10000, GBRUL: 1000, GBRDL: 2000, QFI: 5},
+			},
+			URRs: map[uint32]*pfcp.URR{
+				1: {ID: 1, Method: 0x03, Triggers: []byte{0x01, 0x00}, VolumeThreshold: 1000000,
+					VolumeQuota: 10000000, TimeThreshold: 60, TimeQuota: 3600},
+			},
+			BARs: bars,
+		},
+		Usage: []api.PDRUsage{
+			{PDR: 1, Packets: ulPkts, Bytes: ulPkts * 100},
+			{PDR: 2, Packets: dlPkts, Bytes: dlPkts * 1000},
+			{PDR: 3, Packets: 2, Bytes: 400},
+		},
+	}
+}
+
+// NewBackend returns a fresh Backend with a status, two static sessions, two PFCP sessions,
+// stats, the classes of Classes and the PFCP associations of Associations. The sessions are
+// out of order on purpose (static 9, then 2; PFCP 0x100000002, then 0x100000001): the server
+// must sort them. Static session 9 has QFI 0, meaning no PDU Session Container. PFCP session
+// 0x100000002 buffers its downlink (PFCPSession with dlTEID 0). Each call returns new values
+// that a test may change.
 func NewBackend() *Backend {
 	return &Backend{
 		StatusData: api.Status{
@@ -226,13 +320,17 @@ func NewBackend() *Backend {
 			GTPUAddresses:    []string{"192.0.2.1"},
 			PFCPAddress:      "192.0.2.1:8805",
 			PFCPAssociations: 2,
-			Sessions:         2,
+			Sessions:         4,
 			MaxSessions:      65536,
 			BPFFSPath:        "/sys/fs/bpf/xupf",
 		},
 		SessionsData: []api.SessionInfo{
 			Session(9, "10.45.0.9", 0x2000, 0x3000, 0, 5, 6),
 			Session(2, "10.45.0.2", 0x1000, 0x1001, 9, 1042, 2088),
+		},
+		PFCPSessionsData: []api.PFCPSessionInfo{
+			PFCPSession(pfcp.FirstSEID+2, 0x21, "10.45.0.21", 0x4002, 0, 3, 0),
+			PFCPSession(pfcp.FirstSEID+1, 0x20, "10.45.0.20", 0x4001, 0x5001, 10, 20),
 		},
 		StatsData: api.Stats{
 			Counters: map[string]uint64{"ul_rx": 1042, "dl_tx": 2088, "pass": 0},
