@@ -85,7 +85,10 @@ const (
 
 	// Classification limits: how many rule sets (TEIDs or UEs with several PDRs or SDF
 	// filters) and SDF table entries the datapath holds, and the largest values allowed.
-	DefaultMaxRuleSets   = 16384
+	// max_rule_sets defaults to max_sessions (capped at MaxMaxRuleSets): one classified key
+	// per session, which is what free5GC's sessions need (the uplink PDR's SDF filter is
+	// narrowed to the UE's address).
+	DefaultMaxRuleSets   = DefaultMaxSessions
 	DefaultMaxSDFEntries = 262144
 	MaxMaxRuleSets       = 1048576
 	MaxMaxSDFEntries     = 16777216
@@ -627,6 +630,9 @@ func (v *validator) settings(raw *rawConfig) {
 		v.cfg.Limits.MaxSessions = 0 // unknown: skip the session-count check
 	case present:
 		v.cfg.Limits.MaxSessions = int(n)
+	}
+	if v.cfg.Limits.MaxSessions > 0 {
+		v.cfg.Limits.MaxRuleSets = min(v.cfg.Limits.MaxSessions, MaxMaxRuleSets)
 	}
 	for _, l := range []struct {
 		name string

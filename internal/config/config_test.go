@@ -47,7 +47,7 @@ func TestLoadExample(t *testing.T) {
 		UEPools:               []netip.Prefix{netip.MustParsePrefix("10.45.0.0/16")},
 		NetworkInstances:      map[string]string{"internet": "eth2"},
 		LogLevel:              "info",
-		Limits:                Limits{MaxSessions: 100000, MaxRuleSets: 16384, MaxSDFEntries: 262144},
+		Limits:                Limits{MaxSessions: 100000, MaxRuleSets: 100000, MaxSDFEntries: 262144},
 		Sessions: []session.Session{
 			{
 				ID:           1,
@@ -614,6 +614,27 @@ func TestRawTypesMatchModel(t *testing.T) {
 	for _, p := range pairs {
 		if got, want := yamlKeys(p.raw), yamlKeys(p.model); !reflect.DeepEqual(got, want) {
 			t.Errorf("%v keys %v differ from %v keys %v", p.raw, got, p.model, want)
+		}
+	}
+}
+
+// max_rule_sets follows max_sessions unless given (capped at its own maximum).
+func TestMaxRuleSetsDefault(t *testing.T) {
+	for _, c := range []struct {
+		limits string
+		want   int
+	}{
+		{"", DefaultMaxSessions},
+		{"limits: {max_sessions: 500}\n", 500},
+		{"limits: {max_sessions: 4194304}\n", MaxMaxRuleSets},
+		{"limits: {max_sessions: 500, max_rule_sets: 7}\n", 7},
+	} {
+		cfg, err := Parse([]byte(minimal + c.limits))
+		if err != nil {
+			t.Fatalf("%q: %v", c.limits, err)
+		}
+		if cfg.Limits.MaxRuleSets != c.want {
+			t.Errorf("%q: max_rule_sets %d, want %d", c.limits, cfg.Limits.MaxRuleSets, c.want)
 		}
 	}
 }

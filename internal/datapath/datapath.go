@@ -36,7 +36,7 @@ type Options struct {
 
 // Defaults of the classification limits.
 const (
-	DefaultMaxRuleSets   = 16384
+	DefaultMaxRuleSets   = 100000
 	DefaultMaxSDFEntries = 262144
 )
 

@@ -100,7 +100,7 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32) (_ *instal
 	if len(rs.PDRs) == 0 {
 		return nil, errors.New("no PDRs")
 	}
-	if len(rs.PDRs) > 1 || len(rs.PDRs[0].Filters) > 0 {
+	if len(rs.PDRs) > 1 || !matchesAll(rs.PDRs[0].Filters) {
 		if set.tables, err = d.writeTables(set); err != nil {
 			return nil, err
 		}
@@ -111,6 +111,12 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32) (_ *instal
 // farEntry is f as the datapath's struct far. A forwarding FAR's tunnel needs IPv4 ends: the
 // datapath builds IPv4 outer headers only. Drop and Buffer FARs leave the tunnel out (the
 // datapath reads it only when forwarding), so one kept across a switch to BUFF is not checked.
+// matchesAll reports whether filters select every packet: none, or one that matches all. A
+// key whose one PDR has such filters needs no classification step (and no rule set id).
+func matchesAll(filters []sdf.Filter) bool {
+	return len(filters) == 0 || slices.ContainsFunc(filters, sdf.Filter.MatchesAll)
+}
+
 func farEntry(f rules.FAR) (xupfFar, error) {
 	switch f.Action {
 	case rules.Drop:

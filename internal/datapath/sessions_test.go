@@ -253,3 +253,32 @@ func TestInstallOwner(t *testing.T) {
 		t.Errorf("second uninstall: %v", err)
 	}
 }
+
+// TestMatchAllFilterNeedsNoRuleSet: a key whose one PDR has a filter matching every packet
+// ("permit out ip from any to assigned", as free5GC sends) takes the fast path, without a
+// classification rule set; any narrower filter takes one.
+func TestMatchAllFilterNeedsNoRuleSet(t *testing.T) {
+	e := newTestEnv(t, 16)
+	fwd := rules.FAR{Action: rules.Forward}
+	all := sdf.Filter{Protocol: sdf.AnyProtocol}
+	udp := sdf.Filter{Protocol: 17}
+	for _, c := range []struct {
+		filters []sdf.Filter
+		ruleSet bool
+	}{{nil, false}, {[]sdf.Filter{all}, false}, {[]sdf.Filter{udp, all}, false}, {[]sdf.Filter{udp}, true}} {
+		rs := rules.RuleSet{Uplink: true, TEID: 0xa, PDRs: []rules.PDR{{ID: 1, FAR: fwd, Filters: c.filters}}}
+		if err := e.dp.Install(1<<32, []rules.RuleSet{rs}); err != nil {
+			t.Fatal(err)
+		}
+		var ref xupfRuleRef
+		if err := e.dp.objs.XupfUlRules.Lookup(xupfUlKey{Teid: be32(0xa)}, &ref); err != nil {
+			t.Fatal(err)
+		}
+		if got := ref.Ruleset != 0; got != c.ruleSet {
+			t.Errorf("filters %v: rule set %d, want one: %v", c.filters, ref.Ruleset, c.ruleSet)
+		}
+		if ret, _ := e.run(t, outerGTP(t, gtpHdr(0x30, 255, 0xa, nil, ulInner(t, 64)), nil), e.n3); ret != xdpRedirect {
+			t.Errorf("filters %v: verdict %s", c.filters, verdictNames[ret])
+		}
+	}
+}

@@ -82,6 +82,12 @@ func (n *Node) ruleSets(s *Session) []rules.RuleSet {
 	var order []rules.Key
 	for _, id := range sortedKeys(s.PDRs) {
 		p := s.PDRs[id]
+		if neverIPv4(p.SDF) {
+			// Only IPv6 filters (Open5GS's router solicitations): the PDR can never match a
+			// packet of the IPv4 datapath, and leaving it out spares its key a
+			// classification step.
+			continue
+		}
 		rp := rules.PDR{ID: uint32(id), Precedence: p.Precedence, QERs: p.QERs, URRs: p.URRs,
 			FAR: farRule(s.FARs[p.FAR], local)}
 		for _, f := range p.SDF {
@@ -111,6 +117,11 @@ func (n *Node) ruleSets(s *Session) []rules.RuleSet {
 		out[i] = *byKey[k]
 	}
 	return out
+}
+
+// neverIPv4 reports whether a PDR's filters, present, all fail to match IPv4 packets.
+func neverIPv4(filters []SDF) bool {
+	return len(filters) > 0 && !slices.ContainsFunc(filters, func(f SDF) bool { return f.Filter.MatchesIPv4() })
 }
 
 // fromUE narrows an uplink PDR's filters to packets from the UE's address: a PDI with both an

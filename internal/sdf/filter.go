@@ -44,6 +44,13 @@ var ErrIPv6 = errors.New("IPv6 is not supported yet (the datapath is IPv4 only)"
 // MatchesIPv4 reports whether the filter can match an IPv4 packet at all.
 func (f Filter) MatchesIPv4() bool { return !f.HasFlowLabel && !f.IPv6 }
 
+// MatchesAll reports whether the filter matches every IPv4 packet, as "permit out ip from any
+// to assigned" does: a PDR with such a filter matches as if it had none.
+func (f Filter) MatchesAll() bool {
+	return f.Protocol == AnyProtocol && f.Remote.Bits() <= 0 && f.Local.Bits() <= 0 &&
+		len(f.RemotePorts) == 0 && len(f.LocalPorts) == 0 && f.TOSMask == 0 && !f.HasSPI && f.MatchesIPv4()
+}
+
 // AnyProtocol in Filter.Protocol matches every IP protocol.
 const AnyProtocol = -1
 

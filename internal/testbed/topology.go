@@ -49,9 +49,9 @@ var (
 	GNB2Addr = netip.MustParseAddr("10.100.3.3")
 	// PeerUPFAddr is another UPF on the gnb host, the far end of N9 forwarding.
 	PeerUPFAddr = netip.MustParseAddr("10.100.3.4")
-	N3Addr  = netip.MustParseAddr("10.100.3.1") // the UPF's GTP-U address
-	N6Addr  = netip.MustParseAddr("10.100.6.1")
-	DNAddr  = netip.MustParseAddr("10.100.6.2")
+	N3Addr      = netip.MustParseAddr("10.100.3.1") // the UPF's GTP-U address
+	N6Addr      = netip.MustParseAddr("10.100.6.1")
+	DNAddr      = netip.MustParseAddr("10.100.6.2")
 	// PFCPAddr is where the daemon listens for PFCP in the testbed.
 	PFCPAddr = netip.AddrPortFrom(N3Addr, 8805)
 	// UENet is routed by the DN host toward the UPF.

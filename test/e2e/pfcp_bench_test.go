@@ -18,7 +18,6 @@ import (
 // pool and static sessions).
 var benchUENet = netip.MustParsePrefix("10.64.0.0/12")
 
-
 // BenchmarkPFCPEstablishment establishes sessions over PFCP from the gnb namespace into a
 // fresh xupfd, Open5GS style (the UPF chooses the TEIDs), and reports the rate and each
 // request's latency (median and p99) as the table fills: "pair" sessions have one uplink and
