@@ -1,10 +1,13 @@
 // Command xupf-demo shows xupfd forwarding real traffic. It builds xupfd and xupfctl, creates
-// three network namespaces (gnb — upf — dn) joined by veth pairs, starts xupfd in upf with two
-// static sessions (session 1 with a QoS flow for UDP to the UE's port 7000), associates an SMF
-// with it over PFCP from gnb, adds two traffic classes with xupfctl, sends GTP-U uplink from
-// gnb and plain IP downlink from dn, checks every packet that comes out, the class counters
-// and the association, prints what xupfctl reports, releases the association and removes
-// everything again.
+// three network namespaces (gnb — upf — dn) joined by veth pairs and starts xupfd in upf with
+// no sessions. From gnb it plays the SMF over PFCP: it associates, then establishes two PDU
+// sessions, one laid out as Open5GS does (the UPF chooses the UE address and uplink TEID; a QoS
+// flow for UDP to the UE's port 7000) and one as free5GC does (the SMF chooses both). It adds
+// two traffic classes with xupfctl, sends GTP-U uplink from gnb and plain IP downlink from dn
+// through both sessions, hands one session over to a second gNB and follows its downlink,
+// checks every packet that comes out, the class counters and the association, prints what
+// xupfctl reports, deletes the sessions, releases the association and removes everything
+// again.
 //
 // It needs root (namespaces, XDP): sudo go run ./cmd/xupf-demo. The exit code is 0 only when
 // every packet arrived and every check passed.
@@ -22,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xupf/xupf/internal/session"
+	"github.com/xupf/xupf/internal/pfcpclient"
 	"github.com/xupf/xupf/internal/testbed"
 )
 
@@ -34,22 +37,35 @@ const (
 	recvTimeout = 5 * time.Second
 )
 
-// flowPort is the UE port that the QoS flow of session 1 selects, and flowPackets how many
+// flowPort is the UE port that the QoS flow of session A selects, and flowPackets how many
 // downlink packets the demo sends to it.
 const (
 	flowPort    = 7000
 	flowPackets = 50
 )
 
-// sessions are the demo's two static sessions: one with a QFI, one without, to show both
-// GTP-U header forms. Session 1 also has a QoS flow: downlink UDP to the UE's port 7000 goes
-// with its own TEID and QFI, everything else by the session's default rule.
-var sessions = []session.Session{
-	{ID: 1, UE: netip.MustParseAddr("10.45.0.2"), UplinkTEID: 0x100, DownlinkTEID: 0x200, QFI: 9, GNB: testbed.GNBAddr,
-		Flows: []session.Flow{{Precedence: 10, QFI: 5, SDF: []string{"permit out 17 from any to assigned 7000"},
-			DownlinkTEID: 0x300}}},
-	{ID: 2, UE: netip.MustParseAddr("10.45.0.3"), UplinkTEID: 0x101, DownlinkTEID: 0x201, GNB: testbed.GNBAddr},
+// The demo's two PFCP sessions, as the SMF asks for them, in the two layouts xupf must accept.
+// A is laid out as Open5GS does: the UPF chooses the UE address (from testbed.UEPool) and the
+// uplink TEID, and a QoS flow picks out UDP to the UE's port 7000. B is laid out as free5GC
+// does: the SMF chooses both; it has no QFI, to show the GTP-U header without a PDU Session
+// Container.
+var sessionSpecs = []pfcpSession{
+	sessA: {name: "A", spec: pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, QFI: 9, NetworkInstance: "internet",
+		GNB: testbed.GNBAddr, GNBTEID: 0x200,
+		Flows: []pfcpclient.Flow{{Filter: fmt.Sprintf("permit out 17 from any to assigned %d", flowPort), Precedence: 10, QFI: 5}}}},
+	sessB: {name: "B", spec: pfcpclient.SessionSpec{Style: pfcpclient.Free5GC, UE: netip.MustParseAddr("10.45.0.3"),
+		UplinkTEID: 0x101, N3: testbed.N3Addr, NetworkInstance: "internet", GNB: testbed.GNBAddr, GNBTEID: 0x201}},
 }
+
+// Indexes into sessionSpecs: A has the QoS flow and is shown by xupfctl session show, B is
+// handed over.
+const (
+	sessA = iota
+	sessB
+)
+
+// handoverTEID is the downlink TEID of session B at the second gNB (testbed.GNB2Addr).
+const handoverTEID = 0x202
 
 type options struct {
 	xupfd, xupfctl string
@@ -127,7 +143,8 @@ func demo(ctx context.Context, o options, w io.Writer) (ok bool, err error) {
 		}
 	}()
 	cfgPath := tmp + "/xupfd.yaml"
-	if err := topo.WriteConfig(cfgPath, sessions, httpListen); err != nil {
+	// No static sessions: the SMF sets them up over PFCP, from the config's ue_pools.
+	if err := topo.WriteConfig(cfgPath, nil, httpListen); err != nil {
 		return false, err
 	}
 	var logw io.Writer
@@ -141,7 +158,7 @@ func demo(ctx context.Context, o options, w io.Writer) (ok bool, err error) {
 	// Stopped explicitly below to report its exit; this covers the early returns.
 	defer d.Stop()
 
-	r := &report{w: w, topo: topo, daemon: d, xupfctl: o.xupfctl}
+	r := &report{w: w, topo: topo, daemon: d, xupfctl: o.xupfctl, sessions: newSessions()}
 	r.header()
 	if err := r.run(ctx, o); err != nil {
 		if !errors.Is(err, context.Canceled) {

@@ -26,7 +26,7 @@ const (
 
 // The traffic classes the demo adds with xupfctl before any traffic: class 1 takes the
 // downlink UDP to the UE's port 7000 (the QoS flow's traffic), class 2, with a lower priority
-// and no match fields, everything else, both ways.
+// and no match fields, everything else, both ways (the handover's downlink too).
 const (
 	classFlow  = 1
 	classOther = 2
@@ -44,18 +44,46 @@ type report struct {
 	topo    *testbed.Topology
 	daemon  *testbed.Daemon
 	xupfctl string
+	// sessions are the demo's PFCP sessions, in the order of sessionSpecs.
+	sessions []*pfcpSession
 
 	sent     int
 	received int
 	rows     int // traffic rows sent
+	skipped  int // traffic rows not sent: their session was not established
 	checks   int // checks made, passed or not
 	failures []string
 	areas    []area
 	// wantClass is what each traffic class should have counted for the traffic sent.
 	wantClass map[uint32]session.Counters
 	// ctlRuns and ctlFails count the xupfctl commands run and failed; pfcpFails the PFCP
-	// checks failed.
-	ctlRuns, ctlFails, pfcpFails int
+	// association checks failed, sessionFails the PFCP session ones.
+	ctlRuns, ctlFails, pfcpFails, sessionFails int
+	// established, modified and deleted count the PFCP session requests the UPF accepted.
+	established, modified, deleted int
+}
+
+// pfcpSession is one of the demo's PFCP sessions: what the SMF asks for and, once the UPF has
+// accepted it, what it answered (nil until then, and after a failed establishment).
+type pfcpSession struct {
+	name string
+	spec pfcpclient.SessionSpec
+	s    *pfcpclient.Session
+}
+
+// newSessions returns the demo's sessions, none established yet.
+func newSessions() []*pfcpSession {
+	out := make([]*pfcpSession, len(sessionSpecs))
+	for i, p := range sessionSpecs {
+		out[i] = &p
+	}
+	return out
+}
+
+// view is the established session as the traffic helpers take it, with the downlink the SMF
+// asked for at establishment.
+func (p *pfcpSession) view() session.Session {
+	return testbed.PFCPView(p.s, p.spec.GNB, p.spec.GNBTEID, p.spec.QFI)
 }
 
 // area is one line of the summary: a feature and what the demo found about it.
@@ -73,14 +101,8 @@ func (r *report) header() {
 		fmt.Sprintf("%s %s", testbed.GNBIf, testbed.GNBAddr),
 		fmt.Sprintf("%s %s | %s %s", testbed.N3If, testbed.N3Addr, testbed.N6If, testbed.N6Addr),
 		fmt.Sprintf("%s %s", testbed.DNIf, testbed.DNAddr))
-	fmt.Fprintf(r.w, "  xupfd pid %d, API %s (inside %s)\n", r.daemon.PID(), r.daemon.BaseURL, t.UPFNS)
-	for _, s := range sessions {
-		fmt.Fprintf(r.w, "  session %s\n", describe(s))
-		for _, f := range s.Flows {
-			fmt.Fprintf(r.w, "    QoS flow: precedence %d, QFI %d, DL TEID 0x%x, SDF %q\n",
-				f.Precedence, f.QFI, f.DownlinkTEID, f.SDF)
-		}
-	}
+	fmt.Fprintf(r.w, "  xupfd pid %d, API %s (inside %s), no static sessions, UE pool %s\n",
+		r.daemon.PID(), r.daemon.BaseURL, t.UPFNS, testbed.UEPool)
 	fmt.Fprintln(r.w)
 	r.wantClass = map[uint32]session.Counters{classFlow: {}, classOther: {}}
 }
@@ -114,10 +136,11 @@ func (r *report) apiCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, apiTimeout)
 }
 
-// run associates the SMF, adds the traffic classes, does the echo, then the traffic of every
-// session both ways and of the QoS flow, shows xupfctl's view, checks the class counters and
-// the association, and releases it. An error means a step could not be carried out; lost
-// packets and failed checks are only recorded.
+// run associates the SMF, which establishes the sessions, adds the traffic classes, does the
+// echo, then the traffic of every session both ways, of the QoS flow and after the handover,
+// shows xupfctl's view, checks the class counters and the association, and has the SMF delete
+// the sessions and release the association. An error means a step could not be carried out;
+// lost packets and failed checks are only recorded.
 func (r *report) run(ctx context.Context, o options) error {
 	smf, err := r.associate(ctx)
 	if err != nil {
@@ -126,18 +149,25 @@ func (r *report) run(ctx context.Context, o options) error {
 	if smf != nil {
 		defer smf.Close()
 	}
+	if err := r.establish(ctx, smf); err != nil {
+		return err
+	}
 	if err := r.addClasses(ctx); err != nil {
 		return err
 	}
 	if err := r.echo(); err != nil {
 		return err
 	}
-	if err := r.trafficTable(ctx, o); err != nil {
+	if err := r.trafficTable(ctx, smf, o); err != nil {
 		return err
 	}
-	for _, args := range [][]string{
-		{"session", "list"}, {"stats"}, {"status"}, {"classifier", "list"}, {"pfcp", "associations"},
-	} {
+	cmds := [][]string{{"session", "list"}}
+	if a := r.sessions[sessA]; a.s != nil {
+		// Its PDRs, FARs, QERs and URRs with what each counted.
+		cmds = append(cmds, []string{"session", "show", fmt.Sprint(a.s.UPSEID)})
+	}
+	cmds = append(cmds, []string{"stats"}, []string{"status"}, []string{"classifier", "list"}, []string{"pfcp", "associations"})
+	for _, args := range cmds {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted: %w", err)
 		}
@@ -153,6 +183,7 @@ func (r *report) run(ctx context.Context, o options) error {
 		return fmt.Errorf("interrupted: %w", err)
 	}
 	r.area("xupfctl", r.ctlFails == 0, "%d of %d commands succeeded in %s", r.ctlRuns-r.ctlFails, r.ctlRuns, r.topo.UPFNS)
+	r.deleteSessions(ctx, smf)
 	r.release(ctx, smf)
 	fmt.Fprintln(r.w)
 	return nil
@@ -178,7 +209,13 @@ func (r *report) ctl(ctx context.Context, args ...string) (string, bool) {
 // flowRow is one row of the traffic table: n packets of session s one way, and what the
 // receiver must see.
 type flowRow struct {
-	dir   string // "uplink" or "downlink"
+	dir  string // "uplink" or "downlink"
+	name string // the session's name in the report, "A" or "B"
+	// what tells the row from the session's default traffic: "QoS flow (port 7000)", "after
+	// handover"; empty for the default traffic.
+	what string
+	// s is the session as the traffic helpers take it; s.GNB is where downlink packets must
+	// arrive.
 	s     session.Session
 	n     int
 	label string
@@ -187,99 +224,180 @@ type flowRow struct {
 	want testbed.DownlinkExpect
 	// class is the traffic class that must count the packets.
 	class uint32
+	// skip, when set, says why the row is not sent.
+	skip string
 }
 
-// rows lists the traffic of the demo: both sessions both ways by their default rules, then
-// the QoS flow of session 1.
-func rows(o options) []flowRow {
+// check is the name of the row's check.
+func (row flowRow) check() string {
+	return strings.TrimSpace(fmt.Sprintf("%s session %s %s", row.dir, row.name, row.what))
+}
+
+// notEstablished is why the rows of a session that the UPF did not accept are skipped.
+const notEstablished = "the session was not established"
+
+// trafficRows lists the traffic of the demo: both sessions both ways by their default rules,
+// then the QoS flow of session A.
+func (r *report) trafficRows(o options) []flowRow {
 	var out []flowRow
 	for _, dir := range []string{"uplink", "downlink"} {
-		for _, s := range sessions {
-			out = append(out, flowRow{dir: dir, s: s, n: o.packets, label: describe(s),
-				want:  testbed.DownlinkExpect{UEPort: testbed.UEPort, TEID: s.DownlinkTEID, QFI: s.QFI},
-				class: classOther})
+		for _, p := range r.sessions {
+			row := flowRow{dir: dir, name: p.name, n: o.packets, label: p.name, class: classOther, skip: notEstablished}
+			if p.s != nil {
+				v := p.view()
+				row.s, row.label, row.skip = v, describe(p.name, v), ""
+				row.want = testbed.DownlinkExpect{UEPort: testbed.UEPort, TEID: v.DownlinkTEID, QFI: v.QFI}
+			}
+			out = append(out, row)
 		}
 	}
-	s, f := sessions[0], sessions[0].Flows[0]
-	out = append(out, flowRow{dir: "downlink", s: s, n: flowPackets,
-		label: fmt.Sprintf("%d QoS flow (UE %s port %d, DL TEID 0x%x, QFI %d)", s.ID, s.UE, flowPort, f.DownlinkTEID, f.QFI),
-		want:  testbed.DownlinkExpect{UEPort: flowPort, TEID: f.DownlinkTEID, QFI: f.QFI},
-		class: classFlow})
-	return out
+	// With PFCP the flow's downlink PDR forwards by the session's downlink FAR, as the
+	// default PDR does: its packets keep the session's TEID and differ by the QFI of the
+	// flow's QER.
+	a, f := r.sessions[sessA], r.sessions[sessA].spec.Flows[0]
+	row := flowRow{dir: "downlink", name: a.name, what: fmt.Sprintf("QoS flow (port %d)", flowPort), n: flowPackets,
+		label: a.name + " QoS flow", class: classFlow, skip: notEstablished}
+	if a.s != nil {
+		row.s, row.skip = a.view(), ""
+		row.want = testbed.DownlinkExpect{UEPort: flowPort, TEID: a.spec.GNBTEID, QFI: f.QFI}
+		row.label = fmt.Sprintf("%s QoS flow (UE %s port %d, DL TEID 0x%x, QFI %d)", a.name, a.s.UE, flowPort, row.want.TEID, f.QFI)
+	}
+	return append(out, row)
 }
 
-func (r *report) trafficTable(ctx context.Context, o options) error {
+func (r *report) trafficTable(ctx context.Context, smf *pfcpclient.Client, o options) error {
 	tw := tabwriter.NewWriter(r.w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "DIRECTION\tSESSION\tSENT\tRECEIVED\tCHECKS")
-	// The QoS flow works when its packets take its TEID and QFI while the rest of session 1's
+	// The QoS flow works when its packets take its QFI while the rest of session A's
 	// downlink keeps the default rule's.
 	flowOK, defaultOK, flowGot := false, false, 0
 	before := len(r.failures)
-	for _, row := range rows(o) {
+	for _, row := range r.trafficRows(o) {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted: %w", err)
 		}
-		got, problems, err := r.traffic(row)
+		got, ok, err := r.runRow(tw, row)
 		if err != nil {
 			return err
 		}
-		r.rows++
-		r.sent += row.n
-		r.received += got
-		result := "OK (source UE, destination DN, TTL, payload)"
-		if row.dir == "downlink" {
-			qfi := "no QFI"
-			if row.want.QFI != 0 {
-				qfi = fmt.Sprintf("QFI %d", row.want.QFI)
-			}
-			result = fmt.Sprintf("OK (TEID 0x%x, %s, addresses, TTL, payload, checksums)", row.want.TEID, qfi)
-		}
-		name := fmt.Sprintf("%s session %d", row.dir, row.s.ID)
 		switch {
 		case row.class == classFlow:
-			name = fmt.Sprintf("downlink session %d QoS flow (port %d)", row.s.ID, flowPort)
-			flowOK, flowGot = len(problems) == 0, got
-		case row.dir == "downlink" && row.s.ID == sessions[0].ID:
-			defaultOK = len(problems) == 0
+			flowOK, flowGot = ok, got
+		case row.dir == "downlink" && row.name == r.sessions[sessA].name:
+			defaultOK = ok
 		}
-		if !r.check(name, problems...) {
-			result = "FAILED: " + strings.Join(problems, "; ")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", row.dir, row.label, row.n, got, result)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
-	r.area("traffic", len(r.failures) == before, "%d of %d packets delivered over the %d rows above, every packet checked",
-		r.received, r.sent, r.rows)
-	s, f := sessions[0], sessions[0].Flows[0]
+	if err := r.handover(ctx, smf, o); err != nil {
+		return err
+	}
+	skipped := ""
+	if r.skipped > 0 {
+		skipped = fmt.Sprintf("; %d rows skipped", r.skipped)
+	}
+	r.area("traffic", len(r.failures) == before && r.skipped == 0,
+		"%d of %d packets delivered over the %d rows above, every packet checked%s", r.received, r.sent, r.rows, skipped)
+
+	a := r.sessions[sessA]
+	if a.s == nil {
+		r.area("QoS flow", false, "session %s was not established", a.name)
+		return nil
+	}
+	f := a.spec.Flows[0]
 	with, keeps := "with", "kept"
 	if !flowOK || !defaultOK {
 		with, keeps = "want", "must keep"
 	}
-	r.area("QoS flow", flowOK && defaultOK, "session %d, UE port %d: %d of %d packets, %s TEID 0x%x, QFI %d; port %d %s TEID 0x%x, QFI %d",
-		s.ID, flowPort, flowGot, flowPackets, with, f.DownlinkTEID, f.QFI, testbed.UEPort, keeps, s.DownlinkTEID, s.QFI)
+	r.area("QoS flow", flowOK && defaultOK, "session %s, UE port %d: %d of %d packets, %s QFI %d (the flow's QER) and TEID 0x%x (the session's FAR); port %d %s QFI %d",
+		a.name, flowPort, flowGot, flowPackets, with, f.QFI, a.spec.GNBTEID, testbed.UEPort, keeps, a.spec.QFI)
+	return nil
+}
+
+// runRow sends the traffic of row, records its check and prints its line to tw. It returns
+// how many packets arrived and whether all was well.
+func (r *report) runRow(tw io.Writer, row flowRow) (int, bool, error) {
+	if row.skip != "" {
+		r.skipped++
+		fmt.Fprintf(tw, "%s\t%s\t-\t-\tSKIPPED: %s\n", row.dir, row.label, row.skip)
+		return 0, false, nil
+	}
+	got, problems, err := r.traffic(row)
+	if err != nil {
+		return 0, false, err
+	}
+	r.rows++
+	r.sent += row.n
+	r.received += got
+	result := "OK (source UE, destination DN, TTL, payload)"
+	if row.dir == "downlink" {
+		qfi := "no QFI"
+		if row.want.QFI != 0 {
+			qfi = fmt.Sprintf("QFI %d", row.want.QFI)
+		}
+		result = fmt.Sprintf("OK (TEID 0x%x, %s, addresses, TTL, payload, checksums)", row.want.TEID, qfi)
+	}
+	ok := r.check(row.check(), problems...)
+	if !ok {
+		result = "FAILED: " + strings.Join(problems, "; ")
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", row.dir, row.label, row.n, got, result)
+	return got, ok, nil
+}
+
+// handover moves session B's downlink to the second gNB over PFCP, as an SMF does when the UE
+// is handed over, and checks that downlink packets follow: to the new address, with the new
+// TEID.
+func (r *report) handover(ctx context.Context, smf *pfcpclient.Client, o options) error {
+	b := r.sessions[sessB]
+	fmt.Fprintf(r.w, "\nPFCP Session Modification: handover of session %s to gNB %s, DL TEID 0x%x -> ", b.name, testbed.GNB2Addr, handoverTEID)
+	row := flowRow{dir: "downlink", name: b.name, what: "after handover", n: o.packets, class: classOther,
+		label: b.name + " at gNB " + testbed.GNB2Addr.String(), skip: notEstablished}
+	if b.s != nil {
+		pctx, cancel := context.WithTimeout(ctx, pfcpTimeout)
+		err := smf.SetDownlink(pctx, b.s, testbed.GNB2Addr, handoverTEID)
+		cancel()
+		if err != nil {
+			r.sessionCheck("PFCP handover of session "+b.name, err.Error())
+			fmt.Fprintf(r.w, "FAILED: %v\n", err)
+			row.skip = "the handover was refused"
+		} else {
+			r.sessionCheck("PFCP handover of session " + b.name)
+			r.modified++
+			fmt.Fprintln(r.w, "accepted")
+			row.s, row.skip = testbed.PFCPView(b.s, testbed.GNB2Addr, handoverTEID, b.spec.QFI), ""
+			row.want = testbed.DownlinkExpect{UEPort: testbed.UEPort, TEID: handoverTEID, QFI: b.spec.QFI}
+			row.label = describe(b.name, row.s) + " at gNB " + testbed.GNB2Addr.String()
+		}
+	} else {
+		fmt.Fprintln(r.w, "skipped: "+notEstablished)
+	}
+	tw := tabwriter.NewWriter(r.w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DIRECTION\tSESSION\tSENT\tRECEIVED\tCHECKS")
+	if _, _, err := r.runRow(tw, row); err != nil {
+		return err
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
 	return nil
 }
 
 // describe names a session's default rule the way the report shows it.
-func describe(s session.Session) string {
+func describe(name string, s session.Session) string {
 	qfi := "no QFI"
 	if s.QFI != 0 {
 		qfi = fmt.Sprintf("QFI %d", s.QFI)
 	}
-	return fmt.Sprintf("%d (UE %s, UL TEID 0x%x, DL TEID 0x%x, %s)", s.ID, s.UE, s.UplinkTEID, s.DownlinkTEID, qfi)
+	return fmt.Sprintf("%s (UE %s, UL TEID 0x%x, DL TEID 0x%x, %s)", name, s.UE, s.UplinkTEID, s.DownlinkTEID, qfi)
 }
 
 // traffic sends the packets of row and checks what arrived; it returns how many arrived and
 // the problems found. It also adds them to what row.class should count.
 func (r *report) traffic(row flowRow) (int, []string, error) {
 	s, n := row.s, row.n
-	tag := fmt.Sprintf("demo %s s%d", row.dir, s.ID)
-	if row.dir == "downlink" && row.want.UEPort != testbed.UEPort {
-		tag += fmt.Sprintf(" port %d", row.want.UEPort)
-	}
-	payload := testbed.Payload(tag)
+	payload := testbed.Payload("demo " + row.check())
 	c := r.wantClass[row.class]
 	c.Packets += uint64(n)
 	for i := range n {
@@ -303,7 +421,15 @@ func (r *report) traffic(row flowRow) (int, []string, error) {
 		}
 		return len(got), testbed.CheckUplink(s, n, payload, got), nil
 	}
-	rx, err := r.topo.ListenGNB()
+	// The first gNB shares its socket with uplink and echo; another one (after a handover)
+	// has its own.
+	var rx *testbed.Receiver
+	var err error
+	if s.GNB == testbed.GNBAddr {
+		rx, err = r.topo.ListenGNB()
+	} else {
+		rx, err = r.topo.ListenGTPU(s.GNB)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
@@ -433,6 +559,139 @@ func (r *report) associate(ctx context.Context) (*pfcpclient.Client, error) {
 	return c, nil
 }
 
+// establish plays the SMF setting up PDU sessions: it establishes the demo's sessions over
+// PFCP and prints what the UPF answered. A refused or unanswered establishment is a failed
+// check, not an error: the session's traffic is skipped then.
+func (r *report) establish(ctx context.Context, smf *pfcpclient.Client) error {
+	fmt.Fprintln(r.w, "PFCP Session Establishment from the SMF:")
+	for _, p := range r.sessions {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted: %w", err)
+		}
+		name := "PFCP session " + p.name + " establishment"
+		fmt.Fprintf(r.w, "  session %s, %s -> ", p.name, request(p.spec))
+		if smf == nil {
+			r.sessionCheck(name, "no PFCP association")
+			fmt.Fprintln(r.w, "FAILED: no PFCP association")
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, pfcpTimeout)
+		s, err := smf.Establish(pctx, p.spec)
+		cancel()
+		if err != nil {
+			r.sessionCheck(name, err.Error())
+			fmt.Fprintf(r.w, "FAILED: %v\n", err)
+			continue
+		}
+		p.s = s
+		r.established++
+		problems := checkEstablished(p)
+		r.sessionCheck(name, problems...)
+		fmt.Fprintf(r.w, "accepted: UP SEID 0x%x (%d), uplink TEID 0x%x on %s, UE %s: %s\n",
+			s.UPSEID, s.UPSEID, s.UplinkTEID, s.N3, s.UE, verdict(problems))
+	}
+	fmt.Fprintln(r.w)
+	return nil
+}
+
+// styleNames are the SMFs' names as their projects spell them, for the report.
+var styleNames = map[pfcpclient.Style]string{pfcpclient.Open5GS: "Open5GS", pfcpclient.Free5GC: "free5GC"}
+
+// request describes what the SMF asks for in a session's establishment.
+func request(spec pfcpclient.SessionSpec) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s layout: ", styleNames[spec.Style])
+	if spec.UE.IsValid() {
+		fmt.Fprintf(&b, "UE %s and uplink TEID 0x%x given by the SMF", spec.UE, spec.UplinkTEID)
+	} else {
+		b.WriteString("UE and uplink TEID chosen by the UPF")
+	}
+	if spec.QFI != 0 {
+		fmt.Fprintf(&b, ", QFI %d", spec.QFI)
+	} else {
+		b.WriteString(", no QFI")
+	}
+	fmt.Fprintf(&b, ", downlink to gNB %s TEID 0x%x", spec.GNB, spec.GNBTEID)
+	for _, f := range spec.Flows {
+		fmt.Fprintf(&b, ", QoS flow %q precedence %d QFI %d", f.Filter, f.Precedence, f.QFI)
+	}
+	return b.String()
+}
+
+// checkEstablished checks what the UPF answered to a session's establishment: the UE address
+// and uplink F-TEID the SMF gave, or ones the UPF chose from its pool and on its N3 address;
+// and, with a CHOOSE ID, one TEID for every uplink PDR of the session.
+func checkEstablished(p *pfcpSession) []string {
+	var problems []string
+	s, spec := p.s, p.spec
+	switch {
+	case spec.UE.IsValid() && s.UE != spec.UE:
+		problems = append(problems, fmt.Sprintf("UE %s, want the SMF's %s", s.UE, spec.UE))
+	case !spec.UE.IsValid() && !testbed.UEPool.Contains(s.UE):
+		problems = append(problems, fmt.Sprintf("UE %s is not from the pool %s", s.UE, testbed.UEPool))
+	}
+	if spec.Style == pfcpclient.Free5GC && s.UplinkTEID != spec.UplinkTEID {
+		problems = append(problems, fmt.Sprintf("uplink TEID 0x%x, want the SMF's 0x%x", s.UplinkTEID, spec.UplinkTEID))
+	}
+	if s.N3 != testbed.N3Addr {
+		problems = append(problems, fmt.Sprintf("uplink F-TEID on %s, want %s", s.N3, testbed.N3Addr))
+	}
+	for _, c := range s.CreatedPDRs {
+		if c.TEID != 0 && c.TEID != s.UplinkTEID {
+			problems = append(problems, fmt.Sprintf("PDR %d on TEID 0x%x, want the session's one 0x%x", c.ID, c.TEID, s.UplinkTEID))
+		}
+	}
+	return problems
+}
+
+// deleteSessions has the SMF delete its sessions over PFCP and checks that the daemon has none
+// left, neither in its status nor in its list of PFCP sessions.
+func (r *report) deleteSessions(ctx context.Context, smf *pfcpclient.Client) {
+	fmt.Fprintln(r.w, "\nPFCP Session Deletion from the SMF:")
+	pctx, cancel := context.WithTimeout(ctx, pfcpTimeout)
+	defer cancel()
+	for _, p := range r.sessions {
+		if p.s == nil {
+			continue // not established, and reported
+		}
+		err := smf.Delete(pctx, p.s)
+		problems := []string(nil)
+		if err != nil {
+			problems = append(problems, err.Error())
+		} else {
+			r.deleted++
+		}
+		r.sessionCheck("PFCP session "+p.name+" deletion", problems...)
+		fmt.Fprintf(r.w, "  session %s (UP SEID 0x%x) -> %s\n", p.name, p.s.UPSEID, verdict(problems))
+	}
+	var problems []string
+	st, serr := r.daemon.API().Status(pctx)
+	list, lerr := r.daemon.API().PFCPSessions(pctx)
+	switch {
+	case serr != nil || lerr != nil:
+		problems = append(problems, fmt.Sprintf("API after deletion: %v", errors.Join(serr, lerr)))
+	case st.Sessions != 0 || len(list) != 0:
+		problems = append(problems, fmt.Sprintf("after deletion: status says %d sessions, %d PFCP sessions listed; want none", st.Sessions, len(list)))
+	}
+	r.sessionCheck("no session left", problems...)
+	fmt.Fprintf(r.w, "-> the daemon has %d sessions left (status), %d PFCP sessions listed: %s\n", st.Sessions, len(list), verdict(problems))
+
+	left := "none left"
+	if len(problems) > 0 {
+		left = "some left over"
+	}
+	r.area("PFCP sessions", r.sessionFails == 0,
+		"established %d of %d (%s-style, UE and TEID chosen by the UPF; %s-style, chosen by the SMF), modified %d (handover of %s), deleted %d, %s",
+		r.established, len(r.sessions), styleNames[pfcpclient.Open5GS], styleNames[pfcpclient.Free5GC], r.modified, r.sessions[sessB].name, r.deleted, left)
+}
+
+// sessionCheck is check for the PFCP session steps, which the summary reports together.
+func (r *report) sessionCheck(name string, problems ...string) {
+	if !r.check(name, problems...) {
+		r.sessionFails++
+	}
+}
+
 // checkAssociationListed checks that the daemon lists the SMF's association, in the API and
 // in what xupfctl printed.
 func (r *report) checkAssociationListed(ctx context.Context, smf *pfcpclient.Client, out string, cmdOK bool) {
@@ -505,7 +764,7 @@ func (r *report) summary() {
 	}
 	tw.Flush()
 	passed := r.checks - len(r.failures)
-	what := "GTP-U echo, traffic and QoS flow, classifier counters, PFCP association, xupfctl, xupfd stop"
+	what := "PFCP association, PFCP sessions (establishment, handover, deletion), GTP-U echo, traffic and QoS flow, classifier counters, xupfctl, xupfd stop"
 	if r.ok() {
 		fmt.Fprintf(r.w, "RESULT: PASS: %d of %d checks passed (%s); %d of %d packets delivered\n",
 			passed, r.checks, what, r.received, r.sent)

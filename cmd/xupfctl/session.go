@@ -159,15 +159,21 @@ type sessionLists struct {
 
 // renderSessionLists writes the static sessions' table and, when there are PFCP sessions,
 // theirs after a blank line.
+// renderSessionLists prints the static sessions' table and the PFCP sessions' one; an empty
+// table is left out, unless both are (then the static header shows there are none).
 func renderSessionLists(w io.Writer, lists sessionLists) error {
-	if err := renderSessionList(w, lists.Static); err != nil {
-		return err
+	if len(lists.Static) > 0 || len(lists.PFCP) == 0 {
+		if err := renderSessionList(w, lists.Static); err != nil {
+			return err
+		}
 	}
 	if len(lists.PFCP) == 0 {
 		return nil
 	}
-	if _, err := fmt.Fprintln(w); err != nil {
-		return fmt.Errorf("writing output: %w", err)
+	if len(lists.Static) > 0 {
+		if _, err := fmt.Fprintln(w); err != nil {
+			return fmt.Errorf("writing output: %w", err)
+		}
 	}
 	return renderPFCPSessionTable(w, lists.PFCP)
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -53,7 +54,10 @@ func benchEstablish(b *testing.B, n, inflight int, flows []pfcpclient.Flow) {
 		c.Limits.MaxSDFEntries = 16*n + 1024
 		c.LogLevel = "warn"
 	})
-	c, ctx := e.smfClient("smf.bench.test")
+	c, _ := e.smfClient("smf.bench.test")
+	// 100,000 establishments one at a time take longer than smfClient's context allows.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
 	base := binary.BigEndian.Uint32(benchUENet.Addr().AsSlice())
 	latencies := make([]time.Duration, n)
 	var (

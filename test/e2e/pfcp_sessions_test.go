@@ -9,7 +9,6 @@ import (
 	"github.com/wmnsk/go-pfcp/ie"
 
 	"github.com/xupf/xupf/internal/pfcpclient"
-	"github.com/xupf/xupf/internal/session"
 	"github.com/xupf/xupf/internal/testbed"
 )
 
@@ -32,13 +31,6 @@ func (e *env) smfClient(nodeID string) (*pfcpclient.Client, context.Context) {
 		e.t.Fatalf("associate: %v\n%s", err, e.daemon.LogTail())
 	}
 	return c, ctx
-}
-
-// asStatic describes a PFCP session as the testbed's traffic helpers take it: the uplink
-// TEID xupfd chose (or was given), the UE address, and where downlink packets should go.
-func asStatic(s *pfcpclient.Session, gnb netip.Addr, gnbTEID uint32, qfi uint8) session.Session {
-	return session.Session{ID: s.UPSEID, UE: s.UE, UplinkTEID: s.UplinkTEID, GNB: gnb, DownlinkTEID: gnbTEID,
-		QFI: qfi, GTPUAddr: testbed.N3Addr}
 }
 
 // TestPFCPSessions: an SMF in the gnb namespace sets sessions up over PFCP the way Open5GS and
@@ -65,7 +57,7 @@ func TestPFCPSessions(t *testing.T) {
 			t.Errorf("created PDR %d on TEID 0x%x, want every uplink PDR on the shared 0x%x", cp.ID, cp.TEID, a.UplinkTEID)
 		}
 	}
-	sa := asStatic(a, testbed.GNBAddr, 0x900, 9)
+	sa := testbed.PFCPView(a, testbed.GNBAddr, 0x900, 9)
 	payload := testbed.Payload("pfcp a")
 	reportProblems(t, "session a uplink", testbed.CheckUplink(sa, n, payload, e.uplink(sa, n, payload, recvTimeout)))
 	reportProblems(t, "session a downlink", testbed.CheckDownlink(sa, n, payload, e.downlink(sa, n, payload)))
@@ -82,7 +74,7 @@ func TestPFCPSessions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("establish b: %v", err)
 	}
-	sb := asStatic(b, testbed.GNBAddr, 0x901, 0)
+	sb := testbed.PFCPView(b, testbed.GNBAddr, 0x901, 0)
 	before := e.stats().Drops["far_buffered"]
 	if got := e.downlink(sb, 10, payload); len(got) != 0 {
 		t.Errorf("%d downlink packets reached the gNB while the FAR buffers", len(got))
@@ -113,7 +105,7 @@ func TestPFCPSessions(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
-	reportProblems(t, "after handover", testbed.CheckDownlink(asStatic(b, testbed.GNB2Addr, 0x902, 0), n, payload, moved))
+	reportProblems(t, "after handover", testbed.CheckDownlink(testbed.PFCPView(b, testbed.GNB2Addr, 0x902, 0), n, payload, moved))
 
 	// DROP: nothing leaves, counted far_drop.
 	if err := c.DropDownlink(ctx, b); err != nil {
