@@ -15,6 +15,9 @@ const enum far_action *btf_far_action __attribute__((unused));
 const enum far_flag *btf_far_flag __attribute__((unused));
 const enum sdf_field *btf_sdf_field __attribute__((unused));
 const enum cls_field *btf_cls_field __attribute__((unused));
+const enum meter_algo *btf_meter_algo __attribute__((unused));
+const enum meter_clock *btf_meter_clock __attribute__((unused));
+const enum police_action *btf_police_action __attribute__((unused));
 
 SEC("xdp")
 int xupf_xdp(struct xdp_md *ctx)

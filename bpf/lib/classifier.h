@@ -154,6 +154,8 @@ static __always_inline void cls_pkt_fill(struct cls_pkt *p, const struct ethhdr 
 	p->src_ip = ip->saddr;
 	p->dst_ip = ip->daddr;
 	p->has_ports = 0;
+	p->src_port = 0;
+	p->dst_port = 0;
 	if (cfg_cls_fields & ((1 << CLS_SRC_PORT) | (1 << CLS_DST_PORT))) {
 		__u32 ports = l4_ports(ip, ihl_len, data_end);
 

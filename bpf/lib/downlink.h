@@ -9,6 +9,8 @@
 #include "rules.h"
 #include "classify.h"
 #include "classifier.h"
+#include "policer.h"
+#include "qos.h"
 #include "route.h"
 #include "stats.h"
 
@@ -39,6 +41,9 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 		cls_pkt_fill(&cp, eth, ip, ihl_len, data_end, CLS_DIR_DOWNLINK);
 		meta.class_id = classify_traffic(&cp);
 		count_class(meta.class_id, tot_len);
+		reason = police(meta.class_id, tot_len);
+		if (reason)
+			return drop(reason);
 	}
 	far = far_of(pdr);
 	reason = far_drop_reason(far);
@@ -50,6 +55,9 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 		count_stat(STAT_DL_KERNEL);
 		return XDP_PASS;
 	}
+	reason = qos_check(pdr, tot_len);
+	if (reason)
+		return drop(reason);
 	count_usage(pdr, tot_len);
 	if (far->flags & FAR_F_OHC)
 		return tunnel_ipv4(ctx, far, pdr->qfi, STAT_DL_TX, STAT_DL_KERNEL);

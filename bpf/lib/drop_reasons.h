@@ -24,6 +24,9 @@ enum drop_reason {
 	DROP_NO_ROUTE,             /* FIB says blackhole, unreachable or prohibited */
 	DROP_HEADROOM,             /* bpf_xdp_adjust_head/tail failed: no room to encapsulate */
 	DROP_FAR_BUFFERED,         /* the matching FAR says buffer (BUFF), and nothing buffers yet */
+	DROP_QER_GATE_CLOSED,      /* a QER of the PDR closes the gate in the packet's direction */
+	DROP_QER_MBR,              /* over a QER's maximum bit rate */
+	DROP_POLICER,              /* the policer's contract for the packet's class: DROP, or over its rate */
 	DROP_MAX,
 };
 

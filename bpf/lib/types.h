@@ -23,6 +23,9 @@ struct rule_ref {
 	__u32 ruleset;
 };
 
+/* How many MBR meters one PDR applies (one per QER with an MBR in its direction). */
+#define PDR_MAX_METERS 4
+
 /* A Packet Detection Rule slot. */
 struct pdr {
 	__u32 far;     /* FAR slot */
@@ -32,7 +35,13 @@ struct pdr {
 	/* Uplink: the QFI a packet must carry (0 = any). Downlink: the QFI written into the PDU
 	 * Session Container (0 = send no container). */
 	__u8 qfi;
-	__u8 pad[3];
+	/* QERs (qos.h): a closed gate in this PDR's direction drops every packet; otherwise the
+	 * packet must conform to each of the first nmeters meters (the MBRs of the PDR's QERs in
+	 * its direction, e.g. the session AMBR and the flow MBR). */
+	__u8 gate_closed;
+	__u8 nmeters;
+	__u8 pad;
+	__u32 meters[PDR_MAX_METERS];
 };
 
 enum far_action {

@@ -11,6 +11,8 @@
 #include "rules.h"
 #include "classify.h"
 #include "classifier.h"
+#include "policer.h"
+#include "qos.h"
 #include "route.h"
 #include "stats.h"
 
@@ -77,9 +79,15 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 		cls_pkt_fill(&cp, eth, inner, inner->ihl * 4, data_end, CLS_DIR_UPLINK);
 		meta.class_id = classify_traffic(&cp);
 		count_class(meta.class_id, inner_len);
+		reason = police(meta.class_id, inner_len);
+		if (reason)
+			return drop(reason);
 	}
 	far = far_of(pdr);
 	reason = far_drop_reason(far);
+	if (reason)
+		return drop(reason);
+	reason = qos_check(pdr, inner_len);
 	if (reason)
 		return drop(reason);
 	count_usage(pdr, inner_len);

@@ -69,6 +69,19 @@ const (
 	MaxPFCPHeartbeatInterval     = 10 * time.Minute
 	DefaultPFCPHeartbeatRetries  = 3
 
+	// qos_algorithm values.
+	AlgoTokenBucket   = "token_bucket"
+	AlgoSlidingWindow = "sliding_window"
+	AlgoFixedWindow   = "fixed_window"
+	// qos_clock values.
+	ClockKtime  = "ktime"
+	ClockCoarse = "coarse"
+	ClockUser   = "user"
+	// DefaultQoSMBRBurst and its range.
+	DefaultQoSMBRBurst = 20 * time.Millisecond
+	MinQoSMBRBurst     = time.Millisecond
+	MaxQoSMBRBurst     = 10 * time.Second
+
 	// pfcp_lost_peer_sessions values.
 	LostPeerKeep   = "keep"
 	LostPeerDelete = "delete"
@@ -147,6 +160,14 @@ type Config struct {
 	// NetworkInstances maps each network instance an SMF may name (in a PDI or forwarding
 	// parameters) to the interface it is reached through; empty accepts any name.
 	NetworkInstances map[string]string `yaml:"network_instances"`
+	// QoSAlgorithm is the rate-limiting algorithm of QER MBRs and policer contracts:
+	// AlgoTokenBucket (the default), AlgoSlidingWindow or AlgoFixedWindow.
+	QoSAlgorithm string `yaml:"qos_algorithm"`
+	// QoSClock is the meters' time source: ClockKtime (the default), ClockCoarse or ClockUser.
+	QoSClock string `yaml:"qos_clock"`
+	// QoSMBRBurst is how long a QER's MBR may be exceeded in a burst: the meter's burst is
+	// MBR × QoSMBRBurst (at least 3000 bytes).
+	QoSMBRBurst time.Duration `yaml:"qos_mbr_burst"`
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string `yaml:"log_level"`
 	Limits   Limits `yaml:"limits"`
@@ -202,6 +223,9 @@ func Default() *Config {
 		PFCPHeartbeatInterval: DefaultPFCPHeartbeatInterval,
 		PFCPHeartbeatRetries:  DefaultPFCPHeartbeatRetries,
 		PFCPLostPeerSessions:  LostPeerKeep,
+		QoSAlgorithm:          AlgoTokenBucket,
+		QoSClock:              ClockKtime,
+		QoSMBRBurst:           DefaultQoSMBRBurst,
 		LogLevel:              DefaultLogLevel,
 		Limits:                Limits{MaxSessions: DefaultMaxSessions, MaxRuleSets: DefaultMaxRuleSets, MaxSDFEntries: DefaultMaxSDFEntries},
 	}
@@ -262,6 +286,9 @@ type rawConfig struct {
 	PFCPLost      string            `yaml:"pfcp_lost_peer_sessions"`
 	UEPools       []string          `yaml:"ue_pools"`
 	Instances     map[string]string `yaml:"network_instances"`
+	QoSAlgorithm  string            `yaml:"qos_algorithm"`
+	QoSClock      string            `yaml:"qos_clock"`
+	QoSMBRBurst   string            `yaml:"qos_mbr_burst"`
 	LogLevel      string            `yaml:"log_level"`
 	Limits        rawLimits         `yaml:"limits"`
 	Sessions      []rawSession      `yaml:"sessions"`
@@ -309,6 +336,9 @@ func parse(data []byte) (*Config, []error) {
 		// A null or absent pfcp_heartbeat_interval keeps this default.
 		PFCPInterval: def.PFCPHeartbeatInterval.String(),
 		PFCPLost:     def.PFCPLostPeerSessions,
+		QoSAlgorithm: def.QoSAlgorithm,
+		QoSClock:     def.QoSClock,
+		QoSMBRBurst:  def.QoSMBRBurst.String(),
 		LogLevel:     def.LogLevel,
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -322,6 +352,7 @@ func parse(data []byte) (*Config, []error) {
 	v.gtpuAddresses(raw.GTPUAddresses)
 	v.settings(&raw)
 	v.pfcp(&raw)
+	v.qos(&raw)
 	v.sessions(raw.Sessions)
 	if len(v.errs) > 0 {
 		return nil, v.errs
@@ -782,6 +813,31 @@ func parseSMFPeer(s string) (netip.AddrPort, error) {
 
 // parsePeerPrefix parses a pfcp_allowed_peers entry: an IPv4 prefix without host bits, or
 // an IPv4 address, which is a /32.
+// qos checks the meters' settings: qos_algorithm, qos_clock, qos_mbr_burst.
+func (v *validator) qos(raw *rawConfig) {
+	switch raw.QoSAlgorithm {
+	case AlgoTokenBucket, AlgoSlidingWindow, AlgoFixedWindow:
+		v.cfg.QoSAlgorithm = raw.QoSAlgorithm
+	default:
+		v.addf("qos_algorithm: %q is not an algorithm; use %s (the default), %s or %s",
+			raw.QoSAlgorithm, AlgoTokenBucket, AlgoSlidingWindow, AlgoFixedWindow)
+	}
+	switch raw.QoSClock {
+	case ClockKtime, ClockCoarse, ClockUser:
+		v.cfg.QoSClock = raw.QoSClock
+	default:
+		v.addf("qos_clock: %q is not a clock; use %s (the default), %s or %s", raw.QoSClock, ClockKtime, ClockCoarse, ClockUser)
+	}
+	const burstRange = `use a duration from 1ms to 10s, e.g. "20ms"`
+	if d, err := time.ParseDuration(raw.QoSMBRBurst); err != nil {
+		v.addf("qos_mbr_burst: %q is not a duration (a number with a unit: ms, s); %s", raw.QoSMBRBurst, burstRange)
+	} else if d < MinQoSMBRBurst || d > MaxQoSMBRBurst {
+		v.addf("qos_mbr_burst: %s is out of range; %s", raw.QoSMBRBurst, burstRange)
+	} else {
+		v.cfg.QoSMBRBurst = d
+	}
+}
+
 func (v *validator) uePools(raws []string) {
 	const want = `an IPv4 network such as "10.45.0.0/16"`
 	for i, r := range raws {

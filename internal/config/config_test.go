@@ -44,6 +44,9 @@ func TestLoadExample(t *testing.T) {
 		PFCPHeartbeatInterval: 10 * time.Second,
 		PFCPHeartbeatRetries:  3,
 		PFCPLostPeerSessions:  "keep",
+		QoSAlgorithm:          "token_bucket",
+		QoSClock:              "ktime",
+		QoSMBRBurst:           20 * time.Millisecond,
 		UEPools:               []netip.Prefix{netip.MustParsePrefix("10.45.0.0/16")},
 		NetworkInstances:      map[string]string{"internet": "eth2"},
 		LogLevel:              "info",
@@ -92,6 +95,7 @@ func TestExampleShowsDefaults(t *testing.T) {
 		HTTPListen: cfg.HTTPListen, PFCPListen: cfg.PFCPListen,
 		PFCPAllowedPeers: cfg.PFCPAllowedPeers, PFCPHeartbeatInterval: cfg.PFCPHeartbeatInterval,
 		PFCPHeartbeatRetries: cfg.PFCPHeartbeatRetries, PFCPLostPeerSessions: cfg.PFCPLostPeerSessions,
+		QoSAlgorithm: cfg.QoSAlgorithm, QoSClock: cfg.QoSClock, QoSMBRBurst: cfg.QoSMBRBurst,
 		LogLevel: cfg.LogLevel, Limits: cfg.Limits}
 	if !reflect.DeepEqual(&got, def) {
 		t.Errorf("example settings %+v differ from Default() %+v", got, *def)
@@ -357,6 +361,10 @@ func TestParseErrors(t *testing.T) {
 		{name: "pfcp_heartbeat_retries 0", yaml: minimal + "pfcp_heartbeat_retries: 0\n", want: []string{"config: pfcp_heartbeat_retries: 0 is out of range; use 1 to 100 (unanswered heartbeats in a row that declare an SMF lost)"}},
 		{name: "pfcp_heartbeat_retries too many", yaml: minimal + "pfcp_heartbeat_retries: 101\n", want: []string{"pfcp_heartbeat_retries: 101 is out of range; use 1 to 100"}},
 		{name: "pfcp_heartbeat_retries text", yaml: minimal + "pfcp_heartbeat_retries: three\n", want: []string{`pfcp_heartbeat_retries: "three" is not an integer; use 1 to 100`}},
+		{name: "qos_algorithm unknown", yaml: minimal + "qos_algorithm: leaky_bucket\n", want: []string{`config: qos_algorithm: "leaky_bucket" is not an algorithm; use token_bucket (the default), sliding_window or fixed_window`}},
+		{name: "qos_clock unknown", yaml: minimal + "qos_clock: tsc\n", want: []string{`config: qos_clock: "tsc" is not a clock; use ktime (the default), coarse or user`}},
+		{name: "qos_mbr_burst no unit", yaml: minimal + "qos_mbr_burst: 20\n", want: []string{`qos_mbr_burst: "20" is not a duration`}},
+		{name: "qos_mbr_burst too short", yaml: minimal + "qos_mbr_burst: 100us\n", want: []string{`qos_mbr_burst: 100us is out of range; use a duration from 1ms to 10s`}},
 		{name: "pfcp_lost_peer_sessions unknown", yaml: minimal + "pfcp_lost_peer_sessions: drop\n", want: []string{`config: pfcp_lost_peer_sessions: "drop" is not a policy; use "keep" (lost SMFs' sessions keep forwarding) or "delete"`}},
 		{name: "ue_pools not a network", yaml: minimal + "ue_pools: [10.45.0.1]\n", want: []string{`config: ue_pools[0]: "10.45.0.1" is not an IPv4 network; give an IPv4 network such as "10.45.0.0/16"`}},
 		{name: "ue_pools IPv6", yaml: minimal + "ue_pools: [\"2001:db8::/64\"]\n", want: []string{`ue_pools[0]: "2001:db8::/64" is not an IPv4 network`}},

@@ -32,6 +32,8 @@ type Daemon struct {
 	attached []api.Interface
 	// pfcpNode answers the SMFs on pfcp_listen; Run serves it.
 	pfcpNode *pfcp.Node
+	// stopClock stops advancing the meters' user clock (qos_clock: user).
+	stopClock func()
 
 	// The traffic classifier, configured through the API. classMu makes the Backend's class
 	// methods atomic: a duplicate id is found before the Manager sees it, and a listing
@@ -56,16 +58,25 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 		MaxRuleSets:   cfg.Limits.MaxRuleSets,
 		MaxSDFEntries: cfg.Limits.MaxSDFEntries,
 		GTPUAddrs:     cfg.GTPUAddresses,
+		MeterAlgo:     meterAlgos[cfg.QoSAlgorithm],
+		Clock:         meterClocks[cfg.QoSClock],
+		MBRBurst:      cfg.QoSMBRBurst,
 		Logger:        log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	d = &Daemon{cfg: cfg, log: log, version: version, started: time.Now(), dp: dp, pfcpNode: newPFCPNode(cfg, dp, log)}
+	d = &Daemon{cfg: cfg, log: log, version: version, started: time.Now(), dp: dp, pfcpNode: newPFCPNode(cfg, dp, log),
+		stopClock: func() {}}
+	if cfg.QoSClock == config.ClockUser {
+		ctx, cancel := context.WithCancel(context.Background())
+		go dp.RunClock(ctx, datapath.UserClockPeriod)
+		d.stopClock = cancel
+	}
 	d.initClassifier(dp)
 	defer func() {
 		if err != nil {
-			d.dp.Close(true)
+			d.Close()
 		}
 	}()
 
@@ -204,8 +215,17 @@ func listenPFCP(addr string) (*net.UDPConn, error) {
 
 // Close detaches the datapath and removes its pins.
 func (d *Daemon) Close() error {
+	d.stopClock()
 	return d.dp.Close(true)
 }
+
+// The configuration's names of the meters' algorithms and clocks.
+var (
+	meterAlgos = map[string]datapath.MeterAlgo{config.AlgoTokenBucket: datapath.TokenBucket,
+		config.AlgoSlidingWindow: datapath.SlidingWindow, config.AlgoFixedWindow: datapath.FixedWindow}
+	meterClocks = map[string]datapath.Clock{config.ClockKtime: datapath.ClockKtime,
+		config.ClockCoarse: datapath.ClockCoarse, config.ClockUser: datapath.ClockUser}
+)
 
 // checkForwarding fails when name does not exist or IPv4 forwarding is off on it: bpf_fib_lookup then refuses to
 // route for packets arriving there, and nothing would be forwarded.

@@ -31,7 +31,14 @@ type Options struct {
 	MaxRuleSets int
 	// MaxSDFEntries sizes each classification table; default DefaultMaxSDFEntries.
 	MaxSDFEntries int
-	Logger        *slog.Logger
+	// MeterAlgo and Clock are the rate-limiting algorithm and time source of QER MBRs and
+	// policer contracts; default TokenBucket and ClockKtime.
+	MeterAlgo MeterAlgo
+	Clock     Clock
+	// MBRBurst is how long a QER's MBR may be exceeded in a burst (the meter's burst is MBR ×
+	// MBRBurst, at least MinMBRBurst bytes); default DefaultMBRBurst.
+	MBRBurst time.Duration
+	Logger   *slog.Logger
 }
 
 // Defaults of the classification limits.
@@ -57,8 +64,9 @@ type Controller interface {
 // A session averages at most pdrsPerSession PDRs and teidsPerSession local F-TEIDs: what
 // Open5GS sends (an uplink, a downlink and two CP-function PDRs, on two TEIDs).
 const (
-	pdrsPerSession  = 4
-	teidsPerSession = 2
+	pdrsPerSession   = 4
+	teidsPerSession  = 2
+	metersPerSession = 4 // e.g. the AMBR and one flow's MBR, both ways
 )
 
 // spareRuleSlots are PDR/FAR slots beyond pdrsPerSession per session, and spareRuleSets rule set ids
@@ -86,17 +94,19 @@ type Datapath struct {
 	// prog is what the loaded program is specialised to.
 	prog progConfig
 
-	mu       sync.Mutex
-	owners   map[uint64][]*installedSet // by static session id or PFCP SEID
-	keys     map[rules.Key]uint64       // TEIDs and UE addresses in use -> owner
-	static   map[uint64]session.Session // the static sessions among the owners
-	rules    *slots                     // PDR and FAR slots (one FAR per PDR)
-	counters *slots                     // usage counter slots
-	rulesets *slots                     // classification rule set ids, less one
-	retired  []retiredTables            // classification tables waiting out their grace
-	classIDs map[uint32]bool            // classes with counters in xupf_cls_stats
-	clsBufs  [2]clsBuffer
-	links    map[string]*attachment
+	mu         sync.Mutex
+	owners     map[uint64][]*installedSet         // by static session id or PFCP SEID
+	keys       map[rules.Key]uint64               // TEIDs and UE addresses in use -> owner
+	static     map[uint64]session.Session         // the static sessions among the owners
+	meters     map[uint64]map[meterKey]ownedMeter // each owner's QER meters
+	rules      *slots                             // PDR and FAR slots (one FAR per PDR)
+	counters   *slots                             // usage counter slots
+	meterSlots *slots                             // QER meter slots
+	rulesets   *slots                             // classification rule set ids, less one
+	retired    []retiredTables                    // classification tables waiting out their grace
+	classIDs   map[uint32]bool                    // classes with counters in xupf_cls_stats
+	clsBufs    [2]clsBuffer
+	links      map[string]*attachment
 }
 
 var _ Controller = (*Datapath)(nil)
@@ -111,6 +121,9 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	if opts.MaxSDFEntries == 0 {
 		opts.MaxSDFEntries = DefaultMaxSDFEntries
+	}
+	if opts.MBRBurst == 0 {
+		opts.MBRBurst = DefaultMBRBurst
 	}
 	if opts.MaxSessions <= 0 {
 		return nil, fmt.Errorf("load datapath: max sessions must be positive, got %d", opts.MaxSessions)
@@ -128,6 +141,13 @@ func Load(opts Options) (*Datapath, error) {
 	for _, m := range []string{xupfMapXupfPdrs, xupfMapXupfFars, xupfMapXupfUsage} {
 		spec.Maps[m].MaxEntries = nrules
 	}
+	nmeters := uint32(metersPerSession*opts.MaxSessions + spareRuleSlots)
+	spec.Maps[xupfMapXupfMeters].MaxEntries = nmeters
+	for name, v := range map[string]uint32{xupfVarCfgMeterAlgo: uint32(opts.MeterAlgo), xupfVarCfgClock: uint32(opts.Clock)} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("load datapath: set %s: %w", name, err)
+		}
+	}
 	spec.Maps[xupfMapXupfRulesets].MaxEntries = uint32(opts.MaxRuleSets + spareRuleSets + 1) // id 0: none
 	spec.Maps[xupfMapXupfSdfExact].MaxEntries = uint32(opts.MaxSDFEntries)
 	spec.Maps[xupfMapXupfSdfLpm].MaxEntries = uint32(opts.MaxSDFEntries)
@@ -140,18 +160,20 @@ func Load(opts Options) (*Datapath, error) {
 	}
 
 	d := &Datapath{
-		opts:     opts,
-		log:      opts.Logger,
-		spec:     spec,
-		names:    nm,
-		owners:   map[uint64][]*installedSet{},
-		keys:     map[rules.Key]uint64{},
-		static:   map[uint64]session.Session{},
-		rules:    newSlots(nrules),
-		counters: newSlots(nrules),
-		rulesets: newSlots(uint32(opts.MaxRuleSets + spareRuleSets)),
-		classIDs: map[uint32]bool{},
-		links:    map[string]*attachment{},
+		opts:       opts,
+		log:        opts.Logger,
+		spec:       spec,
+		names:      nm,
+		owners:     map[uint64][]*installedSet{},
+		keys:       map[rules.Key]uint64{},
+		static:     map[uint64]session.Session{},
+		meters:     map[uint64]map[meterKey]ownedMeter{},
+		meterSlots: newSlots(nmeters),
+		rules:      newSlots(nrules),
+		counters:   newSlots(nrules),
+		rulesets:   newSlots(uint32(opts.MaxRuleSets + spareRuleSets)),
+		classIDs:   map[uint32]bool{},
+		links:      map[string]*attachment{},
 	}
 	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{
 		Maps: ebpf.MapOptions{PinPath: opts.PinPath},
@@ -164,9 +186,11 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, err
 	}
 	// Classification tables of an earlier run name rule set ids and classifier buffers this
-	// run will hand out again: stale entries would then match beside the new ones.
+	// run will hand out again: stale entries would then match beside the new ones. Policer
+	// contracts live in the daemon's memory only: an earlier run's must not police this one's
+	// classes.
 	for _, m := range []*ebpf.Map{d.objs.XupfSdfExact, d.objs.XupfSdfLpm, d.objs.XupfClsExact,
-		d.objs.XupfClsLpm, d.objs.XupfClsStats} {
+		d.objs.XupfClsLpm, d.objs.XupfClsStats, d.objs.XupfContracts, d.objs.XupfPoliceStats} {
 		if err := clearMap(m); err != nil {
 			d.objs.Close()
 			return nil, fmt.Errorf("clear %s left by an earlier run: %w", m, err)

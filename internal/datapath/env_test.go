@@ -56,6 +56,12 @@ func requireRoot(t testing.TB) {
 
 func newTestEnv(t testing.TB, maxSessions int) *testEnv {
 	t.Helper()
+	return newTestEnvOpts(t, Options{MaxSessions: maxSessions})
+}
+
+// newTestEnvOpts is newTestEnv with opts (its PinPath and GTPUAddrs are set here).
+func newTestEnvOpts(t testing.TB, opts Options) *testEnv {
+	t.Helper()
 	requireRoot(t)
 	e := &testEnv{}
 	runtime.LockOSThread()
@@ -73,11 +79,9 @@ func newTestEnv(t testing.TB, maxSessions int) *testEnv {
 	t.Cleanup(func() { e.ns.Close() })
 	setupErr := e.setupNetwork()
 	if setupErr == nil {
-		e.dp, setupErr = Load(Options{
-			PinPath:     fmt.Sprintf("/sys/fs/bpf/xupf-test-%d-%d", os.Getpid(), envSeq),
-			MaxSessions: maxSessions,
-			GTPUAddrs:   []netip.Addr{addrN3},
-		})
+		opts.PinPath = fmt.Sprintf("/sys/fs/bpf/xupf-test-%d-%d", os.Getpid(), envSeq)
+		opts.GTPUAddrs = []netip.Addr{addrN3}
+		e.dp, setupErr = Load(opts)
 	}
 	if setupErr == nil {
 		t.Cleanup(func() {

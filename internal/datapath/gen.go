@@ -2,4 +2,4 @@ package datapath
 
 // The BPF object is generated from bpf/ and committed, so `go build` needs no clang. `make
 // generate` reruns this; `make check-generate` fails when the committed output is stale.
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -type ul_key -type dl_key -type rule_ref -type pdr -type far -type counters -type far_action -type far_flag -type drop_reason -type stat -type sdf_field -type ruleset -type sdf_exact_key -type sdf_lpm_key -type cls_field -type cls_vec -type cls_exact_key -type cls_lpm_key xupf ../../bpf/xupf.bpf.c -- -I../../bpf/include
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel -type ul_key -type dl_key -type rule_ref -type pdr -type far -type counters -type far_action -type far_flag -type drop_reason -type stat -type sdf_field -type ruleset -type sdf_exact_key -type sdf_lpm_key -type cls_field -type cls_vec -type cls_exact_key -type cls_lpm_key -type meter -type meter_algo -type meter_clock -type police_action -type police_counters xupf ../../bpf/xupf.bpf.c -- -I../../bpf/include

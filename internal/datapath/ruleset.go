@@ -58,8 +58,9 @@ func countersOf(sets []*installedSet, uplink bool) map[uint32]uint32 {
 }
 
 // writeSet writes rs's FARs, PDRs and classification tables without publishing them. The
-// PDRs whose ids are in prev (counter slots of the rules being replaced) keep those counters.
-func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32) (_ *installedSet, err error) {
+// PDRs whose ids are in prev (counter slots of the rules being replaced) keep those counters;
+// meters are the owner's QER meters (assignMeters).
+func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32, meters map[meterKey]ownedMeter) (_ *installedSet, err error) {
 	set := &installedSet{rs: rs, counters: map[uint32]uint32{}}
 	keep := map[uint32]bool{}
 	for _, c := range prev {
@@ -93,7 +94,11 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32) (_ *instal
 		if err := d.objs.XupfFars.Put(slot, far); err != nil {
 			return nil, fmt.Errorf("write FAR: %w", err)
 		}
-		if err := d.objs.XupfPdrs.Put(slot, xupfPdr{Far: slot, Counter: counter, Qfi: p.QFI}); err != nil {
+		entry := xupfPdr{Far: slot, Counter: counter, Qfi: p.QFI}
+		if err := pdrQoS(&entry, p, rs.Uplink, meters); err != nil {
+			return nil, fmt.Errorf("PDR %d: %w", p.ID, err)
+		}
+		if err := d.objs.XupfPdrs.Put(slot, entry); err != nil {
 			return nil, fmt.Errorf("write PDR: %w", err)
 		}
 	}

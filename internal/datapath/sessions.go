@@ -55,15 +55,20 @@ func (d *Datapath) install(owner uint64, sets []rules.RuleSet) error {
 			return fmt.Errorf("session %d: %s is used by session %d", owner, rs.Key(), o)
 		}
 	}
+	meters, newMeters, err := d.assignMeters(owner, sets)
+	if err != nil {
+		return fmt.Errorf("session %d: %w", owner, err)
+	}
 	var written []*installedSet
 	undo := func() {
 		keep := counterSlots(prev)
 		for _, set := range written {
 			d.releaseSet(set, keep)
 		}
+		d.releaseMeters(newMeters)
 	}
 	for _, rs := range sets {
-		set, err := d.writeSet(rs, countersOf(prev, rs.Uplink))
+		set, err := d.writeSet(rs, countersOf(prev, rs.Uplink), meters)
 		if err != nil {
 			undo()
 			return fmt.Errorf("session %d: %s: %w", owner, rs.Key(), err)
@@ -91,7 +96,26 @@ func (d *Datapath) install(owner uint64, sets []rules.RuleSet) error {
 		d.keys[set.rs.LookupKey()] = owner
 	}
 	d.owners[owner] = written
+	d.replaceMeters(owner, meters)
 	return nil
+}
+
+// replaceMeters records an owner's meters and frees the slots of those it no longer uses.
+func (d *Datapath) replaceMeters(owner uint64, meters map[meterKey]ownedMeter) {
+	inUse := map[uint32]bool{}
+	for _, m := range meters {
+		inUse[m.slot] = true
+	}
+	for _, m := range d.meters[owner] {
+		if !inUse[m.slot] {
+			d.meterSlots.release(m.slot)
+		}
+	}
+	if len(meters) == 0 {
+		delete(d.meters, owner)
+		return
+	}
+	d.meters[owner] = meters
 }
 
 // sameKey returns the set of sets with rs's key, or nil.
@@ -138,6 +162,7 @@ func (d *Datapath) uninstall(owner uint64) ([]rules.Usage, error) {
 		delete(d.keys, set.rs.LookupKey())
 	}
 	delete(d.owners, owner)
+	d.replaceMeters(owner, nil)
 	return usage, err
 }
 

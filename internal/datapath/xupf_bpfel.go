@@ -81,7 +81,10 @@ const (
 	xupfDropReasonDROP_NO_ROUTE               xupfDropReason = 16
 	xupfDropReasonDROP_HEADROOM               xupfDropReason = 17
 	xupfDropReasonDROP_FAR_BUFFERED           xupfDropReason = 18
-	xupfDropReasonDROP_MAX                    xupfDropReason = 19
+	xupfDropReasonDROP_QER_GATE_CLOSED        xupfDropReason = 19
+	xupfDropReasonDROP_QER_MBR                xupfDropReason = 20
+	xupfDropReasonDROP_POLICER                xupfDropReason = 21
+	xupfDropReasonDROP_MAX                    xupfDropReason = 22
 )
 
 type xupfFar struct {
@@ -110,12 +113,66 @@ const (
 	xupfFarFlagFAR_F_TLM xupfFarFlag = 2
 )
 
+type xupfMeter struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Action uint32
+	Rate   uint64
+	Burst  uint64
+	Tokens int64
+	Last   uint64
+	Base   uint64
+	Start  int64
+	Window uint64
+	Wstart uint64
+	Wlen   uint64
+	Count  int64
+}
+
+type xupfMeterAlgo uint32
+
+const (
+	xupfMeterAlgoMETER_TOKEN_BUCKET   xupfMeterAlgo = 0
+	xupfMeterAlgoMETER_SLIDING_WINDOW xupfMeterAlgo = 1
+	xupfMeterAlgoMETER_FIXED_WINDOW   xupfMeterAlgo = 2
+)
+
+type xupfMeterClock uint32
+
+const (
+	xupfMeterClockCLOCK_KTIME  xupfMeterClock = 0
+	xupfMeterClockCLOCK_COARSE xupfMeterClock = 1
+	xupfMeterClockCLOCK_USER   xupfMeterClock = 2
+)
+
 type xupfPdr struct {
-	_       structs.HostLayout
-	Far     uint32
-	Counter uint32
-	Qfi     uint8
-	Pad     [3]uint8
+	_          structs.HostLayout
+	Far        uint32
+	Counter    uint32
+	Qfi        uint8
+	GateClosed uint8
+	Nmeters    uint8
+	Pad        uint8
+	Meters     [4]uint32
+}
+
+type xupfPoliceAction uint32
+
+const (
+	xupfPoliceActionPOLICE_PASS  xupfPoliceAction = 0
+	xupfPoliceActionPOLICE_DROP  xupfPoliceAction = 1
+	xupfPoliceActionPOLICE_LIMIT xupfPoliceAction = 2
+)
+
+type xupfPoliceCounters struct {
+	_              structs.HostLayout
+	PassedPackets  uint64
+	PassedBytes    uint64
+	DroppedPackets uint64
+	DroppedBytes   uint64
 }
 
 type xupfRuleRef struct {
@@ -189,35 +246,44 @@ type xupfUlKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xupfMapXupfClsExact   = "xupf_cls_exact"
-	xupfMapXupfClsIds     = "xupf_cls_ids"
-	xupfMapXupfClsLpm     = "xupf_cls_lpm"
-	xupfMapXupfClsScratch = "xupf_cls_scratch"
-	xupfMapXupfClsStats   = "xupf_cls_stats"
-	xupfMapXupfClsVecs    = "xupf_cls_vecs"
-	xupfMapXupfDlRules    = "xupf_dl_rules"
-	xupfMapXupfDrops      = "xupf_drops"
-	xupfMapXupfFars       = "xupf_fars"
-	xupfMapXupfGtpuAddrs  = "xupf_gtpu_addrs"
-	xupfMapXupfPdrs       = "xupf_pdrs"
-	xupfMapXupfRulesets   = "xupf_rulesets"
-	xupfMapXupfSdfExact   = "xupf_sdf_exact"
-	xupfMapXupfSdfLpm     = "xupf_sdf_lpm"
-	xupfMapXupfStats      = "xupf_stats"
-	xupfMapXupfTxPorts    = "xupf_tx_ports"
-	xupfMapXupfUlRules    = "xupf_ul_rules"
-	xupfMapXupfUsage      = "xupf_usage"
-	xupfProgXupfXdp       = "xupf_xdp"
-	xupfVarBtfClsField    = "btf_cls_field"
-	xupfVarBtfDropReason  = "btf_drop_reason"
-	xupfVarBtfFarAction   = "btf_far_action"
-	xupfVarBtfFarFlag     = "btf_far_flag"
-	xupfVarBtfSdfField    = "btf_sdf_field"
-	xupfVarBtfStat        = "btf_stat"
-	xupfVarCfgClsBuf      = "cfg_cls_buf"
-	xupfVarCfgClsFields   = "cfg_cls_fields"
-	xupfVarCfgClsWords    = "cfg_cls_words"
-	xupfVarCfgSdfFields   = "cfg_sdf_fields"
+	xupfMapXupfClock       = "xupf_clock"
+	xupfMapXupfClsExact    = "xupf_cls_exact"
+	xupfMapXupfClsIds      = "xupf_cls_ids"
+	xupfMapXupfClsLpm      = "xupf_cls_lpm"
+	xupfMapXupfClsScratch  = "xupf_cls_scratch"
+	xupfMapXupfClsStats    = "xupf_cls_stats"
+	xupfMapXupfClsVecs     = "xupf_cls_vecs"
+	xupfMapXupfContracts   = "xupf_contracts"
+	xupfMapXupfDlRules     = "xupf_dl_rules"
+	xupfMapXupfDrops       = "xupf_drops"
+	xupfMapXupfFars        = "xupf_fars"
+	xupfMapXupfGtpuAddrs   = "xupf_gtpu_addrs"
+	xupfMapXupfMeters      = "xupf_meters"
+	xupfMapXupfPdrs        = "xupf_pdrs"
+	xupfMapXupfPoliceStats = "xupf_police_stats"
+	xupfMapXupfRulesets    = "xupf_rulesets"
+	xupfMapXupfSdfExact    = "xupf_sdf_exact"
+	xupfMapXupfSdfLpm      = "xupf_sdf_lpm"
+	xupfMapXupfStats       = "xupf_stats"
+	xupfMapXupfTxPorts     = "xupf_tx_ports"
+	xupfMapXupfUlRules     = "xupf_ul_rules"
+	xupfMapXupfUsage       = "xupf_usage"
+	xupfProgXupfXdp        = "xupf_xdp"
+	xupfVarBtfClsField     = "btf_cls_field"
+	xupfVarBtfDropReason   = "btf_drop_reason"
+	xupfVarBtfFarAction    = "btf_far_action"
+	xupfVarBtfFarFlag      = "btf_far_flag"
+	xupfVarBtfMeterAlgo    = "btf_meter_algo"
+	xupfVarBtfMeterClock   = "btf_meter_clock"
+	xupfVarBtfPoliceAction = "btf_police_action"
+	xupfVarBtfSdfField     = "btf_sdf_field"
+	xupfVarBtfStat         = "btf_stat"
+	xupfVarCfgClock        = "cfg_clock"
+	xupfVarCfgClsBuf       = "cfg_cls_buf"
+	xupfVarCfgClsFields    = "cfg_cls_fields"
+	xupfVarCfgClsWords     = "cfg_cls_words"
+	xupfVarCfgMeterAlgo    = "cfg_meter_algo"
+	xupfVarCfgSdfFields    = "cfg_sdf_fields"
 )
 
 // loadXupf returns the embedded CollectionSpec for xupf.
@@ -269,40 +335,49 @@ type xupfProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfMapSpecs struct {
-	XupfClsExact   *ebpf.MapSpec `ebpf:"xupf_cls_exact"`
-	XupfClsIds     *ebpf.MapSpec `ebpf:"xupf_cls_ids"`
-	XupfClsLpm     *ebpf.MapSpec `ebpf:"xupf_cls_lpm"`
-	XupfClsScratch *ebpf.MapSpec `ebpf:"xupf_cls_scratch"`
-	XupfClsStats   *ebpf.MapSpec `ebpf:"xupf_cls_stats"`
-	XupfClsVecs    *ebpf.MapSpec `ebpf:"xupf_cls_vecs"`
-	XupfDlRules    *ebpf.MapSpec `ebpf:"xupf_dl_rules"`
-	XupfDrops      *ebpf.MapSpec `ebpf:"xupf_drops"`
-	XupfFars       *ebpf.MapSpec `ebpf:"xupf_fars"`
-	XupfGtpuAddrs  *ebpf.MapSpec `ebpf:"xupf_gtpu_addrs"`
-	XupfPdrs       *ebpf.MapSpec `ebpf:"xupf_pdrs"`
-	XupfRulesets   *ebpf.MapSpec `ebpf:"xupf_rulesets"`
-	XupfSdfExact   *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
-	XupfSdfLpm     *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
-	XupfStats      *ebpf.MapSpec `ebpf:"xupf_stats"`
-	XupfTxPorts    *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
-	XupfUlRules    *ebpf.MapSpec `ebpf:"xupf_ul_rules"`
-	XupfUsage      *ebpf.MapSpec `ebpf:"xupf_usage"`
+	XupfClock       *ebpf.MapSpec `ebpf:"xupf_clock"`
+	XupfClsExact    *ebpf.MapSpec `ebpf:"xupf_cls_exact"`
+	XupfClsIds      *ebpf.MapSpec `ebpf:"xupf_cls_ids"`
+	XupfClsLpm      *ebpf.MapSpec `ebpf:"xupf_cls_lpm"`
+	XupfClsScratch  *ebpf.MapSpec `ebpf:"xupf_cls_scratch"`
+	XupfClsStats    *ebpf.MapSpec `ebpf:"xupf_cls_stats"`
+	XupfClsVecs     *ebpf.MapSpec `ebpf:"xupf_cls_vecs"`
+	XupfContracts   *ebpf.MapSpec `ebpf:"xupf_contracts"`
+	XupfDlRules     *ebpf.MapSpec `ebpf:"xupf_dl_rules"`
+	XupfDrops       *ebpf.MapSpec `ebpf:"xupf_drops"`
+	XupfFars        *ebpf.MapSpec `ebpf:"xupf_fars"`
+	XupfGtpuAddrs   *ebpf.MapSpec `ebpf:"xupf_gtpu_addrs"`
+	XupfMeters      *ebpf.MapSpec `ebpf:"xupf_meters"`
+	XupfPdrs        *ebpf.MapSpec `ebpf:"xupf_pdrs"`
+	XupfPoliceStats *ebpf.MapSpec `ebpf:"xupf_police_stats"`
+	XupfRulesets    *ebpf.MapSpec `ebpf:"xupf_rulesets"`
+	XupfSdfExact    *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
+	XupfSdfLpm      *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
+	XupfStats       *ebpf.MapSpec `ebpf:"xupf_stats"`
+	XupfTxPorts     *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
+	XupfUlRules     *ebpf.MapSpec `ebpf:"xupf_ul_rules"`
+	XupfUsage       *ebpf.MapSpec `ebpf:"xupf_usage"`
 }
 
 // xupfVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfVariableSpecs struct {
-	BtfClsField   *ebpf.VariableSpec `ebpf:"btf_cls_field"`
-	BtfDropReason *ebpf.VariableSpec `ebpf:"btf_drop_reason"`
-	BtfFarAction  *ebpf.VariableSpec `ebpf:"btf_far_action"`
-	BtfFarFlag    *ebpf.VariableSpec `ebpf:"btf_far_flag"`
-	BtfSdfField   *ebpf.VariableSpec `ebpf:"btf_sdf_field"`
-	BtfStat       *ebpf.VariableSpec `ebpf:"btf_stat"`
-	CfgClsBuf     *ebpf.VariableSpec `ebpf:"cfg_cls_buf"`
-	CfgClsFields  *ebpf.VariableSpec `ebpf:"cfg_cls_fields"`
-	CfgClsWords   *ebpf.VariableSpec `ebpf:"cfg_cls_words"`
-	CfgSdfFields  *ebpf.VariableSpec `ebpf:"cfg_sdf_fields"`
+	BtfClsField     *ebpf.VariableSpec `ebpf:"btf_cls_field"`
+	BtfDropReason   *ebpf.VariableSpec `ebpf:"btf_drop_reason"`
+	BtfFarAction    *ebpf.VariableSpec `ebpf:"btf_far_action"`
+	BtfFarFlag      *ebpf.VariableSpec `ebpf:"btf_far_flag"`
+	BtfMeterAlgo    *ebpf.VariableSpec `ebpf:"btf_meter_algo"`
+	BtfMeterClock   *ebpf.VariableSpec `ebpf:"btf_meter_clock"`
+	BtfPoliceAction *ebpf.VariableSpec `ebpf:"btf_police_action"`
+	BtfSdfField     *ebpf.VariableSpec `ebpf:"btf_sdf_field"`
+	BtfStat         *ebpf.VariableSpec `ebpf:"btf_stat"`
+	CfgClock        *ebpf.VariableSpec `ebpf:"cfg_clock"`
+	CfgClsBuf       *ebpf.VariableSpec `ebpf:"cfg_cls_buf"`
+	CfgClsFields    *ebpf.VariableSpec `ebpf:"cfg_cls_fields"`
+	CfgClsWords     *ebpf.VariableSpec `ebpf:"cfg_cls_words"`
+	CfgMeterAlgo    *ebpf.VariableSpec `ebpf:"cfg_meter_algo"`
+	CfgSdfFields    *ebpf.VariableSpec `ebpf:"cfg_sdf_fields"`
 }
 
 // xupfObjects contains all objects after they have been loaded into the kernel.
@@ -325,39 +400,47 @@ func (o *xupfObjects) Close() error {
 //
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfMaps struct {
-	XupfClsExact   *ebpf.Map `ebpf:"xupf_cls_exact"`
-	XupfClsIds     *ebpf.Map `ebpf:"xupf_cls_ids"`
-	XupfClsLpm     *ebpf.Map `ebpf:"xupf_cls_lpm"`
-	XupfClsScratch *ebpf.Map `ebpf:"xupf_cls_scratch"`
-	XupfClsStats   *ebpf.Map `ebpf:"xupf_cls_stats"`
-	XupfClsVecs    *ebpf.Map `ebpf:"xupf_cls_vecs"`
-	XupfDlRules    *ebpf.Map `ebpf:"xupf_dl_rules"`
-	XupfDrops      *ebpf.Map `ebpf:"xupf_drops"`
-	XupfFars       *ebpf.Map `ebpf:"xupf_fars"`
-	XupfGtpuAddrs  *ebpf.Map `ebpf:"xupf_gtpu_addrs"`
-	XupfPdrs       *ebpf.Map `ebpf:"xupf_pdrs"`
-	XupfRulesets   *ebpf.Map `ebpf:"xupf_rulesets"`
-	XupfSdfExact   *ebpf.Map `ebpf:"xupf_sdf_exact"`
-	XupfSdfLpm     *ebpf.Map `ebpf:"xupf_sdf_lpm"`
-	XupfStats      *ebpf.Map `ebpf:"xupf_stats"`
-	XupfTxPorts    *ebpf.Map `ebpf:"xupf_tx_ports"`
-	XupfUlRules    *ebpf.Map `ebpf:"xupf_ul_rules"`
-	XupfUsage      *ebpf.Map `ebpf:"xupf_usage"`
+	XupfClock       *ebpf.Map `ebpf:"xupf_clock"`
+	XupfClsExact    *ebpf.Map `ebpf:"xupf_cls_exact"`
+	XupfClsIds      *ebpf.Map `ebpf:"xupf_cls_ids"`
+	XupfClsLpm      *ebpf.Map `ebpf:"xupf_cls_lpm"`
+	XupfClsScratch  *ebpf.Map `ebpf:"xupf_cls_scratch"`
+	XupfClsStats    *ebpf.Map `ebpf:"xupf_cls_stats"`
+	XupfClsVecs     *ebpf.Map `ebpf:"xupf_cls_vecs"`
+	XupfContracts   *ebpf.Map `ebpf:"xupf_contracts"`
+	XupfDlRules     *ebpf.Map `ebpf:"xupf_dl_rules"`
+	XupfDrops       *ebpf.Map `ebpf:"xupf_drops"`
+	XupfFars        *ebpf.Map `ebpf:"xupf_fars"`
+	XupfGtpuAddrs   *ebpf.Map `ebpf:"xupf_gtpu_addrs"`
+	XupfMeters      *ebpf.Map `ebpf:"xupf_meters"`
+	XupfPdrs        *ebpf.Map `ebpf:"xupf_pdrs"`
+	XupfPoliceStats *ebpf.Map `ebpf:"xupf_police_stats"`
+	XupfRulesets    *ebpf.Map `ebpf:"xupf_rulesets"`
+	XupfSdfExact    *ebpf.Map `ebpf:"xupf_sdf_exact"`
+	XupfSdfLpm      *ebpf.Map `ebpf:"xupf_sdf_lpm"`
+	XupfStats       *ebpf.Map `ebpf:"xupf_stats"`
+	XupfTxPorts     *ebpf.Map `ebpf:"xupf_tx_ports"`
+	XupfUlRules     *ebpf.Map `ebpf:"xupf_ul_rules"`
+	XupfUsage       *ebpf.Map `ebpf:"xupf_usage"`
 }
 
 func (m *xupfMaps) Close() error {
 	return _XupfClose(
+		m.XupfClock,
 		m.XupfClsExact,
 		m.XupfClsIds,
 		m.XupfClsLpm,
 		m.XupfClsScratch,
 		m.XupfClsStats,
 		m.XupfClsVecs,
+		m.XupfContracts,
 		m.XupfDlRules,
 		m.XupfDrops,
 		m.XupfFars,
 		m.XupfGtpuAddrs,
+		m.XupfMeters,
 		m.XupfPdrs,
+		m.XupfPoliceStats,
 		m.XupfRulesets,
 		m.XupfSdfExact,
 		m.XupfSdfLpm,
@@ -372,16 +455,21 @@ func (m *xupfMaps) Close() error {
 //
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfVariables struct {
-	BtfClsField   *ebpf.Variable `ebpf:"btf_cls_field"`
-	BtfDropReason *ebpf.Variable `ebpf:"btf_drop_reason"`
-	BtfFarAction  *ebpf.Variable `ebpf:"btf_far_action"`
-	BtfFarFlag    *ebpf.Variable `ebpf:"btf_far_flag"`
-	BtfSdfField   *ebpf.Variable `ebpf:"btf_sdf_field"`
-	BtfStat       *ebpf.Variable `ebpf:"btf_stat"`
-	CfgClsBuf     *ebpf.Variable `ebpf:"cfg_cls_buf"`
-	CfgClsFields  *ebpf.Variable `ebpf:"cfg_cls_fields"`
-	CfgClsWords   *ebpf.Variable `ebpf:"cfg_cls_words"`
-	CfgSdfFields  *ebpf.Variable `ebpf:"cfg_sdf_fields"`
+	BtfClsField     *ebpf.Variable `ebpf:"btf_cls_field"`
+	BtfDropReason   *ebpf.Variable `ebpf:"btf_drop_reason"`
+	BtfFarAction    *ebpf.Variable `ebpf:"btf_far_action"`
+	BtfFarFlag      *ebpf.Variable `ebpf:"btf_far_flag"`
+	BtfMeterAlgo    *ebpf.Variable `ebpf:"btf_meter_algo"`
+	BtfMeterClock   *ebpf.Variable `ebpf:"btf_meter_clock"`
+	BtfPoliceAction *ebpf.Variable `ebpf:"btf_police_action"`
+	BtfSdfField     *ebpf.Variable `ebpf:"btf_sdf_field"`
+	BtfStat         *ebpf.Variable `ebpf:"btf_stat"`
+	CfgClock        *ebpf.Variable `ebpf:"cfg_clock"`
+	CfgClsBuf       *ebpf.Variable `ebpf:"cfg_cls_buf"`
+	CfgClsFields    *ebpf.Variable `ebpf:"cfg_cls_fields"`
+	CfgClsWords     *ebpf.Variable `ebpf:"cfg_cls_words"`
+	CfgMeterAlgo    *ebpf.Variable `ebpf:"cfg_meter_algo"`
+	CfgSdfFields    *ebpf.Variable `ebpf:"cfg_sdf_fields"`
 }
 
 // xupfPrograms contains all programs after they have been loaded into the kernel.

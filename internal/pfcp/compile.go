@@ -88,7 +88,7 @@ func (n *Node) ruleSets(s *Session) []rules.RuleSet {
 			// classification step.
 			continue
 		}
-		rp := rules.PDR{ID: uint32(id), Precedence: p.Precedence, QERs: p.QERs, URRs: p.URRs,
+		rp := rules.PDR{ID: uint32(id), Precedence: p.Precedence, QERs: s.qerRules(p), URRs: p.URRs,
 			FAR: farRule(s.FARs[p.FAR], local)}
 		for _, f := range p.SDF {
 			rp.Filters = append(rp.Filters, f.Filter)
@@ -139,6 +139,20 @@ func fromUE(filters []sdf.Filter, ue netip.Addr) []sdf.Filter {
 	}
 	return out
 }
+
+// qerRules are the QERs a PDR applies, as the datapath takes them.
+func (s *Session) qerRules(p *PDR) []rules.QER {
+	var out []rules.QER
+	for _, id := range p.QERs {
+		q := s.QERs[id]
+		out = append(out, rules.QER{ID: id, ULClosed: q.GateUL == gateClosed, DLClosed: q.GateDL == gateClosed,
+			MBRUL: q.MBRUL, MBRDL: q.MBRDL})
+	}
+	return out
+}
+
+// gateClosed is the Gate Status value of a closed gate (TS 29.244 8.2.7; 0 is open).
+const gateClosed = 1
 
 // markingQFI is the QFI a downlink PDR writes into the PDU Session Container: that of the
 // first of its QERs that has one (TS 29.244 5.6.1), 0 for no container.

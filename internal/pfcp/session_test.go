@@ -234,13 +234,14 @@ func TestEstablishmentOpen5GS(t *testing.T) {
 	if len(teids) != 3 || teids[1] == 0 || teids[1] != teids[4] || teids[3] == teids[1] {
 		t.Fatalf("created TEIDs %v: want PDRs 1 and 4 sharing one, PDR 3 another", teids)
 	}
+	qer1 := []rules.QER{{ID: 1, MBRUL: 1000000, MBRDL: 2000000}}
 	// PDR 4 matches IPv6 packets only, which the datapath does not carry: it is left out, so
 	// TEID 1's one PDR needs no classification step.
 	want := []rules.RuleSet{
 		{Uplink: true, TEID: teids[1], PDRs: []rules.PDR{
-			{ID: 1, Precedence: 255, QFI: 1, QERs: []uint32{1}, URRs: []uint32{1}, FAR: rules.FAR{Action: rules.Forward}},
+			{ID: 1, Precedence: 255, QFI: 1, QERs: qer1, URRs: []uint32{1}, FAR: rules.FAR{Action: rules.Forward}},
 		}},
-		{UE: ue1, PDRs: []rules.PDR{{ID: 2, Precedence: 65535, QFI: 1, QERs: []uint32{1}, URRs: []uint32{1},
+		{UE: ue1, PDRs: []rules.PDR{{ID: 2, Precedence: 65535, QFI: 1, QERs: qer1, URRs: []uint32{1},
 			FAR: rules.FAR{Action: rules.Buffer}}}},
 		{Uplink: true, TEID: teids[3], PDRs: []rules.PDR{{ID: 3, Precedence: 1000, FAR: rules.FAR{Action: rules.Forward}}}},
 	}
@@ -284,7 +285,8 @@ func TestEstablishmentFree5GC(t *testing.T) {
 		t.Fatalf("rule sets %+v", got)
 	}
 	ul := got[0].PDRs[0]
-	if !slices.Equal(ul.QERs, []uint32{1, 2}) || !slices.Equal(ul.URRs, []uint32{1, 2}) || len(ul.Filters) != 1 ||
+	wantQERs := []rules.QER{{ID: 1, MBRUL: 5000, MBRDL: 5000}, {ID: 2, MBRUL: 1000, MBRDL: 1000}}
+	if !slices.Equal(ul.QERs, wantQERs) || !slices.Equal(ul.URRs, []uint32{1, 2}) || len(ul.Filters) != 1 ||
 		ul.Filters[0].Local != netip.PrefixFrom(ue1, 32) {
 		t.Errorf("uplink PDR %+v: want both QERs and URRs, and its filter narrowed to the UE", ul)
 	}

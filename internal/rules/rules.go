@@ -54,10 +54,23 @@ type PDR struct {
 	// Filters: the PDR matches a packet that any filter matches; no filters match all.
 	Filters []sdf.Filter
 	FAR     FAR
-	// QERs and URRs are the ids (within the session) of the QoS enforcement and usage
-	// reporting rules the PDR references, every one of which applies. The datapath keeps
-	// them with the PDR; enforcing and counting them per rule is the QoS and usage work.
-	QERs, URRs []uint32
+	// QERs are the QoS enforcement rules the PDR applies, every one of them: a packet must
+	// pass them all (e.g. the session AMBR and the flow MBR). PDRs of one owner naming the
+	// same QER id share its meters.
+	QERs []QER
+	// URRs are the ids (within the session) of the usage reporting rules the PDR counts
+	// toward. The datapath keeps them with the PDR; counting per URR is the usage work.
+	URRs []uint32
+}
+
+// QER is a QoS Enforcement Rule as the datapath applies it.
+type QER struct {
+	ID uint32
+	// ULClosed and DLClosed close the gate: every packet of the PDR in that direction drops.
+	ULClosed, DLClosed bool
+	// MBRUL and MBRDL are maximum bit rates in kbit/s as PFCP carries them (0: none), counted
+	// on the inner IP packet.
+	MBRUL, MBRDL uint64
 }
 
 // RuleSet is the PDRs of one uplink TEID or one downlink UE address.

@@ -1,0 +1,229 @@
+/* Rate meters: the arithmetic shared by QER enforcement (qos.h) and the policer (policer.h).
+ * A meter admits packets at a rate (bytes/s) with a burst (bytes), by one of three algorithms
+ * chosen at load time (cfg_meter_algo), on one of three clocks (cfg_clock).
+ *
+ * Exactness. Rates from 1 kbit/s to 100 Gbit/s (125 to 1.25e10 bytes/s) and bursts up to
+ * 9.2 GB are computed without overflow or rounding drift:
+ *  - token bucket: tokens are kept in byte-nanoseconds (bytes x 1e9), so a refill adds
+ *    elapsed_ns x rate exactly and a packet takes len x 1e9: no division on either path, and
+ *    the refill is clamped to the room left before multiplying;
+ *  - sliding window: times are kept in 1/1024 ns, so a packet's transmission time
+ *    (len x 1e9 x 1024 / rate) loses less than 1/1024 ns to truncation (0.02 % of the 5 ns a
+ *    64-byte packet takes at 100 Gbit/s); the origin moves forward now and then (rebase) so
+ *    the scaled times stay far from 2^63;
+ *  - fixed window: byte counts against a per-window budget of burst bytes over windows of
+ *    burst / rate.
+ *
+ * Concurrency. One meter may be hit from every CPU (a per-CPU meter would multiply the rate by
+ * the number of CPUs). Only what must change together is done under the meter's spin lock: the
+ * refill (time and tokens), the window realignment, the rebase. The per-packet part is one
+ * atomic add, undone when it overdraws. */
+#ifndef XUPF_METER_H
+#define XUPF_METER_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+enum meter_algo {
+	METER_TOKEN_BUCKET = 0,
+	METER_SLIDING_WINDOW = 1,
+	METER_FIXED_WINDOW = 2,
+};
+
+enum meter_clock {
+	CLOCK_KTIME = 0,   /* bpf_ktime_get_ns */
+	CLOCK_COARSE = 1,  /* bpf_ktime_get_coarse_ns: cheaper, advances once per tick */
+	CLOCK_USER = 2,    /* xupf_clock[0], written by the daemon (or a test) */
+};
+
+/* Load-time settings: the verifier drops the algorithms and clocks not chosen. */
+volatile const __u32 cfg_meter_algo = METER_TOKEN_BUCKET;
+volatile const __u32 cfg_clock = CLOCK_KTIME;
+
+#define NSEC_PER_SEC 1000000000ULL
+/* A token bucket refills at most every METER_REFILL_NS: the lock is taken once per refill,
+ * not once per packet. No token is lost: the next refill adds the whole time since the last. */
+#define METER_REFILL_NS 1000
+/* Sliding-window times are in 1/2^SW_SHIFT ns; the origin moves when it is SW_REBASE_NS old. */
+#define SW_SHIFT 10
+#define SW_REBASE_NS (1ULL << 40)
+
+/* The user clock: one u64 of nanoseconds. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_clock SEC(".maps");
+
+/* One meter. Go writes rate and burst, the derived fields and a full bucket; the datapath the
+ * rest. Every algorithm's state is here so that the algorithm is a load-time choice. */
+struct meter {
+	struct bpf_spin_lock lock;
+	__u32 action;     /* policer contracts only: enum police_action (policer.h) */
+	__u64 rate;       /* bytes per second, at least 1 */
+	__u64 burst;      /* bytes */
+	/* token bucket */
+	__s64 tokens;     /* byte-nanoseconds; at most burst x 1e9 */
+	__u64 last;       /* clock of the last refill */
+	/* sliding window (the papers' algorithm: the window's start moves by each packet's
+	 * transmission time and may lag the clock by at most the window, burst / rate) */
+	__u64 base;       /* clock origin of start */
+	__s64 start;      /* window start, (clock - base) << SW_SHIFT */
+	__u64 window;     /* burst / rate, << SW_SHIFT; Go computes it */
+	/* fixed window */
+	__u64 wstart;     /* clock at which the current window began */
+	__u64 wlen;       /* window length in ns, burst / rate; Go computes it */
+	__s64 count;      /* bytes admitted in the current window */
+};
+
+static __always_inline __u64 meter_now(void)
+{
+	if (cfg_clock == CLOCK_USER) {
+		__u32 key = 0;
+		__u64 *t = bpf_map_lookup_elem(&xupf_clock, &key);
+
+		return t ? *t : 0;
+	}
+	if (cfg_clock == CLOCK_COARSE)
+		return bpf_ktime_get_coarse_ns();
+	return bpf_ktime_get_ns();
+}
+
+/* tb_refill adds the tokens earned since the last refill, capped at the burst. A clock that
+ * went backwards restarts the count from now. */
+static __always_inline void tb_refill(struct meter *m, __u64 now)
+{
+	__s64 cap, room;
+	__u64 add, elapsed;
+
+	bpf_spin_lock(&m->lock);
+	if (now < m->last) {
+		m->last = now;
+	} else if (now - m->last >= METER_REFILL_NS) {
+		elapsed = now - m->last;
+		m->last = now;
+		cap = (__s64)(m->burst * NSEC_PER_SEC);
+		room = cap - m->tokens;
+		if (room > 0) {
+			/* elapsed x rate only when it cannot exceed the room (so cannot overflow) */
+			add = elapsed >= (__u64)room / m->rate + 1 ? (__u64)room : elapsed * m->rate;
+			__sync_fetch_and_add(&m->tokens, (__s64)add);
+		}
+	}
+	bpf_spin_unlock(&m->lock);
+}
+
+static __always_inline int tb_pass(struct meter *m, __u32 len, __u64 now)
+{
+	__s64 need = (__s64)len * (__s64)NSEC_PER_SEC;
+
+	if (now < m->last || now - m->last >= METER_REFILL_NS)
+		tb_refill(m, now);
+	if (__sync_fetch_and_add(&m->tokens, -need) < need) {
+		__sync_fetch_and_add(&m->tokens, need);
+		return 0;
+	}
+	return 1;
+}
+
+/* sw_tx is a packet's transmission time at the meter's rate, in 1/2^SW_SHIFT ns. */
+static __always_inline __s64 sw_tx(const struct meter *m, __u32 len)
+{
+	return (__s64)(((__u64)len * NSEC_PER_SEC << SW_SHIFT) / m->rate);
+}
+
+static __always_inline int sw_pass(struct meter *m, __u32 len, __u64 now)
+{
+	__s64 tx = sw_tx(m, len), t, start;
+
+	if (now < m->base || now - m->base >= SW_REBASE_NS) {
+		/* Move the origin to now, keeping start where it is in absolute time (a start more
+		 * than a window behind is as good as a window behind). */
+		bpf_spin_lock(&m->lock);
+		if (now < m->base) {
+			m->base = now;
+			m->start = -(__s64)m->window;
+		} else if (now - m->base >= SW_REBASE_NS) {
+			__s64 shift = (__s64)((now - m->base) << SW_SHIFT);
+
+			m->start -= shift;
+			if (m->start < -(__s64)m->window)
+				m->start = -(__s64)m->window;
+			m->base = now;
+		}
+		bpf_spin_unlock(&m->lock);
+	}
+	t = (__s64)((now - m->base) << SW_SHIFT);
+	start = m->start;
+	if (start > t) {
+		/* Only a clock that went backwards puts the start after now: no credit until the
+		 * clock passes the start again would starve the meter, so the start comes back to
+		 * now (no burst either, as the token bucket keeps its tokens). */
+		bpf_spin_lock(&m->lock);
+		if (m->start > t)
+			m->start = t;
+		bpf_spin_unlock(&m->lock);
+		start = t;
+	}
+	if (start + tx > t)
+		return 0; /* not enough time left of the window's start for this packet */
+	if (start + (__s64)m->window < t) {
+		/* The window fell behind: it restarts ending at now (the burst is available). */
+		bpf_spin_lock(&m->lock);
+		if (m->start + (__s64)m->window < t)
+			m->start = t - (__s64)m->window;
+		bpf_spin_unlock(&m->lock);
+	}
+	if (__sync_fetch_and_add(&m->start, tx) + tx > t) {
+		__sync_fetch_and_add(&m->start, -tx);
+		return 0;
+	}
+	return 1;
+}
+
+static __always_inline int fw_pass(struct meter *m, __u32 len, __u64 now)
+{
+	if (now < m->wstart || now - m->wstart >= m->wlen) {
+		bpf_spin_lock(&m->lock);
+		if (now < m->wstart) {
+			m->wstart = now;
+			m->count = 0;
+		} else if (now - m->wstart >= m->wlen) {
+			/* Windows stay aligned to the first one: a late packet does not shift them. */
+			m->wstart = now - (now - m->wstart) % m->wlen;
+			m->count = 0;
+		}
+		bpf_spin_unlock(&m->lock);
+	}
+	if (__sync_fetch_and_add(&m->count, len) + len > (__s64)m->burst) {
+		__sync_fetch_and_add(&m->count, -(__s64)len);
+		return 0;
+	}
+	return 1;
+}
+
+/* meter_pass charges a packet of len bytes to m at clock now and says whether it conforms
+ * (1) or not (0, nothing charged). */
+static __always_inline int meter_pass(struct meter *m, __u32 len, __u64 now)
+{
+	if (cfg_meter_algo == METER_SLIDING_WINDOW)
+		return sw_pass(m, len, now);
+	if (cfg_meter_algo == METER_FIXED_WINDOW)
+		return fw_pass(m, len, now);
+	return tb_pass(m, len, now);
+}
+
+/* meter_refund gives back what meter_pass charged, for a packet another meter refused. */
+static __always_inline void meter_refund(struct meter *m, __u32 len)
+{
+	if (cfg_meter_algo == METER_SLIDING_WINDOW)
+		__sync_fetch_and_add(&m->start, -sw_tx(m, len));
+	else if (cfg_meter_algo == METER_FIXED_WINDOW)
+		__sync_fetch_and_add(&m->count, -(__s64)len);
+	else
+		__sync_fetch_and_add(&m->tokens, (__s64)len * (__s64)NSEC_PER_SEC);
+}
+
+#endif

@@ -1,0 +1,70 @@
+/* QER enforcement: gate status and maximum bit rates of the PDR's QERs (TS 29.244 5.5). The
+ * rate counts the inner IP packet (total length) in both directions, as usage does. */
+#ifndef XUPF_QOS_H
+#define XUPF_QOS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "types.h"
+#include "rules.h"
+#include "meter.h"
+#include "drop_reasons.h"
+
+#ifndef XUPF_MAX_METERS
+#define XUPF_MAX_METERS (4 * XUPF_MAX_SESSIONS)
+#endif
+
+/* MBR meters, one per QER and direction; the daemon allocates the slots per session, so the
+ * PDRs of a session that name one QER (its AMBR) share its meter. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XUPF_MAX_METERS);
+	__type(key, __u32);
+	__type(value, struct meter);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_meters SEC(".maps");
+
+/* meter_slot_pass runs meter_pass on a meter slot: a subprogram, so that the four meters of a
+ * PDR share one copy of the algorithm. A missing slot passes. */
+static __noinline int meter_slot_pass(__u32 slot, __u32 len, __u64 now)
+{
+	struct meter *m = bpf_map_lookup_elem(&xupf_meters, &slot);
+
+	return m ? meter_pass(m, len, now) : 1;
+}
+
+static __noinline void meter_slot_refund(__u32 slot, __u32 len)
+{
+	struct meter *m = bpf_map_lookup_elem(&xupf_meters, &slot);
+
+	if (m)
+		meter_refund(m, len);
+}
+
+/* qos_check returns 0 when the packet of len bytes passes every QER of pdr, else the drop
+ * reason. A packet refused by one meter is refunded to those it passed before: a packet must
+ * pass them all, and only a forwarded packet is charged. */
+static __always_inline int qos_check(const struct pdr *pdr, __u32 len)
+{
+	__u32 n = pdr->nmeters;
+	__u64 now;
+	int i, j;
+
+	if (pdr->gate_closed)
+		return DROP_QER_GATE_CLOSED;
+	if (!n)
+		return 0;
+	now = meter_now();
+	for (i = 0; i < PDR_MAX_METERS; i++) {
+		if (i >= n)
+			break;
+		if (!meter_slot_pass(pdr->meters[i], len, now)) {
+			for (j = 0; j < i; j++)
+				meter_slot_refund(pdr->meters[j], len);
+			return DROP_QER_MBR;
+		}
+	}
+	return 0;
+}
+
+#endif

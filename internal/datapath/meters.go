@@ -1,0 +1,187 @@
+package datapath
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/xupf/xupf/internal/rules"
+)
+
+// MeterAlgo is the rate-limiting algorithm of every meter (QER MBRs and policer contracts),
+// chosen at load time (cfg_meter_algo, bpf/lib/meter.h).
+type MeterAlgo uint32
+
+const (
+	TokenBucket   = MeterAlgo(xupfMeterAlgoMETER_TOKEN_BUCKET)
+	SlidingWindow = MeterAlgo(xupfMeterAlgoMETER_SLIDING_WINDOW)
+	FixedWindow   = MeterAlgo(xupfMeterAlgoMETER_FIXED_WINDOW)
+)
+
+// Clock is the time source of the meters (cfg_clock).
+type Clock uint32
+
+const (
+	ClockKtime  = Clock(xupfMeterClockCLOCK_KTIME)  // bpf_ktime_get_ns
+	ClockCoarse = Clock(xupfMeterClockCLOCK_COARSE) // bpf_ktime_get_coarse_ns
+	ClockUser   = Clock(xupfMeterClockCLOCK_USER)   // xupf_clock, written by RunClock or SetClock
+)
+
+// MaxMeterBurst is the largest burst a meter holds: token buckets count byte-nanoseconds in
+// a signed 64-bit integer.
+const MaxMeterBurst = math.MaxInt64 / 1_000_000_000
+
+// MaxMeterRate is the highest meter rate, 1 Tbit/s in bytes/s: every product and shift of
+// meter.h stays exact below it.
+const MaxMeterRate = 125_000_000_000
+
+// MinMBRBurst is the smallest burst a QER's meter gets, whatever its rate: two full-size
+// packets, so that a low rate still lets a packet of the largest common size through.
+const MinMBRBurst = 3000
+
+// DefaultMBRBurst is how long a QER's MBR may be exceeded in a burst unless configured: the
+// meter's burst is MBR × this.
+const DefaultMBRBurst = 20 * time.Millisecond
+
+// meterEntry is a fresh meter for rate bytes/s and burst bytes: full bucket, open windows.
+func meterEntry(rate, burst uint64) (xupfMeter, error) {
+	switch {
+	case rate == 0 || rate > MaxMeterRate:
+		return xupfMeter{}, fmt.Errorf("rate %d bytes/s: use 1 to %d (1 Tbit/s)", rate, uint64(MaxMeterRate))
+	case burst == 0 || burst > MaxMeterBurst:
+		return xupfMeter{}, fmt.Errorf("burst %d bytes: use 1 to %d", burst, uint64(MaxMeterBurst))
+	}
+	scaled := burst * 1_000_000_000 // byte-nanoseconds: fits, burst ≤ MaxMeterBurst
+	ns, rem := scaled/rate, scaled%rate
+	m := xupfMeter{
+		Rate:   rate,
+		Burst:  burst,
+		Tokens: int64(scaled),
+		// burst / rate in 1/2^swShift ns, without shifting scaled (which would overflow)
+		Window: max(1, ns<<swShift+(rem<<swShift)/rate),
+		Wlen:   max(1, ns),
+	}
+	m.Start = -int64(m.Window) // a window behind the origin: the whole burst is available
+	return m, nil
+}
+
+// swShift is SW_SHIFT (meter.h): sliding-window times are in 1/2^swShift ns.
+const swShift = 10
+
+// mbrMeter is the meter a QER's MBR in kbit/s gets: kbit/s × 125 bytes/s (exact), and a burst
+// of MBR × d (at least MinMBRBurst).
+func mbrMeter(kbps uint64, d time.Duration) (xupfMeter, error) {
+	rate := kbps * 125
+	burst := max(uint64(MinMBRBurst), uint64(float64(rate)*d.Seconds()))
+	return meterEntry(rate, min(burst, MaxMeterBurst))
+}
+
+// meterKey names one meter of an owner: a QER in one direction.
+type meterKey struct {
+	qer    uint32
+	uplink bool
+}
+
+// ownedMeter is a meter slot an owner holds and the meter it was written with.
+type ownedMeter struct {
+	slot        uint32
+	rate, burst uint64
+}
+
+// assignMeters gives every QER with an MBR in the direction of a rule set its meter: the
+// owner's existing slot when the rate and burst did not change (its state carries on), a
+// freshly written one otherwise. It returns the slots by key and those it took, which the
+// caller releases if the install fails. The caller holds d.mu.
+func (d *Datapath) assignMeters(owner uint64, sets []rules.RuleSet) (map[meterKey]ownedMeter, []uint32, error) {
+	prev := d.meters[owner]
+	out := map[meterKey]ownedMeter{}
+	var taken []uint32
+	for _, rs := range sets {
+		for _, p := range rs.PDRs {
+			for _, q := range p.QERs {
+				kbps := q.MBRDL
+				if rs.Uplink {
+					kbps = q.MBRUL
+				}
+				k := meterKey{q.ID, rs.Uplink}
+				if _, done := out[k]; done || kbps == 0 {
+					continue
+				}
+				m, err := mbrMeter(kbps, d.opts.MBRBurst)
+				if err != nil {
+					d.releaseMeters(taken)
+					return nil, nil, fmt.Errorf("QER %d: %w", q.ID, err)
+				}
+				if old, ok := prev[k]; ok && old.rate == m.Rate && old.burst == m.Burst {
+					out[k] = old
+					continue
+				}
+				slot, err := d.meterSlots.alloc()
+				if err != nil {
+					d.releaseMeters(taken)
+					return nil, nil, fmt.Errorf("QER %d: meter table full (limits.max_sessions): %w", q.ID, err)
+				}
+				taken = append(taken, slot)
+				if err := d.objs.XupfMeters.Put(slot, m); err != nil {
+					d.releaseMeters(taken)
+					return nil, nil, fmt.Errorf("QER %d: write meter: %w", q.ID, err)
+				}
+				out[k] = ownedMeter{slot: slot, rate: m.Rate, burst: m.Burst}
+			}
+		}
+	}
+	return out, taken, nil
+}
+
+func (d *Datapath) releaseMeters(slots []uint32) {
+	for _, s := range slots {
+		d.meterSlots.release(s)
+	}
+}
+
+// pdrQoS fills the QER part of a PDR slot: its gate in the set's direction and its meters.
+func pdrQoS(e *xupfPdr, p rules.PDR, uplink bool, meters map[meterKey]ownedMeter) error {
+	for _, q := range p.QERs {
+		if (uplink && q.ULClosed) || (!uplink && q.DLClosed) {
+			e.GateClosed = 1
+		}
+		m, ok := meters[meterKey{q.ID, uplink}]
+		if !ok {
+			continue // no MBR this way
+		}
+		if int(e.Nmeters) == len(e.Meters) {
+			return fmt.Errorf("more than %d QERs with an MBR in one direction", len(e.Meters))
+		}
+		e.Meters[e.Nmeters] = m.slot
+		e.Nmeters++
+	}
+	return nil
+}
+
+// UserClockPeriod is how often the daemon advances the user clock (ClockUser): the papers'
+// choice. A token bucket then refills once per period, under one lock, whatever the rate.
+const UserClockPeriod = time.Millisecond
+
+// SetClock sets the user clock (ClockUser) to ns.
+func (d *Datapath) SetClock(ns uint64) error {
+	return d.objs.XupfClock.Put(uint32(0), ns)
+}
+
+// RunClock keeps the user clock at the monotonic time since start, updated every period,
+// until ctx is done. It is the clock of ClockUser when the daemon runs.
+func (d *Datapath) RunClock(ctx context.Context, period time.Duration) {
+	start := time.Now()
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		if err := d.SetClock(uint64(time.Since(start))); err != nil {
+			d.log.Warn("update the meters' user clock", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
