@@ -24,9 +24,12 @@ enum police_action {
 /* The key of the default contract. */
 #define POLICE_DEFAULT_CLASS 0
 
+/* Not preallocated: a replaced element is freed only after the packets that may still read it
+ * are done (RCU), rather than going straight back to a free list for the next update. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, XUPF_MAX_CONTRACTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
 	__type(value, struct meter);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);

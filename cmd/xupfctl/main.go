@@ -58,11 +58,12 @@ func newRootCmd(getenv func(string) string) *cobra.Command {
 	opts := &options{}
 	root := &cobra.Command{
 		Use:   "xupfctl",
-		Short: "Inspect and configure a running xupfd: status, sessions, PFCP associations, traffic classes and counters",
+		Short: "Inspect and configure a running xupfd: status, sessions, PFCP associations, traffic classes, policer contracts and counters",
 		Long: `xupfctl talks to the HTTP API of xupfd, the xupf user-plane daemon: it shows its
 state, its PDU sessions, its PFCP associations with SMFs and the XDP datapath's counters,
-and configures the traffic classifier's classes. "xupfctl pfcp session" instead acts as a
-minimal SMF toward a UPF's PFCP endpoint, to create, modify and delete sessions.
+and configures the traffic classifier's classes and the policer's contracts. "xupfctl pfcp
+session" instead acts as a minimal SMF toward a UPF's PFCP endpoint, to create, modify and
+delete sessions.
 
 The daemon's API address is --server, else the ` + serverEnv + ` environment variable, else
 ` + defaultServer + `.
@@ -77,6 +78,7 @@ Shell completion (including session ids for "session show" and class ids for
   xupfctl pfcp session create --upf 192.0.2.1 --count 10 --ue-pool 10.45.0.0/16 --gnb 192.0.2.100
   xupfctl classifier add --id 3 --priority 100 --protocol udp --dst-port 5060
   xupfctl classifier list
+  xupfctl policer set --class 3 --limit --rate 10mbit --burst 64kb
   ` + serverEnv + `=http://192.0.2.5:8080 xupfctl stats
   source <(xupfctl completion bash)`,
 		// Errors are printed once, by run, in a single format.
@@ -102,7 +104,8 @@ Shell completion (including session ids for "session show" and class ids for
 		"how long to wait for the daemon's answer (the UPF's, for pfcp session)")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
 
-	root.AddCommand(newStatusCmd(opts), newSessionCmd(opts), newClassifierCmd(opts), newPFCPCmd(opts), newStatsCmd(opts))
+	root.AddCommand(newStatusCmd(opts), newSessionCmd(opts), newClassifierCmd(opts), newPolicerCmd(opts),
+		newPFCPCmd(opts), newStatsCmd(opts))
 	return root
 }
 

@@ -121,6 +121,7 @@ Sessions:           4/65536
 GTP-U addresses:    192.0.2.1, 192.0.2.2
 PFCP address:       192.0.2.1:8805
 PFCP associations:  2
+QoS meters:         token_bucket, clock ktime
 BPF FS path:        /sys/fs/bpf/xupf
 
 INTERFACE  IFINDEX  ROLES  XDP MODE

@@ -38,6 +38,7 @@ func renderStatus(w io.Writer, st api.Status) error {
 	fmt.Fprintf(tw, "GTP-U addresses:\t%s\n", orDash(strings.Join(st.GTPUAddresses, ", ")))
 	fmt.Fprintf(tw, "PFCP address:\t%s\n", orDash(st.PFCPAddress))
 	fmt.Fprintf(tw, "PFCP associations:\t%d\n", st.PFCPAssociations)
+	fmt.Fprintf(tw, "QoS meters:\t%s, clock %s\n", orDash(st.QoSAlgorithm), orDash(st.QoSClock))
 	fmt.Fprintf(tw, "BPF FS path:\t%s\n", orDash(st.BPFFSPath))
 	if len(st.Interfaces) == 0 {
 		fmt.Fprintf(tw, "Interfaces:\tnone\n")

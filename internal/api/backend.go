@@ -57,6 +57,20 @@ type Backend interface {
 	// DeleteClass removes a class; ErrNotFound for an unknown id.
 	DeleteClass(id uint32) error
 
+	// Contracts returns every policer contract with its counters, in any order.
+	Contracts() ([]ContractInfo, error)
+	// Contract returns the contract of a class (0: the default contract); ErrNotFound
+	// (possibly wrapped) when it has none.
+	Contract(class uint32) (ContractInfo, error)
+	// SetContract creates or replaces the contract of a class and returns it with its
+	// counters (zero for a new contract; a replaced one's carry on). It returns ErrInvalid,
+	// with the message of c.Check, when c is not valid; any other error is the daemon's own
+	// failure.
+	SetContract(class uint32, c Contract) (ContractInfo, error)
+	// DeleteContract removes the contract of a class, and its counters; ErrNotFound when it
+	// has none.
+	DeleteContract(class uint32) error
+
 	// Associations returns the established PFCP associations, in any order.
 	Associations() []pfcp.Association
 }

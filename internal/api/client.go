@@ -126,6 +126,51 @@ func (c *Client) DeleteClass(ctx context.Context, id uint32) error {
 	return c.do(ctx, http.MethodDelete, classPath(id), nil, nil)
 }
 
+// Contracts returns every policer contract with its counters, sorted by class id; never nil.
+func (c *Client) Contracts(ctx context.Context) ([]ContractInfo, error) {
+	var list []ContractInfo
+	if err := c.get(ctx, contractsPath, &list); err != nil {
+		return nil, err
+	}
+	if list == nil {
+		list = []ContractInfo{}
+	}
+	return list, nil
+}
+
+// Contract returns the policer contract of a class (0: the default contract); the error
+// satisfies errors.Is(err, ErrNotFound) when the class has none.
+func (c *Client) Contract(ctx context.Context, class uint32) (ContractInfo, error) {
+	var info ContractInfo
+	err := c.get(ctx, contractPath(class), &info)
+	return info, err
+}
+
+// SetContract creates or replaces the policer contract of a class (0: the default contract)
+// and returns it as the daemon stored it. The error satisfies errors.Is(err, ErrInvalid) when
+// the daemon rejected the contract; its text is then the daemon's, naming the field.
+func (c *Client) SetContract(ctx context.Context, class uint32, contract Contract) (ContractInfo, error) {
+	body, err := json.Marshal(contract)
+	if err != nil {
+		return ContractInfo{}, fmt.Errorf("encoding the %s: %w", ContractName(class), err)
+	}
+	var info ContractInfo
+	err = c.do(ctx, http.MethodPut, contractPath(class), body, &info)
+	return info, err
+}
+
+// DeleteContract removes the policer contract of a class; the error satisfies
+// errors.Is(err, ErrNotFound) when the class has none.
+func (c *Client) DeleteContract(ctx context.Context, class uint32) error {
+	return c.do(ctx, http.MethodDelete, contractPath(class), nil, nil)
+}
+
+const contractsPath = "/api/v1/policer/contracts"
+
+func contractPath(class uint32) string {
+	return contractsPath + "/" + strconv.FormatUint(uint64(class), 10)
+}
+
 // Associations returns the established PFCP associations, sorted by Node ID; never nil.
 func (c *Client) Associations(ctx context.Context) ([]pfcp.Association, error) {
 	var list []pfcp.Association

@@ -18,6 +18,8 @@ type collector struct {
 	assocs   *prometheus.Desc
 	clsPkts  *prometheus.Desc
 	clsBytes *prometheus.Desc
+	polPkts  *prometheus.Desc
+	polBytes *prometheus.Desc
 }
 
 func newCollector(b Backend) *collector {
@@ -41,6 +43,13 @@ func newCollector(b Backend) *collector {
 		clsBytes: prometheus.NewDesc("xupf_class_bytes_total",
 			"Bytes of the packets the traffic classifier matched to a class, by class id, summed over CPUs.",
 			[]string{"class"}, nil),
+		polPkts: prometheus.NewDesc("xupf_policer_packets_total",
+			"Packets the policer let through (verdict passed) or dropped (verdict dropped), by contract: "+
+				"its class id, 0 for the default contract. Summed over CPUs.",
+			[]string{"class", "verdict"}, nil),
+		polBytes: prometheus.NewDesc("xupf_policer_bytes_total",
+			"Bytes of the packets the policer let through or dropped, by contract and verdict, summed over CPUs.",
+			[]string{"class", "verdict"}, nil),
 	}
 }
 
@@ -51,6 +60,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.assocs
 	ch <- c.clsPkts
 	ch <- c.clsBytes
+	ch <- c.polPkts
+	ch <- c.polBytes
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -71,6 +82,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.drops, prometheus.CounterValue, float64(v), name)
 	}
 
+	c.collectClasses(ch)
+	c.collectContracts(ch)
+}
+
+func (c *collector) collectClasses(ch chan<- prometheus.Metric) {
 	classes, err := c.backend.Classes()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.clsPkts, fmt.Errorf("reading class counters: %w", err))
@@ -80,5 +96,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		id := strconv.FormatUint(uint64(cl.ID), 10)
 		ch <- prometheus.MustNewConstMetric(c.clsPkts, prometheus.CounterValue, float64(cl.Counters.Packets), id)
 		ch <- prometheus.MustNewConstMetric(c.clsBytes, prometheus.CounterValue, float64(cl.Counters.Bytes), id)
+	}
+}
+
+func (c *collector) collectContracts(ch chan<- prometheus.Metric) {
+	contracts, err := c.backend.Contracts()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.polPkts, fmt.Errorf("reading policer counters: %w", err))
+		return
+	}
+	for _, ct := range contracts {
+		id := strconv.FormatUint(uint64(ct.Class), 10)
+		n := ct.Counters
+		ch <- prometheus.MustNewConstMetric(c.polPkts, prometheus.CounterValue, float64(n.PassedPackets), id, "passed")
+		ch <- prometheus.MustNewConstMetric(c.polPkts, prometheus.CounterValue, float64(n.DroppedPackets), id, "dropped")
+		ch <- prometheus.MustNewConstMetric(c.polBytes, prometheus.CounterValue, float64(n.PassedBytes), id, "passed")
+		ch <- prometheus.MustNewConstMetric(c.polBytes, prometheus.CounterValue, float64(n.DroppedBytes), id, "dropped")
 	}
 }

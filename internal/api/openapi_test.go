@@ -90,6 +90,9 @@ func TestSpecSchemasMatchTypes(t *testing.T) {
 		"Stats":           reflect.TypeFor[Stats](),
 		"Class":           reflect.TypeFor[classifier.Class](),
 		"ClassInfo":       reflect.TypeFor[ClassInfo](),
+		"Contract":        reflect.TypeFor[Contract](),
+		"ContractInfo":    reflect.TypeFor[ContractInfo](),
+		"PoliceCounters":  reflect.TypeFor[PoliceCounters](),
 		"Association":     reflect.TypeFor[pfcp.Association](),
 		"PFCPSessionInfo": reflect.TypeFor[PFCPSessionInfo](),
 		"PDR":             reflect.TypeFor[pfcp.PDR](),
@@ -219,6 +222,15 @@ func TestJSONFieldsPromotesEmbedded(t *testing.T) {
 	for _, want := range []string{"seid", "cp_seid", "pdrs", "bars", "usage"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("jsonFields(PFCPSessionInfo) = %v, lacks %q", names, want)
+		}
+	}
+	names = nil
+	for _, f := range jsonFields(reflect.TypeFor[ContractInfo]()) {
+		names = append(names, f.name)
+	}
+	for _, want := range []string{"class", "action", "rate_bps", "burst_bytes", "counters"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("jsonFields(ContractInfo) = %v, lacks %q", names, want)
 		}
 	}
 }

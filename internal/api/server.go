@@ -40,6 +40,10 @@ func routes() []route {
 		{http.MethodPost, "/api/v1/classifier/classes", (*server).addClass},
 		{http.MethodGet, "/api/v1/classifier/classes/{id}", (*server).class},
 		{http.MethodDelete, "/api/v1/classifier/classes/{id}", (*server).deleteClass},
+		{http.MethodGet, "/api/v1/policer/contracts", (*server).contracts},
+		{http.MethodGet, "/api/v1/policer/contracts/{class}", (*server).contract},
+		{http.MethodPut, "/api/v1/policer/contracts/{class}", (*server).setContract},
+		{http.MethodDelete, "/api/v1/policer/contracts/{class}", (*server).deleteContract},
 		{http.MethodGet, "/api/v1/pfcp/associations", (*server).associations},
 		{http.MethodGet, "/api/v1/pfcp/sessions", (*server).pfcpSessions},
 		{http.MethodGet, "/api/v1/pfcp/sessions/{seid}", (*server).pfcpSession},
@@ -252,26 +256,62 @@ func classNotFound(id uint32) string { return fmt.Sprintf("class %d not found", 
 // maxClassBody bounds a class request body; a class is a few hundred bytes.
 const maxClassBody = 64 << 10
 
+// classBody is what a class request body must be.
+var classBody = bodySpec{
+	noun:    "class",
+	example: classExample,
+	limit:   maxClassBody,
+	fields:  jsonFieldNames(reflect.TypeFor[classifier.Class]()),
+	want: func(_ string, t reflect.Type) string {
+		if t.Kind() == reflect.Uint32 {
+			return "a whole number from 0 to 4294967295"
+		}
+		return "a string"
+	},
+}
+
 // decodeClass reads the Class of a request body. On failure it returns the status code and
 // a message that says what is wrong with the body.
 func decodeClass(w http.ResponseWriter, r *http.Request) (classifier.Class, int, string) {
 	var c classifier.Class
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxClassBody))
+	code, msg := decodeBody(w, r, classBody, &c)
+	return c, code, msg
+}
+
+const classExample = `e.g. {"id": 3, "priority": 100, "protocol": "udp", "dst_port": "5060"}`
+
+// bodySpec describes the one JSON object a request body must hold, for decodeBody's messages.
+type bodySpec struct {
+	noun    string   // what the object is, e.g. "class"
+	example string   // e.g. `e.g. {"id": 3}`
+	limit   int64    // the largest body, in bytes
+	fields  []string // the object's fields, in their order
+	// want says what a field of type t should hold, for a value of the wrong type.
+	want func(field string, t reflect.Type) string
+	// unknown, when set, may answer an unknown field with a message of its own ("" for the
+	// default one).
+	unknown func(field string) string
+}
+
+// decodeBody decodes the request body, one JSON object as spec describes, into v. On failure
+// it returns the status code and a message that says what is wrong with the body.
+func decodeBody(w http.ResponseWriter, r *http.Request, spec bodySpec, v any) (int, string) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, spec.limit))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(&c)
+	err := dec.Decode(v)
 	if err == nil {
 		// One object and nothing else: a second value is more likely a mistake (two
-		// classes pasted together) than something to ignore.
+		// objects pasted together) than something to ignore.
 		if _, terr := dec.Token(); terr != io.EOF {
-			if msg, code := bodyReadError(terr); msg != "" {
-				return c, code, msg
+			if msg, code := bodyReadError(terr, spec.noun); msg != "" {
+				return code, msg
 			}
-			return c, http.StatusBadRequest, "the request body has more after the class; send one class as one JSON object"
+			return http.StatusBadRequest, fmt.Sprintf("the request body has more after the %s; send one %s as one JSON object", spec.noun, spec.noun)
 		}
-		return c, 0, ""
+		return 0, ""
 	}
-	if msg, code := bodyReadError(err); msg != "" {
-		return c, code, msg
+	if msg, code := bodyReadError(err, spec.noun); msg != "" {
+		return code, msg
 	}
 	var (
 		syntaxErr *json.SyntaxError
@@ -279,49 +319,48 @@ func decodeClass(w http.ResponseWriter, r *http.Request) (classifier.Class, int,
 	)
 	switch {
 	case errors.Is(err, io.EOF):
-		return c, http.StatusBadRequest, "the request body is empty; send a class as a JSON object, " + classExample
+		return http.StatusBadRequest, fmt.Sprintf("the request body is empty; send a %s as a JSON object, %s", spec.noun, spec.example)
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return c, http.StatusBadRequest, "the request body is not valid JSON: it ends in the middle of a value"
+		return http.StatusBadRequest, "the request body is not valid JSON: it ends in the middle of a value"
 	case errors.As(err, &syntaxErr):
-		return c, http.StatusBadRequest, fmt.Sprintf("the request body is not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
+		return http.StatusBadRequest, fmt.Sprintf("the request body is not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
 	case errors.As(err, &typeErr):
 		got := typeErr.Value
 		if !strings.HasPrefix(got, "number ") {
 			got = "a JSON " + got
 		}
 		if typeErr.Field == "" {
-			return c, http.StatusBadRequest, fmt.Sprintf("the request body is %s; send a class as a JSON object, %s", got, classExample)
+			return http.StatusBadRequest, fmt.Sprintf("the request body is %s; send a %s as a JSON object, %s", got, spec.noun, spec.example)
 		}
-		want := "a string"
-		if typeErr.Type.Kind() == reflect.Uint32 {
-			want = "a whole number from 0 to 4294967295"
-		}
-		return c, http.StatusBadRequest, fmt.Sprintf("field %s: got %s, want %s", typeErr.Field, got, want)
+		return http.StatusBadRequest, fmt.Sprintf("field %s: got %s, want %s", typeErr.Field, got, spec.want(typeErr.Field, typeErr.Type))
 	}
 	// encoding/json has no type for this one; its text is `json: unknown field "x"`.
 	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return c, http.StatusBadRequest, fmt.Sprintf("unknown field %s in the class; the fields are %s",
-			field, strings.Join(classFields(), ", "))
+		if spec.unknown != nil {
+			if msg := spec.unknown(strings.Trim(field, `"`)); msg != "" {
+				return http.StatusBadRequest, msg
+			}
+		}
+		return http.StatusBadRequest, fmt.Sprintf("unknown field %s in the %s; the fields are %s",
+			field, spec.noun, strings.Join(spec.fields, ", "))
 	}
-	return c, http.StatusBadRequest, fmt.Sprintf("the request body is not a class: %v", err)
+	return http.StatusBadRequest, fmt.Sprintf("the request body is not a %s: %v", spec.noun, err)
 }
-
-const classExample = `e.g. {"id": 3, "priority": 100, "protocol": "udp", "dst_port": "5060"}`
 
 // bodyReadError turns a failure to read the body itself (rather than to decode it) into a
 // message, or returns "".
-func bodyReadError(err error) (string, int) {
+func bodyReadError(err error, noun string) (string, int) {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return fmt.Sprintf("the request body is larger than %d bytes; send one class", tooBig.Limit), http.StatusRequestEntityTooLarge
+		return fmt.Sprintf("the request body is larger than %d bytes; send one %s", tooBig.Limit, noun), http.StatusRequestEntityTooLarge
 	}
 	return "", 0
 }
 
-// classFields lists the JSON fields of a class, in their order.
-func classFields() []string {
+// jsonFieldNames lists the JSON fields of struct type t, in their order.
+func jsonFieldNames(t reflect.Type) []string {
 	var names []string
-	for f := range reflect.TypeFor[classifier.Class]().Fields() {
+	for f := range t.Fields() {
 		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
 			names = append(names, name)
 		}

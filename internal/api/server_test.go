@@ -81,7 +81,8 @@ func TestHandler(t *testing.T) {
 				"interfaces":[{"name":"eth0","ifindex":2,"roles":["n3"],"xdp_mode":"native"},
 				              {"name":"eth1","ifindex":3,"roles":["n6"],"xdp_mode":"generic"}],
 				"gtpu_addresses":["192.0.2.1"],"pfcp_address":"192.0.2.1:8805","pfcp_associations":2,
-				"sessions":4,"max_sessions":65536,"bpffs_path":"/sys/fs/bpf/xupf"}`,
+				"sessions":4,"max_sessions":65536,"bpffs_path":"/sys/fs/bpf/xupf",
+				"qos_algorithm":"token_bucket","qos_clock":"ktime"}`,
 		},
 		{
 			name: "sessions sorted by id", method: "GET", path: "/api/v1/sessions", wantCode: 200,
@@ -227,6 +228,8 @@ type handlerCase struct {
 	wantAllow    string
 	wantLocation string
 	wantClasses  []uint32 // the backend's class ids afterwards, in its order; nil to skip
+	// wantContracts is the backend's contracts afterwards, in its order; nil to skip.
+	wantContracts []api.ContractInfo
 }
 
 // checkHandler sends every case's request through NewHandler and checks the answer.
@@ -269,6 +272,9 @@ func checkHandler(t *testing.T, tests []handlerCase) {
 				if !reflect.DeepEqual(ids, tt.wantClasses) {
 					t.Errorf("backend classes = %v, want %v", ids, tt.wantClasses)
 				}
+			}
+			if tt.wantContracts != nil && !reflect.DeepEqual(b.ContractsData, tt.wantContracts) {
+				t.Errorf("backend contracts = %+v, want %+v", b.ContractsData, tt.wantContracts)
 			}
 		})
 	}

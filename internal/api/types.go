@@ -32,6 +32,10 @@ type Status struct {
 	Sessions    int    `json:"sessions" yaml:"sessions"`
 	MaxSessions int    `json:"max_sessions" yaml:"max_sessions"`
 	BPFFSPath   string `json:"bpffs_path" yaml:"bpffs_path"`
+	// QoSAlgorithm and QoSClock are the rate-limiting algorithm and the clock of every meter
+	// (QER MBRs and policer contracts), chosen in the configuration when the daemon starts.
+	QoSAlgorithm string `json:"qos_algorithm" yaml:"qos_algorithm"`
+	QoSClock     string `json:"qos_clock" yaml:"qos_clock"`
 }
 
 // SessionInfo is a static session (from the configuration) with what the datapath counted
@@ -63,6 +67,38 @@ type PDRUsage struct {
 type ClassInfo struct {
 	classifier.Class `yaml:",inline"`
 	Counters         session.Counters `json:"counters" yaml:"counters"`
+}
+
+// Contract is what the policer does with the packets of one traffic class, as a client sets
+// it (the body of PUT /api/v1/policer/contracts/{class}): pass them all, drop them all, or
+// limit them to a rate with a burst. Rate and burst go with "limit" only.
+type Contract struct {
+	// Action is "pass", "drop" or "limit".
+	Action string `json:"action" yaml:"action"`
+	// RateBPS is the rate of a limit in bits per second: a multiple of 8 (the policer meters
+	// whole bytes per second), from 8 to 1000000000000 (1 Tbit/s).
+	RateBPS uint64 `json:"rate_bps,omitempty" yaml:"rate_bps,omitempty"`
+	// BurstBytes is how many bytes a limit lets through at once, from 1 to 9223372036; a
+	// packet larger than the burst never passes.
+	BurstBytes uint64 `json:"burst_bytes,omitempty" yaml:"burst_bytes,omitempty"`
+}
+
+// ContractInfo is the policer's contract for a traffic class with what it let through and
+// dropped. Class 0 is the default contract: it applies to the packets that match no class
+// and to those of a class without a contract.
+type ContractInfo struct {
+	Class    uint32 `json:"class" yaml:"class"`
+	Contract `yaml:",inline"`
+	Counters PoliceCounters `json:"counters" yaml:"counters"`
+}
+
+// PoliceCounters are the packets (and their bytes) a contract let through and dropped,
+// summed over CPUs, since the contract was created: replacing a class's contract keeps them.
+type PoliceCounters struct {
+	PassedPackets  uint64 `json:"passed_packets" yaml:"passed_packets"`
+	PassedBytes    uint64 `json:"passed_bytes" yaml:"passed_bytes"`
+	DroppedPackets uint64 `json:"dropped_packets" yaml:"dropped_packets"`
+	DroppedBytes   uint64 `json:"dropped_bytes" yaml:"dropped_bytes"`
 }
 
 // Stats are the datapath's counters summed over CPUs: Counters by name (packets seen per

@@ -32,6 +32,8 @@ func (d *Daemon) Status() api.Status {
 		Sessions:         len(d.dp.Sessions()) + d.pfcpNode.SessionCount(),
 		MaxSessions:      d.cfg.Limits.MaxSessions,
 		BPFFSPath:        d.cfg.BPFFS,
+		QoSAlgorithm:     d.cfg.QoSAlgorithm,
+		QoSClock:         d.cfg.QoSClock,
 	}
 }
 

@@ -9,11 +9,12 @@ import (
 	"github.com/xupf/xupf/internal/session"
 )
 
-// classDatapath is what the classifier needs of the datapath: *datapath.Datapath, or a fake
-// in tests.
+// classDatapath is what the classifier, and the policer keyed by its class ids, need of the
+// datapath: *datapath.Datapath, or a fake in tests.
 type classDatapath interface {
 	classifier.Datapath
 	ClassCounters(id uint32) (session.Counters, error)
+	policerDatapath
 }
 
 // initClassifier gives the daemon a classifier with no classes over dp. The datapath starts

@@ -15,8 +15,10 @@ import (
 	"github.com/xupf/xupf/internal/session"
 )
 
-// fakeClassDatapath records the class sets applied and serves counters per class id.
+// fakeClassDatapath records the class sets applied and serves counters per class id; its
+// fakePolicer keeps the policer's contracts.
 type fakeClassDatapath struct {
+	fakePolicer
 	mu          sync.Mutex
 	applied     []uint32 // the class ids of the last set applied, in priority order
 	counters    map[uint32]session.Counters
@@ -48,7 +50,7 @@ func (f *fakeClassDatapath) ClassCounters(id uint32) (session.Counters, error) {
 
 func newClassDaemon(t *testing.T) (*Daemon, *fakeClassDatapath, *api.Client) {
 	t.Helper()
-	dp := &fakeClassDatapath{counters: map[uint32]session.Counters{}}
+	dp := &fakeClassDatapath{counters: map[uint32]session.Counters{}, fakePolicer: newFakePolicer()}
 	d := &Daemon{log: slog.New(slog.DiscardHandler)}
 	d.initClassifier(dp)
 	srv := httptest.NewServer(api.NewHandler(d, nil))

@@ -54,6 +54,12 @@ func meterEntry(rate, burst uint64) (xupfMeter, error) {
 	}
 	scaled := burst * 1_000_000_000 // byte-nanoseconds: fits, burst ≤ MaxMeterBurst
 	ns, rem := scaled/rate, scaled%rate
+	if ns > maxMeterWindow {
+		// The sliding window keeps burst/rate in 1/1024 ns beside times that must not
+		// overflow: about 13 days of burst is the most it holds.
+		return xupfMeter{}, fmt.Errorf("burst %d bytes at %d bytes/s lasts %v: use a burst that lasts at most %v",
+			burst, rate, time.Duration(ns), time.Duration(maxMeterWindow))
+	}
 	m := xupfMeter{
 		Rate:   rate,
 		Burst:  burst,
@@ -68,6 +74,10 @@ func meterEntry(rate, burst uint64) (xupfMeter, error) {
 
 // swShift is SW_SHIFT (meter.h): sliding-window times are in 1/2^swShift ns.
 const swShift = 10
+
+// maxMeterWindow is the longest burst/rate in ns: shifted by swShift it stays below 2^60, so
+// the sliding window's start plus its window cannot overflow.
+const maxMeterWindow = 1 << 50
 
 // mbrMeter is the meter a QER's MBR in kbit/s gets: kbit/s × 125 bytes/s (exact), and a burst
 // of MBR × d (at least MinMBRBurst).

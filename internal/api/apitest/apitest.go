@@ -21,8 +21,9 @@ import (
 // associations and empty status and stats.
 //
 // ClassesData is also changed by AddClass and DeleteClass, which check classes as the
-// daemon does: classifier.Class.Parse for validity, and ids for duplicates. Read it once
-// the requests that change it have returned.
+// daemon does: classifier.Class.Parse for validity, and ids for duplicates. ContractsData is
+// changed by SetContract (which checks contracts with api.Contract.Check, as the daemon
+// does) and DeleteContract. Read them once the requests that change them have returned.
 type Backend struct {
 	StatusData   api.Status
 	SessionsData []api.SessionInfo
@@ -30,11 +31,13 @@ type Backend struct {
 	PFCPSessionsData []api.PFCPSessionInfo
 	StatsData        api.Stats
 	ClassesData      []api.ClassInfo
+	// ContractsData is served unsorted, as Contracts of the daemon may be.
+	ContractsData []api.ContractInfo
 	// AssociationsData is served as is; Err does not apply (Associations cannot fail).
 	AssociationsData []pfcp.Association
 	Err              error
 
-	mu sync.Mutex // guards ClassesData against concurrent requests
+	mu sync.Mutex // guards ClassesData and ContractsData against concurrent requests
 }
 
 var _ api.Backend = (*Backend)(nil)
@@ -160,6 +163,99 @@ func (b *Backend) Associations() []pfcp.Association { return b.AssociationsData 
 
 func (b *Backend) classIndex(id uint32) int {
 	return slices.IndexFunc(b.ClassesData, func(c api.ClassInfo) bool { return c.ID == id })
+}
+
+// Contracts returns ContractsData as it is, unsorted, or Err.
+func (b *Backend) Contracts() ([]api.ContractInfo, error) {
+	if b.Err != nil {
+		return nil, b.Err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.ContractsData), nil
+}
+
+// Contract returns the contract in ContractsData of the given class, or Err, or an error that
+// wraps api.ErrNotFound.
+func (b *Backend) Contract(class uint32) (api.ContractInfo, error) {
+	if b.Err != nil {
+		return api.ContractInfo{}, b.Err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if i := b.contractIndex(class); i >= 0 {
+		return b.ContractsData[i], nil
+	}
+	return api.ContractInfo{}, fmt.Errorf("contracts: class %d: %w", class, api.ErrNotFound)
+}
+
+// SetContract replaces the contract of the class in ContractsData, keeping its counters, or
+// appends it with zero counters. It returns Err; or an error marked api.ErrInvalid with the
+// message of c.Check when c is not valid.
+func (b *Backend) SetContract(class uint32, c api.Contract) (api.ContractInfo, error) {
+	if b.Err != nil {
+		return api.ContractInfo{}, b.Err
+	}
+	if err := c.Check(class); err != nil {
+		return api.ContractInfo{}, api.WithKind(api.ErrInvalid, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if i := b.contractIndex(class); i >= 0 {
+		b.ContractsData[i].Contract = c
+		return b.ContractsData[i], nil
+	}
+	info := api.ContractInfo{Class: class, Contract: c}
+	b.ContractsData = append(b.ContractsData, info)
+	return info, nil
+}
+
+// DeleteContract removes the contract of the class from ContractsData, or returns Err, or an
+// error that wraps api.ErrNotFound.
+func (b *Backend) DeleteContract(class uint32) error {
+	if b.Err != nil {
+		return b.Err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := b.contractIndex(class)
+	if i < 0 {
+		return fmt.Errorf("contracts: class %d: %w", class, api.ErrNotFound)
+	}
+	b.ContractsData = slices.Delete(b.ContractsData, i, i+1)
+	return nil
+}
+
+func (b *Backend) contractIndex(class uint32) int {
+	return slices.IndexFunc(b.ContractsData, func(c api.ContractInfo) bool { return c.Class == class })
+}
+
+// Contracts returns three policer contracts, out of class order on purpose (20, 3, 0) so that
+// the server must sort them:
+//
+//   - 20: pass; 7 packets of 1300 bytes passed.
+//   - 3: limit at 10 Mbit/s with a burst of 65536 bytes; 900 packets of 1300 bytes passed,
+//     100 dropped.
+//   - 0, the default contract: drop; 12 packets of 60 bytes dropped.
+func Contracts() []api.ContractInfo {
+	return []api.ContractInfo{
+		{
+			Class:    20,
+			Contract: api.Contract{Action: api.ActionPass},
+			Counters: api.PoliceCounters{PassedPackets: 7, PassedBytes: 7 * 1300},
+		},
+		{
+			Class:    3,
+			Contract: api.Contract{Action: api.ActionLimit, RateBPS: 10_000_000, BurstBytes: 65536},
+			Counters: api.PoliceCounters{PassedPackets: 900, PassedBytes: 900 * 1300,
+				DroppedPackets: 100, DroppedBytes: 100 * 1300},
+		},
+		{
+			Class:    0,
+			Contract: api.Contract{Action: api.ActionDrop},
+			Counters: api.PoliceCounters{DroppedPackets: 12, DroppedBytes: 12 * 60},
+		},
+	}
 }
 
 // Classes returns three classes, out of id order on purpose (20, 3, 5) so that the server
@@ -302,11 +398,11 @@ func PFCPSession(seid, cpSEID uint64, ue string, ulTEID, dlTEID uint32, ulPkts, 
 }
 
 // NewBackend returns a fresh Backend with a status, two static sessions, two PFCP sessions,
-// stats, the classes of Classes and the PFCP associations of Associations. The sessions are
-// out of order on purpose (static 9, then 2; PFCP 0x100000002, then 0x100000001): the server
-// must sort them. Static session 9 has QFI 0, meaning no PDU Session Container. PFCP session
-// 0x100000002 buffers its downlink (PFCPSession with dlTEID 0). Each call returns new values
-// that a test may change.
+// stats, the classes of Classes, the policer contracts of Contracts and the PFCP associations
+// of Associations. The sessions are out of order on purpose (static 9, then 2; PFCP
+// 0x100000002, then 0x100000001): the server must sort them. Static session 9 has QFI 0,
+// meaning no PDU Session Container. PFCP session 0x100000002 buffers its downlink
+// (PFCPSession with dlTEID 0). Each call returns new values that a test may change.
 func NewBackend() *Backend {
 	return &Backend{
 		StatusData: api.Status{
@@ -323,6 +419,8 @@ func NewBackend() *Backend {
 			Sessions:         4,
 			MaxSessions:      65536,
 			BPFFSPath:        "/sys/fs/bpf/xupf",
+			QoSAlgorithm:     "token_bucket",
+			QoSClock:         "ktime",
 		},
 		SessionsData: []api.SessionInfo{
 			Session(9, "10.45.0.9", 0x2000, 0x3000, 0, 5, 6),
@@ -337,6 +435,7 @@ func NewBackend() *Backend {
 			Drops:    map[string]uint64{"unknown_teid": 2, "malformed_gtp": 0},
 		},
 		ClassesData:      Classes(),
+		ContractsData:    Contracts(),
 		AssociationsData: Associations(),
 	}
 }
