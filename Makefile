@@ -4,7 +4,7 @@ GO ?= $(or $(shell command -v go 2>/dev/null),/usr/local/go/bin/go)
 BIN := bin
 
 # Debian packages the build, the tests and the demo need.
-DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev bpftool iproute2 tshark git make ca-certificates
+DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev bpftool iproute2 tshark iperf3 git make ca-certificates
 
 .PHONY: all build generate check-generate fmt-check vet test bench demo deps clean
 
@@ -39,6 +39,8 @@ bench: deps
 	$(GO) test -run '^$$' -bench 'Datapath|PDRSelection|Classifier/packet' -benchtime 200000x ./internal/datapath/
 	$(GO) test -run '^$$' -bench 'Classifier/change' -benchtime 10x ./internal/datapath/
 	$(GO) test -run '^$$' -bench 'PFCPEstablishment' -benchtime 1x -timeout 30m ./test/e2e/
+	$(GO) test -run '^$$' -bench 'Meter' -benchtime 200000x ./internal/datapath/
+	$(GO) test -run '^$$' -bench 'TCPThrough' -benchtime 1x ./test/e2e/
 
 # Namespace topology + xupfd + real traffic both ways (needs root).
 demo: deps build

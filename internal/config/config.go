@@ -78,7 +78,7 @@ const (
 	ClockCoarse = "coarse"
 	ClockUser   = "user"
 	// DefaultQoSMBRBurst and its range.
-	DefaultQoSMBRBurst = 20 * time.Millisecond
+	DefaultQoSMBRBurst = 50 * time.Millisecond
 	MinQoSMBRBurst     = time.Millisecond
 	MaxQoSMBRBurst     = 10 * time.Second
 

@@ -46,7 +46,7 @@ func TestLoadExample(t *testing.T) {
 		PFCPLostPeerSessions:  "keep",
 		QoSAlgorithm:          "token_bucket",
 		QoSClock:              "ktime",
-		QoSMBRBurst:           20 * time.Millisecond,
+		QoSMBRBurst:           50 * time.Millisecond,
 		UEPools:               []netip.Prefix{netip.MustParsePrefix("10.45.0.0/16")},
 		NetworkInstances:      map[string]string{"internet": "eth2"},
 		LogLevel:              "info",

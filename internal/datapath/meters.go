@@ -42,7 +42,7 @@ const MinMBRBurst = 3000
 
 // DefaultMBRBurst is how long a QER's MBR may be exceeded in a burst unless configured: the
 // meter's burst is MBR × this.
-const DefaultMBRBurst = 20 * time.Millisecond
+const DefaultMBRBurst = 50 * time.Millisecond
 
 // meterEntry is a fresh meter for rate bytes/s and burst bytes: full bucket, open windows.
 func meterEntry(rate, burst uint64) (xupfMeter, error) {
