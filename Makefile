@@ -16,10 +16,13 @@ build:
 # Regenerate the BPF object and its Go bindings from bpf/ (needs clang).
 generate:
 	$(GO) generate ./internal/datapath/
+	$(GO) generate ./internal/bench/gen/
 
 # Fails when the committed BPF object or bindings do not match bpf/.
 check-generate: generate
-	@git diff --exit-code --stat -- internal/datapath/xupf_bpfel.go internal/datapath/xupf_bpfel.o || \
+	@git diff --exit-code --stat -- internal/datapath/xupf_bpfel.go internal/datapath/xupf_bpfel.o \
+		internal/bench/gen/trafficgen_bpfel.go internal/bench/gen/trafficgen_bpfel.o \
+		internal/bench/gen/sink_bpfel.go internal/bench/gen/sink_bpfel.o || \
 		{ echo "generated BPF files are stale: run 'make generate' and commit them"; exit 1; }
 
 fmt-check:

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* The benchmark's sink: attached to the interface where the traffic arrives, it counts frames
+ * and bytes per CPU, keeps the head of one frame in sample_every in a ring buffer for the
+ * correctness check, and drops (or, with pass set, passes) every frame. */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "bench.h"
+
+/* Set at load time. */
+const volatile __u64 sample_every = 0; /* 0: no samples */
+const volatile __u32 pass = 0;         /* 1: XDP_PASS instead of XDP_DROP */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sink_counters);
+} sink_stats SEC(".maps");
+
+/* Keeps struct sink_sample in BTF for bpf2go: the ring buffer has no value type. */
+const struct sink_sample *btf_sink_sample __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} sink_samples SEC(".maps");
+
+SEC("xdp")
+int xupf_bench_sink(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__u32 zero = 0, len = data_end - data;
+	struct sink_counters *c = bpf_map_lookup_elem(&sink_stats, &zero);
+
+	if (!c)
+		return XDP_ABORTED;
+	c->packets++;
+	c->bytes += len;
+	if ((void *)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
+		c->non_ipv4++;
+
+	if (sample_every) {
+		if (c->countdown) {
+			c->countdown--;
+		} else {
+			struct sink_sample *s;
+			__u32 cap;
+
+			c->countdown = sample_every - 1;
+			s = bpf_ringbuf_reserve(&sink_samples, sizeof(*s), 0);
+			if (!s) {
+				c->sample_drops++;
+			} else {
+				s->len = len;
+				s->cpu = bpf_get_smp_processor_id();
+				s->pad = 0;
+				s->ts = bpf_ktime_get_ns();
+				/* Two calls, so that the verifier sees each length bounded. */
+				if (len >= SINK_SAMPLE_LEN) {
+					cap = SINK_SAMPLE_LEN;
+					if (bpf_xdp_load_bytes(ctx, 0, s->data, SINK_SAMPLE_LEN))
+						cap = 0;
+				} else {
+					cap = len & (SINK_SAMPLE_LEN - 1);
+					if (cap > 0 && bpf_xdp_load_bytes(ctx, 0, s->data, cap))
+						cap = 0;
+				}
+				s->cap = cap;
+				bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+				c->samples++;
+			}
+		}
+	}
+	return pass ? XDP_PASS : XDP_DROP;
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,173 @@
+package scenario
+
+import (
+	"github.com/xupf/xupf/internal/bench/pkt"
+)
+
+// Directions.
+const (
+	Uplink        = "uplink"        // gNB → UPF (GTP-U) → DN
+	Downlink      = "downlink"      // DN → UPF (encapsulated) → gNB
+	Bidirectional = "bidirectional" // both at once, each at the rate given
+)
+
+// Tester modes.
+const (
+	// ModeMaxRate offers as much as the generator can and measures what arrives.
+	ModeMaxRate = "max_rate"
+	// ModeFixedRate offers tester.rate.
+	ModeFixedRate = "fixed_rate"
+	// ModeRFC2544 searches for the highest rate with loss ≤ tester.rfc2544.loss_tolerance.
+	ModeRFC2544 = "rfc2544"
+)
+
+// Policer algorithms: the daemon's qos_algorithm values.
+const (
+	PolicerTokenBucket   = "token_bucket"
+	PolicerSlidingWindow = "sliding_window"
+	PolicerFixedWindow   = "fixed_window"
+)
+
+// Point is one fully specified benchmark run: every parameter has one value.
+type Point struct {
+	// Name is the scenario's name, then "/" and the swept settings, e.g.
+	// "uplink/users=1000,packet_size=512"; a point of a scenario without sweep is named
+	// after the scenario alone.
+	Name string `json:"name" yaml:"name"`
+	// Index is the point's position in the sweep (0-based).
+	Index int `json:"index" yaml:"index"`
+	// Sweep holds the settings of the swept parameters, in axis order.
+	Sweep    []Setting `json:"sweep,omitempty" yaml:"sweep,omitempty"`
+	Pipeline Pipeline  `json:"pipeline" yaml:"pipeline"`
+	Traffic  Traffic   `json:"traffic" yaml:"traffic"`
+	Tester   Tester    `json:"tester" yaml:"tester"`
+	Events   Events    `json:"events" yaml:"events"`
+}
+
+// Pipeline is how the UPF is configured.
+type Pipeline struct {
+	// Users is the number of UEs, one PDU session each.
+	Users int `json:"users" yaml:"users"`
+	// BaseStations is the number of gNB addresses the users are spread over (round robin).
+	BaseStations int `json:"base_stations" yaml:"base_stations"`
+	// Servers is the number of DN server addresses the flows go to.
+	Servers int `json:"servers" yaml:"servers"`
+	// Routes is the number of N6 routes (prefixes) the servers are spread over.
+	Routes int `json:"routes" yaml:"routes"`
+	// FlowsPerUser is the number of distinct 5-tuples per user.
+	FlowsPerUser int `json:"flows_per_user" yaml:"flows_per_user"`
+	// PDRsPerUser is the number of PDRs per user and direction; 1 is the default PDR alone,
+	// more add PDRs with SDF filters.
+	PDRsPerUser int `json:"pdrs_per_user" yaml:"pdrs_per_user"`
+	// SDFFiltersPerPDR is the number of SDF filters of each PDR other than the default one.
+	SDFFiltersPerPDR int `json:"sdf_filters_per_pdr" yaml:"sdf_filters_per_pdr"`
+	// QERsPerUser is the number of QERs per user, shared by its PDRs.
+	QERsPerUser int `json:"qers_per_user" yaml:"qers_per_user"`
+	// MBRUplink and MBRDownlink are the QERs' maximum bit rates (bit/s); 0 is no MBR.
+	MBRUplink   uint64 `json:"mbr_uplink" yaml:"mbr_uplink"`
+	MBRDownlink uint64 `json:"mbr_downlink" yaml:"mbr_downlink"`
+	// ClassifierClasses is the number of traffic classifier classes installed.
+	ClassifierClasses int `json:"classifier_classes" yaml:"classifier_classes"`
+	// Policer is the meter algorithm (the daemon's qos_algorithm).
+	Policer string `json:"policer" yaml:"policer"`
+}
+
+// Traffic is what the generator offers.
+type Traffic struct {
+	// Direction is Uplink, Downlink or Bidirectional.
+	Direction string `json:"direction" yaml:"direction"`
+	// PacketSize is the size of the generated frames with FCS (RFC 2544 convention).
+	PacketSize int `json:"packet_size" yaml:"packet_size"`
+	// Flows is the number of flows in the generated packet set, chosen among the
+	// users × flows_per_user flows with Seed. 0 in the file (the default) means all of them,
+	// and is replaced by users × flows_per_user.
+	Flows int `json:"flows" yaml:"flows"`
+	// Seed chooses the flows and their order.
+	Seed uint64 `json:"seed" yaml:"seed"`
+	// PDUSessionContainer adds a PDU Session Container (with the QFI) to uplink G-PDUs.
+	PDUSessionContainer bool `json:"pdu_session_container" yaml:"pdu_session_container"`
+}
+
+// Tester is how the run is driven and measured.
+type Tester struct {
+	// Mode is ModeMaxRate, ModeFixedRate or ModeRFC2544.
+	Mode string `json:"mode" yaml:"mode"`
+	// Duration is the length of one trial in nanoseconds (a time.Duration).
+	Duration Duration `json:"duration" yaml:"duration"`
+	// Warmup is sent before each trial and not counted.
+	Warmup Duration `json:"warmup" yaml:"warmup"`
+	// Rate is the offered rate of ModeFixedRate, frames per second (per direction).
+	Rate float64 `json:"rate" yaml:"rate"`
+	// Repetitions runs the point this many times.
+	Repetitions int `json:"repetitions" yaml:"repetitions"`
+	// GeneratorThreads is the number of generator threads per direction, each on its own CPU.
+	GeneratorThreads int `json:"generator_threads" yaml:"generator_threads"`
+	// SampleEvery makes the sink keep the head of one frame in this many for the correctness
+	// check; 0 keeps none.
+	SampleEvery int     `json:"sample_every" yaml:"sample_every"`
+	RFC2544     RFC2544 `json:"rfc2544" yaml:"rfc2544"`
+}
+
+// RFC2544 bounds the throughput search of ModeRFC2544 (see internal/bench/rfc2544).
+type RFC2544 struct {
+	// LossTolerance is the largest fraction of frames a passing trial may lose.
+	LossTolerance float64 `json:"loss_tolerance" yaml:"loss_tolerance"`
+	// MinRate and MaxRate bound the search (frames/s); MaxRate 0 is the generator's
+	// maximum rate, measured before the search.
+	MinRate float64 `json:"min_rate" yaml:"min_rate"`
+	MaxRate float64 `json:"max_rate" yaml:"max_rate"`
+	// Resolution ends the search (frames/s); 0 is 1 % of the maximum rate.
+	Resolution    float64 `json:"resolution" yaml:"resolution"`
+	MaxIterations int     `json:"max_iterations" yaml:"max_iterations"`
+	// Retries and Confirm: see rfc2544.Config.
+	Retries int `json:"retries" yaml:"retries"`
+	Confirm int `json:"confirm" yaml:"confirm"`
+}
+
+// Events are the control-plane events injected during a trial, per second.
+type Events struct {
+	// SessionAdd establishes this many extra sessions per second.
+	SessionAdd float64 `json:"session_add" yaml:"session_add"`
+	// SessionDelete deletes this many sessions per second.
+	SessionDelete float64 `json:"session_delete" yaml:"session_delete"`
+	// Handover moves this many users per second to another gNB (a FAR update with the new
+	// gNB's address).
+	Handover float64 `json:"handover" yaml:"handover"`
+}
+
+// Default returns a point with every default.
+func Default() Point {
+	return Point{
+		Pipeline: Pipeline{
+			Users: 1, BaseStations: 1, Servers: 1, Routes: 1, FlowsPerUser: 1,
+			PDRsPerUser: 1, SDFFiltersPerPDR: 1, Policer: PolicerTokenBucket,
+		},
+		Traffic: Traffic{
+			Direction: Uplink, PacketSize: 128, Seed: 1, PDUSessionContainer: true,
+		},
+		Tester: Tester{
+			Mode: ModeMaxRate, Duration: Duration(DefaultDuration), Warmup: Duration(DefaultWarmup),
+			Repetitions: 1, GeneratorThreads: 1, SampleEvery: DefaultSampleEvery,
+			RFC2544: RFC2544{LossTolerance: DefaultLossTolerance, MaxIterations: DefaultMaxIterations},
+		},
+	}
+}
+
+// MinPacketSize is the smallest frame (with FCS) direction can be generated with: uplink
+// frames are GTP-U encapsulated, with a PDU Session Container when psc.
+func MinPacketSize(direction string, psc bool) int {
+	if direction == Downlink {
+		return pkt.MinFrameSize(false, false)
+	}
+	return pkt.MinFrameSize(true, psc)
+}
+
+// MaxPacketSize is the largest frame (with FCS) direction can be generated with on 1500-byte
+// MTU links: downlink frames grow by the UPF's encapsulation, counted with a PDU Session
+// Container.
+func MaxPacketSize(direction string) int {
+	if direction == Uplink {
+		return pkt.MaxFrameSize
+	}
+	return pkt.MaxFrameSize - pkt.EncapOverhead(true)
+}

@@ -1,0 +1,324 @@
+// Package scenario reads benchmark scenario files (YAML) and expands their sweeps into points.
+//
+// A scenario describes, in the spirit of TIPSY, the pipeline the UPF is configured with
+// (users, base stations, servers and routes, flows, PDRs and SDF filters, QERs and their MBRs,
+// classifier classes, policer algorithm), the traffic offered (direction, frame size, flows,
+// seed, PDU Session Container), the tester (mode: max rate, fixed rate or an RFC 2544 search;
+// duration, repetitions) and the events injected per second during a run (session add and
+// delete, handover). testdata/example.yaml is a complete, commented example.
+//
+// Every parameter takes one value or a list of values. A list makes the parameter an axis of
+// the sweep: the points are the cartesian product of all axes, in a fixed order (the order of
+// the parameters in this package's types, whatever their order in the file; the first axis
+// varies slowest), and each point is named after the values of the swept parameters, e.g.
+// "uplink/users=1000,packet_size=512".
+//
+// Parse reports every problem found, one per line, each naming the field by its path (e.g.
+// "pipeline.users[2]"), the line, the bad value and the fix. Unknown keys are rejected.
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Scenario is a parsed scenario file.
+type Scenario struct {
+	// Name names the scenario: the name key, else the file name without extension.
+	Name string `json:"name" yaml:"name"`
+	// Description is free text.
+	Description string `json:"description,omitempty" yaml:"description,omitempty"`
+	// Axes are the swept parameters, in expansion order.
+	Axes []Axis `json:"axes" yaml:"axes"`
+	// Points are the sweep's points in order; a scenario without lists has one.
+	Points []Point `json:"points" yaml:"points"`
+	// Source is the file as read, to be recorded with the results.
+	Source []byte `json:"-" yaml:"-"`
+}
+
+// Axis is one swept parameter.
+type Axis struct {
+	// Key is the parameter's path, e.g. "pipeline.users".
+	Key string `json:"key" yaml:"key"`
+	// Values are the canonical forms of its values, in file order.
+	Values []string `json:"values" yaml:"values"`
+}
+
+// Setting is the value a point gives to a swept parameter.
+type Setting struct {
+	Key   string `json:"key" yaml:"key"`
+	Value string `json:"value" yaml:"value"`
+}
+
+// MaxPoints bounds the size of a sweep.
+const MaxPoints = 10000
+
+// Load reads and parses the scenario file at path. Every error line starts with
+// "scenario: <path>: ".
+func Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("scenario: cannot read %s: %w", path, err)
+	}
+	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	s, errs := parse(data, base)
+	if len(errs) > 0 {
+		return nil, joinErrors("scenario: "+path+": ", errs)
+	}
+	return s, nil
+}
+
+// Parse parses a scenario; a scenario without a name key is named "scenario". The error, if
+// any, has one line per problem, each starting with "scenario: ".
+func Parse(data []byte) (*Scenario, error) {
+	s, errs := parse(data, "scenario")
+	if len(errs) > 0 {
+		return nil, joinErrors("scenario: ", errs)
+	}
+	return s, nil
+}
+
+func joinErrors(prefix string, errs []error) error {
+	wrapped := make([]error, len(errs))
+	for i, err := range errs {
+		wrapped[i] = fmt.Errorf("%s%w", prefix, err)
+	}
+	return errors.Join(wrapped...)
+}
+
+// The raw file: every parameter is a yaml.Node holding one value or a list of values.
+type rawScenario struct {
+	Name        yaml.Node   `yaml:"name"`
+	Description yaml.Node   `yaml:"description"`
+	Pipeline    rawPipeline `yaml:"pipeline"`
+	Traffic     rawTraffic  `yaml:"traffic"`
+	Tester      rawTester   `yaml:"tester"`
+	Events      rawEvents   `yaml:"events"`
+}
+
+type rawPipeline struct {
+	Users             yaml.Node `yaml:"users"`
+	BaseStations      yaml.Node `yaml:"base_stations"`
+	Servers           yaml.Node `yaml:"servers"`
+	Routes            yaml.Node `yaml:"routes"`
+	FlowsPerUser      yaml.Node `yaml:"flows_per_user"`
+	PDRsPerUser       yaml.Node `yaml:"pdrs_per_user"`
+	SDFFiltersPerPDR  yaml.Node `yaml:"sdf_filters_per_pdr"`
+	QERsPerUser       yaml.Node `yaml:"qers_per_user"`
+	MBRUplink         yaml.Node `yaml:"mbr_uplink"`
+	MBRDownlink       yaml.Node `yaml:"mbr_downlink"`
+	ClassifierClasses yaml.Node `yaml:"classifier_classes"`
+	Policer           yaml.Node `yaml:"policer"`
+}
+
+type rawTraffic struct {
+	Direction           yaml.Node `yaml:"direction"`
+	PacketSize          yaml.Node `yaml:"packet_size"`
+	Flows               yaml.Node `yaml:"flows"`
+	Seed                yaml.Node `yaml:"seed"`
+	PDUSessionContainer yaml.Node `yaml:"pdu_session_container"`
+}
+
+type rawTester struct {
+	Mode             yaml.Node  `yaml:"mode"`
+	Duration         yaml.Node  `yaml:"duration"`
+	Warmup           yaml.Node  `yaml:"warmup"`
+	Rate             yaml.Node  `yaml:"rate"`
+	Repetitions      yaml.Node  `yaml:"repetitions"`
+	GeneratorThreads yaml.Node  `yaml:"generator_threads"`
+	SampleEvery      yaml.Node  `yaml:"sample_every"`
+	RFC2544          rawRFC2544 `yaml:"rfc2544"`
+}
+
+type rawRFC2544 struct {
+	LossTolerance yaml.Node `yaml:"loss_tolerance"`
+	MinRate       yaml.Node `yaml:"min_rate"`
+	MaxRate       yaml.Node `yaml:"max_rate"`
+	Resolution    yaml.Node `yaml:"resolution"`
+	MaxIterations yaml.Node `yaml:"max_iterations"`
+	Retries       yaml.Node `yaml:"retries"`
+	Confirm       yaml.Node `yaml:"confirm"`
+}
+
+type rawEvents struct {
+	SessionAdd    yaml.Node `yaml:"session_add"`
+	SessionDelete yaml.Node `yaml:"session_delete"`
+	Handover      yaml.Node `yaml:"handover"`
+}
+
+func parse(data []byte, defaultName string) (*Scenario, []error) {
+	if err := checkDocument(data); err != nil {
+		return nil, []error{err}
+	}
+	var raw rawScenario
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&raw); err != nil {
+		return nil, decodeErrors(err)
+	}
+	v := &validator{}
+	s := &Scenario{Name: defaultName, Source: append([]byte(nil), data...)}
+	if n := &raw.Name; !isNull(n) {
+		if n.Kind != yaml.ScalarNode || !validName(n.Value) {
+			v.addf(n, "name", "%q is not a valid name; use 1 to 64 letters, digits, '.', '_' or '-'", n.Value)
+		} else {
+			s.Name = n.Value
+		}
+	}
+	if n := &raw.Description; !isNull(n) {
+		if n.Kind != yaml.ScalarNode {
+			v.addf(n, "description", "must be text")
+		} else {
+			s.Description = n.Value
+		}
+	}
+	v.params(&raw)
+	if len(v.errs) > 0 {
+		return nil, v.errs
+	}
+	points, errs := expand(s.Name, v.axes)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	for _, a := range v.axes {
+		if len(a.labels) > 1 {
+			s.Axes = append(s.Axes, Axis{Key: a.key, Values: a.labels})
+		}
+	}
+	s.Points = points
+	return s, nil
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkDocument rejects an empty file, several YAML documents and a syntax error.
+func checkDocument(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	err := dec.Decode(&doc)
+	if errors.Is(err, io.EOF) || err == nil && isNull(&doc) {
+		return errors.New(`the file is empty; a scenario needs at least "traffic: {direction: uplink}" (see internal/bench/scenario/testdata/example.yaml)`)
+	}
+	if err != nil {
+		return syntaxError(err)
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return syntaxError(err)
+	default:
+		return fmt.Errorf("line %d: a second YAML document starts here; keep the scenario in one document (remove the \"---\" separator) or split it into two files", next.Line)
+	}
+}
+
+// isNull reports whether n is absent or a YAML null.
+func isNull(n *yaml.Node) bool {
+	if n.Kind == yaml.DocumentNode {
+		return len(n.Content) == 0 || isNull(n.Content[0])
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		return isNull(n.Alias)
+	}
+	return n.Kind == 0 || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+func syntaxError(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if !strings.HasPrefix(msg, "line ") {
+		return fmt.Errorf("invalid YAML: %s", msg)
+	}
+	return fmt.Errorf("invalid YAML: %s; check the indentation and quoting from that line down", msg)
+}
+
+// decodeErrors turns yaml's decoding errors, which name Go types, into operator messages.
+// With every parameter a yaml.Node, the only ones left are unknown keys and a section that
+// is not a mapping.
+func decodeErrors(err error) []error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return []error{syntaxError(err)}
+	}
+	errs := make([]error, 0, len(te.Errors))
+	for _, line := range te.Errors {
+		errs = append(errs, decodeError(line))
+	}
+	return errs
+}
+
+// decodeError rewrites one yaml.TypeError line:
+//
+//	line 3: field foo not found in type scenario.rawPipeline
+//	line 3: cannot unmarshal !!seq into scenario.rawTraffic
+func decodeError(msg string) error {
+	where, what, ok := strings.Cut(msg, ": ")
+	if !ok {
+		return errors.New(msg)
+	}
+	if rest, ok := strings.CutPrefix(what, "field "); ok {
+		if key, typ, ok := strings.Cut(rest, " not found in type "); ok {
+			section, t := sectionOf(typ)
+			return fmt.Errorf("%s: unknown key %q %s; remove it or correct its spelling (valid keys: %s)",
+				where, key, section, strings.Join(yamlKeys(t), ", "))
+		}
+	}
+	if rest, ok := strings.CutPrefix(what, "cannot unmarshal "); ok {
+		if _, typ, ok := strings.Cut(rest, " into "); ok {
+			section, _ := sectionOf(typ)
+			return fmt.Errorf("%s: the section %s must be a mapping (key: value pairs)", where, strings.TrimPrefix(section, "under "))
+		}
+	}
+	return errors.New(msg)
+}
+
+func sectionOf(typ string) (string, reflect.Type) {
+	switch typ {
+	case "scenario.rawPipeline":
+		return "under pipeline", reflect.TypeOf(rawPipeline{})
+	case "scenario.rawTraffic":
+		return "under traffic", reflect.TypeOf(rawTraffic{})
+	case "scenario.rawTester":
+		return "under tester", reflect.TypeOf(rawTester{})
+	case "scenario.rawRFC2544":
+		return "under tester.rfc2544", reflect.TypeOf(rawRFC2544{})
+	case "scenario.rawEvents":
+		return "under events", reflect.TypeOf(rawEvents{})
+	default:
+		return "at the top level", reflect.TypeOf(rawScenario{})
+	}
+}
+
+func yamlKeys(t reflect.Type) []string {
+	keys := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}

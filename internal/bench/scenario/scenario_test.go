@@ -1,0 +1,253 @@
+package scenario
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func mustParse(t *testing.T, doc string) *Scenario {
+	t.Helper()
+	s, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return s
+}
+
+func TestDefaults(t *testing.T) {
+	s := mustParse(t, "traffic: {direction: uplink}\n")
+	if s.Name != "scenario" || len(s.Points) != 1 || len(s.Axes) != 0 {
+		t.Fatalf("%+v", s)
+	}
+	want := Default()
+	want.Name = "scenario"
+	want.Traffic.Flows = 1
+	if got := s.Points[0]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("point\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestExample(t *testing.T) {
+	s, err := Load("testdata/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "example" || !strings.Contains(s.Description, "uplink") || len(s.Source) == 0 {
+		t.Fatalf("%+v", s)
+	}
+	wantAxes := []Axis{
+		{Key: "pipeline.users", Values: []string{"1", "1000"}},
+		{Key: "traffic.packet_size", Values: []string{"128", "512", "1518"}},
+	}
+	if !reflect.DeepEqual(s.Axes, wantAxes) {
+		t.Fatalf("axes %+v", s.Axes)
+	}
+	var names []string
+	for i, p := range s.Points {
+		if p.Index != i {
+			t.Errorf("point %d has index %d", i, p.Index)
+		}
+		names = append(names, p.Name)
+	}
+	want := []string{
+		"example/users=1,packet_size=128", "example/users=1,packet_size=512", "example/users=1,packet_size=1518",
+		"example/users=1000,packet_size=128", "example/users=1000,packet_size=512", "example/users=1000,packet_size=1518",
+	}
+	if !reflect.DeepEqual(names, want) {
+		t.Fatalf("names %q", names)
+	}
+	p := s.Points[4]
+	if p.Pipeline.Users != 1000 || p.Traffic.PacketSize != 512 || p.Traffic.Flows != 1000 ||
+		p.Pipeline.BaseStations != 2 || p.Pipeline.Routes != 2 || p.Pipeline.QERsPerUser != 1 ||
+		p.Tester.RFC2544.LossTolerance != 0.001 || p.Tester.Duration.D() != 10*time.Second {
+		t.Fatalf("point 4: %+v", p)
+	}
+	if !reflect.DeepEqual(p.Sweep, []Setting{{"pipeline.users", "1000"}, {"traffic.packet_size", "512"}}) {
+		t.Fatalf("sweep %+v", p.Sweep)
+	}
+}
+
+// TestExpansionOrder: the axes follow the parameters' order in the model, not the file's,
+// the first varying slowest, and the file order of values is kept.
+func TestExpansionOrder(t *testing.T) {
+	a := mustParse(t, `
+events: {session_add: [0, 5]}
+traffic: {packet_size: [256, 128], direction: [uplink, downlink]}
+pipeline: {users: [10, 1]}
+`)
+	b := mustParse(t, `
+pipeline: {users: [10, 1]}
+traffic: {direction: [uplink, downlink], packet_size: [256, 128]}
+events: {session_add: [0, 5]}
+`)
+	if len(a.Points) != 16 {
+		t.Fatalf("%d points", len(a.Points))
+	}
+	for i := range a.Points {
+		if !reflect.DeepEqual(a.Points[i], b.Points[i]) {
+			t.Fatalf("point %d differs:\n%+v\n%+v", i, a.Points[i], b.Points[i])
+		}
+	}
+	first, second, last := a.Points[0], a.Points[1], a.Points[15]
+	if first.Name != "scenario/users=10,direction=uplink,packet_size=256,session_add=0" ||
+		second.Name != "scenario/users=10,direction=uplink,packet_size=256,session_add=5" ||
+		last.Name != "scenario/users=1,direction=downlink,packet_size=128,session_add=5" {
+		t.Fatalf("names %q %q %q", first.Name, second.Name, last.Name)
+	}
+	seen := map[string]bool{}
+	for _, p := range a.Points {
+		if seen[p.Name] {
+			t.Fatalf("duplicate name %s", p.Name)
+		}
+		seen[p.Name] = true
+	}
+}
+
+func TestUnits(t *testing.T) {
+	s := mustParse(t, `
+pipeline: {qers_per_user: 1, mbr_uplink: [1.5Gbps, 100Mbps, 64kbps, 2000000], mbr_downlink: 1_000}
+tester:
+  mode: fixed_rate
+  rate: [2.5Mpps, 250kpps, 1000]
+  duration: 500ms
+  rfc2544: {loss_tolerance: 0.5%, max_rate: 10Mpps}
+`)
+	if len(s.Points) != 12 {
+		t.Fatalf("%d points", len(s.Points))
+	}
+	p := s.Points[0]
+	if p.Pipeline.MBRUplink != 1_500_000_000 || p.Pipeline.MBRDownlink != 1000 || p.Tester.Rate != 2_500_000 ||
+		p.Tester.Duration.D() != 500*time.Millisecond || p.Tester.RFC2544.LossTolerance != 0.005 ||
+		p.Tester.RFC2544.MaxRate != 1e7 {
+		t.Fatalf("%+v", p)
+	}
+	if s.Points[11].Pipeline.MBRUplink != 2_000_000 || s.Points[11].Tester.Rate != 1000 {
+		t.Fatalf("%+v", s.Points[11])
+	}
+	if got := s.Axes; got[0].Values[0] != "1.5Gbps" || got[0].Values[2] != "64kbps" || got[0].Values[3] != "2Mbps" ||
+		got[1].Values[0] != "2.5Mpps" || got[1].Values[1] != "250kpps" || got[1].Values[2] != "1kpps" {
+		t.Fatalf("labels %+v", got)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	for _, c := range []struct {
+		name, doc string
+		want      []string
+	}{
+		{"empty", "", []string{"the file is empty"}},
+		{"two documents", "traffic: {}\n---\ntraffic: {}\n", []string{"line 2: a second YAML document"}},
+		{"syntax", "traffic: [\n", []string{"invalid YAML"}},
+		{"unknown top", "trafic: {}\n", []string{`unknown key "trafic" at the top level`, "valid keys: name, description, pipeline, traffic, tester, events"}},
+		{"unknown nested", "tester:\n  rfc2544: {tolerance: 1}\n", []string{`line 2: unknown key "tolerance" under tester.rfc2544`, "loss_tolerance"}},
+		{"section not mapping", "pipeline: [1]\n", []string{"pipeline must be a mapping"}},
+		{"range", "pipeline: {users: 0}\n", []string{`line 1: pipeline.users: "0": use an integer from 1 to 1048576`}},
+		{"list element", "pipeline:\n  users: [1, x, 3]\n", []string{`line 2: pipeline.users[1]: "x": use an integer`}},
+		{"empty list", "pipeline: {users: []}\n", []string{"pipeline.users: the list is empty"}},
+		{"duplicate", "tester: {mode: fixed_rate, rate: [1Mpps, 1000000]}\n", []string{`tester.rate[1]: "1000000" repeats an earlier value of the list (1Mpps)`}},
+		{"nested list", "traffic: {packet_size: [[1]]}\n", []string{"traffic.packet_size[0]: expected a single value"}},
+		{"mapping value", "traffic: {seed: {a: 1}}\n", []string{"traffic.seed: a mapping is not valid here"}},
+		{"enum", "traffic: {direction: up}\n", []string{`traffic.direction: "up": use one of uplink, downlink, bidirectional`}},
+		{"bool", "traffic: {pdu_session_container: yes}\n", []string{"use true or false"}},
+		{"duration", "tester: {duration: 10}\n", []string{"tester.duration", "e.g. 10s"}},
+		{"rate", "tester: {mode: fixed_rate, rate: fast}\n", []string{"tester.rate", "1Mpps"}},
+		{"fraction", "tester: {rfc2544: {loss_tolerance: 100%}}\n", []string{"loss_tolerance", "0.1%"}},
+		{"name", "name: a/b\n", []string{`name: "a/b" is not a valid name`}},
+		{"several at once", "pipeline: {users: -1, servers: 0}\n", []string{"pipeline.users", "pipeline.servers"}},
+		// Rules between parameters.
+		{"routes", "pipeline: {routes: 3, servers: 2}\n", []string{"pipeline.routes (3) exceeds pipeline.servers (2)"}},
+		{"mbr without qer", "pipeline: {mbr_uplink: 1Mbps}\n", []string{"qers_per_user is 0"}},
+		{"too many qers", "pipeline: {qers_per_user: 3}\n", []string{"qers_per_user (3) exceeds the user's 2 PDRs"}},
+		{"flows", "pipeline: {users: 2}\ntraffic: {flows: 3}\n", []string{"traffic.flows (3) exceeds the 2 flows"}},
+		{"packet too small", "traffic: {packet_size: 64}\n", []string{"traffic.packet_size (64) is below the 102 bytes that uplink frames", "use 102 or more"}},
+		{"packet too small no psc", "traffic: {packet_size: 64, pdu_session_container: false}\n", []string{"below the 94 bytes"}},
+		{"downlink too big", "traffic: {packet_size: 1518, direction: downlink}\n", []string{"use 1474 or less"}},
+		{"fixed without rate", "tester: {mode: fixed_rate}\n", []string{"tester.rate is missing"}},
+		{"rate without fixed", "tester: {rate: 1Mpps}\n", []string{"tester.rate (1Mpps) is only used with mode fixed_rate"}},
+		{"rfc bounds", "tester: {rfc2544: {min_rate: 2Mpps, max_rate: 1Mpps}}\n", []string{"max_rate (1Mpps) is not above min_rate (2Mpps)"}},
+		{"handover", "events: {handover: 1}\n", []string{"events.handover needs a second gNB"}},
+		{"delete", "events: {session_delete: 1}\ntester: {duration: 10s}\n", []string{"deletes more sessions than there are"}},
+		{"sweep point named", "traffic: {packet_size: [64, 65, 128]}\n", []string{"point scenario/packet_size=64: traffic.packet_size (64)", "point scenario/packet_size=65: traffic.packet_size (65)"}},
+		{"sweep same problem", "pipeline: {users: [1, 2, 3]}\nevents: {handover: 1}\n", []string{"point scenario/users=1 (and 2 more): events.handover"}},
+		{"sweep many problems", "traffic: {packet_size: [64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85]}\n", []string{"2 more problems like these"}},
+		{"too many points", "pipeline: {users: [1,2,3,4,5,6,7,8,9,10], servers: [1,2,3,4,5,6,7,8,9,10], routes: [1,2,3,4,5,6,7,8,9,10], flows_per_user: [1,2,3,4,5,6,7,8,9,10], pdrs_per_user: [1,2]}\n", []string{"more than 10000 points"}},
+	} {
+		_, err := Parse([]byte(c.doc))
+		if err == nil {
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error\n%v\nlacks %q", c.name, err, w)
+			}
+		}
+		for _, line := range strings.Split(err.Error(), "\n") {
+			if !strings.HasPrefix(line, "scenario: ") {
+				t.Errorf("%s: line %q lacks the prefix", c.name, line)
+			}
+		}
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	_, err := Load("testdata/missing.yaml")
+	if err == nil || !strings.Contains(err.Error(), "scenario: cannot read testdata/missing.yaml: no such file or directory") {
+		t.Fatalf("%v", err)
+	}
+}
+
+// TestPointJSON: a point records in a result file and reads back.
+func TestPointJSON(t *testing.T) {
+	s, err := Load("testdata/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(s.Points[5])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"duration":"10s"`) {
+		t.Errorf("duration not as text: %s", b)
+	}
+	var back Point
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, s.Points[5]) {
+		t.Fatalf("round trip\n got %+v\nwant %+v", back, s.Points[5])
+	}
+}
+
+// TestEveryKeyIsAParameter: each key of the file model is registered as a parameter with
+// its full path, so none is silently ignored.
+func TestEveryKeyIsAParameter(t *testing.T) {
+	var want []string
+	var walk func(prefix string, typ reflect.Type)
+	walk = func(prefix string, typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			key := prefix + f.Tag.Get("yaml")
+			if f.Type.Kind() == reflect.Struct && f.Type.Name() != "Node" {
+				walk(key+".", f.Type)
+				continue
+			}
+			if key != "name" && key != "description" {
+				want = append(want, key)
+			}
+		}
+	}
+	walk("", reflect.TypeOf(rawScenario{}))
+	v := &validator{}
+	v.params(&rawScenario{})
+	var got []string
+	for _, a := range v.axes {
+		got = append(got, a.key)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("parameters\n got %q\nwant %q", got, want)
+	}
+}
