@@ -2,8 +2,8 @@
  * A meter admits packets at a rate (bytes/s) with a burst (bytes), by one of three algorithms
  * chosen at load time (cfg_meter_algo), on one of three clocks (cfg_clock).
  *
- * Exactness. Rates from 1 kbit/s to 100 Gbit/s (125 to 1.25e10 bytes/s) and bursts up to
- * 9.2 GB are computed without overflow or rounding drift:
+ * Exactness. Rates up to 1 Tbit/s (1.25e11 bytes/s; QER MBRs from 1 kbit/s) and bursts up to
+ * 4.6 GB (MaxMeterBurst, meters.go) are computed without overflow or rounding drift:
  *  - token bucket: tokens are kept in byte-nanoseconds (bytes x 1e9), so a refill adds
  *    elapsed_ns x rate exactly and a packet takes len x 1e9: no division on either path, and
  *    the refill is clamped to the room left before multiplying;
@@ -146,9 +146,15 @@ static __always_inline int sw_pass(struct meter *m, __u32 len, __u64 now)
 			m->base = now;
 			m->start = -(__s64)m->window;
 		} else if (now - m->base >= SW_REBASE_NS) {
-			__s64 shift = (__s64)((now - m->base) << SW_SHIFT);
+			__u64 delta = now - m->base;
 
-			m->start -= shift;
+			/* A whole window (or more) since the origin: the start is a window behind now
+			 * either way, and delta may be too large to shift (a fresh meter's origin is
+			 * 0, and the clock is the time since boot). */
+			if (delta >= (m->window >> SW_SHIFT))
+				m->start = -(__s64)m->window;
+			else
+				m->start -= (__s64)(delta << SW_SHIFT);
 			if (m->start < -(__s64)m->window)
 				m->start = -(__s64)m->window;
 			m->base = now;

@@ -1,7 +1,8 @@
 /* The policer: a contract per traffic class (the classifier's class id), PASS, DROP or LIMIT
  * (a meter with rate and burst), and a default contract under class id 0 for packets with no
- * class or a class without a contract. Usable without sessions: it polices whatever the
- * classifier classifies. A contract is one hash entry, replaced whole by one update: a reader
+ * class or a class without a contract. It needs no QER: it polices whatever the classifier
+ * classifies (session traffic that matched a PDR, while classes exist). A contract is one
+ * hash entry, replaced whole by one update: a reader
  * sees the old contract or the new one, never a LIMIT without its rate. */
 #ifndef XUPF_POLICER_H
 #define XUPF_POLICER_H
@@ -12,7 +13,7 @@
 #include "drop_reasons.h"
 
 #ifndef XUPF_MAX_CONTRACTS
-#define XUPF_MAX_CONTRACTS 10241  /* every class (CLS_MAX_CLASSES) and the default */
+#define XUPF_MAX_CONTRACTS 10241  /* every class (XUPF_MAX_CLASSES) and the default */
 #endif
 
 enum police_action {

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -535,7 +534,7 @@ func (v *prefixValue) Type() string { return "cidr" }
 type teidValue struct{ p *uint32 }
 
 func (v *teidValue) Set(s string) error {
-	n, err := strconv.ParseUint(s, 0, 32)
+	n, err := parseID(s, 32)
 	if err != nil || n == 0 {
 		return errors.New("not a TEID; use a number from 1 to 0xffffffff, e.g. 0x1000 or 4096")
 	}
@@ -550,7 +549,7 @@ func (v *teidValue) Type() string   { return "teid" }
 type seidValue struct{ p *uint64 }
 
 func (v *seidValue) Set(s string) error {
-	n, err := strconv.ParseUint(s, 0, 64)
+	n, err := parseID(s, 64)
 	if err != nil || n == 0 {
 		return errors.New("not a SEID; use the UP-SEID column of `xupfctl pfcp session create`, e.g. 0x5000")
 	}

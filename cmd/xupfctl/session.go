@@ -136,19 +136,20 @@ decimal, or hexadecimal with 0x as "session list" shows SEIDs.`,
 // parseSessionID reads a session id as decimal, or as hexadecimal after 0x (as session list
 // shows PFCP SEIDs). A leading 0 alone does not mean octal: "010" is 10.
 func parseSessionID(raw string) (uint64, error) {
-	var (
-		id  uint64
-		err error
-	)
-	if hex, ok := strings.CutPrefix(strings.ToLower(raw), "0x"); ok {
-		id, err = strconv.ParseUint(hex, 16, 64)
-	} else {
-		id, err = strconv.ParseUint(raw, 10, 64)
-	}
+	id, err := parseID(raw, 64)
 	if err != nil {
 		return 0, errors.New(api.BadSessionIDMessage(raw))
 	}
 	return id, nil
+}
+
+// parseID reads an id (session, SEID, TEID) of bits bits as the tables print them: decimal,
+// or hexadecimal after 0x. A leading 0 is decimal, not octal.
+func parseID(raw string, bits int) (uint64, error) {
+	if hex, ok := strings.CutPrefix(strings.ToLower(raw), "0x"); ok {
+		return strconv.ParseUint(hex, 16, bits)
+	}
+	return strconv.ParseUint(raw, 10, bits)
 }
 
 // sessionLists is the -o json/yaml output of session list.
@@ -157,8 +158,6 @@ type sessionLists struct {
 	PFCP   []api.PFCPSessionInfo `json:"pfcp" yaml:"pfcp"`
 }
 
-// renderSessionLists writes the static sessions' table and, when there are PFCP sessions,
-// theirs after a blank line.
 // renderSessionLists prints the static sessions' table and the PFCP sessions' one; an empty
 // table is left out, unless both are (then the static header shows there are none).
 func renderSessionLists(w io.Writer, lists sessionLists) error {

@@ -23,7 +23,7 @@ const (
 const (
 	MinContractRateBPS = 8
 	MaxContractRateBPS = 1_000_000_000_000 // 1 Tbit/s
-	MaxContractBurst   = 9_223_372_036
+	MaxContractBurst   = 4_611_686_018
 )
 
 // DefaultContractClass is the class id of the default contract.

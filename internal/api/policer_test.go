@@ -103,7 +103,7 @@ func TestContractHandlers(t *testing.T) {
 			name: "invalid: rate out of range", method: "PUT", path: path + "/3",
 			body:     `{"action":"limit","rate_bps":1000000000008,"burst_bytes":99999999999}`,
 			wantCode: 400, wantBody: `{"error":"contract for class 3: rate_bps: 1000000000008 is out of range; use 8 (1 byte/s) ` +
-				`to 1000000000000 (1 Tbit/s)\nburst_bytes: 99999999999 is out of range; use 1 to 9223372036"}`,
+				`to 1000000000000 (1 Tbit/s)\nburst_bytes: 99999999999 is out of range; use 1 to 4611686018"}`,
 		},
 		{
 			name: "invalid: no action", method: "PUT", path: path + "/3", body: `{}`,

@@ -78,7 +78,7 @@ type Contract struct {
 	// RateBPS is the rate of a limit in bits per second: a multiple of 8 (the policer meters
 	// whole bytes per second), from 8 to 1000000000000 (1 Tbit/s).
 	RateBPS uint64 `json:"rate_bps,omitempty" yaml:"rate_bps,omitempty"`
-	// BurstBytes is how many bytes a limit lets through at once, from 1 to 9223372036; a
+	// BurstBytes is how many bytes a limit lets through at once, from 1 to 4611686018; a
 	// packet larger than the burst never passes.
 	BurstBytes uint64 `json:"burst_bytes,omitempty" yaml:"burst_bytes,omitempty"`
 }

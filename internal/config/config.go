@@ -811,8 +811,6 @@ func parseSMFPeer(s string) (netip.AddrPort, error) {
 	return ap, nil
 }
 
-// parsePeerPrefix parses a pfcp_allowed_peers entry: an IPv4 prefix without host bits, or
-// an IPv4 address, which is a /32.
 // qos checks the meters' settings: qos_algorithm, qos_clock, qos_mbr_burst.
 func (v *validator) qos(raw *rawConfig) {
 	switch raw.QoSAlgorithm {
@@ -885,6 +883,8 @@ func (v *validator) networkInstances(raw map[string]string) {
 	}
 }
 
+// parsePeerPrefix parses a pfcp_allowed_peers entry: an IPv4 prefix without host bits, or
+// an IPv4 address, which is a /32.
 func parsePeerPrefix(s string) (netip.Prefix, error) {
 	const want = "an IPv4 address or prefix of the SMFs, e.g. 192.0.2.10 or 192.0.2.0/24"
 	if s == "" {

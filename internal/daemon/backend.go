@@ -99,12 +99,9 @@ func (d *Daemon) PFCPSession(seid uint64) (api.PFCPSessionInfo, error) {
 func (d *Daemon) pfcpSessionInfo(s pfcp.Session) (api.PFCPSessionInfo, error) {
 	usage, err := d.pfcpNode.Usage(s.SEID)
 	if errors.Is(err, datapath.ErrNotFound) {
-		// The datapath has no rules of the session: either it was deleted since s was
-		// read, or it has nothing installed, and then nothing counted.
-		if _, ok := d.pfcpNode.Session(s.SEID); !ok {
-			return api.PFCPSessionInfo{}, fmt.Errorf("PFCP session %d: %w", s.SEID, api.ErrNotFound)
-		}
-		usage, err = nil, nil
+		// Every session the node has is installed (with no rule set, at least): this one
+		// was deleted since s was read.
+		return api.PFCPSessionInfo{}, fmt.Errorf("PFCP session %d: %w", s.SEID, api.ErrNotFound)
 	}
 	if err != nil {
 		return api.PFCPSessionInfo{}, fmt.Errorf("PFCP session %d: reading its counters: %w", s.SEID, err)

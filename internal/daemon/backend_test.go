@@ -147,11 +147,6 @@ func TestPFCPSessionsBackend(t *testing.T) {
 			wantUsage: []api.PDRUsage{{PDR: 1, Packets: 11, Bytes: 1100}, {PDR: 2, Packets: 20, Bytes: 20000}},
 		},
 		{
-			name:      "nothing installed counts nothing",
-			prepare:   func() { delete(dp.sets, seid) },
-			wantUsage: []api.PDRUsage{{PDR: 1}, {PDR: 2}},
-		},
-		{
 			name:    "counters unreadable",
 			prepare: func() { dp.fail = errors.New("reading rule counters: operation not permitted") },
 			wantErr: fmt.Sprintf("PFCP session %d: reading its counters: reading rule counters: operation not permitted", seid),

@@ -70,8 +70,13 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 		stopClock: func() {}}
 	if cfg.QoSClock == config.ClockUser {
 		ctx, cancel := context.WithCancel(context.Background())
-		go dp.RunClock(ctx, datapath.UserClockPeriod)
-		d.stopClock = cancel
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			dp.RunClock(ctx, datapath.UserClockPeriod)
+		}()
+		// Close waits for the clock's last write before the maps go.
+		d.stopClock = func() { cancel(); <-done }
 	}
 	d.initClassifier(dp)
 	defer func() {

@@ -117,8 +117,8 @@ func contractOf(class uint32, m xupfMeter) Contract {
 // The contract is written with one update of the whole hash element, never field by field:
 // the kernel links a new element in place of the old one, so a packet sees the old contract
 // or the new one, never a LIMIT with the old rate and the new burst, or a PASS turned LIMIT
-// whose rate is still zero. (A packet that looked the old element up finishes with it; it is
-// not written to until it is reused by a later update.)
+// whose rate is still zero. (A packet that looked the old element up finishes with it: the
+// map is not preallocated, so the old element is freed only after such readers are done.)
 func (d *Datapath) SetContract(c Contract) error {
 	m, err := contractEntry(c)
 	if err != nil {

@@ -377,7 +377,7 @@ func TestContractErrors(t *testing.T) {
 		{Contract{Class: 1, Action: PoliceLimit, Rate: MaxMeterRate + 1, Burst: 1},
 			"contract for class 1: rate 125000000001 bytes/s: use 1 to 125000000000 (1 Tbit/s)"},
 		{Contract{Class: 1, Action: PoliceLimit, Rate: 1, Burst: MaxMeterBurst + 1},
-			"contract for class 1: burst 9223372037 bytes: use 1 to 9223372036"},
+			"contract for class 1: burst 4611686019 bytes: use 1 to 4611686018"},
 		{Contract{Class: 2, Action: PolicePass, Rate: 1000},
 			"contract for class 2: rate: a pass contract has no rate; set one with PoliceLimit only"},
 		{Contract{Class: 0, Action: PoliceDrop, Rate: 1, Burst: 1},

@@ -3,7 +3,6 @@ package datapath
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/xupf/xupf/internal/rules"
@@ -29,8 +28,9 @@ const (
 )
 
 // MaxMeterBurst is the largest burst a meter holds: token buckets count byte-nanoseconds in
-// a signed 64-bit integer.
-const MaxMeterBurst = math.MaxInt64 / 1_000_000_000
+// a signed 64-bit integer, and a full bucket stays below 2^62 so that a refund racing a
+// refill (each adds up to a burst) cannot overflow it.
+const MaxMeterBurst = (1 << 62) / 1_000_000_000
 
 // MaxMeterRate is the highest meter rate, 1 Tbit/s in bytes/s: every product and shift of
 // meter.h stays exact below it.
@@ -179,7 +179,7 @@ func (d *Datapath) SetClock(ns uint64) error {
 }
 
 // RunClock keeps the user clock at the monotonic time since start, updated every period,
-// until ctx is done. It is the clock of ClockUser when the daemon runs.
+// until ctx is done; it returns then. It is the clock of ClockUser when the daemon runs.
 func (d *Datapath) RunClock(ctx context.Context, period time.Duration) {
 	start := time.Now()
 	tick := time.NewTicker(period)

@@ -113,15 +113,15 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32, meters map
 	return set, nil
 }
 
-// farEntry is f as the datapath's struct far. A forwarding FAR's tunnel needs IPv4 ends: the
-// datapath builds IPv4 outer headers only. Drop and Buffer FARs leave the tunnel out (the
-// datapath reads it only when forwarding), so one kept across a switch to BUFF is not checked.
 // matchesAll reports whether filters select every packet: none, or one that matches all. A
 // key whose one PDR has such filters needs no classification step (and no rule set id).
 func matchesAll(filters []sdf.Filter) bool {
 	return len(filters) == 0 || slices.ContainsFunc(filters, sdf.Filter.MatchesAll)
 }
 
+// farEntry is f as the datapath's struct far. A forwarding FAR's tunnel needs IPv4 ends: the
+// datapath builds IPv4 outer headers only. Drop and Buffer FARs leave the tunnel out (the
+// datapath reads it only when forwarding), so one kept across a switch to BUFF is not checked.
 func farEntry(f rules.FAR) (xupfFar, error) {
 	switch f.Action {
 	case rules.Drop:

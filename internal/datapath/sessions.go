@@ -30,7 +30,8 @@ func addrBE(a netip.Addr) uint32 {
 // replacing whatever it had. The new rule sets are written beside the old ones (fresh PDR/FAR
 // slots and classification tables) and published by replacing the TEID and UE entries, so a
 // packet sees the old rules or the new ones, never a mix; keys the owner no longer uses are
-// removed. Usage counts carry on for the PDRs that keep their id under the same key. It is
+// removed. Usage counts carry on for the PDRs that keep their id and direction, even when
+// their TEID or UE address changes. It is
 // all or nothing: on error the owner's rules are as before and nothing is leaked.
 func (d *Datapath) Install(owner uint64, sets []rules.RuleSet) error {
 	d.mu.Lock()

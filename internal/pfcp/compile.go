@@ -37,6 +37,9 @@ func (n *Node) check(s *Session) error {
 				return fail("URR %d does not exist", u)
 			}
 		}
+		if n := s.meteredQERs(p); n > rules.MaxMetersPerPDR {
+			return fail("%d of its QERs have an MBR in its direction; at most %d are supported", n, rules.MaxMetersPerPDR)
+		}
 		switch {
 		case p.FTEID != nil && p.OuterHeaderRemoval == nil:
 			return fail("forwarding GTP-U packets with their outer headers (an F-TEID without outer header removal) is not supported")
@@ -48,6 +51,12 @@ func (n *Node) check(s *Session) error {
 			return fail("F-TEID address %s is not a GTP-U address of this UPF (%v)", p.FTEID.Addr, n.opts.GTPUAddrs)
 		case !n.knownInstance(p.NetworkInstance):
 			return fail("network instance %q is not configured (network_instances)", p.NetworkInstance)
+		}
+	}
+	for _, id := range sortedKeys(s.QERs) {
+		q := s.QERs[id]
+		if max(q.MBRUL, q.MBRDL) > rules.MaxMBR {
+			return ruleFailure(ie.RuleIDTypeQER, id, "QER %d: MBR above %d kbit/s (1 Tbit/s) is not supported", id, rules.MaxMBR)
 		}
 	}
 	for _, id := range sortedKeys(s.FARs) {
@@ -63,6 +72,17 @@ func (n *Node) check(s *Session) error {
 		}
 	}
 	return nil
+}
+
+// meteredQERs counts the QERs of p with an MBR in p's direction (uplink: on an F-TEID).
+func (s *Session) meteredQERs(p *PDR) int {
+	n := 0
+	for _, id := range p.QERs {
+		if q := s.QERs[id]; q != nil && ((p.FTEID != nil && q.MBRUL != 0) || (p.FTEID == nil && q.MBRDL != 0)) {
+			n++
+		}
+	}
+	return n
 }
 
 // knownInstance: with network instances configured, only those are accepted.

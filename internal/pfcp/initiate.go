@@ -52,13 +52,15 @@ func (n *Node) setupRequest(smf netip.AddrPort) []byte {
 // setupAnswered records the association an SMF accepted in answer to our request.
 func (n *Node) setupAnswered(peer netip.AddrPort, m *message.AssociationSetupResponse) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	smf, ok := n.setups[m.SequenceNumber]
+	if ok && smf == peer {
+		delete(n.setups, m.SequenceNumber)
+	}
+	n.mu.Unlock()
 	if !ok || smf != peer {
 		n.log.Debug("pfcp: association setup response to no request of ours", "peer", peer)
 		return
 	}
-	delete(n.setups, m.SequenceNumber)
 	if m.Cause == nil || m.NodeID == nil || m.RecoveryTimeStamp == nil {
 		n.log.Warn("pfcp: association setup response without cause, node id or recovery time stamp", "smf", peer)
 		return
@@ -74,7 +76,6 @@ func (n *Node) setupAnswered(peer netip.AddrPort, m *message.AssociationSetupRes
 		n.log.Warn("pfcp: association setup response with a bad node id or recovery time stamp", "smf", peer)
 		return
 	}
-	n.assocs[nodeID] = &Association{NodeID: nodeID, Address: peer, Recovery: recovery, Established: time.Now()}
-	delete(n.pending, nodeID)
-	n.log.Info("pfcp: association established (initiated by this UPF)", "smf", peer, "node_id", nodeID)
+	n.log.Info("pfcp: SMF accepted the association this UPF asked for", "smf", peer, "node_id", nodeID)
+	n.associated(nodeID, peer, recovery, false)
 }

@@ -40,7 +40,8 @@ type Options struct {
 	Datapath Datapath
 	// Address is this UPF's N4 IPv4 address, sent in the UP F-SEID of each session.
 	Address netip.Addr
-	// GTPUAddrs are the local N3/N9 addresses; F-TEIDs this UPF chooses use the first.
+	// GTPUAddrs are the local N3/N9 addresses. F-TEIDs this UPF chooses, and the source of
+	// its tunnels, use the session's first SMF-given F-TEID address, else the first of these.
 	GTPUAddrs []netip.Addr
 	// UEPools are the networks UE addresses are chosen from when an SMF asks (CHV4).
 	UEPools []netip.Prefix
@@ -79,7 +80,7 @@ type Node struct {
 	smu sync.Mutex // guards ss; taken before mu when both are needed
 	ss  sessionState
 	// answered holds recent responses to session requests, so that a retransmitted request
-	// is answered again rather than applied twice.
+	// is answered again rather than applied twice. mu guards it.
 	answered *responseCache
 }
 
@@ -154,13 +155,13 @@ func (n *Node) Handle(peer netip.AddrPort, b []byte) []byte {
 	case *message.AssociationUpdateRequest:
 		return n.associationUpdate(m)
 	case *message.AssociationReleaseRequest:
-		return n.associationRelease(m)
+		return n.associationRelease(peer, m)
 	case *message.SessionEstablishmentRequest:
 		return n.answerOnce(peer, m.SequenceNumber, func() []byte { return n.sessionEstablishment(m) })
 	case *message.SessionModificationRequest:
-		return n.answerOnce(peer, m.SequenceNumber, func() []byte { return n.sessionModification(m) })
+		return n.answerOnce(peer, m.SequenceNumber, func() []byte { return n.sessionModification(peer, m) })
 	case *message.SessionDeletionRequest:
-		return n.answerOnce(peer, m.SequenceNumber, func() []byte { return n.sessionDeletion(m) })
+		return n.answerOnce(peer, m.SequenceNumber, func() []byte { return n.sessionDeletion(peer, m) })
 	}
 	n.log.Debug("pfcp: message type not handled", "peer", peer, "type", msg.MessageTypeName())
 	return nil
@@ -231,28 +232,7 @@ func (n *Node) associationSetup(peer netip.AddrPort, m *message.AssociationSetup
 		return respond(ie.NewCause(ie.CauseRequestRejected))
 	}
 	retain := m.PFCPSessionRetentionInformation != nil
-	n.mu.Lock()
-	_, existed := n.assocs[nodeID]
-	last, known := n.recoveries[nodeID]
-	n.assocs[nodeID] = &Association{NodeID: nodeID, Address: peer, Recovery: recovery, Established: time.Now()}
-	n.recoveries[nodeID] = recovery
-	delete(n.pending, nodeID)
-	n.mu.Unlock()
-	// TS 29.244 6.2.6.2.2: a new association replaces an existing one of the same Node ID and
-	// ends its sessions unless the SMF asks to retain them; so does a restart of the SMF (a
-	// new Recovery Time Stamp) after its association was lost.
-	switch {
-	case existed && !retain:
-		n.log.Info("pfcp: association set up again without session retention", "peer", peer, "node_id", nodeID)
-		n.deletePeerSessions(nodeID, "association set up again")
-	case !existed && known && !last.Equal(recovery) && !retain:
-		n.log.Info("pfcp: peer restarted; association established", "peer", peer, "node_id", nodeID)
-		n.deletePeerSessions(nodeID, "the peer restarted")
-	case existed:
-		n.log.Info("pfcp: association set up again; sessions retained", "peer", peer, "node_id", nodeID)
-	default:
-		n.log.Info("pfcp: association established", "peer", peer, "node_id", nodeID)
-	}
+	n.associated(nodeID, peer, recovery, retain)
 	ies := []*ie.IE{ie.NewCause(ie.CauseRequestAccepted), n.upFeatures()}
 	if retain {
 		ies = append(ies, ie.NewPFCPASRspFlags(0x01)) // PSREI: the sessions were retained
@@ -273,11 +253,17 @@ func (n *Node) associationUpdate(m *message.AssociationUpdateRequest) []byte {
 	return respond(ie.NewCause(ie.CauseRequestAccepted), n.upFeatures())
 }
 
-func (n *Node) associationRelease(m *message.AssociationReleaseRequest) []byte {
+func (n *Node) associationRelease(peer netip.AddrPort, m *message.AssociationReleaseRequest) []byte {
 	if m.NodeID == nil {
 		return marshal(message.NewAssociationReleaseResponse(m.SequenceNumber, n.nodeIDIE(), causeMissing))
 	}
 	nodeID, ok := n.association(m.NodeID)
+	if ok && !n.isPeer(nodeID, peer.Addr()) {
+		// Only the SMF itself may end its association (and with it its sessions).
+		n.log.Warn("pfcp: association release refused: not sent by the associated SMF",
+			"peer", peer, "node_id", nodeID)
+		ok = false
+	}
 	if !ok {
 		return marshal(message.NewAssociationReleaseResponse(m.SequenceNumber, n.nodeIDIE(),
 			ie.NewCause(ie.CauseNoEstablishedPFCPAssociation)))
@@ -287,9 +273,43 @@ func (n *Node) associationRelease(m *message.AssociationReleaseRequest) []byte {
 	delete(n.pending, nodeID)
 	n.mu.Unlock()
 	n.log.Info("pfcp: association released", "node_id", nodeID)
-	n.deletePeerSessions(nodeID, "association released")
+	n.deletePeerSessions(nodeID, "association released", false)
 	return marshal(message.NewAssociationReleaseResponse(m.SequenceNumber, n.nodeIDIE(),
 		ie.NewCause(ie.CauseRequestAccepted)))
+}
+
+// associated records an association with nodeID at addr and applies TS 29.244 6.2.6.2.2 to
+// the peer's sessions: a new association replacing an existing one of the same Node ID ends
+// them unless the SMF asks to retain them; so does a restart of the SMF (a new Recovery Time
+// Stamp) after its association was lost. Both ends' setups come through here.
+func (n *Node) associated(nodeID string, addr netip.AddrPort, recovery time.Time, retain bool) {
+	n.mu.Lock()
+	_, existed := n.assocs[nodeID]
+	last, known := n.recoveries[nodeID]
+	n.assocs[nodeID] = &Association{NodeID: nodeID, Address: addr, Recovery: recovery, Established: time.Now()}
+	n.recoveries[nodeID] = recovery
+	delete(n.pending, nodeID)
+	n.mu.Unlock()
+	switch {
+	case existed && !retain:
+		n.log.Info("pfcp: association set up again without session retention", "peer", addr, "node_id", nodeID)
+		n.deletePeerSessions(nodeID, "association set up again", false)
+	case !existed && known && !last.Equal(recovery) && !retain:
+		n.log.Info("pfcp: peer restarted; association established", "peer", addr, "node_id", nodeID)
+		n.deletePeerSessions(nodeID, "the peer restarted", false)
+	case existed:
+		n.log.Info("pfcp: association set up again; sessions retained", "peer", addr, "node_id", nodeID)
+	default:
+		n.log.Info("pfcp: association established", "peer", addr, "node_id", nodeID)
+	}
+}
+
+// isPeer reports whether addr is the address of nodeID's association.
+func (n *Node) isPeer(nodeID string, addr netip.Addr) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	a, ok := n.assocs[nodeID]
+	return ok && a.Address.Addr().Unmap() == addr.Unmap()
 }
 
 // association returns the Node ID of an established association named by id.

@@ -120,6 +120,6 @@ func (n *Node) peerLost(nodeIDs []string) {
 		return
 	}
 	for _, id := range nodeIDs {
-		n.deletePeerSessions(id, "peer lost (pfcp_lost_peer_sessions: delete)")
+		n.deletePeerSessions(id, "peer lost (pfcp_lost_peer_sessions: delete)", true)
 	}
 }

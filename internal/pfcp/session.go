@@ -77,24 +77,24 @@ func (n *Node) Usage(seid uint64) ([]rules.Usage, error) {
 // applied, or nothing is.
 func (n *Node) sessionEstablishment(m *message.SessionEstablishmentRequest) []byte {
 	var cpSEID uint64
-	respond := func(seid uint64, ies ...*ie.IE) []byte {
+	respond := func(ies ...*ie.IE) []byte {
 		return marshal(message.NewSessionEstablishmentResponse(0, 0, cpSEID, m.SequenceNumber, 0,
 			append([]*ie.IE{n.nodeIDIE()}, ies...)...))
 	}
 	refuse := func(err error) []byte {
 		re := asRequestError(err)
 		n.log.Warn("pfcp: session establishment refused", "cp_seid", cpSEID, "cause", re.cause, "err", re.msg)
-		return respond(0, re.ies()...)
+		return respond(re.ies()...)
 	}
 	if m.NodeID == nil {
-		return respond(0, missing(ie.NodeID)...)
+		return respond(missing(ie.NodeID)...)
 	}
 	peer, ok := n.association(m.NodeID)
 	if !ok {
-		return respond(0, ie.NewCause(ie.CauseNoEstablishedPFCPAssociation))
+		return respond(ie.NewCause(ie.CauseNoEstablishedPFCPAssociation))
 	}
 	if m.CPFSEID == nil {
-		return respond(0, missing(ie.FSEID)...)
+		return respond(missing(ie.FSEID)...)
 	}
 	fseid, err := m.CPFSEID.FSEID()
 	if err != nil {
@@ -102,10 +102,10 @@ func (n *Node) sessionEstablishment(m *message.SessionEstablishmentRequest) []by
 	}
 	cpSEID = fseid.SEID
 	if len(m.CreatePDR) == 0 {
-		return respond(0, missing(ie.CreatePDR)...)
+		return respond(missing(ie.CreatePDR)...)
 	}
 	if len(m.CreateFAR) == 0 {
-		return respond(0, missing(ie.CreateFAR)...)
+		return respond(missing(ie.CreateFAR)...)
 	}
 	cpAddr, _ := netip.AddrFromSlice(fseid.IPv4Address.To4())
 
@@ -130,7 +130,7 @@ func (n *Node) sessionEstablishment(m *message.SessionEstablishmentRequest) []by
 	n.ss.bySMF[smfSEID{peer, cpSEID}] = s.SEID
 	n.log.Info("pfcp: session established", "seid", s.SEID, "cp_seid", cpSEID, "peer", peer, "pdrs", len(s.PDRs))
 	ies := []*ie.IE{ie.NewCause(ie.CauseRequestAccepted), ie.NewFSEID(s.SEID, n.opts.Address.AsSlice(), nil)}
-	return respond(s.SEID, append(ies, createdPDRs(nil, s)...)...)
+	return respond(append(ies, createdPDRs(nil, s)...)...)
 }
 
 // ruleChanges are the rule IEs of one request.
@@ -303,7 +303,7 @@ func createdPDRs(old, s *Session) []*ie.IE {
 			ies = append(ies, ie.NewFTEID(0x01, f.TEID, f.Addr.AsSlice(), nil, 0))
 		}
 		if p.UEChosen {
-			ies = append(ies, ie.NewUEIPAddress(0x02|0x04, p.UE.String(), "", 0, 0)) // V4, S/D
+			ies = append(ies, ie.NewUEIPAddress(0x02, p.UE.String(), "", 0, 0)) // V4 (S/D is 0 outside a PDI)
 		}
 		if len(ies) > 0 {
 			out = append(out, ie.NewCreatedPDR(append([]*ie.IE{ie.NewPDRID(id)}, ies...)...))
@@ -313,13 +313,12 @@ func createdPDRs(old, s *Session) []*ie.IE {
 }
 
 // sessionModification changes a session (TS 29.244 7.5.4), all or nothing.
-func (n *Node) sessionModification(m *message.SessionModificationRequest) []byte {
+func (n *Node) sessionModification(peer netip.AddrPort, m *message.SessionModificationRequest) []byte {
 	n.smu.Lock()
 	defer n.smu.Unlock()
 	old, ok := n.ss.byID[m.SEID()]
-	if !ok {
-		return marshal(message.NewSessionModificationResponse(0, 0, 0, m.SequenceNumber, 0,
-			ie.NewCause(ie.CauseSessionContextNotFound)))
+	if cause := n.sessionCheck(old, ok, peer); cause != 0 {
+		return marshal(message.NewSessionModificationResponse(0, 0, 0, m.SequenceNumber, 0, ie.NewCause(cause)))
 	}
 	respond := func(ies ...*ie.IE) []byte {
 		return marshal(message.NewSessionModificationResponse(0, 0, old.CPSEID, m.SequenceNumber, 0, ies...))
@@ -350,13 +349,12 @@ func (n *Node) sessionModification(m *message.SessionModificationRequest) []byte
 }
 
 // sessionDeletion removes a session (TS 29.244 7.5.6) and reports what its URRs counted.
-func (n *Node) sessionDeletion(m *message.SessionDeletionRequest) []byte {
+func (n *Node) sessionDeletion(peer netip.AddrPort, m *message.SessionDeletionRequest) []byte {
 	n.smu.Lock()
 	defer n.smu.Unlock()
 	s, ok := n.ss.byID[m.SEID()]
-	if !ok {
-		return marshal(message.NewSessionDeletionResponse(0, 0, 0, m.SequenceNumber, 0,
-			ie.NewCause(ie.CauseSessionContextNotFound)))
+	if cause := n.sessionCheck(s, ok, peer); cause != 0 {
+		return marshal(message.NewSessionDeletionResponse(0, 0, 0, m.SequenceNumber, 0, ie.NewCause(cause)))
 	}
 	usage, err := n.deleteSession(s)
 	if err != nil {
@@ -364,6 +362,28 @@ func (n *Node) sessionDeletion(m *message.SessionDeletionRequest) []byte {
 	}
 	ies := append([]*ie.IE{ie.NewCause(ie.CauseRequestAccepted)}, usageReports(s, usage)...)
 	return marshal(message.NewSessionDeletionResponse(0, 0, s.CPSEID, m.SequenceNumber, 0, ies...))
+}
+
+// sessionCheck is the cause to refuse a request about session s (found says it exists) from
+// peer with, or 0. Only the session's SMF may change it: its association's address or its CP
+// F-SEID address; to anyone else the session does not exist. n.smu is held.
+func (n *Node) sessionCheck(s *Session, found bool, peer netip.AddrPort) uint8 {
+	if !found {
+		return ie.CauseSessionContextNotFound
+	}
+	n.mu.Lock() // smu before mu
+	a, associated := n.assocs[s.Peer]
+	n.mu.Unlock()
+	from := peer.Addr().Unmap()
+	switch {
+	case associated && a.Address.Addr().Unmap() != from && s.CPAddress != from:
+		n.log.Warn("pfcp: request about a session from another peer than its SMF refused",
+			"seid", s.SEID, "peer", peer, "smf", s.Peer)
+		return ie.CauseSessionContextNotFound
+	case !associated:
+		return ie.CauseNoEstablishedPFCPAssociation
+	}
+	return 0
 }
 
 // deleteSession removes s from the datapath and the node; n.smu is held.
@@ -376,10 +396,19 @@ func (n *Node) deleteSession(s *Session) ([]rules.Usage, error) {
 	return usage, err
 }
 
-// deletePeerSessions removes every session of an association's peer.
-func (n *Node) deletePeerSessions(peer, why string) {
+// deletePeerSessions removes every session of an association's peer; with unlessAssociated,
+// none if the peer has an association again (it came back meanwhile: its new sessions stay).
+func (n *Node) deletePeerSessions(peer, why string, unlessAssociated bool) {
 	n.smu.Lock()
 	defer n.smu.Unlock()
+	if unlessAssociated {
+		n.mu.Lock() // smu before mu
+		_, back := n.assocs[peer]
+		n.mu.Unlock()
+		if back {
+			return
+		}
+	}
 	count := 0
 	for _, id := range sortedKeys(n.ss.byID) {
 		if s := n.ss.byID[id]; s.Peer == peer {

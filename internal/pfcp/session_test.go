@@ -403,6 +403,15 @@ func TestEstablishmentErrors(t *testing.T) {
 			ie.NewPDI(ie.NewSourceInterface(0), ie.NewFTEID(0x0c, 0, nil, nil, 1), ie.NewNetworkInstance("ims")),
 			ie.NewOuterHeaderRemoval(6, 0), ie.NewFARID(1))),
 			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
+		{name: "MBR above 1 Tbit/s", ies: replace(4, ie.NewCreateQER(ie.NewQERID(1), ie.NewGateStatus(0, 0), ie.NewMBR(1_000_000_001, 1))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypeQER), 1}},
+		{name: "five MBRs on one PDR", ies: append(replace(0, chosenULPDR(1, 1, 9, 1, ie.NewQERID(1), ie.NewQERID(2), ie.NewQERID(3),
+			ie.NewQERID(4), ie.NewQERID(5))),
+			ie.NewCreateQER(ie.NewQERID(2), ie.NewGateStatus(0, 0), ie.NewMBR(1, 1)),
+			ie.NewCreateQER(ie.NewQERID(3), ie.NewGateStatus(0, 0), ie.NewMBR(1, 1)),
+			ie.NewCreateQER(ie.NewQERID(4), ie.NewGateStatus(0, 0), ie.NewMBR(1, 1)),
+			ie.NewCreateQER(ie.NewQERID(5), ie.NewGateStatus(0, 0), ie.NewMBR(1, 1))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
 		{name: "datapath failure", ies: ok, dpFail: errors.New("table full"),
 			cause: ie.CauseRuleCreationModificationFailure},
 	}
@@ -686,5 +695,53 @@ func TestReassociation(t *testing.T) {
 				t.Errorf("PSREI %v, want %v", psrei, c.psrei)
 			}
 		})
+	}
+}
+
+// TestOnlyTheSMFChangesItsSessions: requests about a session, and an association release,
+// from another address than the SMF's are refused and change nothing.
+func TestOnlyTheSMFChangesItsSessions(t *testing.T) {
+	p := newPFCPTest(t)
+	seid, _ := p.mustEstablish(0x90, basicSession(ue1)...)
+	other := netip.MustParseAddrPort("192.0.2.66:8805")
+	ask := func(m message.Message) uint8 {
+		_, c, _ := cause(t, p.n.Handle(other, bytesOf(t, m)))
+		return c
+	}
+	if c := ask(message.NewSessionModificationRequest(0, 0, seid, 900, 0, ie.NewRemovePDR(ie.NewPDRID(1)))); c != ie.CauseSessionContextNotFound {
+		t.Errorf("modification from another peer: cause %d", c)
+	}
+	if c := ask(message.NewSessionDeletionRequest(0, 0, seid, 901, 0)); c != ie.CauseSessionContextNotFound {
+		t.Errorf("deletion from another peer: cause %d", c)
+	}
+	if c := ask(message.NewAssociationReleaseRequest(902, ie.NewNodeID(smfNode, "", ""))); c != ie.CauseNoEstablishedPFCPAssociation {
+		t.Errorf("release from another peer: cause %d", c)
+	}
+	if s, ok := p.n.Session(seid); !ok || len(s.PDRs) != 2 || len(p.n.Associations()) != 1 {
+		t.Error("a stranger changed the session or the association")
+	}
+}
+
+// TestUPFInitiatedReassociationAfterRestart: the association this UPF asks for again after
+// losing its SMF ends the sessions of an SMF that restarted meanwhile, as an SMF-initiated
+// one does.
+func TestUPFInitiatedReassociationAfterRestart(t *testing.T) {
+	p := newPFCPTest(t)
+	p.mustEstablish(0x91, basicSession(ue1)...)
+	for range 4 {
+		p.n.beat()
+	}
+	req, err := message.Parse(p.n.setupRequest(smf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := message.NewAssociationSetupResponse(req.Sequence(), ie.NewNodeID(smfNode, "", ""),
+		ie.NewCause(ie.CauseRequestAccepted), ie.NewRecoveryTimeStamp(peerTS.Add(time.Hour)))
+	p.n.Handle(smf, bytesOf(t, resp))
+	if len(p.n.Associations()) != 1 {
+		t.Fatal("association not recorded")
+	}
+	if n := len(p.n.Sessions()); n != 0 {
+		t.Errorf("%d sessions of the restarted SMF kept", n)
 	}
 }

@@ -59,9 +59,18 @@ type PDR struct {
 	// same QER id share its meters.
 	QERs []QER
 	// URRs are the ids (within the session) of the usage reporting rules the PDR counts
-	// toward. The datapath keeps them with the PDR; counting per URR is the usage work.
+	// toward. The datapath does not read them yet: it counts per PDR, and the control plane
+	// adds the PDRs of each URR up (usage reports); counting per URR is the usage work.
 	URRs []uint32
 }
+
+// Limits of what the datapath applies per PDR and per QER (qos.h, meters.go).
+const (
+	// MaxMetersPerPDR is how many QERs with an MBR in its direction a PDR may apply.
+	MaxMetersPerPDR = 4
+	// MaxMBR is the largest MBR in kbit/s: 1 Tbit/s.
+	MaxMBR = 1_000_000_000
+)
 
 // QER is a QoS Enforcement Rule as the datapath applies it.
 type QER struct {
