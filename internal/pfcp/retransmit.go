@@ -9,6 +9,10 @@ import (
 // an SMF retransmits (N1 x T1, 3 x 3 s with Open5GS's defaults).
 const responseLifetime = 30 * time.Second
 
+// maxResponses bounds the cache: at thousands of requests per second the oldest responses go
+// before their lifetime ends, long after any retransmission of them.
+const maxResponses = 100_000
+
 // responseCache remembers responses by peer and sequence number (TS 29.244 6.4: a
 // retransmitted request gets the same response and is not applied again).
 type responseCache struct {
@@ -64,8 +68,8 @@ func (c *responseCache) put(k requestKey, resp []byte, now time.Time) {
 
 func (c *responseCache) expire(now time.Time) {
 	n := 0
-	for _, e := range c.order {
-		if now.Sub(e.at) < c.lifetime {
+	for i, e := range c.order {
+		if now.Sub(e.at) < c.lifetime && len(c.order)-i < maxResponses {
 			break
 		}
 		delete(c.byKey, e.key)

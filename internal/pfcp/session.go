@@ -147,15 +147,16 @@ func (n *Node) apply(old, s *Session, c ruleChanges) (err error) {
 	if err := applyRules(s, c); err != nil {
 		return err
 	}
+	// Checked before anything is allocated: a refused request takes no TEID or address.
+	if err := n.check(s); err != nil {
+		return err
+	}
 	defer func() {
 		if err != nil {
 			n.ss.alloc.release(s, old)
 		}
 	}()
 	if err := n.ss.alloc.assign(s, n.localAddr(s)); err != nil {
-		return err
-	}
-	if err := n.check(s); err != nil {
 		return err
 	}
 	if err := n.opts.Datapath.Install(s.SEID, n.ruleSets(s)); err != nil {

@@ -745,3 +745,22 @@ func TestUPFInitiatedReassociationAfterRestart(t *testing.T) {
 		t.Errorf("%d sessions of the restarted SMF kept", n)
 	}
 }
+
+// TestResponseCacheBounded: the retransmission cache keeps at most maxResponses responses,
+// dropping the oldest, even within their lifetime.
+func TestResponseCacheBounded(t *testing.T) {
+	c := newResponseCache(time.Hour)
+	now := time.Now()
+	for i := range maxResponses + 10 {
+		c.put(requestKey{smf, uint32(i)}, []byte{1}, now)
+	}
+	if len(c.byKey) != maxResponses || len(c.order) != maxResponses {
+		t.Errorf("%d responses kept (%d in order), want %d", len(c.byKey), len(c.order), maxResponses)
+	}
+	if _, ok := c.get(requestKey{smf, 0}, now); ok {
+		t.Error("the oldest response was kept")
+	}
+	if _, ok := c.get(requestKey{smf, maxResponses + 9}, now); !ok {
+		t.Error("the newest response was dropped")
+	}
+}
