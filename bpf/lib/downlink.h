@@ -41,9 +41,6 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 		cls_pkt_fill(&cp, eth, ip, ihl_len, data_end, CLS_DIR_DOWNLINK);
 		meta.class_id = classify_traffic(&cp);
 		count_class(meta.class_id, tot_len);
-		reason = police(meta.class_id, tot_len);
-		if (reason)
-			return drop(reason);
 	}
 	far = far_of(pdr);
 	reason = far_drop_reason(far);
@@ -58,6 +55,15 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 	reason = qos_check(pdr, tot_len);
 	if (reason)
 		return drop(reason);
+	/* The policer comes last, so that only packets that will be forwarded use its tokens;
+	 * one it refuses gives back what the QERs charged. */
+	if (cfg_cls_words) {
+		reason = police(meta.class_id, tot_len);
+		if (reason) {
+			qos_refund(pdr, tot_len);
+			return drop(reason);
+		}
+	}
 	count_usage(pdr, tot_len);
 	if (far->flags & FAR_F_OHC)
 		return tunnel_ipv4(ctx, far, pdr->qfi, STAT_DL_TX, STAT_DL_KERNEL);

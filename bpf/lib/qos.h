@@ -41,6 +41,20 @@ static __noinline void meter_slot_refund(__u32 slot, __u32 len)
 		meter_refund(m, len);
 }
 
+/* qos_refund gives back what qos_check charged pdr's meters for a packet of len bytes that
+ * is dropped after all (by the policer). */
+static __always_inline void qos_refund(const struct pdr *pdr, __u32 len)
+{
+	__u32 n = pdr->nmeters;
+	int i;
+
+	for (i = 0; i < PDR_MAX_METERS; i++) {
+		if (i >= n)
+			break;
+		meter_slot_refund(pdr->meters[i], len);
+	}
+}
+
 /* qos_check returns 0 when the packet of len bytes passes every QER of pdr, else the drop
  * reason. A packet refused by one meter is refunded to those it passed before: a packet must
  * pass them all, and only a forwarded packet is charged. */

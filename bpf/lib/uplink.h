@@ -79,9 +79,6 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 		cls_pkt_fill(&cp, eth, inner, inner->ihl * 4, data_end, CLS_DIR_UPLINK);
 		meta.class_id = classify_traffic(&cp);
 		count_class(meta.class_id, inner_len);
-		reason = police(meta.class_id, inner_len);
-		if (reason)
-			return drop(reason);
 	}
 	far = far_of(pdr);
 	reason = far_drop_reason(far);
@@ -90,6 +87,15 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	reason = qos_check(pdr, inner_len);
 	if (reason)
 		return drop(reason);
+	/* The policer comes last, so that only packets that will be forwarded use its tokens;
+	 * one it refuses gives back what the QERs charged. */
+	if (cfg_cls_words) {
+		reason = police(meta.class_id, inner_len);
+		if (reason) {
+			qos_refund(pdr, inner_len);
+			return drop(reason);
+		}
+	}
 	count_usage(pdr, inner_len);
 	ttl = inner->ttl;
 

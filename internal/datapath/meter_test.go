@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/sdf"
 )
@@ -365,5 +366,55 @@ func TestQERsOfOnePDR(t *testing.T) {
 	}
 	if n := len(e.dp.meters); n != 0 {
 		t.Errorf("%d owners still hold meters after uninstall", n)
+	}
+}
+
+// TestPolicerAfterQERs: the policer charges only packets that will be forwarded (a FAR that
+// drops uses none of its tokens), and a packet it refuses gives back the QER's tokens.
+func TestPolicerAfterQERs(t *testing.T) {
+	e := newMeterEnv(t, TokenBucket, 3*time.Millisecond, 8000) // QER: three 1000-byte packets
+	r, err := (classifier.Class{ID: 1, Direction: "egress", Protocol: "udp", DstPort: "6000"}).Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled, err := classifier.Compile([]classifier.Rule{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dp.SetClasses(compiled); err != nil {
+		t.Fatal(err)
+	}
+	send := func(n int) (got string) {
+		for range n {
+			if e.send(1000, 1_000_000_000) {
+				got += "p"
+			} else {
+				got += "d"
+			}
+		}
+		return got
+	}
+	// The policer refuses: the QER's tokens come back.
+	setContract(t, e.testEnv, Contract{Class: 1, Action: PoliceDrop})
+	if got := send(2); got != "dd" {
+		t.Fatalf("DROP contract: %s", got)
+	}
+	setContract(t, e.testEnv, Contract{Class: 1, Action: PolicePass})
+	if got := send(4); got != "pppd" {
+		t.Errorf("after the policer's refusals: %s, want pppd (the QER kept its three packets)", got)
+	}
+	// The QER refuses: the policer's tokens are not touched.
+	setContract(t, e.testEnv, Contract{Class: 1, Action: PoliceLimit, Rate: 1, Burst: 2000})
+	if got := send(3); got != "ddd" {
+		t.Errorf("QER spent: %s, want ddd", got)
+	}
+	e.setMBR(16000) // a fresh, full QER meter
+	if got := send(3); got != "ppd" {
+		t.Errorf("policer after the QER's refusals: %s, want ppd (its 2000-byte burst untouched)", got)
+	}
+	// The class's counters carry on across its contracts: DROP dropped 2, PASS passed 3, the
+	// LIMIT passed 2 and dropped 1; the QER's 3 refusals (and its 1 under PASS) never got there.
+	if c := contractCounters(t, e.testEnv, 1); c.DroppedPackets != 3 || c.PassedPackets != 5 {
+		t.Errorf("contract counters %+v: want 5 passed, 3 dropped", c)
 	}
 }
