@@ -17,12 +17,11 @@ build:
 generate:
 	$(GO) generate ./internal/datapath/
 	$(GO) generate ./internal/bench/gen/
+	$(GO) generate ./internal/bench/baseline/
 
 # Fails when the committed BPF object or bindings do not match bpf/.
 check-generate: generate
-	@git diff --exit-code --stat -- internal/datapath/xupf_bpfel.go internal/datapath/xupf_bpfel.o \
-		internal/bench/gen/trafficgen_bpfel.go internal/bench/gen/trafficgen_bpfel.o \
-		internal/bench/gen/sink_bpfel.go internal/bench/gen/sink_bpfel.o || \
+	@git diff --exit-code --stat -- '*_bpfel.go' '*_bpfel.o' || \
 		{ echo "generated BPF files are stale: run 'make generate' and commit them"; exit 1; }
 
 fmt-check:
