@@ -46,11 +46,18 @@ struct gen_slot {
 	__u64 pad[6];
 };
 
+/* Payload offsets the sink looks for the generator's magic at. */
+#define SINK_MAGIC_OFFS 4
+
+/* The magic that starts every generated payload ("xuPB", internal/bench/pkt.Magic). */
+#define BENCH_MAGIC 0x78755042
+
 /* The sink's counters on one CPU. */
 struct sink_counters {
 	__u64 packets;
 	__u64 bytes;
 	__u64 non_ipv4;      /* frames that are not IPv4 (counted in packets too) */
+	__u64 passed;        /* frames without the magic, passed to the stack (not in packets) */
 	__u64 samples;       /* samples written */
 	__u64 sample_drops;  /* samples lost because the ring was full */
 	__u64 countdown;     /* frames until the next sample */

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* The benchmark's sink: attached to the interface where the traffic arrives, it counts frames
  * and bytes per CPU, keeps the head of one frame in sample_every in a ring buffer for the
- * correctness check, and drops (or, with pass set, passes) every frame. */
+ * correctness check, and drops (or, with pass set, passes) every frame.
+ *
+ * With magic offsets set it takes only the generator's frames, those with the payload magic
+ * at one of the offsets, and passes every other frame to the stack uncounted but in
+ * "passed": the namespace's own traffic (ARP, the PFCP answers of a UPF under test) keeps
+ * flowing and does not inflate the counts. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
@@ -11,6 +16,7 @@
 /* Set at load time. */
 const volatile __u64 sample_every = 0; /* 0: no samples */
 const volatile __u32 pass = 0;         /* 1: XDP_PASS instead of XDP_DROP */
+const volatile __u16 magic_off[SINK_MAGIC_OFFS] = {}; /* 0: unused; all 0: take every frame */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -27,6 +33,21 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } sink_samples SEC(".maps");
 
+/* has_magic reports whether the frame carries the generator's magic at one of magic_off. */
+static __always_inline int has_magic(struct xdp_md *ctx)
+{
+	__u32 m;
+
+#pragma unroll
+	for (int i = 0; i < SINK_MAGIC_OFFS; i++) {
+		if (!magic_off[i])
+			break;
+		if (!bpf_xdp_load_bytes(ctx, magic_off[i], &m, sizeof(m)) && m == bpf_htonl(BENCH_MAGIC))
+			return 1;
+	}
+	return 0;
+}
+
 SEC("xdp")
 int xupf_bench_sink(struct xdp_md *ctx)
 {
@@ -38,6 +59,10 @@ int xupf_bench_sink(struct xdp_md *ctx)
 
 	if (!c)
 		return XDP_ABORTED;
+	if (magic_off[0] && !has_magic(ctx)) {
+		c->passed++;
+		return XDP_PASS;
+	}
 	c->packets++;
 	c->bytes += len;
 	if ((void *)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))

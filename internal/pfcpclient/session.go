@@ -147,6 +147,9 @@ type Flow struct {
 	// Filter is the SDF filter's flow description, an IPFilterRule (TS 29.244 8.2.5), e.g.
 	// "permit out 17 from 198.51.100.0/24 to assigned 5060". Both PDRs carry it.
 	Filter string
+	// ExtraFilters are further SDF filters of both PDRs (a PDR matches a packet that any of
+	// its filters matches), sent after Filter.
+	ExtraFilters []string
 	// Precedence of both PDRs; lower wins, so below the default PDRs' (e.g. 100).
 	Precedence uint32
 	// QFI of the flow (1 to 63), in the uplink PDR's PDI and in the flow's QER.
@@ -300,7 +303,7 @@ func (s *SessionSpec) ueAddress(downlink bool) *ie.IE {
 }
 
 // pdrPair returns the Create PDR IEs of one uplink and one downlink PDR.
-func (s *SessionSpec) pdrPair(upID, downID uint16, precedence uint32, filter string, qfi uint8, qers, urrs []uint32) []*ie.IE {
+func (s *SessionSpec) pdrPair(upID, downID uint16, precedence uint32, filters []string, qfi uint8, qers, urrs []uint32) []*ie.IE {
 	ohr := uint8(ohrGTPUUDPIP)
 	if s.Style == Free5GC {
 		ohr = ohrGTPUUDPIPv4
@@ -315,9 +318,9 @@ func (s *SessionSpec) pdrPair(upID, downID uint16, precedence uint32, filter str
 		up = append(up, ue)
 	}
 	down = append(down, s.ueAddress(true))
-	if filter != "" {
-		up = append(up, ie.NewSDFFilter(filter, "", "", "", 0))
-		down = append(down, ie.NewSDFFilter(filter, "", "", "", 0))
+	for _, f := range filters {
+		up = append(up, ie.NewSDFFilter(f, "", "", "", 0))
+		down = append(down, ie.NewSDFFilter(f, "", "", "", 0))
 	}
 	if qfi != 0 {
 		up = append(up, ie.NewQFI(qfi))
@@ -384,7 +387,7 @@ func (s *SessionSpec) rules() []*ie.IE {
 	if precedence == 0 {
 		precedence = DefaultPrecedence
 	}
-	ies := s.pdrPair(UplinkPDRID, DownlinkPDRID, precedence, "", s.QFI, []uint32{SessionQERID}, []uint32{SessionURRID})
+	ies := s.pdrPair(UplinkPDRID, DownlinkPDRID, precedence, nil, s.QFI, []uint32{SessionQERID}, []uint32{SessionURRID})
 	for i, f := range s.Flows {
 		up, down := FlowPDRIDs(i)
 		qers, urrs := f.QERIDs, f.URRIDs
@@ -394,7 +397,12 @@ func (s *SessionSpec) rules() []*ie.IE {
 		if urrs == nil {
 			urrs = []uint32{FlowURRID(i), SessionURRID}
 		}
-		ies = append(ies, s.pdrPair(up, down, f.Precedence, f.Filter, f.QFI, qers, urrs)...)
+		var filters []string
+		if f.Filter != "" {
+			filters = append(filters, f.Filter)
+		}
+		filters = append(filters, f.ExtraFilters...)
+		ies = append(ies, s.pdrPair(up, down, f.Precedence, filters, f.QFI, qers, urrs)...)
 	}
 	uplink := []*ie.IE{ie.NewDestinationInterface(ie.DstInterfaceCore)}
 	if ni := s.networkInstance(); ni != nil {

@@ -591,3 +591,40 @@ func TestEstablishRetransmitted(t *testing.T) {
 		t.Errorf("the UPF lacks the session established on the third try")
 	}
 }
+
+// TestExtraFilters: a flow's further SDF filters follow its Filter in both PDRs' PDIs.
+func TestExtraFilters(t *testing.T) {
+	c, upf := associated(t, pfcptest.Options{}, Options{})
+	spec := SessionSpec{QFI: 9, Flows: []Flow{{Filter: "permit out 17 from any to assigned 40000-40009", Precedence: 100, QFI: 9,
+		ExtraFilters: []string{"permit out 17 from any to assigned 50001", "permit out 6 from any to assigned 50002"}}}}
+	if _, err := c.Establish(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]string{spec.Flows[0].Filter}, spec.Flows[0].ExtraFilters...)
+	pdrs := 0
+	for _, p := range upf.Sessions()[0].Establishment.CreatePDR {
+		id, err := p.PDRID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range pfcptest.Find(p, ie.PDI, ie.SDFFilter) {
+			fields, err := f.SDFFilter()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fields.FlowDescription)
+		}
+		if up, down := FlowPDRIDs(0); id == up || id == down {
+			pdrs++
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("PDR %d filters %q, want %q", id, got, want)
+			}
+		} else if len(got) != 0 {
+			t.Errorf("default PDR %d has filters %q", id, got)
+		}
+	}
+	if pdrs != 2 {
+		t.Fatalf("%d flow PDRs", pdrs)
+	}
+}

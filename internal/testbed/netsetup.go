@@ -31,10 +31,10 @@ func (t *Topology) configure() error {
 
 	// The pairs are created inside upf with the peer placed directly in its namespace, so
 	// the short names never exist in the caller's namespace and cannot clash there.
-	if err := addVeth(upf, N3If, GNBIf, int(t.handles[t.GNBNS])); err != nil {
+	if err := addVeth(upf, N3If, GNBIf, int(t.handles[t.GNBNS]), t.queues); err != nil {
 		return err
 	}
-	if err := addVeth(upf, N6If, DNIf, int(t.handles[t.DNNS])); err != nil {
+	if err := addVeth(upf, N6If, DNIf, int(t.handles[t.DNNS]), t.queues); err != nil {
 		return err
 	}
 
@@ -87,11 +87,12 @@ func (t *Topology) configure() error {
 	return t.openGNBConn()
 }
 
-func addVeth(h *netlink.Handle, name, peer string, peerNS int) error {
+func addVeth(h *netlink.Handle, name, peer string, peerNS, queues int) error {
 	veth := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: name},
-		PeerName:      peer,
-		PeerNamespace: netlink.NsFd(peerNS),
+		LinkAttrs:       netlink.LinkAttrs{Name: name, NumTxQueues: queues, NumRxQueues: queues},
+		PeerName:        peer,
+		PeerNamespace:   netlink.NsFd(peerNS),
+		PeerNumTxQueues: uint32(queues), PeerNumRxQueues: uint32(queues),
 	}
 	if err := h.LinkAdd(veth); err != nil {
 		return fmt.Errorf("testbed: create veth %s/%s: %w", name, peer, err)

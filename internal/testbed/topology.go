@@ -72,8 +72,9 @@ type Topology struct {
 	BPFFS string
 
 	handles map[string]netns.NsHandle
-	created []string // namespaces to delete on Close, in creation order
-	xdp     []link.Link
+	created []string             // namespaces to delete on Close, in creation order
+	xdp     map[string]link.Link // the veth peers' XDP_PASS programs, by interface
+	queues  int
 
 	gnbMu   sync.Mutex // guards gnbConn against Close
 	gnbConn *net.UDPConn
@@ -82,10 +83,23 @@ type Topology struct {
 	closeErr  error
 }
 
+// Options change the topology New builds.
+type Options struct {
+	// Queues gives every veth this many queues, each with its own NAPI context; 0 or 1 is
+	// one. Traffic sent into a veth from several CPUs at once overflows a single queue's
+	// 256-frame ring, so a generator using several CPUs needs as many queues.
+	Queues int
+}
+
 // New creates the namespaces, the veth pairs, addresses, routes and sysctls, and the XDP_PASS
 // programs the veth peers need. prefix starts every namespace name ("xupf" gives
 // xupf-gnb-XXXXXX). On error everything already created is removed.
-func New(prefix string) (t *Topology, err error) {
+func New(prefix string) (*Topology, error) {
+	return NewWith(prefix, Options{})
+}
+
+// NewWith is New with options.
+func NewWith(prefix string, opts Options) (t *Topology, err error) {
 	suffix, err := randomSuffix()
 	if err != nil {
 		return nil, err
@@ -97,6 +111,8 @@ func New(prefix string) (t *Topology, err error) {
 		DNNS:    fmt.Sprintf("%s-dn-%s", prefix, suffix),
 		BPFFS:   fmt.Sprintf("/sys/fs/bpf/%s-%s", prefix, suffix),
 		handles: make(map[string]netns.NsHandle, 3),
+		xdp:     make(map[string]link.Link, 2),
+		queues:  max(opts.Queues, 1),
 	}
 	defer func() {
 		if err != nil {
@@ -156,6 +172,16 @@ func (t *Topology) createNS(name string) error {
 
 // Do runs fn on a locked OS thread inside namespace ns (one of GNBNS, UPFNS, DNNS) and moves
 // the thread back afterwards. Sockets created by fn stay in ns for their whole life.
+// Handle returns the handle of the topology's namespace ns (GNBNS, UPFNS or DNNS), owned
+// by the topology: do not close it.
+func (t *Topology) Handle(ns string) (netns.NsHandle, error) {
+	h, ok := t.handles[ns]
+	if !ok {
+		return netns.None(), fmt.Errorf("testbed: %q is not a namespace of this topology", ns)
+	}
+	return h, nil
+}
+
 func (t *Topology) Do(ns string, fn func() error) error {
 	h, ok := t.handles[ns]
 	if !ok {

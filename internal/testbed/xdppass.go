@@ -20,12 +20,27 @@ func (t *Topology) attachPeerXDP() error {
 			if err != nil {
 				return err
 			}
-			t.xdp = append(t.xdp, l)
+			t.xdp[p.ifname] = l
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("testbed: %s in %s: %w", p.ifname, p.ns, err)
 		}
+	}
+	return nil
+}
+
+// DetachPeerXDP removes the XDP_PASS program from the veth peer ifname (GNBIf or DNIf), so
+// that another driver-mode program (a benchmark's sink) can take its place. That program
+// must be attached before frames are redirected into the peer again.
+func (t *Topology) DetachPeerXDP(ifname string) error {
+	l, ok := t.xdp[ifname]
+	if !ok {
+		return fmt.Errorf("testbed: no XDP_PASS program on %s", ifname)
+	}
+	delete(t.xdp, ifname)
+	if err := l.Close(); err != nil {
+		return fmt.Errorf("testbed: detach XDP_PASS from %s: %w", ifname, err)
 	}
 	return nil
 }

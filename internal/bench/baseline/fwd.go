@@ -20,7 +20,8 @@ type Forwarder struct {
 }
 
 // ForwardOptions say where frames go: out of the interface Out (ifindex, in the caller's
-// network namespace) whose address is OutMAC, to the next hop NextHop.
+// network namespace) whose address is OutMAC, to the next hop NextHop. The kernel resolves
+// Out in the network namespace of the thread calling LoadForwarder, so call it from there.
 type ForwardOptions struct {
 	Out             int
 	OutMAC, NextHop net.HardwareAddr

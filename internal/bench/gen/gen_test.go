@@ -281,3 +281,41 @@ func waitSink(t testing.TB, s *Sink, want uint64) SinkCounters {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestSinkTakesOnlyMagic: with magic offsets, the sink counts and drops the frames with the
+// magic at one of them and passes the others, counted in Passed alone.
+func TestSinkTakesOnlyMagic(t *testing.T) {
+	e := newVethEnv(t)
+	flows, ts := uplinkFlows(t, e, 1)
+	plain := flows[0]
+	plain.Tunnel = nil
+	fr, err := pkt.Build(plain, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := append([]byte(nil), ts[0].Frame...)
+	off := pkt.EthLen + pkt.EncapOverhead(true) + pkt.IPv4Len + pkt.UDPLen // the tunnelled frame's magic
+	copy(foreign[off:], []byte{0, 0, 0, 0})
+	ts = append(ts, FromFrame(fr), Template{Frame: foreign})
+	sink, err := AttachSink(SinkOptions{Ifindex: e.sink, Netns: e.ns, MagicOffsets: []int{off, fr.PayloadOffset}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	g, err := New(Options{Templates: ts, Ifindex: e.gen, Netns: e.ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	const n = 3000
+	if st, err := g.Run(context.Background(), RunOptions{Count: n}); err != nil || st.Sent != n {
+		t.Fatalf("run: %+v %v", st, err)
+	}
+	c := waitSink(t, sink, 2*n/3)
+	if c.Packets != 2*n/3 || c.Passed != n/3 {
+		t.Fatalf("sink %+v, want %d frames taken and %d passed", c, 2*n/3, n/3)
+	}
+	if _, err := AttachSink(SinkOptions{Ifindex: e.sink, Netns: e.ns, MagicOffsets: []int{1, 2, 3, 4, 5}}); err == nil {
+		t.Fatal("five magic offsets accepted")
+	}
+}

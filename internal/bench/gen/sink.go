@@ -17,6 +17,9 @@ import (
 // SampleLen is how many bytes of a frame a sample keeps (SINK_SAMPLE_LEN).
 const SampleLen = 128
 
+// MaxMagicOffsets is how many offsets SinkOptions.MagicOffsets may hold (SINK_MAGIC_OFFS).
+const MaxMagicOffsets = 4
+
 // sampleHdrLen is the size of struct sink_sample before its data.
 const sampleHdrLen = 24
 
@@ -32,6 +35,11 @@ type SinkOptions struct {
 	SampleEvery uint64
 	// Pass makes the sink pass frames to the stack instead of dropping them.
 	Pass bool
+	// MagicOffsets, when set (at most MaxMagicOffsets, each above 0), make the sink take
+	// only frames with pkt.Magic at one of these offsets, the generator's, and pass every
+	// other frame to the stack, counted in Passed only: the traffic of the namespace itself
+	// (ARP, a UPF's PFCP answers) must still arrive during a measurement.
+	MagicOffsets []int
 	// Generic attaches in generic (skb) mode instead of driver mode. A veth only accepts
 	// frames redirected or transmitted into its peer by XDP when the receiving end runs a
 	// driver-mode program.
@@ -54,6 +62,8 @@ type SinkCounters struct {
 	// NonIPv4 counts frames that were not IPv4 (in Packets too): ARP, IPv6 neighbour
 	// discovery and such, which a measurement should subtract or prevent.
 	NonIPv4 uint64 `json:"non_ipv4"`
+	// Passed counts frames without the magic, passed to the stack (with MagicOffsets).
+	Passed uint64 `json:"passed"`
 	// Samples counts samples written; SampleDrops those lost because the ring was full
 	// (read them with Samples during a long run to keep it from filling).
 	Samples     uint64 `json:"samples"`
@@ -92,6 +102,19 @@ func AttachSink(opts SinkOptions) (*Sink, error) {
 		pass = 1
 	}
 	if err := spec.Variables[sinkVarPass].Set(pass); err != nil {
+		return nil, fmt.Errorf("gen: sink: %w", err)
+	}
+	if len(opts.MagicOffsets) > MaxMagicOffsets {
+		return nil, fmt.Errorf("gen: sink: %d magic offsets, at most %d", len(opts.MagicOffsets), MaxMagicOffsets)
+	}
+	var offs [MaxMagicOffsets]uint16
+	for i, o := range opts.MagicOffsets {
+		if o <= 0 || o > MaxTemplateLen-4 {
+			return nil, fmt.Errorf("gen: sink: magic offset %d is outside 1..%d", o, MaxTemplateLen-4)
+		}
+		offs[i] = uint16(o)
+	}
+	if err := spec.Variables[sinkVarMagicOff].Set(offs); err != nil {
 		return nil, fmt.Errorf("gen: sink: %w", err)
 	}
 	s := &Sink{ncpu: ncpu}
@@ -147,6 +170,7 @@ func (s *Sink) Counters() (SinkCounters, error) {
 		c.Packets += p.Packets
 		c.Bytes += p.Bytes
 		c.NonIPv4 += p.NonIpv4
+		c.Passed += p.Passed
 		c.Samples += p.Samples
 		c.SampleDrops += p.SampleDrops
 	}

@@ -18,6 +18,7 @@ type sinkSinkCounters struct {
 	Packets     uint64
 	Bytes       uint64
 	NonIpv4     uint64
+	Passed      uint64
 	Samples     uint64
 	SampleDrops uint64
 	Countdown   uint64
@@ -41,6 +42,7 @@ const (
 	sinkMapSinkStats      = "sink_stats"
 	sinkProgXupfBenchSink = "xupf_bench_sink"
 	sinkVarBtfSinkSample  = "btf_sink_sample"
+	sinkVarMagicOff       = "magic_off"
 	sinkVarPass           = "pass"
 	sinkVarSampleEvery    = "sample_every"
 )
@@ -103,6 +105,7 @@ type sinkMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type sinkVariableSpecs struct {
 	BtfSinkSample *ebpf.VariableSpec `ebpf:"btf_sink_sample"`
+	MagicOff      *ebpf.VariableSpec `ebpf:"magic_off"`
 	Pass          *ebpf.VariableSpec `ebpf:"pass"`
 	SampleEvery   *ebpf.VariableSpec `ebpf:"sample_every"`
 }
@@ -143,6 +146,7 @@ func (m *sinkMaps) Close() error {
 // It can be passed to loadSinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sinkVariables struct {
 	BtfSinkSample *ebpf.Variable `ebpf:"btf_sink_sample"`
+	MagicOff      *ebpf.Variable `ebpf:"magic_off"`
 	Pass          *ebpf.Variable `ebpf:"pass"`
 	SampleEvery   *ebpf.Variable `ebpf:"sample_every"`
 }

@@ -102,6 +102,9 @@ func checkPoint(p *Point) []error {
 		dirs = []string{Uplink, Downlink}
 	}
 	for _, d := range dirs {
+		if tr.PacketSize == IMIX {
+			break // each IMIX frame is raised to the direction's smallest
+		}
 		if lo := MinPacketSize(d, tr.PDUSessionContainer); tr.PacketSize < lo {
 			add("traffic.packet_size (%d) is below the %d bytes that %s frames' headers and payload header take (with FCS); use %d or more", tr.PacketSize, lo, d, lo)
 		}
@@ -124,6 +127,9 @@ func checkPoint(p *Point) []error {
 	}
 	if rf.MaxRate != 0 && rf.Resolution >= rf.MaxRate-rf.MinRate {
 		add("tester.rfc2544.resolution (%s) is not below max_rate − min_rate; lower it, or use 0 for 1 %% of max_rate", rateLabel(rf.Resolution))
+	}
+	if pl.Datapath != DatapathXUPF && (ev.SessionAdd > 0 || ev.SessionDelete > 0 || ev.Handover > 0) {
+		add("events need sessions, which only pipeline.datapath xupf has (it is %s); remove the events or use datapath xupf", pl.Datapath)
 	}
 	if ev.Handover > 0 && pl.BaseStations < 2 {
 		add("events.handover needs a second gNB to hand over to; set pipeline.base_stations to 2 or more")

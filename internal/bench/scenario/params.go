@@ -152,6 +152,25 @@ func intIn(lo, hi int) func(string) (int, error) {
 	}
 }
 
+// packetSize is a frame size or "imix" (IMIX).
+func packetSize(s string) (int, error) {
+	if strings.EqualFold(s, "imix") {
+		return IMIX, nil
+	}
+	n, err := intIn(64, 9018)(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w, or imix", err)
+	}
+	return n, nil
+}
+
+func packetSizeLabel(n int) string {
+	if n == IMIX {
+		return "imix"
+	}
+	return strconv.Itoa(n)
+}
+
 func uintAny(s string) (uint64, error) {
 	x, err := strconv.ParseUint(strings.ReplaceAll(s, "_", ""), 10, 64)
 	if err != nil {
@@ -286,8 +305,10 @@ func (v *validator) params(r *rawScenario) {
 	param(v, "pipeline.classifier_classes", &pl.ClassifierClasses, d.Pipeline.ClassifierClasses, intIn(0, MaxClassifierClass), ident, func(p *Point, x int) { p.Pipeline.ClassifierClasses = x })
 	param(v, "pipeline.policer", &pl.Policer, d.Pipeline.Policer, oneOf(PolicerTokenBucket, PolicerSlidingWindow, PolicerFixedWindow), ident, func(p *Point, x string) { p.Pipeline.Policer = x })
 
+	param(v, "pipeline.datapath", &pl.Datapath, d.Pipeline.Datapath, oneOf(DatapathXUPF, DatapathXDPForwarder, DatapathKernel), ident, func(p *Point, x string) { p.Pipeline.Datapath = x })
+
 	param(v, "traffic.direction", &tr.Direction, d.Traffic.Direction, oneOf(Uplink, Downlink, Bidirectional), ident, func(p *Point, x string) { p.Traffic.Direction = x })
-	param(v, "traffic.packet_size", &tr.PacketSize, d.Traffic.PacketSize, intIn(64, 9018), ident, func(p *Point, x int) { p.Traffic.PacketSize = x })
+	param(v, "traffic.packet_size", &tr.PacketSize, d.Traffic.PacketSize, packetSize, packetSizeLabel, func(p *Point, x int) { p.Traffic.PacketSize = x })
 	param(v, "traffic.flows", &tr.Flows, d.Traffic.Flows, intIn(0, MaxFlows), ident, func(p *Point, x int) { p.Traffic.Flows = x })
 	param(v, "traffic.seed", &tr.Seed, d.Traffic.Seed, uintAny, ident, func(p *Point, x uint64) { p.Traffic.Seed = x })
 	param(v, "traffic.pdu_session_container", &tr.PDUSessionContainer, d.Traffic.PDUSessionContainer, boolean, ident, func(p *Point, x bool) { p.Traffic.PDUSessionContainer = x })

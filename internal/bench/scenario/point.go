@@ -21,6 +21,23 @@ const (
 	ModeRFC2544 = "rfc2544"
 )
 
+// Datapaths: what forwards the traffic. The two baselines run in the same topology with the
+// same traffic as xupf, so that every result can be read against them.
+const (
+	// DatapathXUPF is xupfd with the pipeline's sessions.
+	DatapathXUPF = "xupf"
+	// DatapathXDPForwarder is a bare XDP program that rewrites MACs and redirects to the
+	// other side: the practical ceiling. Frames keep their GTP-U encapsulation.
+	DatapathXDPForwarder = "xdp_forwarder"
+	// DatapathKernel is the Linux kernel forwarding plain IPv4 (the frames are the flows'
+	// inner packets, of the same frame size).
+	DatapathKernel = "kernel"
+)
+
+// IMIX as the packet size is the simple IMIX: 64, 594 and 1518-byte frames, 7:4:1, each
+// raised to the direction's smallest frame.
+const IMIX = 0
+
 // Policer algorithms: the daemon's qos_algorithm values.
 const (
 	PolicerTokenBucket   = "token_bucket"
@@ -70,13 +87,17 @@ type Pipeline struct {
 	ClassifierClasses int `json:"classifier_classes" yaml:"classifier_classes"`
 	// Policer is the meter algorithm (the daemon's qos_algorithm).
 	Policer string `json:"policer" yaml:"policer"`
+	// Datapath is DatapathXUPF or a baseline; the baselines ignore the rest of the
+	// pipeline but the addresses (users, base stations, servers, routes).
+	Datapath string `json:"datapath" yaml:"datapath"`
 }
 
 // Traffic is what the generator offers.
 type Traffic struct {
 	// Direction is Uplink, Downlink or Bidirectional.
 	Direction string `json:"direction" yaml:"direction"`
-	// PacketSize is the size of the generated frames with FCS (RFC 2544 convention).
+	// PacketSize is the size of the generated frames with FCS (RFC 2544 convention), or
+	// IMIX ("imix" in the file).
 	PacketSize int `json:"packet_size" yaml:"packet_size"`
 	// Flows is the number of flows in the generated packet set, chosen among the
 	// users × flows_per_user flows with Seed. 0 in the file (the default) means all of them,
@@ -140,7 +161,7 @@ func Default() Point {
 	return Point{
 		Pipeline: Pipeline{
 			Users: 1, BaseStations: 1, Servers: 1, Routes: 1, FlowsPerUser: 1,
-			PDRsPerUser: 1, SDFFiltersPerPDR: 1, Policer: PolicerTokenBucket,
+			PDRsPerUser: 1, SDFFiltersPerPDR: 1, Policer: PolicerTokenBucket, Datapath: DatapathXUPF,
 		},
 		Traffic: Traffic{
 			Direction: Uplink, PacketSize: 128, Seed: 1, PDUSessionContainer: true,

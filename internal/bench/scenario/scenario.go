@@ -122,6 +122,7 @@ type rawPipeline struct {
 	MBRDownlink       yaml.Node `yaml:"mbr_downlink"`
 	ClassifierClasses yaml.Node `yaml:"classifier_classes"`
 	Policer           yaml.Node `yaml:"policer"`
+	Datapath          yaml.Node `yaml:"datapath"`
 }
 
 type rawTraffic struct {

@@ -133,6 +133,25 @@ tester:
 	}
 }
 
+// TestDatapathsAndIMIX: the baselines and IMIX are values like any other, and IMIX is not
+// held to the single-size limits (each of its frames is raised to the direction's smallest).
+func TestDatapathsAndIMIX(t *testing.T) {
+	s := mustParse(t, `
+pipeline: {datapath: [xupf, xdp_forwarder, kernel]}
+traffic: {packet_size: [imix, 128], direction: downlink}
+`)
+	if len(s.Points) != 6 {
+		t.Fatalf("%d points", len(s.Points))
+	}
+	p := s.Points[2]
+	if p.Pipeline.Datapath != DatapathXDPForwarder || p.Traffic.PacketSize != IMIX || p.Name != "scenario/datapath=xdp_forwarder,packet_size=imix" {
+		t.Fatalf("point 2: %+v", p)
+	}
+	if d := Default().Pipeline.Datapath; d != DatapathXUPF {
+		t.Fatalf("default datapath %q", d)
+	}
+}
+
 func TestErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, doc string
@@ -169,6 +188,9 @@ func TestErrors(t *testing.T) {
 		{"rate without fixed", "tester: {rate: 1Mpps}\n", []string{"tester.rate (1Mpps) is only used with mode fixed_rate"}},
 		{"rfc bounds", "tester: {rfc2544: {min_rate: 2Mpps, max_rate: 1Mpps}}\n", []string{"max_rate (1Mpps) is not above min_rate (2Mpps)"}},
 		{"handover", "events: {handover: 1}\n", []string{"events.handover needs a second gNB"}},
+		{"datapath", "pipeline: {datapath: dpdk}\n", []string{`pipeline.datapath: "dpdk": use one of xupf, xdp_forwarder, kernel`}},
+		{"packet size word", "traffic: {packet_size: mix}\n", []string{"traffic.packet_size", "or imix"}},
+		{"events on a baseline", "pipeline: {datapath: kernel, base_stations: 2}\nevents: {handover: 1}\n", []string{"events need sessions, which only pipeline.datapath xupf has (it is kernel)"}},
 		{"delete", "events: {session_delete: 1}\ntester: {duration: 10s}\n", []string{"deletes more sessions than there are"}},
 		{"sweep point named", "traffic: {packet_size: [64, 65, 128]}\n", []string{"point scenario/packet_size=64: traffic.packet_size (64)", "point scenario/packet_size=65: traffic.packet_size (65)"}},
 		{"sweep same problem", "pipeline: {users: [1, 2, 3]}\nevents: {handover: 1}\n", []string{"point scenario/users=1 (and 2 more): events.handover"}},

@@ -1,0 +1,181 @@
+package run
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+
+	"github.com/xupf/xupf/internal/bench/pkt"
+	"github.com/xupf/xupf/internal/bench/scenario"
+	"github.com/xupf/xupf/internal/pfcpclient"
+	"github.com/xupf/xupf/internal/testbed"
+)
+
+func pipeline(mod func(*scenario.Pipeline)) scenario.Pipeline {
+	p := scenario.Default().Pipeline
+	mod(&p)
+	return p
+}
+
+// TestServersAndRoutes: every server lies in exactly the route its number gives, the routes
+// do not overlap, and a single route covers every server.
+func TestServersAndRoutes(t *testing.T) {
+	for _, c := range []struct{ servers, routes int }{{1, 1}, {10, 1}, {10, 3}, {7, 7}, {1000, 100}, {65536, 6554}} {
+		pl := newPlan(pipeline(func(p *scenario.Pipeline) { p.Servers, p.Routes = c.servers, c.routes }))
+		routes := pl.routes()
+		if len(routes) != c.routes {
+			t.Fatalf("%+v: %d routes", c, len(routes))
+		}
+		for i, a := range routes {
+			for _, b := range routes[i+1:] {
+				if a.Overlaps(b) {
+					t.Fatalf("%+v: routes %s and %s overlap", c, a, b)
+				}
+			}
+		}
+		seen := map[netip.Addr]bool{}
+		for s := range c.servers {
+			a := pl.server(s)
+			if seen[a] {
+				t.Fatalf("%+v: server %d repeats %s", c, s, a)
+			}
+			seen[a] = true
+			if r := routes[s%c.routes]; !r.Contains(a) {
+				t.Fatalf("%+v: server %d (%s) is not in its route %s", c, s, a, r)
+			}
+		}
+	}
+}
+
+// TestPDRsOfFlows: flows are split into contiguous port ranges, one per PDR, and the session
+// spec carries one range filter per PDR beyond the default and the unused extra filters.
+func TestPDRsOfFlows(t *testing.T) {
+	pl := newPlan(pipeline(func(p *scenario.Pipeline) {
+		p.FlowsPerUser, p.PDRsPerUser, p.SDFFiltersPerPDR, p.QERsPerUser = 10, 4, 2, 2
+		p.MBRUplink, p.MBRDownlink = 1_000_500, 2_000_000
+	}))
+	var pdrs []int
+	for f := range 10 {
+		pdrs = append(pdrs, pl.pdrOf(f))
+	}
+	if want := []int{0, 0, 0, 1, 1, 2, 2, 2, 3, 3}; !reflect.DeepEqual(pdrs, want) {
+		t.Fatalf("PDRs of flows %v, want %v", pdrs, want)
+	}
+	s := pl.spec(7, testbed.GNBAddr)
+	if s.UE != ueAddr(7) || s.GNBTEID != gnbTEIDBase+7 || s.MBRUplink != 1001 || s.MBRDownlink != 2000 || len(s.Flows) != 3 {
+		t.Fatalf("spec %+v", s)
+	}
+	want := []pfcpclient.Flow{
+		{Filter: "permit out 17 from any to assigned 40003-40004", Precedence: 101, QFI: qfi,
+			QERIDs: []uint32{pfcpclient.SessionQERID, pfcpclient.FlowQERID(0)}, MBRUplink: 1001, MBRDownlink: 2000,
+			ExtraFilters: []string{"permit out 17 from any to assigned 50017"}},
+		{Filter: "permit out 17 from any to assigned 40005-40007", Precedence: 102, QFI: qfi,
+			QERIDs: []uint32{pfcpclient.SessionQERID}, ExtraFilters: []string{"permit out 17 from any to assigned 50033"}},
+		{Filter: "permit out 17 from any to assigned 40008-40009", Precedence: 103, QFI: qfi,
+			QERIDs: []uint32{pfcpclient.SessionQERID}, ExtraFilters: []string{"permit out 17 from any to assigned 50049"}},
+	}
+	if !reflect.DeepEqual(s.Flows, want) {
+		t.Fatalf("flows\n%+v\nwant\n%+v", s.Flows, want)
+	}
+	// More PDRs than flows: the PDRs without flows match a port no flow uses.
+	few := newPlan(pipeline(func(p *scenario.Pipeline) { p.FlowsPerUser, p.PDRsPerUser = 1, 3 }))
+	if lo, hi := few.portRange(2); lo != hi || lo < unusedPort {
+		t.Fatalf("port range of an empty PDR %d-%d", lo, hi)
+	}
+	// Without QERs no MBR is sent.
+	if s := newPlan(pipeline(func(p *scenario.Pipeline) { p.MBRUplink = 5000 })).spec(0, testbed.GNBAddr); s.MBRUplink != 0 {
+		t.Fatalf("MBR without QERs: %+v", s)
+	}
+}
+
+// TestChooseFlows: the choice is deterministic for a seed, has no repeats, and covers every
+// flow when asked for all of them.
+func TestChooseFlows(t *testing.T) {
+	p := pipeline(func(p *scenario.Pipeline) { p.Users, p.FlowsPerUser = 1000, 10 })
+	a, b := chooseFlows(p, 500, 7), chooseFlows(p, 500, 7)
+	if !reflect.DeepEqual(a, b) || reflect.DeepEqual(a, chooseFlows(p, 500, 8)) {
+		t.Fatal("the choice does not follow the seed")
+	}
+	for _, n := range []int{500, 10000} {
+		seen := map[flowID]bool{}
+		for _, f := range chooseFlows(p, n, 1) {
+			if seen[f] || f.user >= 1000 || f.flow >= 10 {
+				t.Fatalf("n=%d: flow %+v repeated or out of range", n, f)
+			}
+			seen[f] = true
+		}
+		if len(seen) != n {
+			t.Fatalf("n=%d: %d flows", n, len(seen))
+		}
+	}
+}
+
+// TestBuild: the frames sent and wanted for each datapath and direction.
+func TestBuild(t *testing.T) {
+	pl := newPlan(pipeline(func(p *scenario.Pipeline) { p.Users, p.BaseStations, p.FlowsPerUser, p.Servers = 4, 2, 2, 8 }))
+	tr := scenario.Default().Traffic
+	flows := []flowID{{user: 3, flow: 1}}
+	teid := func(u int) uint32 { return 0x100 + uint32(u) }
+	m := macs{gnb: [6]byte{2, 0, 0, 0, 0, 1}, n3: [6]byte{2, 0, 0, 0, 0, 2}, n6: [6]byte{2, 0, 0, 0, 0, 3}, dn: [6]byte{2, 0, 0, 0, 0, 4}}
+	ue := netip.AddrPortFrom(ueAddr(3), uePort+1)
+	srv := netip.AddrPortFrom(pl.server(7), dnPort)
+	for _, c := range []struct {
+		dir, datapath    string
+		sentTun, wantTun *pkt.Tunnel
+		src, dst         netip.AddrPort
+	}{
+		{scenario.Uplink, scenario.DatapathXUPF,
+			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink}, nil, ue, srv},
+		{scenario.Downlink, scenario.DatapathXUPF, nil,
+			&pkt.Tunnel{Src: testbed.N3Addr, Dst: gnbAddr(1), TEID: gnbTEIDBase + 3, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeDownlink}, srv, ue},
+		{scenario.Uplink, scenario.DatapathXDPForwarder,
+			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink},
+			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink}, ue, srv},
+		{scenario.Uplink, scenario.DatapathKernel, nil, nil, ue, srv},
+	} {
+		fr, err := pl.build(c.dir, tr, c.datapath, flows, teid, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := pkt.Decode(fr.Sent[0].Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := pkt.Flow{Src: c.src, Dst: c.dst, Tunnel: c.sentTun}
+		if err := pkt.Check(sent, d); err != nil || len(fr.Sent[0].Data) != tr.PacketSize-pkt.FCSLen {
+			t.Errorf("%s %s: sent frame: %v (%d bytes)", c.dir, c.datapath, err, len(fr.Sent[0].Data))
+		}
+		if w := fr.Want[0]; w.Src != c.src || w.Dst != c.dst || !reflect.DeepEqual(w.Tunnel, c.wantTun) {
+			t.Errorf("%s %s: want %+v tunnel %+v, expected tunnel %+v", c.dir, c.datapath, w, w.Tunnel, c.wantTun)
+		}
+	}
+}
+
+// TestIMIX: the sizes cycle 7:4:1 and are raised to the direction's smallest frame.
+func TestIMIX(t *testing.T) {
+	tr := scenario.Traffic{PacketSize: scenario.IMIX}
+	count := map[int]int{}
+	for i := range 24 {
+		count[frameSize(tr, i, 102, 1518)]++
+	}
+	if want := map[int]int{102: 14, 594: 8, 1518: 2}; !reflect.DeepEqual(count, want) {
+		t.Fatalf("sizes %v, want %v", count, want)
+	}
+	if got := frameSize(scenario.Traffic{PacketSize: 256}, 5, 102, 1518); got != 256 {
+		t.Fatalf("fixed size %d", got)
+	}
+}
+
+func TestCPUSets(t *testing.T) {
+	got := cpuSets(2, 1)
+	if len(got) != 2 || len(got[0]) != 1 || len(got[1]) != 1 {
+		t.Fatalf("%v", got)
+	}
+}
+
+func TestMagicOffsets(t *testing.T) {
+	want := []pkt.Flow{{}, {Tunnel: &pkt.Tunnel{PSC: true}}, {}, {Tunnel: &pkt.Tunnel{}}}
+	if got := magicOffsets(want); !reflect.DeepEqual(got, []int{42, 86, 78}) {
+		t.Fatalf("offsets %v", got)
+	}
+}

@@ -1,0 +1,341 @@
+// Package run is xupf-bench's runner: for each point of a scenario it builds the namespace
+// topology, starts the datapath under test (xupfd with its sessions installed over PFCP, or a
+// baseline), offers traffic with the live-frames generator from the gnb or dn namespace,
+// counts and samples what arrives with an XDP sink on the far veth, checks the samples, and
+// writes a result file.
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/xupf/xupf/internal/bench/baseline"
+	"github.com/xupf/xupf/internal/bench/gen"
+	"github.com/xupf/xupf/internal/bench/pkt"
+	"github.com/xupf/xupf/internal/bench/result"
+	"github.com/xupf/xupf/internal/bench/scenario"
+	"github.com/xupf/xupf/internal/pfcpclient"
+	"github.com/xupf/xupf/internal/testbed"
+)
+
+// Options configure a run.
+type Options struct {
+	// Xupfd is the xupfd binary.
+	Xupfd string
+	// Out is the directory the result files go to, in a directory per scenario.
+	Out string
+	// Log receives a line per step; nil discards them.
+	Log io.Writer
+	// DaemonLog receives xupfd's output; nil discards it.
+	DaemonLog io.Writer
+}
+
+const (
+	// httpListen is the daemon's API inside the upf namespace.
+	httpListen = "127.0.0.1:9380"
+	// drainWait lets frames in flight reach the sink before it is read.
+	drainWait = 50 * time.Millisecond
+	// calibrationTime is how long the generator's own maximum is measured.
+	calibrationTime = time.Second
+	// sessionHeadroom is how many sessions beyond the scenario's the daemon is sized for,
+	// besides those events add.
+	sessionHeadroom = 1024
+	// maxExamples bounds the wrong frames a result describes.
+	maxExamples = 5
+)
+
+// Run measures every point of sc, each repetition in a topology of its own, and returns the
+// paths of the result files written. It stops at the first point that fails.
+func Run(ctx context.Context, sc *scenario.Scenario, opts Options) ([]string, error) {
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	machine, versions := result.ThisMachine(), result.TheseVersions(ctx)
+	var paths []string
+	for _, p := range sc.Points {
+		for rep := range p.Tester.Repetitions {
+			fmt.Fprintf(opts.Log, "point %d/%d %s, repetition %d/%d\n", p.Index+1, len(sc.Points), p.Name, rep+1, p.Tester.Repetitions)
+			r, err := runPoint(ctx, p, opts)
+			if err != nil {
+				return paths, fmt.Errorf("bench: %s (repetition %d): %w", p.Name, rep+1, err)
+			}
+			r.Schema, r.Scenario, r.Source, r.Repetition = result.SchemaVersion, sc.Name, string(sc.Source), rep
+			r.Machine, r.Versions = machine, versions
+			path := filepath.Join(opts.Out, sc.Name, fmt.Sprintf("%04d-r%d.json", p.Index, rep))
+			if err := result.Write(path, r); err != nil {
+				return paths, err
+			}
+			paths = append(paths, path)
+			for _, d := range directions(p.Traffic.Direction) {
+				s := r.Summary.Directions[d]
+				fmt.Fprintf(opts.Log, "  %s: %.3f Mpps, %.3f Gbit/s, loss %.4f%%, softirq %.2f CPUs; %d samples checked, %d wrong\n",
+					d, s.Rate/1e6, s.Bits/1e9, 100*s.Loss, s.Softirq, r.Correctness.Checked, r.Correctness.Wrong)
+			}
+		}
+	}
+	return paths, nil
+}
+
+// directions are the directions traffic flows in.
+func directions(d string) []string {
+	if d == scenario.Bidirectional {
+		return []string{scenario.Uplink, scenario.Downlink}
+	}
+	return []string{d}
+}
+
+// lane is one direction's traffic: its generator, its sink, and the frames it checks.
+type lane struct {
+	dir   string
+	tmpls []gen.Template
+	gen   *gen.Generator
+	sink  *gen.Sink
+	want  []pkt.Flow
+	cpus  []int
+	// users are the flows' users, by flow id, for the check of handed-over downlink frames.
+	users []int
+}
+
+// point is one point being measured.
+type point struct {
+	p      scenario.Point
+	opts   Options
+	env    *env
+	pl     plan
+	ctl    *control
+	lanes  []*lane
+	log    eventLog
+	closer []func() error
+	res    *result.Result
+}
+
+func runPoint(ctx context.Context, p scenario.Point, opts Options) (_ *result.Result, err error) {
+	pt := &point{p: p, opts: opts, pl: newPlan(p.Pipeline), res: &result.Result{Point: p, Started: time.Now().UTC(),
+		GeneratorMax: map[string]float64{}, Summary: result.Summary{Directions: map[string]result.DirectionSummary{}}}}
+	defer func() {
+		for i := len(pt.closer) - 1; i >= 0; i-- {
+			err = errors.Join(err, pt.closer[i]())
+		}
+	}()
+	if pt.env, err = newEnv(pt.pl); err != nil {
+		return nil, err
+	}
+	pt.closer = append(pt.closer, pt.env.t.Close)
+	if err := pt.startDatapath(ctx); err != nil {
+		return nil, err
+	}
+	if err := pt.prepareLanes(); err != nil {
+		return nil, err
+	}
+	if err := pt.calibrate(ctx); err != nil {
+		return nil, err
+	}
+	if err := pt.measure(ctx); err != nil {
+		return nil, err
+	}
+	pt.res.Events = pt.log.stats()
+	return pt.res, nil
+}
+
+// startDatapath starts what the point measures.
+func (pt *point) startDatapath(ctx context.Context) error {
+	e := pt.env
+	switch pt.p.Pipeline.Datapath {
+	case scenario.DatapathXUPF:
+		return pt.startXUPF(ctx)
+	case scenario.DatapathXDPForwarder:
+		hops := []struct {
+			in, out int
+			outMAC  [6]byte
+			next    [6]byte
+			uplink  bool
+		}{{e.n3, e.n6, e.m.n6, e.m.dn, true}, {e.n6, e.n3, e.m.n3, e.m.gnb, false}}
+		for _, h := range hops {
+			// Inside upf: the devmap resolves the egress ifindex in the namespace of the
+			// thread that writes it.
+			err := e.t.Do(e.t.UPFNS, func() error {
+				f, err := baseline.LoadForwarder(baseline.ForwardOptions{Out: h.out, OutMAC: h.outMAC[:], NextHop: h.next[:]})
+				if err != nil {
+					return err
+				}
+				pt.closer = append(pt.closer, f.Close)
+				return f.Attach(h.in)
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	case scenario.DatapathKernel:
+		// Frames sent into n3 and n6 by the generator's XDP_TX are only taken by a veth
+		// that runs XDP; XDP_PASS hands them to the stack, which forwards them.
+		for _, name := range []string{testbed.N3If, testbed.N6If} {
+			err := e.t.Do(e.t.UPFNS, func() error {
+				l, err := testbed.AttachXDPPass(name)
+				if err == nil {
+					pt.closer = append(pt.closer, l.Close)
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown datapath %q", pt.p.Pipeline.Datapath)
+}
+
+// startXUPF starts xupfd with a configuration sized for the point and installs its sessions
+// and classifier classes.
+func (pt *point) startXUPF(ctx context.Context) error {
+	e, p := pt.env, pt.p
+	dir, err := os.MkdirTemp("", "xupf-bench-")
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	pt.closer = append(pt.closer, func() error { return os.RemoveAll(dir) })
+	cfg := e.t.Config(nil, httpListen)
+	cfg.QoSAlgorithm = p.Pipeline.Policer
+	added := int(p.Events.SessionAdd*p.Tester.Duration.D().Seconds()+1) * (p.Tester.RFC2544.MaxIterations + 2)
+	cfg.Limits.MaxSessions = p.Pipeline.Users + added + sessionHeadroom
+	cfg.Limits.MaxRuleSets = 2 * cfg.Limits.MaxSessions
+	cfgPath := filepath.Join(dir, "xupfd.yaml")
+	if err := e.t.WriteConfigFile(cfgPath, cfg); err != nil {
+		return err
+	}
+	d, err := e.t.StartDaemon(pt.opts.Xupfd, cfgPath, pt.opts.DaemonLog)
+	if err != nil {
+		return err
+	}
+	pt.closer = append(pt.closer, d.Stop)
+	var c *pfcpclient.Client
+	err = e.t.Do(e.t.GNBNS, func() error {
+		c, err = pfcpclient.Dial(testbed.PFCPAddr, pfcpclient.Options{NodeID: testbed.GNBAddr.String()})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	pt.closer = append(pt.closer, c.Close)
+	if _, err := c.Associate(ctx); err != nil {
+		return fmt.Errorf("bench: associate: %w", err)
+	}
+	pt.ctl = &control{c: c, pl: pt.pl}
+	fmt.Fprintf(pt.opts.Log, "  establishing %d sessions over PFCP\n", p.Pipeline.Users)
+	if pt.res.Setup, err = pt.ctl.install(ctx, p.Pipeline.Users); err != nil {
+		return fmt.Errorf("%w\n--- xupfd log (tail) ---\n%s", err, d.LogTail())
+	}
+	api := d.API()
+	for _, class := range pt.pl.classes() {
+		if _, err := api.AddClass(ctx, class); err != nil {
+			return fmt.Errorf("bench: classifier class %d: %w", class.ID, err)
+		}
+	}
+	return nil
+}
+
+// prepareLanes builds each direction's frames, generator and sink.
+func (pt *point) prepareLanes() error {
+	e, p := pt.env, pt.p
+	n := p.Traffic.Flows
+	if n == 0 {
+		n = p.Pipeline.Users * p.Pipeline.FlowsPerUser
+	}
+	flows := chooseFlows(p.Pipeline, min(n, gen.MaxTemplates), p.Traffic.Seed)
+	teid := func(u int) uint32 { return uint32(u + 1) }
+	if pt.ctl != nil {
+		pt.ctl.setTraffic(flows, p.Pipeline.Users)
+		teid = pt.ctl.teid
+	}
+	users := make([]int, len(flows))
+	for i, f := range flows {
+		users[i] = f.user
+	}
+	dirs := directions(p.Traffic.Direction)
+	cpus := cpuSets(len(dirs), p.Tester.GeneratorThreads)
+	for i, dir := range dirs {
+		uplink := dir == scenario.Uplink
+		fr, err := pt.pl.build(dir, p.Traffic, p.Pipeline.Datapath, flows, teid, e.m)
+		if err != nil {
+			return err
+		}
+		tmpls := make([]gen.Template, len(fr.Sent))
+		for j, f := range fr.Sent {
+			tmpls[j] = gen.FromFrame(f)
+		}
+		near, far := e.near(uplink), e.far(uplink)
+		g, err := gen.New(gen.Options{Templates: tmpls, Ifindex: near.ifindex, Netns: near.handle})
+		if err != nil {
+			return err
+		}
+		pt.closer = append(pt.closer, g.Close)
+		s, err := e.attachSink(far, p.Tester.SampleEvery, magicOffsets(fr.Want))
+		if err != nil {
+			return err
+		}
+		pt.closer = append(pt.closer, s.Close)
+		pt.lanes = append(pt.lanes, &lane{dir: dir, tmpls: tmpls, gen: g, sink: s, want: fr.Want, cpus: cpus[i], users: users})
+	}
+	return nil
+}
+
+// magicOffsets are the distinct payload offsets of frames like want.
+func magicOffsets(want []pkt.Flow) []int {
+	var offs []int
+	for _, f := range want {
+		off := pkt.EthLen + pkt.IPv4Len + pkt.UDPLen
+		if f.Tunnel != nil {
+			off += pkt.EncapOverhead(f.Tunnel.PSC)
+		}
+		if !slices.Contains(offs, off) {
+			offs = append(offs, off)
+		}
+	}
+	return offs
+}
+
+// cpuSets gives each of n lanes threads CPUs, round robin over the machine's: with one lane
+// and two threads on two CPUs, CPUs 0 and 1; with two lanes of one thread, CPU 0 for the
+// first and CPU 1 for the second.
+func cpuSets(n, threads int) [][]int {
+	out := make([][]int, n)
+	c := 0
+	for i := range out {
+		for range threads {
+			out[i] = append(out[i], c%runtime.NumCPU())
+			c++
+		}
+	}
+	return out
+}
+
+// calibrate measures each lane's generator into a dropping sink on a veth pair of its own:
+// the generator's maximum with these frames, on these CPUs.
+func (pt *point) calibrate(ctx context.Context) error {
+	cal, err := pt.env.calibrationPair()
+	if err != nil {
+		return err
+	}
+	pt.closer = append(pt.closer, cal.sink.Close)
+	for _, l := range pt.lanes {
+		g, err := gen.New(gen.Options{Templates: l.tmpls, Ifindex: cal.send, Netns: cal.ns})
+		if err != nil {
+			return err
+		}
+		st, err := g.Run(ctx, gen.RunOptions{CPUs: l.cpus, Duration: calibrationTime})
+		err = errors.Join(err, g.Close())
+		if err != nil {
+			return fmt.Errorf("bench: calibrate the %s generator: %w", l.dir, err)
+		}
+		pt.res.GeneratorMax[l.dir] = st.Rate()
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/xupf/xupf/internal/bench/result"
+	"github.com/xupf/xupf/internal/bench/run"
+	"github.com/xupf/xupf/internal/bench/scenario"
+)
+
+// benchScenario runs a scenario with xupf-bench's runner and reads back its result files.
+func benchScenario(t *testing.T, doc string) []*result.Result {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and XDP")
+	}
+	sc, err := scenario.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	paths, err := run.Run(t.Context(), sc, run.Options{Xupfd: xupfdBin, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != len(sc.Points) {
+		t.Fatalf("%d result files for %d points", len(paths), len(sc.Points))
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil || filepath.Dir(p) != filepath.Join(out, sc.Name) {
+			t.Fatalf("result file %s: %v", p, err)
+		}
+	}
+	rs, err := result.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Schema != result.SchemaVersion || r.Scenario != sc.Name || r.Source != doc || r.Machine.CPUs == 0 ||
+			r.Machine.Kernel == "" || r.Versions.Go == "" || r.Started.IsZero() {
+			t.Errorf("%s: record incomplete: %+v %+v %+v", r.Point.Name, r.Machine, r.Versions, r.Started)
+		}
+		for _, d := range []string{scenario.Uplink, scenario.Downlink} {
+			if r.Point.Traffic.Direction != d && r.Point.Traffic.Direction != scenario.Bidirectional {
+				continue
+			}
+			if r.GeneratorMax[d] <= 0 {
+				t.Errorf("%s: no generator maximum for %s", r.Point.Name, d)
+			}
+			if s, ok := r.Summary.Directions[d]; !ok || s.Rate <= 0 || s.Bits <= 0 {
+				t.Errorf("%s: %s summary %+v", r.Point.Name, d, s)
+			}
+		}
+		if r.Correctness.Checked == 0 || r.Correctness.Wrong != 0 {
+			t.Errorf("%s: correctness %+v", r.Point.Name, r.Correctness)
+		}
+		for _, tr := range r.Trials {
+			if tr.Sent == 0 || tr.Received == 0 || tr.Received > tr.Sent || len(tr.Softirq) == 0 {
+				t.Errorf("%s: trial %+v", r.Point.Name, tr)
+			}
+		}
+	}
+	return rs
+}
+
+// TestBenchXUPF: a tiny scenario end to end through xupf-bench's runner: sessions over PFCP
+// with SDF filters, QERs and classifier classes, both directions at a low fixed rate while
+// sessions are added and deleted and users handed over. The result file records everything,
+// every sampled frame is what the UPF should have made of it, no event fails, and no packet
+// is lost (at this rate a loss is the UPF's, not the machine's). No speed is judged.
+func TestBenchXUPF(t *testing.T) {
+	rs := benchScenario(t, `
+name: tiny
+pipeline: {users: 8, base_stations: 2, servers: 4, routes: 2, flows_per_user: 2, pdrs_per_user: 2,
+  qers_per_user: 1, mbr_uplink: 1Gbps, mbr_downlink: 1Gbps, classifier_classes: 2}
+traffic: {direction: bidirectional, packet_size: imix}
+tester: {mode: fixed_rate, rate: 20kpps, duration: 500ms, warmup: 100ms, sample_every: 10}
+events: {session_add: 20, session_delete: 10, handover: 20}
+`)
+	r := rs[0]
+	if r.Setup.Sessions != 8 || r.Setup.Rate <= 0 || r.Setup.Latency.Count != 8 {
+		t.Errorf("setup %+v", r.Setup)
+	}
+	ev := r.Events
+	if ev.Added.Count == 0 || ev.Deleted.Count == 0 || ev.Handovers.Count == 0 || ev.Failed != 0 {
+		t.Errorf("events %+v", ev)
+	}
+	if len(r.Trials) != 2 {
+		t.Fatalf("%d trials, want one per direction", len(r.Trials))
+	}
+	for _, tr := range r.Trials {
+		if tr.Loss != 0 || tr.Offered != 20000 {
+			t.Errorf("%s trial: %d sent, %d received at %v/s", tr.Direction, tr.Sent, tr.Received, tr.Offered)
+		}
+	}
+}
+
+// TestBenchBaselines: the two baselines forward the same frames in the same topology, and
+// the RFC 2544 mode records its search.
+func TestBenchBaselines(t *testing.T) {
+	rs := benchScenario(t, `
+name: baselines
+pipeline: {users: 4, servers: 2, routes: 2, datapath: [xdp_forwarder, kernel]}
+traffic: {direction: [uplink, downlink], packet_size: 128}
+tester: {mode: rfc2544, duration: 200ms, warmup: 0s, sample_every: 10,
+  rfc2544: {min_rate: 10kpps, max_rate: 50kpps, max_iterations: 2}}
+`)
+	if len(rs) != 4 {
+		t.Fatalf("%d results", len(rs))
+	}
+	for _, r := range rs {
+		if r.Search == nil || !r.Search.Found || len(r.Search.Trials) == 0 || len(r.Trials) != len(r.Search.Trials) {
+			t.Errorf("%s: search %+v, %d trials", r.Point.Name, r.Search, len(r.Trials))
+		}
+	}
+}
