@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xupf/xupf/internal/bench/gen"
+	"github.com/xupf/xupf/internal/bench/modules"
 	"github.com/xupf/xupf/internal/bench/rfc2544"
 	"github.com/xupf/xupf/internal/bench/scenario"
 )
@@ -115,6 +117,17 @@ type Trial struct {
 	// Softirq is each CPU's share of time in softirq (where XDP and the veth NAPI run)
 	// during the trial, 0..1.
 	Softirq []float64 `json:"softirq"`
+	// Middle is what arrived during the middle half of the trial, read from the sink while
+	// the generator ran: a rate without the trial's start and end, where a meter spends the
+	// burst it saved while idle.
+	Middle Window `json:"middle"`
+}
+
+// Window is what a sink counted between two readings.
+type Window struct {
+	Packets uint64        `json:"packets"`
+	Bytes   uint64        `json:"bytes"`
+	Elapsed time.Duration `json:"elapsed_ns"`
 }
 
 // Summary is the answer of a point, per direction.
@@ -167,7 +180,11 @@ func Summarise(ds []time.Duration) Latency {
 
 // Write writes r as indented JSON to path, creating its directory.
 func Write(path string, r *Result) error {
-	data, err := json.MarshalIndent(r, "", "  ")
+	return writeJSON(path, r)
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("result: encode: %w", err)
 	}
@@ -196,11 +213,48 @@ func Read(path string) (*Result, error) {
 	return &r, nil
 }
 
-// ReadDir reads every *.json result under dir (recursively), in path order.
+// ModulesFile is the name of the per-module overhead record in a results directory.
+const ModulesFile = "modules.json"
+
+// Modules is the record of a per-module overhead measurement.
+type Modules struct {
+	Schema   int           `json:"schema"`
+	Started  time.Time     `json:"started"`
+	Machine  Machine       `json:"machine"`
+	Versions Versions      `json:"versions"`
+	Rows     []modules.Row `json:"rows"`
+}
+
+// WriteModules writes m as dir/ModulesFile.
+func WriteModules(dir string, m *Modules) error {
+	return writeJSON(filepath.Join(dir, ModulesFile), m)
+}
+
+// ReadModules reads dir/ModulesFile; a directory without one gives nil and no error.
+func ReadModules(dir string) (*Modules, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ModulesFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("result: %w", err)
+	}
+	var m Modules
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("result: %s: %w", ModulesFile, err)
+	}
+	if m.Schema != SchemaVersion {
+		return nil, fmt.Errorf("result: %s has schema %d; this xupf-bench reads %d", ModulesFile, m.Schema, SchemaVersion)
+	}
+	return &m, nil
+}
+
+// ReadDir reads every *.json result under dir (recursively, ModulesFile aside), in path
+// order.
 func ReadDir(dir string) ([]*Result, error) {
 	var paths []string
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") && d.Name() != ModulesFile {
 			paths = append(paths, p)
 		}
 		return err

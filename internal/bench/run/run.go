@@ -60,6 +60,13 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) ([]string, er
 	machine, versions := result.ThisMachine(), result.TheseVersions(ctx)
 	var paths []string
 	for _, p := range sc.Points {
+		// A profile for bigger machines asks for more generator CPUs than this one may have:
+		// such points are left out, said so, rather than measured on shared CPUs.
+		if p.Tester.GeneratorThreads > runtime.NumCPU() {
+			fmt.Fprintf(opts.Log, "point %d/%d %s: skipped, it needs %d CPUs and this machine has %d\n",
+				p.Index+1, len(sc.Points), p.Name, p.Tester.GeneratorThreads, runtime.NumCPU())
+			continue
+		}
 		for rep := range p.Tester.Repetitions {
 			fmt.Fprintf(opts.Log, "point %d/%d %s, repetition %d/%d\n", p.Index+1, len(sc.Points), p.Name, rep+1, p.Tester.Repetitions)
 			r, err := runPoint(ctx, p, opts)

@@ -117,9 +117,12 @@ func (pt *point) trial(ctx context.Context, rate float64) ([]result.Trial, error
 			pt.ctl.events(evCtx, pt.p.Events, &pt.log)
 		}()
 	}
+	middle := make(chan []result.Window, 1)
+	go func() { middle <- pt.middle(te.Duration.D()) }()
 	stats, err := pt.runLanes(ctx, gen.RunOptions{Duration: te.Duration.D(), Rate: rate})
 	stopEvents()
 	evWG.Wait()
+	windows := <-middle
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +146,7 @@ func (pt *point) trial(ctx context.Context, rate float64) ([]result.Trial, error
 		st := stats[i]
 		recv := c.Packets
 		t := result.Trial{Direction: l.dir, Offered: rate, Sent: st.Sent, Received: recv,
-			Loss: rfc2544.Loss(st.Sent, recv), Generator: st, Sink: c, Softirq: soft}
+			Loss: rfc2544.Loss(st.Sent, recv), Generator: st, Sink: c, Softirq: soft, Middle: windows[i]}
 		if secs := st.Elapsed.Seconds(); secs > 0 {
 			t.Rate = float64(recv) / secs
 			t.Bits = 8 * float64(c.Bytes) / secs
@@ -152,6 +155,27 @@ func (pt *point) trial(ctx context.Context, rate float64) ([]result.Trial, error
 	}
 	pt.res.Trials = append(pt.res.Trials, out...)
 	return out, nil
+}
+
+// middle reads every lane's sink a quarter and three quarters into a trial of duration d
+// that starts now; a lane whose sink cannot be read gets an empty window.
+func (pt *point) middle(d time.Duration) []result.Window {
+	out := make([]result.Window, len(pt.lanes))
+	read := func() ([]gen.SinkCounters, time.Time) {
+		cs := make([]gen.SinkCounters, len(pt.lanes))
+		for i, l := range pt.lanes {
+			cs[i], _ = l.sink.Counters()
+		}
+		return cs, time.Now()
+	}
+	time.Sleep(d / 4)
+	a, ta := read()
+	time.Sleep(d / 2)
+	b, tb := read()
+	for i := range out {
+		out[i] = result.Window{Packets: b[i].Packets - a[i].Packets, Bytes: b[i].Bytes - a[i].Bytes, Elapsed: tb.Sub(ta)}
+	}
+	return out
 }
 
 // runLanes runs every lane's generator at once with opts (CPUs per lane) and returns their

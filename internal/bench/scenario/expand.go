@@ -71,10 +71,17 @@ func leaf(key string) string {
 	return key[strings.LastIndexByte(key, '.')+1:]
 }
 
-// complete fills the values whose default depends on others.
+// complete fills the values whose default depends on others, and resolves the counts given
+// per users.
 func complete(p *Point) {
-	if p.Traffic.Flows == 0 {
-		p.Traffic.Flows = p.Pipeline.Users * p.Pipeline.FlowsPerUser
+	pl := &p.Pipeline
+	for _, n := range []*int{&pl.BaseStations, &pl.Servers, &pl.Routes} {
+		if *n < 0 {
+			*n = max(1, (pl.Users+(-*n)-1)/-*n)
+		}
+	}
+	if all := p.Pipeline.Users * p.Pipeline.FlowsPerUser; p.Traffic.Flows == 0 || p.Traffic.Flows > all {
+		p.Traffic.Flows = all
 	}
 }
 
@@ -85,6 +92,9 @@ func checkPoint(p *Point) []error {
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	pl, tr, te, rf, ev := &p.Pipeline, &p.Traffic, &p.Tester, &p.Tester.RFC2544, &p.Events
 
+	if pl.BaseStations > MaxBaseStations || pl.Servers > MaxServers {
+		add("pipeline.base_stations (%d) or servers (%d) is above its limit (%d, %d) for %d users; give one per more users", pl.BaseStations, pl.Servers, MaxBaseStations, MaxServers, pl.Users)
+	}
 	if pl.Routes > pl.Servers {
 		add("pipeline.routes (%d) exceeds pipeline.servers (%d): every route needs a server behind it; lower routes or raise servers", pl.Routes, pl.Servers)
 	}
@@ -93,9 +103,6 @@ func checkPoint(p *Point) []error {
 	}
 	if pl.QERsPerUser > 2*pl.PDRsPerUser {
 		add("pipeline.qers_per_user (%d) exceeds the user's %d PDRs (pdrs_per_user %d, both directions): a QER no PDR uses is never metered; lower qers_per_user or raise pdrs_per_user", pl.QERsPerUser, 2*pl.PDRsPerUser, pl.PDRsPerUser)
-	}
-	if all := pl.Users * pl.FlowsPerUser; tr.Flows > all {
-		add("traffic.flows (%d) exceeds the %d flows the pipeline has (users × flows_per_user); lower flows, or use 0 for all of them", tr.Flows, all)
 	}
 	dirs := []string{tr.Direction}
 	if tr.Direction == Bidirectional {

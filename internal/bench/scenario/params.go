@@ -20,7 +20,7 @@ const (
 
 	MaxUsers            = 1 << 20
 	MaxBaseStations     = 1 << 16
-	MaxServers          = 1 << 16
+	MaxServers          = 1 << 20
 	MaxFlowsPerUser     = 1024
 	MaxPDRsPerUser      = 64
 	MaxSDFFiltersPerPDR = 16
@@ -150,6 +150,32 @@ func intIn(lo, hi int) func(string) (int, error) {
 		}
 		return int(x), nil
 	}
+}
+
+// perUsers is a count from 1 to hi, or "users/N": one per N users (rounded up), stored as
+// −N until complete resolves it for the point's users.
+func perUsers(hi int) func(string) (int, error) {
+	return func(s string) (int, error) {
+		if rest, ok := strings.CutPrefix(strings.ReplaceAll(s, " ", ""), "users/"); ok {
+			n, err := strconv.Atoi(strings.ReplaceAll(rest, "_", ""))
+			if err != nil || n < 1 || n > MaxUsers {
+				return 0, fmt.Errorf("use users/N with N from 1 to %d (one per N users)", MaxUsers)
+			}
+			return -n, nil
+		}
+		n, err := intIn(1, hi)(s)
+		if err != nil {
+			return 0, fmt.Errorf("%w, or users/N (one per N users)", err)
+		}
+		return n, nil
+	}
+}
+
+func perUsersLabel(n int) string {
+	if n < 0 {
+		return fmt.Sprintf("users/%d", -n)
+	}
+	return strconv.Itoa(n)
 }
 
 // packetSize is a frame size or "imix" (IMIX).
@@ -293,9 +319,9 @@ func (v *validator) params(r *rawScenario) {
 	pl, tr, te, rf, ev := &r.Pipeline, &r.Traffic, &r.Tester, &r.Tester.RFC2544, &r.Events
 
 	param(v, "pipeline.users", &pl.Users, d.Pipeline.Users, intIn(1, MaxUsers), ident, func(p *Point, x int) { p.Pipeline.Users = x })
-	param(v, "pipeline.base_stations", &pl.BaseStations, d.Pipeline.BaseStations, intIn(1, MaxBaseStations), ident, func(p *Point, x int) { p.Pipeline.BaseStations = x })
-	param(v, "pipeline.servers", &pl.Servers, d.Pipeline.Servers, intIn(1, MaxServers), ident, func(p *Point, x int) { p.Pipeline.Servers = x })
-	param(v, "pipeline.routes", &pl.Routes, d.Pipeline.Routes, intIn(1, MaxServers), ident, func(p *Point, x int) { p.Pipeline.Routes = x })
+	param(v, "pipeline.base_stations", &pl.BaseStations, d.Pipeline.BaseStations, perUsers(MaxBaseStations), perUsersLabel, func(p *Point, x int) { p.Pipeline.BaseStations = x })
+	param(v, "pipeline.servers", &pl.Servers, d.Pipeline.Servers, perUsers(MaxServers), perUsersLabel, func(p *Point, x int) { p.Pipeline.Servers = x })
+	param(v, "pipeline.routes", &pl.Routes, d.Pipeline.Routes, perUsers(MaxServers), perUsersLabel, func(p *Point, x int) { p.Pipeline.Routes = x })
 	param(v, "pipeline.flows_per_user", &pl.FlowsPerUser, d.Pipeline.FlowsPerUser, intIn(1, MaxFlowsPerUser), ident, func(p *Point, x int) { p.Pipeline.FlowsPerUser = x })
 	param(v, "pipeline.pdrs_per_user", &pl.PDRsPerUser, d.Pipeline.PDRsPerUser, intIn(1, MaxPDRsPerUser), ident, func(p *Point, x int) { p.Pipeline.PDRsPerUser = x })
 	param(v, "pipeline.sdf_filters_per_pdr", &pl.SDFFiltersPerPDR, d.Pipeline.SDFFiltersPerPDR, intIn(1, MaxSDFFiltersPerPDR), ident, func(p *Point, x int) { p.Pipeline.SDFFiltersPerPDR = x })

@@ -100,8 +100,9 @@ type Traffic struct {
 	// IMIX ("imix" in the file).
 	PacketSize int `json:"packet_size" yaml:"packet_size"`
 	// Flows is the number of flows in the generated packet set, chosen among the
-	// users × flows_per_user flows with Seed. 0 in the file (the default) means all of them,
-	// and is replaced by users × flows_per_user.
+	// users × flows_per_user flows with Seed. 0 in the file (the default) means all of them;
+	// 0 and values above users × flows_per_user are replaced by users × flows_per_user, so
+	// that one value caps the packet set across a sweep of users.
 	Flows int `json:"flows" yaml:"flows"`
 	// Seed chooses the flows and their order.
 	Seed uint64 `json:"seed" yaml:"seed"`

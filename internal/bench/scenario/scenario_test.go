@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -152,6 +153,28 @@ traffic: {packet_size: [imix, 128], direction: downlink}
 	}
 }
 
+// TestPerUsers: counts given per users follow the users of each point.
+func TestPerUsers(t *testing.T) {
+	s := mustParse(t, `
+pipeline: {users: [1, 150, 1000000], base_stations: users/100, servers: users/10, routes: users/10}
+`)
+	want := [][3]int{{1, 1, 1}, {2, 15, 15}, {10000, 100000, 100000}}
+	for i, p := range s.Points {
+		pl := p.Pipeline
+		if got := [3]int{pl.BaseStations, pl.Servers, pl.Routes}; got != want[i] {
+			t.Errorf("users %d: base stations, servers, routes %v, want %v", pl.Users, got, want[i])
+		}
+	}
+	// traffic.flows caps the packet set.
+	capped := mustParse(t, "pipeline: {users: [2, 100]}\ntraffic: {flows: 50}\n")
+	if a, b := capped.Points[0].Traffic.Flows, capped.Points[1].Traffic.Flows; a != 2 || b != 50 {
+		t.Errorf("flows capped to %d and %d, want 2 and 50", a, b)
+	}
+	if _, err := Parse([]byte("pipeline: {base_stations: users/0}\n")); err == nil || !strings.Contains(err.Error(), "use users/N") {
+		t.Errorf("users/0: %v", err)
+	}
+}
+
 func TestErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, doc string
@@ -180,7 +203,6 @@ func TestErrors(t *testing.T) {
 		{"routes", "pipeline: {routes: 3, servers: 2}\n", []string{"pipeline.routes (3) exceeds pipeline.servers (2)"}},
 		{"mbr without qer", "pipeline: {mbr_uplink: 1Mbps}\n", []string{"qers_per_user is 0"}},
 		{"too many qers", "pipeline: {qers_per_user: 3}\n", []string{"qers_per_user (3) exceeds the user's 2 PDRs"}},
-		{"flows", "pipeline: {users: 2}\ntraffic: {flows: 3}\n", []string{"traffic.flows (3) exceeds the 2 flows"}},
 		{"packet too small", "traffic: {packet_size: 64}\n", []string{"traffic.packet_size (64) is below the 102 bytes that uplink frames", "use 102 or more"}},
 		{"packet too small no psc", "traffic: {packet_size: 64, pdu_session_container: false}\n", []string{"below the 94 bytes"}},
 		{"downlink too big", "traffic: {packet_size: 1518, direction: downlink}\n", []string{"use 1474 or less"}},
@@ -271,5 +293,18 @@ func TestEveryKeyIsAParameter(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("parameters\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestProfiles: every scenario of the quick and full profiles (bench/) is valid.
+func TestProfiles(t *testing.T) {
+	paths, err := filepath.Glob("../../../bench/*/*.yaml")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no profile scenarios found: %v", err)
+	}
+	for _, p := range paths {
+		if _, err := Load(p); err != nil {
+			t.Error(err)
+		}
 	}
 }
