@@ -148,6 +148,15 @@ func prepare(ts []Template) ([]trafficgenGenTmpl, []byte, int, error) {
 			}
 		}
 	}
+	// Every frame's headers are written, up to its sequence number: the page of a frame
+	// comes back to the pool after the device under test has had it, and a datapath that
+	// rewrites headers in place (MACs, TTL, a decapsulation's new Ethernet header) leaves
+	// them changed for the next frame sent from that page.
+	for _, t := range ts {
+		if t.SeqOffset != 0 {
+			head = max(head, t.SeqOffset+4)
+		}
+	}
 	if head > HeadMax {
 		return nil, nil, 0, fmt.Errorf("gen: templates differ up to byte %d, beyond the first %d; only headers and the payload header may differ (build them with pkt, whose payload filler depends on the offset only)", head, HeadMax)
 	}

@@ -37,21 +37,24 @@ func TestPrepare(t *testing.T) {
 	if len(input) != 296 || string(input) != string(ts[2].Frame) {
 		t.Fatalf("input is %d bytes, want the longest template", len(input))
 	}
-	// The frames differ in the IPv4 lengths and checksums, the GTP-U length and TEID, the
-	// PSC's QFI, the inner addresses and lengths and the flow id: the last difference is the
-	// flow id in the payload header.
+	// The frames differ up to the flow id in the payload header, and every frame is written
+	// up to its sequence number after it.
 	fr, _ := pkt.Build(pkt.Flow{SrcMAC: e.genMAC, DstMAC: e.sinkMAC, Src: ts0Src(), Dst: ts0Src(), Tunnel: &pkt.Tunnel{Src: ts0Src().Addr(), Dst: ts0Src().Addr(), PSC: true}}, 200)
-	if want := fr.PayloadOffset + 8; head != want {
-		t.Fatalf("head %d, want %d (up to the flow id)", head, want)
+	if want := fr.PayloadOffset + 12; head != want {
+		t.Fatalf("head %d, want %d (up to the sequence number)", head, want)
 	}
 	for i, x := range tm {
 		if int(x.Len) != len(ts[i].Frame) || int(x.HeadLen) != head || int(x.SeqOff) != ts[i].SeqOffset {
 			t.Fatalf("template %d: %+v", i, x)
 		}
 	}
-	// One template: nothing to rewrite.
-	if _, _, head, err := prepare(ts[:1]); err != nil || head != 0 {
-		t.Fatalf("one template: head %d, %v", head, err)
+	// One template: its headers are still written, for a datapath under test that changes
+	// them in place; without a sequence number nothing is.
+	if _, _, h, err := prepare(ts[:1]); err != nil || h != head {
+		t.Fatalf("one template: head %d, %v", h, err)
+	}
+	if _, _, h, err := prepare([]Template{{Frame: ts[0].Frame}}); err != nil || h != 0 {
+		t.Fatalf("one template without sequence number: head %d, %v", h, err)
 	}
 
 	for _, c := range []struct {

@@ -59,6 +59,15 @@ type Result struct {
 	Correctness Correctness `json:"correctness"`
 	// Events are the control-plane events during the trials.
 	Events EventStats `json:"events"`
+	// Datapath is xupfd's own count of what it did with the packets, after the trials: the
+	// counters by path and the drops by reason, those that are not zero (xupf only).
+	Datapath *DatapathStats `json:"datapath,omitempty"`
+}
+
+// DatapathStats are xupfd's counters (GET /api/v1/stats), without the zeros.
+type DatapathStats struct {
+	Counters map[string]uint64 `json:"counters"`
+	Drops    map[string]uint64 `json:"drops"`
 }
 
 // Machine is where the result was measured.

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/bench/baseline"
 	"github.com/xupf/xupf/internal/bench/gen"
 	"github.com/xupf/xupf/internal/bench/pkt"
@@ -117,6 +118,7 @@ type point struct {
 	env    *env
 	pl     plan
 	ctl    *control
+	api    *api.Client
 	lanes  []*lane
 	log    eventLog
 	closer []func() error
@@ -146,6 +148,13 @@ func runPoint(ctx context.Context, p scenario.Point, opts Options) (_ *result.Re
 	}
 	if err := pt.measure(ctx); err != nil {
 		return nil, err
+	}
+	if pt.api != nil {
+		st, err := pt.api.Stats(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("bench: xupfd's counters: %w", err)
+		}
+		pt.res.Datapath = &result.DatapathStats{Counters: nonZero(st.Counters), Drops: nonZero(st.Drops)}
 	}
 	pt.res.Events = pt.log.stats()
 	return pt.res, nil
@@ -240,9 +249,9 @@ func (pt *point) startXUPF(ctx context.Context) error {
 	if pt.res.Setup, err = pt.ctl.install(ctx, p.Pipeline.Users); err != nil {
 		return fmt.Errorf("%w\n--- xupfd log (tail) ---\n%s", err, d.LogTail())
 	}
-	api := d.API()
+	pt.api = d.API()
 	for _, class := range pt.pl.classes() {
-		if _, err := api.AddClass(ctx, class); err != nil {
+		if _, err := pt.api.AddClass(ctx, class); err != nil {
 			return fmt.Errorf("bench: classifier class %d: %w", class.ID, err)
 		}
 	}
@@ -292,6 +301,17 @@ func (pt *point) prepareLanes() error {
 		pt.lanes = append(pt.lanes, &lane{dir: dir, tmpls: tmpls, gen: g, sink: s, want: fr.Want, cpus: cpus[i], users: users})
 	}
 	return nil
+}
+
+// nonZero is m without its zero entries.
+func nonZero(m map[string]uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // magicOffsets are the distinct payload offsets of frames like want.
