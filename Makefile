@@ -6,7 +6,7 @@ BIN := bin
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev bpftool iproute2 tshark iperf3 git make ca-certificates
 
-.PHONY: all build generate check-generate fmt-check vet test bench demo deps clean
+.PHONY: all build generate check-generate fmt-check vet test bench bench-full bench-micro demo deps clean
 
 all: build
 
@@ -34,10 +34,26 @@ vet:
 test: deps fmt-check vet check-generate
 	$(GO) test -count=1 ./...
 
-# ns/packet per path, PDR selection and classifier, program size, and the time of one class
-# change, from BPF_PROG_TEST_RUN (needs root). A class change takes tens of milliseconds, so
-# it runs a few times only.
-bench: deps
+# The evaluation suite's quick profile (needs root; under 10 minutes on the 2-vCPU VM): every
+# scenario of bench/quick and the per-module costs, then docs/benchmarks.md and its plots.
+BENCH_OUT ?= bench-results
+bench: deps build
+	rm -rf $(BENCH_OUT)/quick
+	$(BIN)/xupf-bench run --out $(BENCH_OUT)/quick bench/quick/*.yaml
+	$(BIN)/xupf-bench modules --out $(BENCH_OUT)/quick --rounds 5
+	$(BIN)/xupf-bench report --command "make bench" $(BENCH_OUT)/quick
+
+# The full profile: longer trials, repetitions, up to 1,000,000 sessions; for a bigger machine.
+bench-full: deps build
+	rm -rf $(BENCH_OUT)/full
+	$(BIN)/xupf-bench run --out $(BENCH_OUT)/full bench/full/*.yaml
+	$(BIN)/xupf-bench modules --out $(BENCH_OUT)/full
+	$(BIN)/xupf-bench report --command "make bench-full" $(BENCH_OUT)/full
+
+# Go micro-benchmarks (needs root): ns/packet per path, PDR selection and classifier,
+# program size, the time of one class change (a few runs only: tens of milliseconds each),
+# PFCP establishment, the meters, TCP through a QER. Numbers in docs/microbenchmarks.md.
+bench-micro: deps
 	$(GO) test -run '^$$' -bench 'Datapath|PDRSelection|Classifier/packet' -benchtime 200000x ./internal/datapath/
 	$(GO) test -run '^$$' -bench 'Classifier/change' -benchtime 10x ./internal/datapath/
 	$(GO) test -run '^$$' -bench 'PFCPEstablishment' -benchtime 1x -timeout 30m ./test/e2e/

@@ -22,6 +22,7 @@ import (
 	"github.com/xupf/xupf/internal/bench/pkt"
 	"github.com/xupf/xupf/internal/bench/result"
 	"github.com/xupf/xupf/internal/bench/scenario"
+	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/pfcpclient"
 	"github.com/xupf/xupf/internal/testbed"
 )
@@ -222,7 +223,8 @@ func (pt *point) startXUPF(ctx context.Context) error {
 	cfg.QoSAlgorithm = p.Pipeline.Policer
 	added := int(p.Events.SessionAdd*p.Tester.Duration.D().Seconds()+1) * (p.Tester.RFC2544.MaxIterations + 2)
 	cfg.Limits.MaxSessions = p.Pipeline.Users + added + sessionHeadroom
-	cfg.Limits.MaxRuleSets = 2 * cfg.Limits.MaxSessions
+	// A user with SDF filters has a rule set per TEID and per UE address.
+	cfg.Limits.MaxRuleSets = min(2*cfg.Limits.MaxSessions, config.MaxMaxRuleSets)
 	cfgPath := filepath.Join(dir, "xupfd.yaml")
 	if err := e.t.WriteConfigFile(cfgPath, cfg); err != nil {
 		return err
