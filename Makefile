@@ -10,8 +10,11 @@ DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev bpftool iproute2 tshark ipe
 
 all: build
 
+# The commit goes into the binaries, for xupf-bench's result files (GOFLAGS may turn Go's own
+# VCS stamping off).
+COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null)
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "-X github.com/xupf/xupf/internal/bench/result.BuildCommit=$(COMMIT)" -o $(BIN)/ ./cmd/...
 
 # Regenerate the BPF object and its Go bindings from bpf/ (needs clang).
 generate:

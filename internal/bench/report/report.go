@@ -171,14 +171,24 @@ var builders = []struct {
 	{"events-handover", func(rs []*result.Result) section { return eventsSection("events-handover", rs) }},
 }
 
-// mean averages f over the repetitions of each point, keyed by point index, and returns the
-// points in index order with their mean and half the spread (min..max) as the error.
+// agg is one point's repetitions, with the mean of the measure they were aggregated on and
+// half its spread (min..max) as the error.
 type agg struct {
 	r        *result.Result // the first repetition: its point and records
+	reps     []*result.Result
 	mean, pm float64
-	n        int
 }
 
+// avg is the mean of f over the point's repetitions, for the columns beside the measure.
+func (a agg) avg(f func(*result.Result) float64) float64 {
+	var sum float64
+	for _, r := range a.reps {
+		sum += f(r)
+	}
+	return sum / float64(len(a.reps))
+}
+
+// aggregate groups rs by point index and aggregates each group on f, in index order.
 func aggregate(rs []*result.Result, f func(*result.Result) float64) []agg {
 	byIdx := map[int][]*result.Result{}
 	var idx []int
@@ -203,7 +213,7 @@ func aggregate(rs []*result.Result, f func(*result.Result) float64) []agg {
 				hi = v
 			}
 		}
-		a := agg{r: group[0], mean: sum / float64(len(group)), n: len(group)}
+		a := agg{r: group[0], reps: group, mean: sum / float64(len(group))}
 		if len(group) > 1 {
 			a.pm = (hi - lo) / 2
 		}
@@ -212,9 +222,26 @@ func aggregate(rs []*result.Result, f func(*result.Result) float64) []agg {
 	return out
 }
 
-// dirRate is a result's received rate in direction d.
+// dirRate is a result's received rate in direction d; dirBits, dirSoftirq and dirLoss the
+// other figures of its summary, genMax the generator's calibrated maximum.
 func dirRate(d string) func(*result.Result) float64 {
 	return func(r *result.Result) float64 { return r.Summary.Directions[d].Rate }
+}
+
+func dirBits(d string) func(*result.Result) float64 {
+	return func(r *result.Result) float64 { return r.Summary.Directions[d].Bits }
+}
+
+func dirSoftirq(d string) func(*result.Result) float64 {
+	return func(r *result.Result) float64 { return r.Summary.Directions[d].Softirq }
+}
+
+func dirLoss(d string) func(*result.Result) float64 {
+	return func(r *result.Result) float64 { return r.Summary.Directions[d].Loss }
+}
+
+func genMax(d string) func(*result.Result) float64 {
+	return func(r *result.Result) float64 { return r.GeneratorMax[d] }
 }
 
 // mpps formats frames/s as Mpps.
@@ -228,9 +255,14 @@ func sizeLabel(n int) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// wrongCell shows the correctness sample as "checked/wrong".
-func wrongCell(r *result.Result) string {
-	return fmt.Sprintf("%d/%d", r.Correctness.Checked, r.Correctness.Wrong)
+// wrongCell shows the correctness sample of all repetitions as "checked/wrong".
+func wrongCell(rs ...*result.Result) string {
+	var checked, wrong int
+	for _, r := range rs {
+		checked += r.Correctness.Checked
+		wrong += r.Correctness.Wrong
+	}
+	return fmt.Sprintf("%d/%d", checked, wrong)
 }
 
 func genericSection(name string, rs []*result.Result) section {

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xupf/xupf/internal/bench/modules"
+	"github.com/xupf/xupf/internal/bench/pkt"
 	"github.com/xupf/xupf/internal/bench/plot"
 	"github.com/xupf/xupf/internal/bench/result"
 	"github.com/xupf/xupf/internal/bench/scenario"
@@ -63,14 +65,13 @@ func throughputSection(dir string, rs []*result.Result) section {
 			order = append(order, name)
 		}
 		s.Points = append(s.Points, plot.Point{X: float64(indexOf(sizes, p.Traffic.PacketSize)), Y: a.mean / 1e6, YErr: a.pm / 1e6})
-		sum := a.r.Summary.Directions[dir]
 		ratio := "–"
 		if c := ceiling[[2]int{p.Traffic.PacketSize, p.Tester.GeneratorThreads}]; c > 0 {
 			ratio = fmt.Sprintf("%.2f", a.mean/c)
 		}
 		fmt.Fprintf(&tb, "| %s | %s | %d | %s | %.3f | %s | %.2f | %s | %.4f%% | %s |\n",
 			datapathName[p.Pipeline.Datapath], sizeLabel(p.Traffic.PacketSize), p.Tester.GeneratorThreads,
-			mpps(a.mean), sum.Bits/1e9, ratio, sum.Softirq, mpps(a.r.GeneratorMax[dir]), 100*sum.Loss, wrongCell(a.r))
+			mpps(a.mean), a.avg(dirBits(dir))/1e9, ratio, a.avg(dirSoftirq(dir)), mpps(a.avg(genMax(dir))), 100*a.avg(dirLoss(dir)), wrongCell(a.reps...))
 	}
 	for _, n := range order {
 		fig.Series = append(fig.Series, *series[n])
@@ -96,31 +97,41 @@ func indexOf(xs []int, x int) int {
 	return -1
 }
 
-// usersSection is measurement 2: rate against the number of sessions, per direction.
+// usersSection is measurement 2: rate against the number of sessions, per direction and,
+// when the scenario sweeps it, per number of flows replayed.
 func usersSection(rs []*result.Result) section {
 	fig := &plot.Figure{Name: "users", Title: "Throughput against sessions", XLabel: "sessions (users)", YLabel: "Mpps", LogX: true}
 	var tb strings.Builder
 	tb.WriteString("| users | base stations | routes | flows replayed | direction | Mpps | Gbit/s | generator max (Mpps) | sessions set up per s | setup p50 / p99 (ms) | samples checked/wrong |\n")
 	tb.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	groups := map[string][]*result.Result{}
+	var order []string
 	for _, dir := range []string{scenario.Uplink, scenario.Downlink} {
-		var mine []*result.Result
 		for _, r := range rs {
-			if r.Point.Traffic.Direction == dir {
-				mine = append(mine, r)
+			if r.Point.Traffic.Direction != dir {
+				continue
 			}
+			name := dir
+			if f := sweepValue(r.Point, "traffic.flows"); f != "" {
+				name += ", at most " + f + " flows"
+			}
+			if _, ok := groups[name]; !ok {
+				order = append(order, name)
+			}
+			groups[name] = append(groups[name], r)
 		}
-		if len(mine) == 0 {
-			continue
-		}
-		s := plot.Series{Name: dir}
-		for _, a := range aggregate(mine, dirRate(dir)) {
+	}
+	for _, name := range order {
+		s := plot.Series{Name: name}
+		dir := groups[name][0].Point.Traffic.Direction
+		for _, a := range aggregate(groups[name], dirRate(dir)) {
 			p := a.r.Point
 			s.Points = append(s.Points, plot.Point{X: float64(p.Pipeline.Users), Y: a.mean / 1e6, YErr: a.pm / 1e6})
-			sum := a.r.Summary.Directions[dir]
-			st := a.r.Setup
 			fmt.Fprintf(&tb, "| %d | %d | %d | %d | %s | %s | %.3f | %s | %.0f | %.2f / %.2f | %s |\n",
-				p.Pipeline.Users, p.Pipeline.BaseStations, p.Pipeline.Routes, p.Traffic.Flows, dir, mpps(a.mean), sum.Bits/1e9,
-				mpps(a.r.GeneratorMax[dir]), st.Rate, ms(st.Latency.P50.Seconds()), ms(st.Latency.P99.Seconds()), wrongCell(a.r))
+				p.Pipeline.Users, p.Pipeline.BaseStations, p.Pipeline.Routes, p.Traffic.Flows, dir, mpps(a.mean), a.avg(dirBits(dir))/1e9,
+				mpps(a.avg(genMax(dir))), a.avg(func(r *result.Result) float64 { return r.Setup.Rate }),
+				a.avg(func(r *result.Result) float64 { return ms(r.Setup.Latency.P50.Seconds()) }),
+				a.avg(func(r *result.Result) float64 { return ms(r.Setup.Latency.P99.Seconds()) }), wrongCell(a.reps...))
 		}
 		fig.Series = append(fig.Series, s)
 	}
@@ -128,9 +139,23 @@ func usersSection(rs []*result.Result) section {
 Measurement 2: the rate as the number of sessions grows, with one base station per 100
 users, one route (and server) per 10 users and 10 flows per user, as in the papers. The
 sessions are established over PFCP before the trial (16 requests in flight; the rate and
-latency of that are in the table). The generator replays at most 65,536 of the flows, spread
-over all users, so that more sessions mean lookups spread over more of the tables.`
+latency of that are in the table). The generator replays a set of the flows chosen over all
+users: with few flows (1,000) only as many sessions carry traffic whatever the number
+installed, which shows whether the lookups slow down as tables grow; with many (65,536)
+every packet may touch another session, so the rate also pays for the memory the active
+sessions' entries take (caches), as a real UPF with that many active users would.`
 	return section{title: "Sessions", text: text, fig: fig, table: tb.String()}
+}
+
+// sweepValue is the value of the swept parameter key (e.g. "traffic.flows") at p, or "" when the scenario does not
+// sweep it.
+func sweepValue(p scenario.Point, key string) string {
+	for _, s := range p.Sweep {
+		if s.Key == key {
+			return s.Value
+		}
+	}
+	return ""
 }
 
 func ms(seconds float64) float64 { return seconds * 1e3 }
@@ -140,53 +165,112 @@ func ms(seconds float64) float64 { return seconds * 1e3 }
 // without its Ethernet header.
 func ipRate(t result.Trial) float64 {
 	w := t.Middle
-	if w.Elapsed <= 0 || w.Bytes < 14*w.Packets {
+	if w.Elapsed <= 0 || w.Bytes < pkt.EthLen*w.Packets {
 		return 0
 	}
-	return 8 * float64(w.Bytes-14*w.Packets) / w.Elapsed.Seconds()
+	return 8 * float64(w.Bytes-pkt.EthLen*w.Packets) / w.Elapsed.Seconds()
 }
 
-// policerSection is measurement 4: delivered against configured rate, per algorithm.
+// innerBits is the mean inner IP packet of an uplink trial's frames, in bits: the frames
+// the generator sent without Ethernet and the GTP-U encapsulation.
+func innerBits(t result.Trial, psc bool) float64 {
+	if t.Generator.Sent == 0 {
+		return 0
+	}
+	frame := float64(t.Generator.Bytes) / float64(t.Generator.Sent)
+	return 8 * (frame - float64(pkt.EthLen+pkt.EncapOverhead(psc)))
+}
+
+// mbrReading is one policer point as the report reads it.
+type mbrReading struct {
+	a agg
+	// offered is the inner IP rate the generator offered (bit/s); delivered the mean rate
+	// that arrived in the middle of the trial.
+	offered, delivered float64
+	// resolution is one packet in the reading's window, as a fraction of the MBR: the
+	// smallest error the reading can show.
+	resolution float64
+}
+
+// limited is whether the offered rate exceeds the MBR enough for the meter to bind: a
+// reading below that measures the generator, not the meter.
+func (m mbrReading) limited(mbr float64) bool { return m.offered >= 1.2*mbr }
+
+// policerSection is measurement 4: delivered against configured rate, per algorithm. Each
+// (algorithm, MBR) is plotted from the frame size that reads it best: the finest resolution
+// among the sizes whose offered rate exceeds the MBR.
 func policerSection(rs []*result.Result) section {
 	fig := &plot.Figure{Name: "policer", Title: "QER MBR precision, uplink", XLabel: "MBR (bit/s)",
 		YLabel: "delivered inner IP rate (bit/s)", LogX: true, LogY: true}
+	type key struct {
+		alg string
+		mbr uint64
+	}
+	best := map[key]mbrReading{}
+	var keys []key
+	var tb strings.Builder
+	tb.WriteString("| MBR | algorithm | frames | offered | delivered | error | resolution (1 packet) |\n|---|---|---|---|---|---|---|\n")
+	for _, a := range aggregate(rs, func(r *result.Result) float64 { return ipRate(lastTrial(r)) }) {
+		p := a.r.Point
+		t := lastTrial(a.r)
+		m := mbrReading{a: a, delivered: a.mean}
+		if e := t.Generator.Elapsed.Seconds(); e > 0 {
+			m.offered = float64(t.Generator.Sent) * innerBits(t, p.Traffic.PDUSessionContainer) / e
+		}
+		mbr := float64(p.Pipeline.MBRUplink)
+		if w := t.Middle.Elapsed.Seconds(); w > 0 {
+			m.resolution = innerBits(t, p.Traffic.PDUSessionContainer) / w / mbr
+		}
+		errCell := fmt.Sprintf("%+.2f%%", 100*(m.delivered-mbr)/mbr)
+		if !m.limited(mbr) {
+			errCell = "not limited: offered below 1.2 × MBR"
+		} else if m.delivered > 0 {
+			k := key{p.Pipeline.Policer, p.Pipeline.MBRUplink}
+			if b, ok := best[k]; !ok {
+				keys = append(keys, k)
+				best[k] = m
+			} else if m.resolution < b.resolution {
+				best[k] = m
+			}
+		}
+		fmt.Fprintf(&tb, "| %s | %s | %s | %s | %s | %s | %.2f%% |\n", bits(mbr), p.Pipeline.Policer,
+			sizeLabel(p.Traffic.PacketSize), bits(m.offered), bits(m.delivered), errCell, 100*m.resolution)
+	}
 	series := map[string]*plot.Series{}
 	var order []string
 	ideal := plot.Series{Name: "MBR", Dashed: true}
 	seen := map[uint64]bool{}
-	var tb strings.Builder
-	tb.WriteString("| MBR | algorithm | delivered | error | offered (Mpps) |\n|---|---|---|---|---|\n")
-	for _, a := range aggregate(rs, func(r *result.Result) float64 { return ipRate(lastTrial(r)) }) {
-		p := a.r.Point
-		mbr := float64(p.Pipeline.MBRUplink)
-		s, ok := series[p.Pipeline.Policer]
+	for _, k := range keys {
+		s, ok := series[k.alg]
 		if !ok {
-			s = &plot.Series{Name: p.Pipeline.Policer}
-			series[p.Pipeline.Policer] = s
-			order = append(order, p.Pipeline.Policer)
+			s = &plot.Series{Name: k.alg}
+			series[k.alg] = s
+			order = append(order, k.alg)
 		}
-		if a.mean > 0 {
-			s.Points = append(s.Points, plot.Point{X: mbr, Y: a.mean, YErr: a.pm})
+		b := best[k]
+		s.Points = append(s.Points, plot.Point{X: float64(k.mbr), Y: b.delivered, YErr: b.a.pm})
+		if !seen[k.mbr] {
+			seen[k.mbr] = true
+			ideal.Points = append(ideal.Points, plot.Point{X: float64(k.mbr), Y: float64(k.mbr)})
 		}
-		if !seen[p.Pipeline.MBRUplink] {
-			seen[p.Pipeline.MBRUplink] = true
-			ideal.Points = append(ideal.Points, plot.Point{X: mbr, Y: mbr})
-		}
-		t := lastTrial(a.r)
-		fmt.Fprintf(&tb, "| %s | %s | %s | %+.2f%% | %s |\n", bits(mbr), p.Pipeline.Policer, bits(a.mean),
-			100*(a.mean-mbr)/mbr, mpps(float64(t.Sent)/t.Generator.Elapsed.Seconds()))
 	}
 	for _, n := range order {
 		fig.Series = append(fig.Series, *series[n])
 	}
 	fig.Series = append(fig.Series, ideal)
 	text := `
-Measurement 4, precision: one session whose QER has an uplink MBR, offered 1518-byte frames
-as fast as the generator can (far above every MBR but the highest). "delivered" is the inner
-IP bytes per second (what the MBR counts, TS 29.244) that arrived in the middle half of the
-trial, read from the sink while traffic flowed, so that neither the start (when a meter
-spends the burst it saved while idle) nor the end is in it. The algorithms are described in
-docs/qos.md; the meter's burst is 50 ms of the MBR (qos_mbr_burst).`
+Measurement 4, precision: one session whose QER has an uplink MBR, offered frames as fast
+as the generator can. "delivered" is the inner IP bytes per second (what the MBR counts,
+TS 29.244) that arrived in the middle half of the trial, read from the sink while traffic
+flowed, so that neither the start (when a meter spends the burst it saved while idle) nor
+the end is in it; "offered" is the same for what the generator sent. A reading counts whole
+packets, so it cannot be closer than one packet in its window ("resolution"): small frames
+read low MBRs finely, and only large frames offer more than the highest MBRs. The figure
+shows, for each MBR and algorithm, the frame size with the finest resolution among those
+that offered more than the MBR. The fixed window admits its burst once per window of
+burst/MBR (the burst is 50 ms of the MBR, qos_mbr_burst, and at least 3000 bytes: 240 ms at
+100 kbit/s), so a reading of a few windows also depends on where the windows fall. The
+algorithms are described in docs/qos.md.`
 	return section{title: "Policer precision", text: text, fig: fig, table: tb.String()}
 }
 
@@ -232,7 +316,7 @@ func policerOverheadSection(rs []*result.Result) section {
 			metered.Points = append(metered.Points, pt)
 			mbr = bits(float64(p.Pipeline.MBRUplink))
 		}
-		fmt.Fprintf(&tb, "| %s | %s | %s | %.2f |\n", p.Pipeline.Policer, mbr, mpps(a.mean), a.r.Summary.Directions[scenario.Uplink].Softirq)
+		fmt.Fprintf(&tb, "| %s | %s | %s | %.2f |\n", p.Pipeline.Policer, mbr, mpps(a.mean), a.avg(dirSoftirq(scenario.Uplink)))
 	}
 	fig.Series = []plot.Series{none, metered}
 	text := `
@@ -276,24 +360,34 @@ func eventsSection(name string, rs []*result.Result) section {
 	p50 := plot.Series{Name: "p50"}
 	p99 := plot.Series{Name: "p99"}
 	var tb strings.Builder
-	tb.WriteString("| requests/s asked | answered | achieved/s | p50 (ms) | p99 (ms) | max (ms) | failed | deletions (p50 ms) | lost uplink | lost downlink | samples checked/wrong |\n")
-	tb.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, a := range aggregate(rs, func(r *result.Result) float64 { return lat(r).P50.Seconds() }) {
-		r := a.r
-		l := lat(r)
-		dur := r.Point.Tester.Duration.D().Seconds()
-		if l.Count > 0 {
-			p50.Points = append(p50.Points, plot.Point{X: rate(r), Y: ms(l.P50.Seconds())})
-			p99.Points = append(p99.Points, plot.Point{X: rate(r), Y: ms(l.P99.Seconds())})
-		}
+	tb.WriteString("| requests/s asked | answered | achieved/s | p50 (ms) | p99 (ms) | max (ms) | failed | deletions (p50 ms) | received kpps up / down | lost uplink | lost downlink | samples checked/wrong |\n")
+	tb.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, a := range aggregate(rs, func(r *result.Result) float64 { return ms(lat(r).P50.Seconds()) }) {
+		// Counts are summed over the repetitions, latencies averaged (max: the largest).
+		var answered, failed, deleted int
+		var maxLat time.Duration
 		lost := map[string]uint64{}
-		for _, t := range r.Trials {
-			lost[t.Direction] += t.Sent - min(t.Sent, t.Received)
+		for _, r := range a.reps {
+			answered += lat(r).Count
+			failed += r.Events.Failed
+			deleted += r.Events.Deleted.Count
+			maxLat = max(maxLat, lat(r).Max)
+			for _, t := range r.Trials {
+				lost[t.Direction] += t.Sent - min(t.Sent, t.Received)
+			}
 		}
-		fmt.Fprintf(&tb, "| %g | %d | %.0f | %.2f | %.2f | %.2f | %d | %d (%.2f) | %d | %d | %s |\n",
-			rate(r), l.Count, float64(l.Count)/dur, ms(l.P50.Seconds()), ms(l.P99.Seconds()), ms(l.Max.Seconds()),
-			r.Events.Failed, r.Events.Deleted.Count, ms(r.Events.Deleted.P50.Seconds()),
-			lost[scenario.Uplink], lost[scenario.Downlink], wrongCell(r))
+		p99ms := a.avg(func(r *result.Result) float64 { return ms(lat(r).P99.Seconds()) })
+		x := rate(a.r)
+		if answered > 0 {
+			p50.Points = append(p50.Points, plot.Point{X: x, Y: a.mean, YErr: a.pm})
+			p99.Points = append(p99.Points, plot.Point{X: x, Y: p99ms})
+		}
+		seconds := a.r.Point.Tester.Duration.D().Seconds() * float64(len(a.reps))
+		fmt.Fprintf(&tb, "| %g | %d | %.0f | %.2f | %.2f | %.2f | %d | %d (%.2f) | %.0f / %.0f | %d | %d | %s |\n",
+			x, answered, float64(answered)/seconds, a.mean, p99ms, ms(maxLat.Seconds()), failed, deleted,
+			a.avg(func(r *result.Result) float64 { return ms(r.Events.Deleted.P50.Seconds()) }),
+			a.avg(dirRate(scenario.Uplink))/1e3, a.avg(dirRate(scenario.Downlink))/1e3,
+			lost[scenario.Uplink], lost[scenario.Downlink], wrongCell(a.reps...))
 	}
 	fig.Series = []plot.Series{p50, p99}
 	p0 := rs[0].Point

@@ -80,7 +80,7 @@ type Machine struct {
 
 // Versions are the software the result was measured with.
 type Versions struct {
-	// XUPF is the commit xupf-bench was built from, with "+dirty" for uncommitted changes.
+	// XUPF is the commit xupf-bench was built from, with "-dirty" for uncommitted changes.
 	XUPF string `json:"xupf"`
 	Go   string `json:"go"`
 	// Clang is the installed clang; the committed BPF objects may have been built by
@@ -304,27 +304,37 @@ func ThisMachine() Machine {
 	return m
 }
 
+// BuildCommit is the commit the binary was built from, set by `make build` with -ldflags -X
+// (git describe --always --dirty): where GOFLAGS holds -buildvcs=false, as on this
+// project's machines, Go records no VCS information of its own.
+var BuildCommit string
+
 // TheseVersions describes the software in use; what cannot be found is left empty.
 func TheseVersions(ctx context.Context) Versions {
-	v := Versions{Go: runtime.Version()}
+	v := Versions{Go: runtime.Version(), XUPF: BuildCommit}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
 			if d.Path == "github.com/cilium/ebpf" {
 				v.CiliumEBPF = d.Version
 			}
 		}
-		// go build records the commit when it builds inside the repository.
+		// go build records the commit when it builds inside the repository with VCS
+		// stamping on.
+		var rev string
 		var dirty bool
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				v.XUPF = s.Value
+				rev = s.Value
 			case "vcs.modified":
 				dirty = s.Value == "true"
 			}
 		}
-		if dirty {
-			v.XUPF += "+dirty"
+		if rev != "" && v.XUPF == "" {
+			v.XUPF = rev
+			if dirty {
+				v.XUPF += "-dirty"
+			}
 		}
 	}
 	v.Clang = firstLine(ctx, "clang", "--version")
