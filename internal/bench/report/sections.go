@@ -392,11 +392,13 @@ func eventsSection(name string, rs []*result.Result) section {
 	fig.Series = []plot.Series{p50, p99}
 	p0 := rs[0].Point
 	text := fmt.Sprintf(`
-Measurement 5, %s: %d users send %s frames in both directions at %.0f kpps each while the SMF
-(in the gnb namespace, over N4) sends requests at the rate asked, each on its own (no
-batching), for the trial's %v. The latency is from sending a request to its answer; a packet
-counts as lost when it was sent and did not arrive during the trial, whatever the reason.
-"answered" may exceed rate × duration by the requests of the last tick.`,
+Measurement 5, %s: %d users send %s frames in both directions, %.0f kpps offered each
+way (what arrived is in the table: the generator skips the pacing intervals it misses while
+the control plane has the CPUs), while the SMF (in the gnb namespace, over N4) sends
+requests at the rate asked, each on its own (no batching), for the trial's %v. The latency
+is from sending a request to its answer; a packet counts as lost when it was sent and did
+not arrive during the trial, whatever the reason. "answered" counts the requests answered,
+those of the trial's last moments included, whose answers may come after it.`,
 		what, p0.Pipeline.Users, sizeLabel(p0.Traffic.PacketSize), p0.Tester.Rate/1e3, p0.Tester.Duration)
 	return section{title: "Adaptation: " + what, text: text, fig: fig, table: tb.String()}
 }
