@@ -121,22 +121,8 @@ func (e *testEnv) setupNetwork() error {
 		{"n6", "n6p", macN6, macDN, "10.0.2.1/24"},
 	}
 	for _, p := range pairs {
-		veth := &netlink.Veth{
-			LinkAttrs:        netlink.LinkAttrs{Name: p.name, HardwareAddr: p.mac},
-			PeerName:         p.peer,
-			PeerHardwareAddr: p.pmac,
-		}
-		if err := netlink.LinkAdd(veth); err != nil {
-			return fmt.Errorf("add veth %s: %w", p.name, err)
-		}
-		for _, n := range []string{p.name, p.peer} {
-			l, err := netlink.LinkByName(n)
-			if err != nil {
-				return err
-			}
-			if err := netlink.LinkSetUp(l); err != nil {
-				return err
-			}
+		if _, _, err := (testbed.VethPair{Name: p.name, Peer: p.peer, MAC: p.mac, PeerMAC: p.pmac}).Add(); err != nil {
+			return err
 		}
 		l, _ := netlink.LinkByName(p.name)
 		addr, _ := netlink.ParseAddr(p.addr)

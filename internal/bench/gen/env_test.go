@@ -7,10 +7,10 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
 	"github.com/xupf/xupf/internal/bench/pkt"
+	"github.com/xupf/xupf/internal/testbed"
 )
 
 // vethEnv is a fresh network namespace of the test's own holding a veth pair: the generator
@@ -70,27 +70,10 @@ func (e *vethEnv) setup() error {
 	// One queue per CPU on both ends: a frame sent into gen0 from CPU c lands in sink0's
 	// queue c % queues, and each queue has its own NAPI. With one queue, two sending CPUs
 	// share one 256-frame ring and overflow it while the other CPU's NAPI drains it.
-	q := uint32(runtime.NumCPU())
-	veth := &netlink.Veth{
-		LinkAttrs: netlink.LinkAttrs{Name: "gen0", HardwareAddr: gm, NumTxQueues: int(q), NumRxQueues: int(q), TxQLen: -1},
-		PeerName:  "sink0", PeerHardwareAddr: sm, PeerNumTxQueues: q, PeerNumRxQueues: q, PeerTxQLen: -1,
-	}
-	if err := netlink.LinkAdd(veth); err != nil {
+	var err error
+	e.gen, e.sink, err = testbed.VethPair{Name: "gen0", Peer: "sink0", MAC: gm, PeerMAC: sm, Queues: runtime.NumCPU()}.Add()
+	if err != nil {
 		return err
-	}
-	for _, name := range []string{"gen0", "sink0"} {
-		l, err := netlink.LinkByName(name)
-		if err != nil {
-			return err
-		}
-		if err := netlink.LinkSetUp(l); err != nil {
-			return err
-		}
-		if name == "gen0" {
-			e.gen = l.Attrs().Index
-		} else {
-			e.sink = l.Attrs().Index
-		}
 	}
 	e.genMAC, e.sinkMAC = gm, sm
 	return nil

@@ -20,6 +20,7 @@ import (
 	"github.com/xupf/xupf/internal/datapath"
 	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/session"
+	"github.com/xupf/xupf/internal/testbed"
 )
 
 // bench is one configuration at one stage: a network namespace of its own with an N3 and an
@@ -289,20 +290,11 @@ func (b *bench) setupNetwork() error {
 		mac        net.HardwareAddr
 		addr       string
 	}{{"n3", "n3p", macN3, "10.0.1.1/24"}, {"n6", "n6p", macN6, "10.0.2.1/24"}} {
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: p.name, HardwareAddr: p.mac}, PeerName: p.peer}
-		if err := netlink.LinkAdd(veth); err != nil {
-			return fmt.Errorf("add veth %s: %w", p.name, err)
+		idx, peerIdx, err := testbed.VethPair{Name: p.name, Peer: p.peer, MAC: p.mac}.Add()
+		if err != nil {
+			return err
 		}
-		for _, n := range []string{p.name, p.peer} {
-			l, err := netlink.LinkByName(n)
-			if err != nil {
-				return err
-			}
-			if err := netlink.LinkSetUp(l); err != nil {
-				return err
-			}
-			ifindex[n] = l.Attrs().Index
-		}
+		ifindex[p.name], ifindex[p.peer] = idx, peerIdx
 		addr, err := netlink.ParseAddr(p.addr)
 		if err != nil {
 			return err

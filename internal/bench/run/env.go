@@ -173,31 +173,14 @@ type calibration struct {
 func (e *env) calibrationPair() (*calibration, error) {
 	c := &calibration{ns: e.gnb.handle}
 	err := e.t.Do(e.gnb.ns, func() error {
-		q := e.queueCnt
-		veth := &netlink.Veth{
-			LinkAttrs: netlink.LinkAttrs{Name: "cal0", NumTxQueues: q, NumRxQueues: q},
-			PeerName:  "cal1", PeerNumTxQueues: uint32(q), PeerNumRxQueues: uint32(q),
-		}
-		if err := netlink.LinkAdd(veth); err != nil {
+		send, recv, err := testbed.VethPair{Name: "cal0", Peer: "cal1", Queues: e.queueCnt}.Add()
+		if err != nil {
 			return err
 		}
-		for _, name := range []string{"cal0", "cal1"} {
-			l, err := netlink.LinkByName(name)
-			if err != nil {
-				return err
-			}
-			if err := netlink.LinkSetUp(l); err != nil {
-				return err
-			}
-			if name == "cal0" {
-				c.send = l.Attrs().Index
-			} else {
-				s, err := gen.AttachSink(gen.SinkOptions{Ifindex: l.Attrs().Index})
-				if err != nil {
-					return err
-				}
-				c.sink = s
-			}
+		c.send = send
+		c.sink, err = gen.AttachSink(gen.SinkOptions{Ifindex: recv})
+		if err != nil {
+			return err
 		}
 		return nil
 	})
