@@ -3,8 +3,10 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/xupf/xupf/internal/bench/report"
 	"github.com/xupf/xupf/internal/bench/result"
 	"github.com/xupf/xupf/internal/bench/run"
 	"github.com/xupf/xupf/internal/bench/scenario"
@@ -93,6 +95,20 @@ events: {session_add: 20, session_delete: 10, handover: 20}
 	for _, tr := range r.Trials {
 		if tr.Loss != 0 || tr.Offered != 20000 {
 			t.Errorf("%s trial: %d sent, %d received at %v/s", tr.Direction, tr.Sent, tr.Received, tr.Offered)
+		}
+	}
+	// The report reads real result files too: a scenario it has no figure for gets its table.
+	doc := filepath.Join(t.TempDir(), "benchmarks.md")
+	if err := report.Write(report.Input{Results: rs}, doc); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Scenario tiny", "| tiny | uplink |", "| tiny | downlink |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
 		}
 	}
 }
