@@ -189,12 +189,14 @@ func reportCmd(args []string) error {
 		return err
 	}
 	in := report.Input{Results: rs, Command: *command}
+	rows := ""
 	if m != nil {
 		in.Modules = m.Rows
+		rows = ", per-module rows"
 	}
 	if err := report.Write(in, *doc); err != nil {
 		return err
 	}
-	fmt.Printf("wrote %s (%d results%s)\n", *doc, len(rs), map[bool]string{true: ", per-module rows", false: ""}[m != nil])
+	fmt.Printf("wrote %s (%d results%s)\n", *doc, len(rs), rows)
 	return nil
 }
