@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,19 @@ var datapathName = map[string]string{
 	scenario.DatapathKernel:       "Linux forwarding",
 }
 
+// seriesSet collects points into series by name, the series in the order first named.
+type seriesSet struct{ list []plot.Series }
+
+func (s *seriesSet) add(name string, p plot.Point) {
+	for i := range s.list {
+		if s.list[i].Name == name {
+			s.list[i].Points = append(s.list[i].Points, p)
+			return
+		}
+	}
+	s.list = append(s.list, plot.Series{Name: name, Points: []plot.Point{p}})
+}
+
 // cpus is "1 CPU" or "N CPUs".
 func cpus(n int) string {
 	if n == 1 {
@@ -34,7 +48,7 @@ func throughputSection(dir string, rs []*result.Result) section {
 	pts := aggregate(rs, dirRate(dir))
 	var sizes []int
 	for _, a := range pts {
-		if s := a.r.Point.Traffic.PacketSize; indexOf(sizes, s) < 0 {
+		if s := a.r.Point.Traffic.PacketSize; slices.Index(sizes, s) < 0 {
 			sizes = append(sizes, s)
 		}
 	}
@@ -42,8 +56,7 @@ func throughputSection(dir string, rs []*result.Result) section {
 	for _, s := range sizes {
 		fig.Categories = append(fig.Categories, sizeLabel(s))
 	}
-	series := map[string]*plot.Series{}
-	var order []string
+	var series seriesSet
 	// The forwarder's rate per (size, CPUs), for the ratios.
 	ceiling := map[[2]int]float64{}
 	for _, a := range pts {
@@ -58,13 +71,7 @@ func throughputSection(dir string, rs []*result.Result) section {
 	for _, a := range pts {
 		p := a.r.Point
 		name := fmt.Sprintf("%s, %s", datapathName[p.Pipeline.Datapath], cpus(p.Tester.GeneratorThreads))
-		s, ok := series[name]
-		if !ok {
-			s = &plot.Series{Name: name}
-			series[name] = s
-			order = append(order, name)
-		}
-		s.Points = append(s.Points, plot.Point{X: float64(indexOf(sizes, p.Traffic.PacketSize)), Y: a.mean / 1e6, YErr: a.pm / 1e6})
+		series.add(name, plot.Point{X: float64(slices.Index(sizes, p.Traffic.PacketSize)), Y: a.mean / 1e6, YErr: a.pm / 1e6})
 		ratio := "–"
 		if c := ceiling[[2]int{p.Traffic.PacketSize, p.Tester.GeneratorThreads}]; c > 0 {
 			ratio = fmt.Sprintf("%.2f", a.mean/c)
@@ -73,9 +80,7 @@ func throughputSection(dir string, rs []*result.Result) section {
 			datapathName[p.Pipeline.Datapath], sizeLabel(p.Traffic.PacketSize), p.Tester.GeneratorThreads,
 			mpps(a.mean), a.avg(dirBits(dir))/1e9, ratio, a.avg(dirSoftirq(dir)), mpps(a.avg(genMax(dir))), 100*a.avg(dirLoss(dir)), wrongCell(a.reps...))
 	}
-	for _, n := range order {
-		fig.Series = append(fig.Series, *series[n])
-	}
+	fig.Series = series.list
 	p0 := rs[0].Point
 	text := fmt.Sprintf(`
 Measurement 1, %s: frames per second that arrive at the far side, offered as fast as the
@@ -86,15 +91,6 @@ same frames (xupf with %d sessions, %d flows each). Gbit/s counts the received f
 several generator CPUs the veths have a queue per CPU, so that many chains run in parallel.`,
 		dir, p0.Tester.Duration, p0.Pipeline.Users, p0.Pipeline.FlowsPerUser)
 	return section{title: "Throughput, " + dir, text: text, fig: fig, table: tb.String()}
-}
-
-func indexOf(xs []int, x int) int {
-	for i, v := range xs {
-		if v == x {
-			return i
-		}
-	}
-	return -1
 }
 
 // usersSection is measurement 2: rate against the number of sessions, per direction and,
@@ -147,8 +143,8 @@ sessions' entries take (caches), as a real UPF with that many active users would
 	return section{title: "Sessions", text: text, fig: fig, table: tb.String()}
 }
 
-// sweepValue is the value of the swept parameter key (e.g. "traffic.flows") at p, or "" when the scenario does not
-// sweep it.
+// sweepValue is the value of the swept parameter key (e.g. "traffic.flows") at p, or "" when
+// the scenario does not sweep it.
 func sweepValue(p scenario.Point, key string) string {
 	for _, s := range p.Sweep {
 		if s.Key == key {
@@ -183,10 +179,10 @@ func innerBits(t result.Trial, psc bool) float64 {
 
 // mbrReading is one policer point as the report reads it.
 type mbrReading struct {
+	// a.mean is the inner IP rate delivered in the middle of the trial (bit/s).
 	a agg
-	// offered is the inner IP rate the generator offered (bit/s); delivered the mean rate
-	// that arrived in the middle of the trial.
-	offered, delivered float64
+	// offered is the inner IP rate the generator offered (bit/s).
+	offered float64
 	// resolution is one packet in the reading's window, as a fraction of the MBR: the
 	// smallest error the reading can show.
 	resolution float64
@@ -213,18 +209,19 @@ func policerSection(rs []*result.Result) section {
 	for _, a := range aggregate(rs, func(r *result.Result) float64 { return ipRate(lastTrial(r)) }) {
 		p := a.r.Point
 		t := lastTrial(a.r)
-		m := mbrReading{a: a, delivered: a.mean}
+		m := mbrReading{a: a}
+		packet := innerBits(t, p.Traffic.PDUSessionContainer)
 		if e := t.Generator.Elapsed.Seconds(); e > 0 {
-			m.offered = float64(t.Generator.Sent) * innerBits(t, p.Traffic.PDUSessionContainer) / e
+			m.offered = float64(t.Generator.Sent) * packet / e
 		}
 		mbr := float64(p.Pipeline.MBRUplink)
 		if w := t.Middle.Elapsed.Seconds(); w > 0 {
-			m.resolution = innerBits(t, p.Traffic.PDUSessionContainer) / w / mbr
+			m.resolution = packet / w / mbr
 		}
-		errCell := fmt.Sprintf("%+.2f%%", 100*(m.delivered-mbr)/mbr)
+		errCell := fmt.Sprintf("%+.2f%%", 100*(a.mean-mbr)/mbr)
 		if !m.limited(mbr) {
 			errCell = "not limited: offered below 1.2 × MBR"
-		} else if m.delivered > 0 {
+		} else if a.mean > 0 {
 			k := key{p.Pipeline.Policer, p.Pipeline.MBRUplink}
 			if b, ok := best[k]; !ok {
 				keys = append(keys, k)
@@ -234,30 +231,20 @@ func policerSection(rs []*result.Result) section {
 			}
 		}
 		fmt.Fprintf(&tb, "| %s | %s | %s | %s | %s | %s | %.2f%% |\n", bits(mbr), p.Pipeline.Policer,
-			sizeLabel(p.Traffic.PacketSize), bits(m.offered), bits(m.delivered), errCell, 100*m.resolution)
+			sizeLabel(p.Traffic.PacketSize), bits(m.offered), bits(a.mean), errCell, 100*m.resolution)
 	}
-	series := map[string]*plot.Series{}
-	var order []string
+	var series seriesSet
 	ideal := plot.Series{Name: "MBR", Dashed: true}
 	seen := map[uint64]bool{}
 	for _, k := range keys {
-		s, ok := series[k.alg]
-		if !ok {
-			s = &plot.Series{Name: k.alg}
-			series[k.alg] = s
-			order = append(order, k.alg)
-		}
 		b := best[k]
-		s.Points = append(s.Points, plot.Point{X: float64(k.mbr), Y: b.delivered, YErr: b.a.pm})
+		series.add(k.alg, plot.Point{X: float64(k.mbr), Y: b.a.mean, YErr: b.a.pm})
 		if !seen[k.mbr] {
 			seen[k.mbr] = true
 			ideal.Points = append(ideal.Points, plot.Point{X: float64(k.mbr), Y: float64(k.mbr)})
 		}
 	}
-	for _, n := range order {
-		fig.Series = append(fig.Series, *series[n])
-	}
-	fig.Series = append(fig.Series, ideal)
+	fig.Series = append(series.list, ideal)
 	text := `
 Measurement 4, precision: one session whose QER has an uplink MBR, offered frames as fast
 as the generator can. "delivered" is the inner IP bytes per second (what the MBR counts,
@@ -303,7 +290,7 @@ func policerOverheadSection(rs []*result.Result) section {
 	tb.WriteString("| algorithm | MBR | Mpps | softirq (CPUs) |\n|---|---|---|---|\n")
 	for _, a := range aggregate(rs, dirRate(scenario.Uplink)) {
 		p := a.r.Point
-		i := indexOfString(fig.Categories, p.Pipeline.Policer)
+		i := slices.Index(fig.Categories, p.Pipeline.Policer)
 		if i < 0 {
 			fig.Categories = append(fig.Categories, p.Pipeline.Policer)
 			i = len(fig.Categories) - 1
@@ -325,15 +312,6 @@ Measurement 4, overhead: 100 sessions, uplink, 128-byte frames, with the QER's M
 setting changes nothing, so those bars measure the noise. internal/datapath's BenchmarkMeter
 times the meters alone (docs/qos.md).`
 	return section{title: "Policer overhead", text: text, fig: fig, table: tb.String()}
-}
-
-func indexOfString(xs []string, x string) int {
-	for i, v := range xs {
-		if v == x {
-			return i
-		}
-	}
-	return -1
 }
 
 // eventsSection is measurement 5: request latency against the event rate, and the loss.
@@ -407,24 +385,14 @@ those of the trial's last moments included, whose answers may come after it.`,
 func modulesSection(rows []modules.Row) section {
 	fig := &plot.Figure{Name: "modules", Title: "Per-module cost (BPF_PROG_TEST_RUN)", YLabel: "ns per packet",
 		Categories: modules.Stages()}
-	series := map[string]*plot.Series{}
-	var order []string
+	var series seriesSet
 	var tb strings.Builder
 	tb.WriteString("| configuration | direction | stage | ns/packet |\n|---|---|---|---|\n")
 	for _, r := range rows {
-		name := r.Config + ", " + r.Direction
-		s, ok := series[name]
-		if !ok {
-			s = &plot.Series{Name: name}
-			series[name] = s
-			order = append(order, name)
-		}
-		s.Points = append(s.Points, plot.Point{X: float64(indexOfString(fig.Categories, r.Stage)), Y: r.NsPerPacket})
+		series.add(r.Config+", "+r.Direction, plot.Point{X: float64(slices.Index(fig.Categories, r.Stage)), Y: r.NsPerPacket})
 		fmt.Fprintf(&tb, "| %s | %s | %s | %.1f |\n", r.Config, r.Direction, r.Stage, r.NsPerPacket)
 	}
-	for _, n := range order {
-		fig.Series = append(fig.Series, *series[n])
-	}
+	fig.Series = series.list
 	text := `
 Measurement 3, as in the paper's figure 5.11: the time of one packet through the datapath
 with its modules added one by one (each stage includes the ones before it), from
