@@ -163,9 +163,9 @@ func (l *eventLog) stats() result.EventStats {
 		Handovers: result.Summarise(l.handovs), Failed: l.failed, Skipped: l.skipped, Errors: l.errs}
 }
 
-// events injects ev's events until ctx ends, each kind at its rate (late events are sent
-// as soon as the schedule notices them), each event in a goroutine of its own so that a
-// slow answer does not slow the schedule; it returns when every event it started has ended.
+// events injects ev's events until ctx ends, each kind at its rate (see schedule), each
+// event in a goroutine of its own so that a slow answer does not slow the schedule; it
+// returns when every event it started has ended.
 func (k *control) events(ctx context.Context, ev scenario.Events, log *eventLog) {
 	var wg sync.WaitGroup
 	kinds := []struct {
@@ -184,35 +184,41 @@ func (k *control) events(ctx context.Context, ev scenario.Events, log *eventLog)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			period := time.Duration(math.Max(float64(time.Second)/kind.rate, 1))
-			tick := time.NewTicker(period)
-			defer tick.Stop()
-			// A ticker drops the ticks its reader misses, as it does when traffic keeps the
-			// CPUs busy: each tick starts every event due by then, so that the rate asked
-			// is the rate sent.
-			start, started := time.Now(), 0
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-				for due := int(time.Since(start).Seconds() * kind.rate); started < due; started++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						// The request outlives the trial if it must: its answer still counts.
-						rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-						defer cancel()
-						t0 := time.Now()
-						err := kind.do(rctx)
-						log.record(kind.lat, time.Since(t0), err)
-					}()
-				}
-			}
+			schedule(ctx, kind.rate, func() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					// The request outlives the trial if it must: its answer still counts.
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+					defer cancel()
+					t0 := time.Now()
+					err := kind.do(rctx)
+					log.record(kind.lat, time.Since(t0), err)
+				}()
+			})
 		}()
 	}
 	wg.Wait()
+}
+
+// schedule calls fire rate times a second until ctx ends. A ticker drops the ticks its
+// reader misses, as it does when traffic keeps the CPUs busy: each tick fires every event
+// due by then (rate × time since the start), so that the rate asked is the rate sent.
+func schedule(ctx context.Context, rate float64, fire func()) {
+	period := time.Duration(math.Max(float64(time.Second)/rate, 1))
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	start, fired := time.Now(), 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for due := int(time.Since(start).Seconds() * rate); fired < due; fired++ {
+			fire()
+		}
+	}
 }
 
 // add establishes the session of a new user, outside every scenario's user range.
