@@ -103,14 +103,99 @@ func (c children) required(t uint16, where string) (*ie.IE, error) {
 	return nil, missingIE(t, where)
 }
 
-// decode reads a child with fn, turning a decoding error into Mandatory IE incorrect.
-func decode[T any](x *ie.IE, where string, fn func(*ie.IE) (T, error)) (T, error) {
-	v, err := fn(x)
+// decode reads a child with fn, turning a decoding error into Mandatory IE incorrect. The
+// payload's length is checked first where go-pfcp's accessor would index past it, and a panic
+// in an accessor is caught here too, so that a crafted IE is refused with its Offending IE.
+func decode[T any](x *ie.IE, where string, fn func(*ie.IE) (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			var zero T
+			v, err = zero, incorrectIE(x.Type, where, fmt.Errorf("undecodable (%v)", r))
+		}
+	}()
+	if check := lengthChecks[x.Type]; check != nil {
+		if err := check(x.Payload); err != nil {
+			var zero T
+			return zero, incorrectIE(x.Type, where, err)
+		}
+	}
+	v, err = fn(x)
 	if err != nil {
 		var zero T
 		return zero, incorrectIE(x.Type, where, err)
 	}
 	return v, nil
+}
+
+// lengthChecks validate the payloads whose go-pfcp (v0.0.24) accessors slice past the end
+// instead of returning an error.
+var lengthChecks = map[uint16]func([]byte) error{
+	ie.SDFFilter:           checkSDFFilter,
+	ie.OuterHeaderCreation: checkOuterHeaderCreation,
+}
+
+var errShort = errors.New("shorter than its fields (length)")
+
+// checkSDFFilter checks that the flow description's length (TS 29.244 8.2.5) stays within
+// the IE, and that the optional fields the flags announce are all there.
+func checkSDFFilter(b []byte) error {
+	if len(b) < 2 {
+		return errShort
+	}
+	flags, rest := b[0], b[2:]
+	if flags&0x01 != 0 { // FD: a 2-octet length, then the description
+		if len(rest) < 2 || len(rest)-2 < int(binary.BigEndian.Uint16(rest)) {
+			return fmt.Errorf("flow description runs past the IE")
+		}
+		rest = rest[2+int(binary.BigEndian.Uint16(rest)):]
+	}
+	need := 0
+	for _, f := range []struct {
+		bit  uint8
+		size int
+	}{{0x02, 2}, {0x04, 4}, {0x08, 3}, {0x10, 4}} { // TTC, SPI, FL, BID
+		if flags&f.bit != 0 {
+			need += f.size
+		}
+	}
+	if len(rest) < need {
+		return errShort
+	}
+	return nil
+}
+
+// checkOuterHeaderCreation checks that every field the description's octet 5 announces
+// (TS 29.244 8.2.56) fits in the IE. go-pfcp reads a C-TAG and an S-TAG where octet 6 has its
+// spare bits 7 and 8, four octets from a 3-octet slice, which always panics: such a
+// description is refused too.
+func checkOuterHeaderCreation(b []byte) error {
+	if len(b) < 2 {
+		return errShort
+	}
+	d5, d6 := b[0], b[1]
+	need := 2
+	for _, f := range []struct {
+		bits uint8
+		size int
+	}{
+		{0x03, 4},  // GTP-U over IPv4 or IPv6: the TEID
+		{0x15, 4},  // an IPv4 address
+		{0x2a, 16}, // an IPv6 address
+		{0x0c, 2},  // UDP: the port
+		{0x40, 3},  // C-TAG
+		{0x80, 3},  // S-TAG
+	} {
+		if d5&f.bits != 0 {
+			need += f.size
+		}
+	}
+	if len(b) < need {
+		return errShort
+	}
+	if d6&0xc0 != 0 {
+		return errors.New("spare bits 7 and 8 of octet 6 are set")
+	}
+	return nil
 }
 
 // ruleID reads the id IE of a Create/Update/Remove rule IE.

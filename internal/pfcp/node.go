@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -75,6 +76,7 @@ type Node struct {
 	// after the association ends so that a restarted SMF's old sessions can be told apart.
 	recoveries map[string]time.Time
 	setups     map[uint32]netip.AddrPort // sequence number -> SMF of an unanswered setup request
+	panics     map[netip.Addr]struct{}   // peers whose panic was logged with its stack
 	seq        uint32                    // of the last request this node sent
 
 	smu sync.Mutex // guards ss; taken before mu when both are needed
@@ -102,8 +104,8 @@ func NewNode(opts Options) *Node {
 	}
 	n := &Node{opts: opts, log: opts.Logger, recovery: time.Now().Truncate(time.Second),
 		assocs: map[string]*Association{}, pending: map[string]uint32{}, setups: map[uint32]netip.AddrPort{},
-		recoveries: map[string]time.Time{},
-		answered:   newResponseCache(responseLifetime)}
+		recoveries: map[string]time.Time{}, panics: map[netip.Addr]struct{}{},
+		answered: newResponseCache(responseLifetime)}
 	n.ss = sessionState{byID: map[uint64]*Session{}, bySMF: map[smfSEID]uint64{}, nextSEID: FirstSEID,
 		alloc: newAllocator(opts.UEPools, func(k rules.Key) bool {
 			if opts.Datapath == nil {
@@ -127,13 +129,48 @@ func (n *Node) Associations() []Association {
 	return out
 }
 
-// Handle processes one message from peer and returns the response to send, or nil.
-func (n *Node) Handle(peer netip.AddrPort, b []byte) []byte {
+// Handle processes one message from peer and returns the response to send, or nil. A panic
+// while handling it (a decoder bug a crafted message reaches) is answered as a malformed
+// message and logged, and the node keeps serving.
+func (n *Node) Handle(peer netip.AddrPort, b []byte) (resp []byte) {
 	h, err := message.ParseHeader(b)
 	if err != nil {
 		n.log.Warn("pfcp: undecodable header dropped", "peer", peer, "err", err)
 		return nil
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			n.panicked(peer, h, r)
+			resp = n.malformed(peer, h, fmt.Errorf("handling failed: %v", r))
+		}
+	}()
+	return n.handle(peer, h, b)
+}
+
+// maxPanickedPeers bounds the set of peers whose panic was logged with its stack.
+const maxPanickedPeers = 1024
+
+// panicked logs a panic: with its stack the first time a peer causes one (it names the bug
+// to fix), in one line after that (a peer repeating it cannot flood the log with stacks).
+func (n *Node) panicked(peer netip.AddrPort, h *message.Header, r any) {
+	n.mu.Lock()
+	_, seen := n.panics[peer.Addr()]
+	if !seen {
+		if len(n.panics) >= maxPanickedPeers {
+			clear(n.panics)
+		}
+		n.panics[peer.Addr()] = struct{}{}
+	}
+	n.mu.Unlock()
+	if seen {
+		n.log.Debug("pfcp: message handling panicked again", "peer", peer, "type", h.Type, "panic", r)
+		return
+	}
+	n.log.Error("pfcp: message handling panicked; answered as malformed (bug: please report)",
+		"peer", peer, "type", h.Type, "panic", r, "stack", string(debug.Stack()))
+}
+
+func (n *Node) handle(peer netip.AddrPort, h *message.Header, b []byte) []byte {
 	if h.Flags>>5 != 1 { // the version is the top three bits (Header.Version always says 1)
 		return marshal(message.NewVersionNotSupportedResponse(h.SequenceNumber))
 	}

@@ -3,10 +3,12 @@ package pfcp
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +25,7 @@ type fakeDatapath struct {
 	keys  map[rules.Key]uint64
 	usage map[uint64][]rules.Usage
 	fail  error // returned by the next Install
+	panic bool  // the next Install panics
 }
 
 func newFakeDatapath() *fakeDatapath {
@@ -31,6 +34,10 @@ func newFakeDatapath() *fakeDatapath {
 }
 
 func (f *fakeDatapath) Install(owner uint64, sets []rules.RuleSet) error {
+	if f.panic {
+		f.panic = false
+		panic("fake datapath: install")
+	}
 	if err := f.fail; err != nil {
 		f.fail = nil
 		return err
@@ -399,6 +406,21 @@ func TestEstablishmentErrors(t *testing.T) {
 				ie.NewSDFFilter("permit out 17 from nowhere", "", "", "", 1)),
 			ie.NewOuterHeaderRemoval(6, 0), ie.NewFARID(1))),
 			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
+		// go-pfcp v0.0.24's accessors panic on these two (the daemon used to die of one datagram).
+		{name: "SDF filter whose flow description runs past the IE", ies: replace(0, ie.NewCreatePDR(ie.NewPDRID(1),
+			ie.NewPrecedence(1), ie.NewPDI(ie.NewSourceInterface(0), ie.NewFTEID(0x0c, 0, nil, nil, 1),
+				ie.New(ie.SDFFilter, []byte{0x01, 0, 0x00, 0xff, 'p', 'e', 'r', 'm', 'i', 't'})),
+			ie.NewOuterHeaderRemoval(6, 0), ie.NewFARID(1))),
+			cause: ie.CauseMandatoryIEIncorrect, off: ie.SDFFilter},
+		{name: "outer header creation with a tag go-pfcp reads as 4 octets", ies: replace(3, forwardFAR(2, ie.DstInterfaceAccess,
+			ie.New(ie.OuterHeaderCreation, []byte{0x01, 0x40, 0, 0, 5, 0, 10, 100, 1, 2, 0, 0, 7}))),
+			cause: ie.CauseMandatoryIEIncorrect, off: ie.OuterHeaderCreation},
+		{name: "outer header creation cut short", ies: replace(3, forwardFAR(2, ie.DstInterfaceAccess,
+			ie.New(ie.OuterHeaderCreation, []byte{0x01, 0x00, 0, 0, 5, 0, 10}))),
+			cause: ie.CauseMandatoryIEIncorrect, off: ie.OuterHeaderCreation},
+		{name: "outer header creation with a C-TAG", ies: replace(3, forwardFAR(2, ie.DstInterfaceAccess,
+			ie.New(ie.OuterHeaderCreation, []byte{0x41, 0x00, 0, 0, 5, 0, 10, 100, 1, 2, 0, 0, 7}))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypeFAR), 2}},
 		{name: "network instance not configured", ies: replace(0, ie.NewCreatePDR(ie.NewPDRID(1), ie.NewPrecedence(1),
 			ie.NewPDI(ie.NewSourceInterface(0), ie.NewFTEID(0x0c, 0, nil, nil, 1), ie.NewNetworkInstance("ims")),
 			ie.NewOuterHeaderRemoval(6, 0), ie.NewFARID(1))),
@@ -450,6 +472,24 @@ func TestEstablishmentErrors(t *testing.T) {
 			p.mustEstablish(0x99, ok...)
 		})
 	}
+}
+
+// A panic anywhere in handling a message is answered as a malformed message, logged with its
+// stack once per peer, and the node keeps serving.
+func TestPanicAnsweredAndServingGoesOn(t *testing.T) {
+	var log strings.Builder
+	p := newPFCPTest(t, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
+	for range 2 {
+		p.dp.panic = true
+		r := p.establish(0x20, basicSession(ue1)...)
+		if c, _ := r.Cause.Cause(); c != ie.CauseMandatoryIEIncorrect {
+			t.Errorf("cause %d, want %d", c, ie.CauseMandatoryIEIncorrect)
+		}
+	}
+	if n := strings.Count(log.String(), "stack="); n != 1 {
+		t.Errorf("%d stacks logged for two panics of one peer, want 1:\n%s", n, log.String())
+	}
+	p.mustEstablish(0x20, basicSession(ue1)...)
 }
 
 func TestUnknownIEsIgnored(t *testing.T) {
