@@ -6,7 +6,7 @@ BIN := bin
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev bpftool iproute2 tshark iperf3 git make ca-certificates
 
-.PHONY: all build generate check-generate fmt-check vet test bench bench-full bench-micro demo deps clean
+.PHONY: all build generate check-generate fmt-check vet test fuzz bench bench-full bench-micro demo deps clean
 
 all: build
 
@@ -36,6 +36,13 @@ vet:
 # Every test: unit, BPF_PROG_TEST_RUN datapath tables, end to end in namespaces (needs root).
 test: deps fmt-check vet check-generate
 	$(GO) test -count=1 ./...
+
+# Explore the PFCP request path with the Go fuzzer for FUZZTIME (make test runs the committed
+# seeds and crashers only). A crasher lands in internal/pfcp/testdata/fuzz/FuzzHandle: commit it
+# with the fix.
+FUZZTIME ?= 5m
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime $(FUZZTIME) ./internal/pfcp/
 
 # The evaluation suite's quick profile (needs root; under 10 minutes on the 2-vCPU VM): every
 # scenario of bench/quick and the per-module costs, then docs/benchmarks.md and its plots.

@@ -1,0 +1,185 @@
+package pfcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wmnsk/go-pfcp/message"
+
+	"github.com/xupf/xupf/internal/pfcpclient"
+)
+
+// FuzzHandle drives the whole request path, bytes → decode → node → sessions → fake
+// datapath, with an associated SMF's datagrams. An input is one or more PFCP messages back
+// to back (each one's header says its length), handled in order by a fresh node the SMF
+// is associated with. The seeds
+// are the conversations of an Open5GS- and a free5GC-style SMF (every message type they
+// send), whole and message by message; crashers found are kept in testdata/fuzz/FuzzHandle.
+//
+// It fails on a panic, even one Handle recovered from, on a response that does not parse,
+// and when the sessions the node holds differ from what the datapath holds.
+func FuzzHandle(f *testing.F) {
+	for _, style := range []pfcpclient.Style{pfcpclient.Open5GS, pfcpclient.Free5GC} {
+		conversation := recordConversation(f, style)
+		f.Add(bytes.Join(conversation, nil))
+		for _, m := range conversation {
+			f.Add(m)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		panics := &panicCounter{}
+		dp := newFakeDatapath()
+		n := newSessionNode(dp, func(o *Options) {
+			o.Logger = slog.New(panics)
+			o.NetworkInstances = map[string]string{"internet": "n6"}
+		})
+		n.Handle(smf, bytesOf(t, smfSetup(1))) // so that session requests reach the sessions
+		for _, m := range splitMessages(b) {
+			if resp := n.Handle(smf, m); resp != nil {
+				if _, err := message.Parse(resp); err != nil {
+					t.Fatalf("response %x does not parse: %v", resp, err)
+				}
+			}
+		}
+		if c := panics.n.Load(); c > 0 {
+			t.Fatalf("%d panics while handling the input", c)
+		}
+		checkNodeMatchesDatapath(t, n, dp)
+	})
+}
+
+// splitMessages cuts b into messages by their headers' length fields; the last one takes
+// the rest.
+func splitMessages(b []byte) [][]byte {
+	var out [][]byte
+	for len(b) > 0 {
+		size := len(b)
+		if len(b) >= 4 {
+			if l := 4 + int(binary.BigEndian.Uint16(b[2:4])); l < len(b) {
+				size = l
+			}
+		}
+		out = append(out, b[:size])
+		b = b[size:]
+	}
+	return out
+}
+
+// checkNodeMatchesDatapath fails unless every session of n is installed under its SEID and
+// the datapath holds nothing else, and the allocator holds only what the sessions use.
+func checkNodeMatchesDatapath(t *testing.T, n *Node, dp *fakeDatapath) {
+	t.Helper()
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	if len(n.ss.byID) != len(dp.sets) || len(n.ss.bySMF) != len(n.ss.byID) {
+		t.Fatalf("%d sessions (%d by SMF SEID), %d in the datapath", len(n.ss.byID), len(n.ss.bySMF), len(dp.sets))
+	}
+	teids, ues := 0, 0
+	for id, s := range n.ss.byID {
+		if _, ok := dp.sets[id]; !ok {
+			t.Fatalf("session 0x%x is not in the datapath", id)
+		}
+		st, su := allocated(s)
+		teids, ues = teids+len(st), ues+len(su)
+	}
+	if len(n.ss.alloc.teids) != teids || len(n.ss.alloc.ues) != ues {
+		t.Fatalf("allocator holds %d TEIDs and %d UE addresses, sessions use %d and %d",
+			len(n.ss.alloc.teids), len(n.ss.alloc.ues), teids, ues)
+	}
+}
+
+// panicCounter is a log handler that counts the panics Handle recovered from.
+type panicCounter struct{ n atomic.Int64 }
+
+func (p *panicCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (p *panicCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError && bytes.Contains([]byte(r.Message), []byte("panicked")) {
+		p.n.Add(1)
+	}
+	return nil
+}
+func (p *panicCounter) WithAttrs([]slog.Attr) slog.Handler { return p }
+func (p *panicCounter) WithGroup(string) slog.Handler      { return p }
+
+// recordConversation runs the PFCP client, as an SMF of the given style, against a node on
+// loopback and returns every datagram it sent: association, heartbeat, establishment with a
+// flow, handover, buffering, drop, deletion and release.
+func recordConversation(tb testing.TB, style pfcpclient.Style) [][]byte {
+	tb.Helper()
+	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := newSessionNode(newFakeDatapath(), func(o *Options) { o.NetworkInstances = map[string]string{"internet": "n6"} })
+	var mu sync.Mutex
+	var sent [][]byte
+	go func() {
+		buf := make([]byte, maxMessage)
+		for {
+			size, peer, err := conn.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			m := bytes.Clone(buf[:size])
+			mu.Lock()
+			sent = append(sent, m)
+			mu.Unlock()
+			if resp := n.Handle(peer, m); resp != nil {
+				conn.WriteToUDPAddrPort(resp, peer)
+			}
+		}
+	}()
+	defer conn.Close()
+
+	c, err := pfcpclient.Dial(conn.LocalAddr().(*net.UDPAddr).AddrPort(), pfcpclient.Options{NodeID: smfNode})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	spec := pfcpclient.SessionSpec{Style: style, UE: ue1, QFI: 9, NetworkInstance: "internet",
+		GNB: gnb, GNBTEID: 0x500, MBRUplink: 1000, MBRDownlink: 2000, VolumeThreshold: 100 << 20,
+		Flows: []pfcpclient.Flow{{Filter: "permit out 17 from 198.51.100.0/24 to assigned 5060", Precedence: 100, QFI: 5}}}
+	if style == pfcpclient.Free5GC {
+		spec.UplinkTEID, spec.N3 = 0x77, n3
+	}
+	steps := []func() error{
+		func() error { _, err := c.Associate(ctx); return err },
+		func() error { _, err := c.Heartbeat(ctx); return err },
+		func() error {
+			s, err := c.Establish(ctx, spec)
+			if err != nil {
+				return err
+			}
+			return errorsOf(c.SetDownlink(ctx, s, gnb2, 0x600), c.SetDownlinkBuffering(ctx, s),
+				c.DropDownlink(ctx, s), c.Delete(ctx, s))
+		},
+		func() error { return c.Release(ctx) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			tb.Fatalf("%s SMF conversation: %v", style, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return sent
+}
+
+func errorsOf(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
