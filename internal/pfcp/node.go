@@ -194,11 +194,11 @@ func (n *Node) handle(peer netip.AddrPort, h *message.Header, b []byte) []byte {
 	case *message.AssociationReleaseRequest:
 		return n.associationRelease(peer, m)
 	case *message.SessionEstablishmentRequest:
-		return n.answerOnce(peer, m.SequenceNumber, func() []byte { return n.sessionEstablishment(m) })
+		return n.answerOnce(peer, m.SequenceNumber, b, func() []byte { return n.sessionEstablishment(m) })
 	case *message.SessionModificationRequest:
-		return n.answerOnce(peer, m.SequenceNumber, func() []byte { return n.sessionModification(peer, m) })
+		return n.answerOnce(peer, m.SequenceNumber, b, func() []byte { return n.sessionModification(peer, m) })
 	case *message.SessionDeletionRequest:
-		return n.answerOnce(peer, m.SequenceNumber, func() []byte { return n.sessionDeletion(peer, m) })
+		return n.answerOnce(peer, m.SequenceNumber, b, func() []byte { return n.sessionDeletion(peer, m) })
 	}
 	n.log.Debug("pfcp: message type not handled", "peer", peer, "type", msg.MessageTypeName())
 	return nil
@@ -326,6 +326,7 @@ func (n *Node) associated(nodeID string, addr netip.AddrPort, recovery time.Time
 	n.assocs[nodeID] = &Association{NodeID: nodeID, Address: addr, Recovery: recovery, Established: time.Now()}
 	n.recoveries[nodeID] = recovery
 	delete(n.pending, nodeID)
+	n.answered.forget(addr.Addr())
 	n.mu.Unlock()
 	switch {
 	case existed && !retain:

@@ -1,6 +1,7 @@
 package pfcp
 
 import (
+	"hash/maphash"
 	"net/netip"
 	"time"
 )
@@ -13,11 +14,14 @@ const responseLifetime = 30 * time.Second
 // before their lifetime ends, long after any retransmission of them.
 const maxResponses = 100_000
 
-// responseCache remembers responses by peer and sequence number (TS 29.244 6.4: a
-// retransmitted request gets the same response and is not applied again).
+// responseCache remembers responses by peer and sequence number, with a digest of the
+// request: TS 29.244 6.4 makes a retransmission the same message again, which gets the same
+// response and is not applied again. A different request that reuses a sequence number (an
+// SMF restarts its numbering) is a new request.
 type responseCache struct {
 	lifetime time.Duration
-	byKey    map[requestKey][]byte
+	seed     maphash.Seed // random per cache, so that a peer cannot aim at a collision
+	byKey    map[requestKey]cached
 	order    []cachedAt // oldest first
 }
 
@@ -26,20 +30,28 @@ type requestKey struct {
 	seq  uint32
 }
 
+type cached struct {
+	digest uint64 // of the request
+	resp   []byte
+	at     time.Time
+}
+
 type cachedAt struct {
 	key requestKey
 	at  time.Time
 }
 
 func newResponseCache(lifetime time.Duration) *responseCache {
-	return &responseCache{lifetime: lifetime, byKey: map[requestKey][]byte{}}
+	return &responseCache{lifetime: lifetime, seed: maphash.MakeSeed(), byKey: map[requestKey]cached{}}
 }
 
-// answerOnce returns the response kept for this peer and sequence number, or handles the
-// request and keeps its response.
-func (n *Node) answerOnce(peer netip.AddrPort, seq uint32, handle func() []byte) []byte {
+// answerOnce returns the response kept for this very request (a retransmission), or handles
+// the request and keeps its response.
+func (n *Node) answerOnce(peer netip.AddrPort, seq uint32, req []byte, handle func() []byte) []byte {
+	key := requestKey{peer, seq}
+	digest := maphash.Bytes(n.answered.seed, req)
 	n.mu.Lock()
-	resp, seen := n.answered.get(requestKey{peer, seq}, time.Now())
+	resp, seen := n.answered.get(key, digest, time.Now())
 	n.mu.Unlock()
 	if seen {
 		n.log.Debug("pfcp: retransmitted request answered again", "peer", peer, "seq", seq)
@@ -47,23 +59,31 @@ func (n *Node) answerOnce(peer netip.AddrPort, seq uint32, handle func() []byte)
 	}
 	resp = handle()
 	n.mu.Lock()
-	n.answered.put(requestKey{peer, seq}, resp, time.Now())
+	n.answered.put(key, digest, resp, time.Now())
 	n.mu.Unlock()
 	return resp
 }
 
-func (c *responseCache) get(k requestKey, now time.Time) ([]byte, bool) {
+func (c *responseCache) get(k requestKey, digest uint64, now time.Time) ([]byte, bool) {
 	c.expire(now)
-	b, ok := c.byKey[k]
-	return b, ok
+	e, ok := c.byKey[k]
+	return e.resp, ok && e.digest == digest
 }
 
-func (c *responseCache) put(k requestKey, resp []byte, now time.Time) {
+func (c *responseCache) put(k requestKey, digest uint64, resp []byte, now time.Time) {
 	c.expire(now)
-	if _, ok := c.byKey[k]; !ok {
-		c.order = append(c.order, cachedAt{k, now})
+	c.byKey[k] = cached{digest, resp, now}
+	c.order = append(c.order, cachedAt{k, now})
+}
+
+// forget drops the responses to a peer address (any port): its new association starts a
+// new numbering.
+func (c *responseCache) forget(addr netip.Addr) {
+	for k := range c.byKey {
+		if k.peer.Addr().Unmap() == addr.Unmap() {
+			delete(c.byKey, k)
+		}
 	}
-	c.byKey[k] = resp
 }
 
 func (c *responseCache) expire(now time.Time) {
@@ -72,7 +92,11 @@ func (c *responseCache) expire(now time.Time) {
 		if now.Sub(e.at) < c.lifetime && len(c.order)-i < maxResponses {
 			break
 		}
-		delete(c.byKey, e.key)
+		// A key answered again later (a new request with its sequence number, or after
+		// forget) has an entry of its own further on.
+		if kept, ok := c.byKey[e.key]; ok && kept.at.Equal(e.at) {
+			delete(c.byKey, e.key)
+		}
 		n++
 	}
 	c.order = c.order[n:]

@@ -646,6 +646,33 @@ func TestDeletionReportsUsage(t *testing.T) {
 	}
 }
 
+// TestSequenceNumberReused: only the same message again is a retransmission. Another
+// request with a sequence number already answered is applied, and a new association of the
+// peer starts afresh (pfcpsim and restarted SMFs number from 1 again).
+func TestSequenceNumberReused(t *testing.T) {
+	p := newPFCPTest(t)
+	_, c, _ := cause(t, p.n.Handle(smf, bytesOf(t, establishment(500, 0x40, basicSession(ue1)...))))
+	if c != ie.CauseRequestAccepted || len(p.n.Sessions()) != 1 {
+		t.Fatalf("establishment: cause %d, %d sessions", c, len(p.n.Sessions()))
+	}
+	seid := p.n.Sessions()[0].SEID
+	m, c, _ := cause(t, p.n.Handle(smf, bytesOf(t, message.NewSessionDeletionRequest(0, 0, seid, 500, 0))))
+	if _, ok := m.(*message.SessionDeletionResponse); !ok || c != ie.CauseRequestAccepted || len(p.n.Sessions()) != 0 {
+		t.Fatalf("deletion with a reused sequence number: %s, cause %d, %d sessions", m.MessageTypeName(), c, len(p.n.Sessions()))
+	}
+
+	est := bytesOf(t, establishment(7, 0x41, basicSession(ue1)...))
+	p.n.Handle(smf, est)
+	p.n.Handle(smf, bytesOf(t, smfSetup(1))) // set up again, without retention: the session goes
+	if n := len(p.n.Sessions()); n != 0 {
+		t.Fatalf("%d sessions after the association was set up again", n)
+	}
+	if _, c, _ := cause(t, p.n.Handle(smf, est)); c != ie.CauseRequestAccepted || len(p.n.Sessions()) != 1 {
+		t.Errorf("the same establishment in the new association: cause %d, %d sessions, want a new session",
+			c, len(p.n.Sessions()))
+	}
+}
+
 func TestRetransmittedRequestAppliedOnce(t *testing.T) {
 	p := newPFCPTest(t)
 	b := bytesOf(t, establishment(500, 0x40, basicSession(ue1)...))
@@ -792,15 +819,15 @@ func TestResponseCacheBounded(t *testing.T) {
 	c := newResponseCache(time.Hour)
 	now := time.Now()
 	for i := range maxResponses + 10 {
-		c.put(requestKey{smf, uint32(i)}, []byte{1}, now)
+		c.put(requestKey{smf, uint32(i)}, 0, []byte{1}, now)
 	}
 	if len(c.byKey) != maxResponses || len(c.order) != maxResponses {
 		t.Errorf("%d responses kept (%d in order), want %d", len(c.byKey), len(c.order), maxResponses)
 	}
-	if _, ok := c.get(requestKey{smf, 0}, now); ok {
+	if _, ok := c.get(requestKey{smf, 0}, 0, now); ok {
 		t.Error("the oldest response was kept")
 	}
-	if _, ok := c.get(requestKey{smf, maxResponses + 9}, now); !ok {
+	if _, ok := c.get(requestKey{smf, maxResponses + 9}, 0, now); !ok {
 		t.Error("the newest response was dropped")
 	}
 }
