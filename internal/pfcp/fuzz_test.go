@@ -28,7 +28,7 @@ import (
 // and when the sessions the node holds differ from what the datapath holds.
 func FuzzHandle(f *testing.F) {
 	for _, style := range []pfcpclient.Style{pfcpclient.Open5GS, pfcpclient.Free5GC} {
-		conversation := recordConversation(f, style)
+		conversation, _ := recordConversation(f, style)
 		f.Add(bytes.Join(conversation, nil))
 		for _, m := range conversation {
 			f.Add(m)
@@ -110,9 +110,9 @@ func (p *panicCounter) WithAttrs([]slog.Attr) slog.Handler { return p }
 func (p *panicCounter) WithGroup(string) slog.Handler      { return p }
 
 // recordConversation runs the PFCP client, as an SMF of the given style, against a node on
-// loopback and returns every datagram it sent: association, heartbeat, establishment with a
-// flow, handover, buffering, drop, deletion and release.
-func recordConversation(tb testing.TB, style pfcpclient.Style) [][]byte {
+// loopback and returns every datagram it sent (association, heartbeat, establishment with a
+// flow, handover, buffering, drop, deletion and release) and every answer of the node.
+func recordConversation(tb testing.TB, style pfcpclient.Style) (sent, answers [][]byte) {
 	tb.Helper()
 	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
 	if err != nil {
@@ -120,7 +120,6 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) [][]byte {
 	}
 	n := newSessionNode(newFakeDatapath(), func(o *Options) { o.NetworkInstances = map[string]string{"internet": "n6"} })
 	var mu sync.Mutex
-	var sent [][]byte
 	go func() {
 		buf := make([]byte, maxMessage)
 		for {
@@ -129,10 +128,14 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) [][]byte {
 				return
 			}
 			m := bytes.Clone(buf[:size])
+			resp := n.Handle(peer, m)
 			mu.Lock()
 			sent = append(sent, m)
+			if resp != nil {
+				answers = append(answers, resp)
+			}
 			mu.Unlock()
-			if resp := n.Handle(peer, m); resp != nil {
+			if resp != nil {
 				conn.WriteToUDPAddrPort(resp, peer)
 			}
 		}
@@ -172,7 +175,7 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) [][]byte {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return sent
+	return sent, answers
 }
 
 func errorsOf(errs ...error) error {

@@ -452,7 +452,7 @@ func usageReports(s *Session, usage []rules.Usage) []*ie.IE {
 		v := per[id]
 		out = append(out, ie.NewUsageReportWithinSessionDeletionResponse(
 			ie.NewURRID(id), ie.NewURSEQN(0),
-			ie.NewUsageReportTrigger(0, 0x08), // TERMR: the session was terminated
+			ie.NewUsageReportTrigger(0, 0x08, 0), // TERMR (octet 6): the session was terminated
 			ie.NewVolumeMeasurement(0x3f, v.ul+v.dl, v.ul, v.dl, v.ulPkts+v.dlPkts, v.ulPkts, v.dlPkts)))
 	}
 	return out
