@@ -39,7 +39,7 @@ const pfcp1JSON = `{"seid":4294967297,"cp_seid":32,"cp_address":"198.51.100.7","
 	"fars":{
 		"1":{"id":1,"apply_action":2,"destination_interface":1,"network_instance":"internet"},
 		"2":{"id":2,"apply_action":2,"destination_interface":0,
-			"outer_header_creation":{"teid":20481,"ipv4":"192.0.2.10"},"transport_level_marking":47356}},
+			"outer_header_creation":{"description":256,"teid":20481,"ipv4":"192.0.2.10"},"transport_level_marking":47356}},
 	"qers":{
 		"1":{"id":1,"gate_ul":0,"gate_dl":0,"mbr_ul_kbps":100000,"mbr_dl_kbps":200000,"qfi":9},
 		"2":{"id":2,"gate_ul":1,"gate_dl":0,"mbr_ul_kbps":5000,"mbr_dl_kbps":10000,"gbr_ul_kbps":1000,"gbr_dl_kbps":2000,"qfi":5}},

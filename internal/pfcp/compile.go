@@ -2,6 +2,7 @@ package pfcp
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -70,9 +71,39 @@ func (n *Node) check(s *Session) error {
 			return ruleFailure(ie.RuleIDTypeFAR, id, "FAR %d: network instance %q is not configured (network_instances)",
 				id, f.NetworkInstance)
 		}
+		if f.Apply&ApplyForward != 0 {
+			if err := checkForwarding(f); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
+
+// checkForwarding checks what a FAR that forwards needs: a Destination Interface (TS 29.244
+// 7.5.2.3: Forwarding Parameters are conditional on FORW) and, if it has one, an outer header
+// the datapath can create.
+func checkForwarding(f *FAR) error {
+	if !f.hasDestination {
+		return &requestError{cause: ie.CauseConditionalIEMissing, offending: ie.ForwardingParameters,
+			msg: fmt.Sprintf("FAR %d: FORW without Forwarding Parameters (Destination Interface)", f.ID)}
+	}
+	switch o := f.OHC; {
+	case o == nil:
+	case o.Description != ohcGTPUIPv4:
+		return ruleFailure(ie.RuleIDTypeFAR, f.ID,
+			"FAR %d: outer header creation 0x%04x is not supported; only GTP-U/UDP/IPv4 (0x%04x) is",
+			f.ID, o.Description, ohcGTPUIPv4)
+	case !o.Peer.IsValid() || o.Peer.IsUnspecified() || o.TEID == 0:
+		return ruleFailure(ie.RuleIDTypeFAR, f.ID,
+			"FAR %d: outer header creation needs an IPv4 address and a TEID other than 0 to forward", f.ID)
+	}
+	return nil
+}
+
+// ohcGTPUIPv4 is the Outer Header Creation Description GTP-U/UDP/IPv4 (TS 29.244 8.2.56,
+// octet 5 bit 1), the only one the datapath encapsulates with.
+const ohcGTPUIPv4 = 0x0100
 
 // meteredQERs counts the QERs of p with an MBR in p's direction (uplink: on an F-TEID).
 func (s *Session) meteredQERs(p *PDR) int {

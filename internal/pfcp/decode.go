@@ -427,7 +427,7 @@ func decodeFAR(c children, f *FAR, create bool) error {
 	}
 	if fp != nil {
 		if create {
-			f.DestinationInterface, f.NetworkInstance, f.OHC, f.TLM = 0, "", nil, nil
+			f.DestinationInterface, f.hasDestination, f.NetworkInstance, f.OHC, f.TLM = 0, false, "", nil, nil
 		}
 		if err := decodeForwarding(childrenOf(fp), f, where, create); err != nil {
 			return err
@@ -458,7 +458,7 @@ func decodeForwarding(c children, f *FAR, where string, create bool) error {
 		if err != nil {
 			return err
 		}
-		f.DestinationInterface = v
+		f.DestinationInterface, f.hasDestination = v, true
 	} else if create {
 		return missingIE(ie.DestinationInterface, where+" Forwarding Parameters")
 	}
@@ -470,17 +470,8 @@ func decodeForwarding(c children, f *FAR, where string, create bool) error {
 		if err != nil {
 			return err
 		}
-		// Only GTP-U/UDP/IPv4 (octet 5 bit 1): the datapath encapsulates nothing else.
-		if o.OuterHeaderCreationDescription != 0x0100 {
-			return ruleFailure(ie.RuleIDTypeFAR, f.ID,
-				"%s: outer header creation 0x%04x is not supported; only GTP-U/UDP/IPv4 (0x0100) is",
-				where, o.OuterHeaderCreationDescription)
-		}
-		peer, ok := netip.AddrFromSlice(o.IPv4Address.To4())
-		if !ok || o.TEID == 0 {
-			return ruleFailure(ie.RuleIDTypeFAR, f.ID, "%s: outer header creation needs an IPv4 address and a TEID other than 0", where)
-		}
-		f.OHC = &OHC{TEID: o.TEID, Peer: peer}
+		peer, _ := netip.AddrFromSlice(o.IPv4Address.To4())
+		f.OHC = &OHC{Description: o.OuterHeaderCreationDescription, TEID: o.TEID, Peer: peer}
 	}
 	if x := c.first(ie.TransportLevelMarking); x != nil {
 		v, err := decode(x, where, (*ie.IE).TransportLevelMarking)

@@ -86,12 +86,18 @@ type FAR struct {
 	// for none.
 	TLM   *uint16 `json:"transport_level_marking,omitempty" yaml:"transport_level_marking,omitempty"`
 	BARID *uint8  `json:"bar_id,omitempty" yaml:"bar_id,omitempty"`
+	// hasDestination: the FAR has been given a Destination Interface, which TS 29.244 makes
+	// mandatory for a FAR that forwards.
+	hasDestination bool
 }
 
-// OHC is an Outer Header Creation: GTP-U/UDP/IPv4 toward Peer with TEID.
+// OHC is an Outer Header Creation as the SMF gave it. Only GTP-U/UDP/IPv4 toward Peer with
+// TEID is supported, and it is checked when the FAR forwards: a FAR that buffers or drops
+// may carry placeholders (TEID 0, address 0.0.0.0), as pfcpsim sends.
 type OHC struct {
-	TEID uint32     `json:"teid" yaml:"teid"`
-	Peer netip.Addr `json:"ipv4" yaml:"ipv4"`
+	Description uint16     `json:"description" yaml:"description"`
+	TEID        uint32     `json:"teid" yaml:"teid"`
+	Peer        netip.Addr `json:"ipv4,omitzero" yaml:"ipv4"`
 }
 
 // QER is a QoS Enforcement Rule. Bit rates are in kbit/s, as PFCP carries them.

@@ -421,6 +421,11 @@ func TestEstablishmentErrors(t *testing.T) {
 		{name: "outer header creation with a C-TAG", ies: replace(3, forwardFAR(2, ie.DstInterfaceAccess,
 			ie.New(ie.OuterHeaderCreation, []byte{0x41, 0x00, 0, 0, 5, 0, 10, 100, 1, 2, 0, 0, 7}))),
 			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypeFAR), 2}},
+		{name: "FORW without Forwarding Parameters", ies: replace(2, ie.NewCreateFAR(ie.NewFARID(1), ie.NewApplyAction(0x02))),
+			cause: ie.CauseConditionalIEMissing, off: ie.ForwardingParameters},
+		{name: "FORW toward a placeholder tunnel", ies: replace(3, forwardFAR(2, ie.DstInterfaceAccess,
+			ie.NewOuterHeaderCreation(0x0100, 0, "0.0.0.0", "", 0, 0, 0))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypeFAR), 2}},
 		{name: "network instance not configured", ies: replace(0, ie.NewCreatePDR(ie.NewPDRID(1), ie.NewPrecedence(1),
 			ie.NewPDI(ie.NewSourceInterface(0), ie.NewFTEID(0x0c, 0, nil, nil, 1), ie.NewNetworkInstance("ims")),
 			ie.NewOuterHeaderRemoval(6, 0), ie.NewFARID(1))),
@@ -490,6 +495,29 @@ func TestPanicAnsweredAndServingGoesOn(t *testing.T) {
 		t.Errorf("%d stacks logged for two panics of one peer, want 1:\n%s", n, log.String())
 	}
 	p.mustEstablish(0x20, basicSession(ue1)...)
+}
+
+// TestPlaceholderForwardingParameters: a FAR that buffers may carry Forwarding Parameters
+// with a placeholder tunnel (TEID 0, 0.0.0.0), as pfcpsim sends them; they are stored, and
+// checked when an update makes the FAR forward.
+func TestPlaceholderForwardingParameters(t *testing.T) {
+	p := newPFCPTest(t)
+	ies := basicSession(ue1)
+	ies[3] = ie.NewCreateFAR(ie.NewFARID(2), ie.NewApplyAction(0x04), ie.NewForwardingParameters(
+		ie.NewDestinationInterface(ie.DstInterfaceAccess), ie.NewOuterHeaderCreation(0x0100, 0, "0.0.0.0", "", 0, 0, 0)))
+	seid, _ := p.mustEstablish(0x30, ies...)
+	r := p.modify(seid, ie.NewUpdateFAR(ie.NewFARID(2), ie.NewApplyAction(0x02)))
+	if c, _ := r.Cause.Cause(); c != ie.CauseRuleCreationModificationFailure || r.FailedRuleID == nil {
+		t.Errorf("FORW toward the placeholder: cause %d, failed rule %v", c, r.FailedRuleID)
+	}
+	r = p.modify(seid, ie.NewUpdateFAR(ie.NewFARID(2), ie.NewApplyAction(0x02), ie.NewUpdateForwardingParameters(ohc(0x500, gnb))))
+	if c, _ := r.Cause.Cause(); c != ie.CauseRequestAccepted {
+		t.Fatalf("FORW toward the gNB: cause %d", c)
+	}
+	want := rules.FAR{Action: rules.Forward, OHC: &rules.OuterHeader{TEID: 0x500, Peer: gnb, Local: n3}}
+	if f := p.dp.sets[seid][1].PDRs[0].FAR; !reflect.DeepEqual(f, want) {
+		t.Errorf("downlink FAR %+v, want %+v", f, want)
+	}
 }
 
 func TestUnknownIEsIgnored(t *testing.T) {

@@ -351,7 +351,7 @@ func Session(id uint64, ue string, ulTEID, dlTEID uint32, qfi uint8, ulPkts, dlP
 func PFCPSession(seid, cpSEID uint64, ue string, ulTEID, dlTEID uint32, ulPkts, dlPkts uint64) api.PFCPSessionInfo {
 	ueAddr := netip.MustParseAddr(ue)
 	far2 := &pfcp.FAR{ID: 2, Apply: pfcp.ApplyForward, DestinationInterface: 0,
-		OHC: &pfcp.OHC{TEID: dlTEID, Peer: netip.MustParseAddr("192.0.2.10")}, TLM: new(uint16(0xb8fc))}
+		OHC: &pfcp.OHC{Description: 0x0100, TEID: dlTEID, Peer: netip.MustParseAddr("192.0.2.10")}, TLM: new(uint16(0xb8fc))}
 	var bars map[uint8]*pfcp.BAR
 	if dlTEID == 0 {
 		far2 = &pfcp.FAR{ID: 2, Apply: pfcp.ApplyBuffer | pfcp.ApplyNotifyCP, DestinationInterface: 0, BARID: new(uint8(1))}
