@@ -290,7 +290,7 @@ func (s *SessionSpec) uplinkFTEID() *ie.IE {
 func (s *SessionSpec) ueAddress(downlink bool) *ie.IE {
 	switch {
 	case !s.UE.IsValid() && downlink:
-		return ie.NewUEIPAddress(ueV4|ueCHV4|ueSD, "", "", 0, 0)
+		return ie.NewUEIPAddress(ueCHV4|ueSD, "", "", 0, 0) // no V4: it would announce an address (8.2.62)
 	case !s.UE.IsValid():
 		return nil
 	case downlink:
