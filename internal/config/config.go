@@ -58,9 +58,14 @@ const (
 	DefaultXDPFallback = true
 	DefaultBPFFS       = "/sys/fs/bpf/xupf"
 	DefaultHTTPListen  = "127.0.0.1:8080"
-	DefaultPFCPListen  = "0.0.0.0:8805"
+	// DefaultPFCPPort is pfcp_listen's port; its host defaults to the first of gtpu_addresses.
+	DefaultPFCPPort    = 8805
 	DefaultLogLevel    = LogLevelInfo
 	DefaultMaxSessions = 100000
+	// DefaultMaxAssociations is limits.max_associations: more SMFs than a UPF serves, far
+	// fewer than a flood of Association Setup Requests would leave.
+	DefaultMaxAssociations = 64
+	MaxMaxAssociations     = 65536
 
 	// PFCP heartbeats: how often each associated SMF is sent a Heartbeat Request (and how
 	// long it has to answer), and how many unanswered ones in a row declare it lost.
@@ -134,14 +139,19 @@ type Config struct {
 	BPFFS string `yaml:"bpffs"`
 	// HTTPListen is the host:port of the HTTP API; the host may be empty (all addresses).
 	HTTPListen string `yaml:"http_listen"`
-	// PFCPListen is the host:port of the PFCP (N4) endpoint.
+	// PFCPListen is the host:port of the PFCP (N4) endpoint; it defaults to the first of
+	// GTPUAddresses and DefaultPFCPPort, so it is empty only in Default().
 	PFCPListen string `yaml:"pfcp_listen"`
 	// PFCPNodeID is this UPF's PFCP Node ID: an IPv4 address or a DNS name. It defaults to
 	// the first of GTPUAddresses, so it is empty only in Default().
 	PFCPNodeID string `yaml:"pfcp_node_id"`
-	// PFCPAllowedPeers are the IPv4 networks SMFs may associate from (an address is a /32);
-	// empty allows every address.
+	// PFCPAllowedPeers are the IPv4 networks SMFs may associate from (an address is a /32),
+	// besides PFCPSMFPeers; empty allows none of the others, and 0.0.0.0/0 allows any.
 	PFCPAllowedPeers []netip.Prefix `yaml:"pfcp_allowed_peers"`
+	// PFCPPeerAddresses are, per SMF Node ID, the IPv4 networks that SMF may use: its
+	// association may be set up, and its session requests sent, from any of them (and from
+	// no other). A Node ID not listed is bound to the address its association came from.
+	PFCPPeerAddresses map[string][]netip.Prefix `yaml:"pfcp_peer_addresses"`
 	// PFCPSMFPeers are SMFs (IPv4 address and port) this UPF associates with on its own
 	// initiative, retrying every PFCPHeartbeatInterval until accepted; empty: it only answers.
 	PFCPSMFPeers []netip.AddrPort `yaml:"pfcp_smf_peers"`
@@ -192,6 +202,11 @@ type Limits struct {
 	MaxRuleSets int `yaml:"max_rule_sets"`
 	// MaxSDFEntries sizes each SDF classification table (entries are made on demand).
 	MaxSDFEntries int `yaml:"max_sdf_entries"`
+	// MaxAssociations is the most PFCP associations at once (1..MaxMaxAssociations).
+	MaxAssociations int `yaml:"max_associations"`
+	// MaxSessionsPerAssociation is the most PFCP sessions one SMF's association may hold
+	// (1..MaxMaxSessions; MaxSessions bounds them all anyway); it defaults to MaxSessions.
+	MaxSessionsPerAssociation int `yaml:"max_sessions_per_association"`
 }
 
 // HasRole reports whether the interface plays role.
@@ -218,8 +233,8 @@ func Default() *Config {
 		XDPFallback: DefaultXDPFallback,
 		BPFFS:       DefaultBPFFS,
 		HTTPListen:  DefaultHTTPListen,
-		PFCPListen:  DefaultPFCPListen,
-		// PFCPNodeID's default is the first of gtpu_addresses, which Default does not have.
+		// PFCPListen's and PFCPNodeID's defaults come from the first of gtpu_addresses, which
+		// Default does not have.
 		PFCPHeartbeatInterval: DefaultPFCPHeartbeatInterval,
 		PFCPHeartbeatRetries:  DefaultPFCPHeartbeatRetries,
 		PFCPLostPeerSessions:  LostPeerKeep,
@@ -227,7 +242,8 @@ func Default() *Config {
 		QoSClock:              ClockKtime,
 		QoSMBRBurst:           DefaultQoSMBRBurst,
 		LogLevel:              DefaultLogLevel,
-		Limits:                Limits{MaxSessions: DefaultMaxSessions, MaxRuleSets: DefaultMaxRuleSets, MaxSDFEntries: DefaultMaxSDFEntries},
+		Limits: Limits{MaxSessions: DefaultMaxSessions, MaxRuleSets: DefaultMaxRuleSets, MaxSDFEntries: DefaultMaxSDFEntries,
+			MaxAssociations: DefaultMaxAssociations, MaxSessionsPerAssociation: DefaultMaxSessions},
 	}
 }
 
@@ -271,33 +287,36 @@ func joinErrors(prefix string, errs []error) error {
 // so that a bad value is reported with its field path instead of yaml's Go-typed message.
 // Its keys must match Config's (TestMarshalRoundTrip checks this).
 type rawConfig struct {
-	Interfaces    []Interface       `yaml:"interfaces"`
-	GTPUAddresses []string          `yaml:"gtpu_addresses"`
-	XDPMode       string            `yaml:"xdp_mode"`
-	XDPFallback   bool              `yaml:"xdp_fallback"`
-	BPFFS         string            `yaml:"bpffs"`
-	HTTPListen    string            `yaml:"http_listen"`
-	PFCPListen    string            `yaml:"pfcp_listen"`
-	PFCPNodeID    string            `yaml:"pfcp_node_id"`
-	PFCPAllowed   []string          `yaml:"pfcp_allowed_peers"`
-	PFCPSMFs      []string          `yaml:"pfcp_smf_peers"`
-	PFCPInterval  string            `yaml:"pfcp_heartbeat_interval"`
-	PFCPRetries   yaml.Node         `yaml:"pfcp_heartbeat_retries"`
-	PFCPLost      string            `yaml:"pfcp_lost_peer_sessions"`
-	UEPools       []string          `yaml:"ue_pools"`
-	Instances     map[string]string `yaml:"network_instances"`
-	QoSAlgorithm  string            `yaml:"qos_algorithm"`
-	QoSClock      string            `yaml:"qos_clock"`
-	QoSMBRBurst   string            `yaml:"qos_mbr_burst"`
-	LogLevel      string            `yaml:"log_level"`
-	Limits        rawLimits         `yaml:"limits"`
-	Sessions      []rawSession      `yaml:"sessions"`
+	Interfaces    []Interface         `yaml:"interfaces"`
+	GTPUAddresses []string            `yaml:"gtpu_addresses"`
+	XDPMode       string              `yaml:"xdp_mode"`
+	XDPFallback   bool                `yaml:"xdp_fallback"`
+	BPFFS         string              `yaml:"bpffs"`
+	HTTPListen    string              `yaml:"http_listen"`
+	PFCPListen    string              `yaml:"pfcp_listen"`
+	PFCPNodeID    string              `yaml:"pfcp_node_id"`
+	PFCPAllowed   []string            `yaml:"pfcp_allowed_peers"`
+	PFCPPeerAddrs map[string][]string `yaml:"pfcp_peer_addresses"`
+	PFCPSMFs      []string            `yaml:"pfcp_smf_peers"`
+	PFCPInterval  string              `yaml:"pfcp_heartbeat_interval"`
+	PFCPRetries   yaml.Node           `yaml:"pfcp_heartbeat_retries"`
+	PFCPLost      string              `yaml:"pfcp_lost_peer_sessions"`
+	UEPools       []string            `yaml:"ue_pools"`
+	Instances     map[string]string   `yaml:"network_instances"`
+	QoSAlgorithm  string              `yaml:"qos_algorithm"`
+	QoSClock      string              `yaml:"qos_clock"`
+	QoSMBRBurst   string              `yaml:"qos_mbr_burst"`
+	LogLevel      string              `yaml:"log_level"`
+	Limits        rawLimits           `yaml:"limits"`
+	Sessions      []rawSession        `yaml:"sessions"`
 }
 
 type rawLimits struct {
 	MaxSessions   yaml.Node `yaml:"max_sessions"`
 	MaxRuleSets   yaml.Node `yaml:"max_rule_sets"`
 	MaxSDFEntries yaml.Node `yaml:"max_sdf_entries"`
+	MaxAssocs     yaml.Node `yaml:"max_associations"`
+	MaxPerAssoc   yaml.Node `yaml:"max_sessions_per_association"`
 }
 
 // rawSession mirrors session.Session's YAML keys.
@@ -332,7 +351,6 @@ func parse(data []byte) (*Config, []error) {
 		XDPFallback: def.XDPFallback,
 		BPFFS:       def.BPFFS,
 		HTTPListen:  def.HTTPListen,
-		PFCPListen:  def.PFCPListen,
 		// A null or absent pfcp_heartbeat_interval keeps this default.
 		PFCPInterval: def.PFCPHeartbeatInterval.String(),
 		PFCPLost:     def.PFCPLostPeerSessions,
@@ -641,9 +659,16 @@ func (v *validator) settings(raw *rawConfig) {
 	} else {
 		v.cfg.HTTPListen = raw.HTTPListen
 	}
-	if err := checkListen(raw.PFCPListen); err != nil {
-		v.addf(`pfcp_listen: %w; use host:port, e.g. "0.0.0.0:8805", or ":8805" for all addresses`, err)
-	} else {
+	switch err := checkListen(raw.PFCPListen); {
+	case raw.PFCPListen == "":
+		// Where the SMFs reach this UPF is not known; its first GTP-U address is an address
+		// of its own, unlike all of them (N6 included).
+		if v.gtpuOK && len(v.cfg.GTPUAddresses) > 0 {
+			v.cfg.PFCPListen = netip.AddrPortFrom(v.cfg.GTPUAddresses[0], DefaultPFCPPort).String()
+		}
+	case err != nil:
+		v.addf(`pfcp_listen: %w; use host:port of the address the SMFs reach, e.g. "192.0.2.1:8805"`, err)
+	default:
 		v.cfg.PFCPListen = raw.PFCPListen
 	}
 
@@ -664,6 +689,7 @@ func (v *validator) settings(raw *rawConfig) {
 	}
 	if v.cfg.Limits.MaxSessions > 0 {
 		v.cfg.Limits.MaxRuleSets = min(v.cfg.Limits.MaxSessions, MaxMaxRuleSets)
+		v.cfg.Limits.MaxSessionsPerAssociation = v.cfg.Limits.MaxSessions
 	}
 	for _, l := range []struct {
 		name string
@@ -673,6 +699,8 @@ func (v *validator) settings(raw *rawConfig) {
 	}{
 		{"max_rule_sets", &raw.Limits.MaxRuleSets, MaxMaxRuleSets, &v.cfg.Limits.MaxRuleSets},
 		{"max_sdf_entries", &raw.Limits.MaxSDFEntries, MaxMaxSDFEntries, &v.cfg.Limits.MaxSDFEntries},
+		{"max_associations", &raw.Limits.MaxAssocs, MaxMaxAssociations, &v.cfg.Limits.MaxAssociations},
+		{"max_sessions_per_association", &raw.Limits.MaxPerAssoc, MaxMaxSessions, &v.cfg.Limits.MaxSessionsPerAssociation},
 	} {
 		n, present, err := intNode(l.node, 1, l.max)
 		switch {
@@ -716,6 +744,8 @@ func (v *validator) pfcp(raw *rawConfig) {
 		seen[p] = i
 		v.cfg.PFCPAllowedPeers = append(v.cfg.PFCPAllowedPeers, p)
 	}
+
+	v.peerAddresses(raw.PFCPPeerAddrs)
 
 	for i, s := range raw.PFCPSMFs {
 		path := fmt.Sprintf("pfcp_smf_peers[%d]", i)
@@ -879,6 +909,31 @@ func (v *validator) networkInstances(raw map[string]string) {
 				v.cfg.NetworkInstances = map[string]string{}
 			}
 			v.cfg.NetworkInstances[name] = ifc
+		}
+	}
+}
+
+// peerAddresses checks pfcp_peer_addresses: Node IDs, each with a list of networks.
+func (v *validator) peerAddresses(raw map[string][]string) {
+	for _, id := range slices.Sorted(maps.Keys(raw)) {
+		if checkNodeID(id) != nil {
+			v.addf("pfcp_peer_addresses: %q is not a Node ID; give the SMF's Node ID as it sends it, an IPv4 address or a DNS name", id)
+			continue
+		}
+		if len(raw[id]) == 0 {
+			v.addf("pfcp_peer_addresses.%s: empty; list the addresses or networks the SMF sends from", id)
+			continue
+		}
+		for i, s := range raw[id] {
+			p, err := parsePeerPrefix(s)
+			if err != nil {
+				v.addf("pfcp_peer_addresses.%s[%d]: %w", id, i, err)
+				continue
+			}
+			if v.cfg.PFCPPeerAddresses == nil {
+				v.cfg.PFCPPeerAddresses = map[string][]netip.Prefix{}
+			}
+			v.cfg.PFCPPeerAddresses[id] = append(v.cfg.PFCPPeerAddresses[id], p)
 		}
 	}
 }

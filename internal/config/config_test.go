@@ -38,9 +38,9 @@ func TestLoadExample(t *testing.T) {
 		XDPFallback:   true,
 		BPFFS:         "/sys/fs/bpf/xupf",
 		HTTPListen:    "127.0.0.1:8080",
-		PFCPListen:    "0.0.0.0:8805",
+		PFCPListen:    "192.0.2.1:8805",
 		PFCPNodeID:    "192.0.2.1",
-		// pfcp_allowed_peers: [] is no list: any peer.
+		// pfcp_allowed_peers: [] is no list: only pfcp_smf_peers.
 		PFCPHeartbeatInterval: 10 * time.Second,
 		PFCPHeartbeatRetries:  3,
 		PFCPLostPeerSessions:  "keep",
@@ -50,7 +50,8 @@ func TestLoadExample(t *testing.T) {
 		UEPools:               []netip.Prefix{netip.MustParsePrefix("10.45.0.0/16")},
 		NetworkInstances:      map[string]string{"internet": "eth2"},
 		LogLevel:              "info",
-		Limits:                Limits{MaxSessions: 100000, MaxRuleSets: 100000, MaxSDFEntries: 262144},
+		Limits: Limits{MaxSessions: 100000, MaxRuleSets: 100000, MaxSDFEntries: 262144, MaxAssociations: 64,
+			MaxSessionsPerAssociation: 100000},
 		Sessions: []session.Session{
 			{
 				ID:           1,
@@ -92,7 +93,7 @@ func TestExampleShowsDefaults(t *testing.T) {
 	}
 	def := Default()
 	got := Config{XDPMode: cfg.XDPMode, XDPFallback: cfg.XDPFallback, BPFFS: cfg.BPFFS,
-		HTTPListen: cfg.HTTPListen, PFCPListen: cfg.PFCPListen,
+		HTTPListen:       cfg.HTTPListen,
 		PFCPAllowedPeers: cfg.PFCPAllowedPeers, PFCPHeartbeatInterval: cfg.PFCPHeartbeatInterval,
 		PFCPHeartbeatRetries: cfg.PFCPHeartbeatRetries, PFCPLostPeerSessions: cfg.PFCPLostPeerSessions,
 		QoSAlgorithm: cfg.QoSAlgorithm, QoSClock: cfg.QoSClock, QoSMBRBurst: cfg.QoSMBRBurst,
@@ -100,7 +101,11 @@ func TestExampleShowsDefaults(t *testing.T) {
 	if !reflect.DeepEqual(&got, def) {
 		t.Errorf("example settings %+v differ from Default() %+v", got, *def)
 	}
-	// pfcp_node_id's default is not in Default(): it is the first of gtpu_addresses.
+	// pfcp_node_id's and pfcp_listen's defaults are not in Default(): they come from the
+	// first of gtpu_addresses.
+	if want := cfg.GTPUAddresses[0].String() + ":8805"; cfg.PFCPListen != want {
+		t.Errorf("example pfcp_listen = %q, want its default, the first of gtpu_addresses, port 8805 (%s)", cfg.PFCPListen, want)
+	}
 	if want := cfg.GTPUAddresses[0].String(); cfg.PFCPNodeID != want {
 		t.Errorf("example pfcp_node_id = %q, want its default, the first of gtpu_addresses (%s)", cfg.PFCPNodeID, want)
 	}
@@ -115,11 +120,12 @@ func TestMinimalGetsDefaults(t *testing.T) {
 	want.Interfaces = []Interface{{Name: "eth0", Roles: []string{"n3", "n6"}}}
 	want.GTPUAddresses = []netip.Addr{netip.MustParseAddr("192.0.2.1")}
 	want.PFCPNodeID = "192.0.2.1" // the first of gtpu_addresses
+	want.PFCPListen = "192.0.2.1:8805"
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Parse(minimal) =\n%+v\nwant\n%+v", cfg, want)
 	}
 	if cfg.XDPMode != "native" || !cfg.XDPFallback || cfg.BPFFS != "/sys/fs/bpf/xupf" ||
-		cfg.HTTPListen != "127.0.0.1:8080" || cfg.PFCPListen != "0.0.0.0:8805" ||
+		cfg.HTTPListen != "127.0.0.1:8080" || cfg.PFCPListen != "192.0.2.1:8805" ||
 		cfg.LogLevel != "info" || cfg.Limits.MaxSessions != 100000 || cfg.Sessions != nil ||
 		cfg.PFCPNodeID != "192.0.2.1" || cfg.PFCPAllowedPeers != nil ||
 		cfg.PFCPHeartbeatInterval != 10*time.Second || cfg.PFCPHeartbeatRetries != 3 {
@@ -152,11 +158,14 @@ http_listen: ":9090"
 pfcp_listen: "[::1]:8805"
 pfcp_node_id: upf-1.5gc.example
 pfcp_allowed_peers: [192.0.2.0/24, 198.51.100.7]
+pfcp_peer_addresses: {smf1.5gc.example: [192.0.2.10, 198.51.100.0/28]}
 pfcp_heartbeat_interval: 1m30s
 pfcp_heartbeat_retries: 0x5
 log_level: debug
 limits:
   max_sessions: 4194304
+  max_associations: 8
+  max_sessions_per_association: 1000
 `))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
@@ -166,6 +175,13 @@ limits:
 		cfg.Limits.MaxSessions != MaxMaxSessions || cfg.PFCPNodeID != "upf-1.5gc.example" ||
 		cfg.PFCPHeartbeatInterval != 90*time.Second || cfg.PFCPHeartbeatRetries != 5 {
 		t.Errorf("overrides not applied: %+v", cfg)
+	}
+	if cfg.Limits.MaxAssociations != 8 || cfg.Limits.MaxSessionsPerAssociation != 1000 {
+		t.Errorf("limits not applied: %+v", cfg.Limits)
+	}
+	wantAddrs := map[string][]netip.Prefix{"smf1.5gc.example": {netip.MustParsePrefix("192.0.2.10/32"), netip.MustParsePrefix("198.51.100.0/28")}}
+	if !reflect.DeepEqual(cfg.PFCPPeerAddresses, wantAddrs) {
+		t.Errorf("pfcp_peer_addresses = %v, want %v", cfg.PFCPPeerAddresses, wantAddrs)
 	}
 	wantPeers := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("198.51.100.7/32")}
 	if !reflect.DeepEqual(cfg.PFCPAllowedPeers, wantPeers) {
@@ -324,7 +340,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "http_listen port too big", yaml: minimal + "http_listen: \"127.0.0.1:65536\"\n", want: []string{`http_listen: port "65536" in "127.0.0.1:65536" is not a port number from 1 to 65535`}},
 		{name: "http_listen named port", yaml: minimal + "http_listen: \"localhost:http\"\n", want: []string{`http_listen: port "http" in "localhost:http" is not a port number`}},
 		{name: "http_listen empty", yaml: minimal + "http_listen: \"\"\n", want: []string{"http_listen: empty; use host:port"}},
-		{name: "pfcp_listen", yaml: minimal + "pfcp_listen: \"0.0.0.0:99999\"\n", want: []string{`pfcp_listen: port "99999" in "0.0.0.0:99999" is not a port number from 1 to 65535; use host:port, e.g. "0.0.0.0:8805"`}},
+		{name: "pfcp_listen", yaml: minimal + "pfcp_listen: \"0.0.0.0:99999\"\n", want: []string{`pfcp_listen: port "99999" in "0.0.0.0:99999" is not a port number from 1 to 65535; use host:port of the address the SMFs reach, e.g. "192.0.2.1:8805"`}},
 		{name: "pfcp_listen IPv6 without brackets", yaml: minimal + "pfcp_listen: \"::1:8805\"\n", want: []string{`pfcp_listen: "::1:8805" is not host:port (too many colons in address)`}},
 
 		// PFCP node settings.
@@ -414,6 +430,15 @@ func TestParseErrors(t *testing.T) {
 		{name: "smf peer not an address", yaml: minimal + "pfcp_smf_peers: [smf.example]\n", want: []string{`pfcp_smf_peers[0]: "smf.example" is not an SMF address`}},
 		{name: "smf peer twice", yaml: minimal + "pfcp_smf_peers: [192.0.2.10, \"192.0.2.10:8805\"]\n", want: []string{"pfcp_smf_peers[1]: 192.0.2.10:8805 is listed twice"}},
 		{name: "max_rule_sets zero", yaml: minimal + "limits: {max_rule_sets: 0}\n", want: []string{"limits.max_rule_sets:", "use 1 to 1048576"}},
+		{name: "max_associations zero", yaml: minimal + "limits: {max_associations: 0}\n", want: []string{"limits.max_associations:", "use 1 to 65536"}},
+		{name: "max_sessions_per_association zero", yaml: minimal + "limits: {max_sessions_per_association: 0}\n",
+			want: []string{"limits.max_sessions_per_association:", "use 1 to 4194304"}},
+		{name: "pfcp_peer_addresses bad node id", yaml: minimal + "pfcp_peer_addresses: {\"smf 1\": [192.0.2.10]}\n",
+			want: []string{`pfcp_peer_addresses: "smf 1" is not a Node ID`}},
+		{name: "pfcp_peer_addresses empty", yaml: minimal + "pfcp_peer_addresses: {smf1: []}\n",
+			want: []string{"pfcp_peer_addresses.smf1: empty; list the addresses"}},
+		{name: "pfcp_peer_addresses bad address", yaml: minimal + "pfcp_peer_addresses: {smf1: [192.0.2.10/24]}\n",
+			want: []string{`pfcp_peer_addresses.smf1[0]: "192.0.2.10/24" has host bits set`}},
 		{name: "max_sdf_entries too big", yaml: minimal + "limits: {max_sdf_entries: 99999999}\n", want: []string{"limits.max_sdf_entries:", "use 1 to 16777216"}},
 		{name: "flow without qfi", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", `flows: [{precedence: 10, sdf: ["permit out ip from any to assigned"]}]`)),
 			want: []string{"sessions[0].flows[0].qfi: missing; give the flow's QFI, 1 to 63"}},
@@ -598,7 +623,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 func TestDefault(t *testing.T) {
 	d := Default()
 	if d.XDPMode != "native" || !d.XDPFallback || d.BPFFS != "/sys/fs/bpf/xupf" ||
-		d.HTTPListen != "127.0.0.1:8080" || d.PFCPListen != "0.0.0.0:8805" || d.LogLevel != "info" ||
+		d.HTTPListen != "127.0.0.1:8080" || d.PFCPListen != "" || d.LogLevel != "info" ||
 		d.Limits.MaxSessions != 100000 || d.Interfaces != nil || d.GTPUAddresses != nil || d.Sessions != nil ||
 		d.PFCPNodeID != "" || d.PFCPAllowedPeers != nil || d.PFCPHeartbeatInterval != 10*time.Second ||
 		d.PFCPHeartbeatRetries != 3 {

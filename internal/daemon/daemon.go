@@ -114,8 +114,13 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 // newPFCPNode returns the PFCP node the configuration describes, installing sessions in dp.
 func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, log *slog.Logger) *pfcp.Node {
 	return pfcp.NewNode(pfcp.Options{
-		NodeID:                    cfg.PFCPNodeID,
-		AllowedPeers:              cfg.PFCPAllowedPeers,
+		NodeID:          cfg.PFCPNodeID,
+		AllowedPeers:    cfg.PFCPAllowedPeers,
+		PeerAddresses:   cfg.PFCPPeerAddresses,
+		MaxAssociations: cfg.Limits.MaxAssociations,
+		// The static sessions take their share of the datapath's room.
+		MaxSessions:               max(cfg.Limits.MaxSessions-len(cfg.Sessions), 0),
+		MaxSessionsPerAssociation: cfg.Limits.MaxSessionsPerAssociation,
 		SMFPeers:                  cfg.PFCPSMFPeers,
 		HeartbeatInterval:         cfg.PFCPHeartbeatInterval,
 		HeartbeatRetries:          cfg.PFCPHeartbeatRetries,

@@ -32,6 +32,7 @@ func testConfig(t *testing.T, extra string) *config.Config {
 	}
 	cfg.HTTPListen = "127.0.0.1:0"
 	cfg.PFCPListen = "127.0.0.1:0"
+	cfg.PFCPAllowedPeers = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} // the tests' SMFs
 	return cfg
 }
 
@@ -202,7 +203,9 @@ func TestRunServesPFCPAndAssociations(t *testing.T) {
 }
 
 func TestRunAllowedPeers(t *testing.T) {
-	r := startRun(t, testConfig(t, "pfcp_allowed_peers: [192.0.2.0/24]\n"))
+	cfg := testConfig(t, "")
+	cfg.PFCPAllowedPeers = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+	r := startRun(t, cfg)
 	resp := newSMF(t, r.pfcpAddr).associate()
 	if c := causeOf(t, resp.Cause); c != ie.CauseRequestRejected {
 		t.Errorf("Association Setup from 127.0.0.1 with pfcp_allowed_peers [192.0.2.0/24]: cause %d, want %d (rejected)",

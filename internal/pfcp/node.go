@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wmnsk/go-pfcp/ie"
@@ -22,8 +23,16 @@ import (
 type Options struct {
 	// NodeID is this UPF's Node ID: an IPv4 address or an FQDN.
 	NodeID string
-	// AllowedPeers are the networks SMFs may associate from; empty allows every address.
+	// AllowedPeers are the networks SMFs may associate from, besides SMFPeers and the
+	// PeerAddresses of the Node ID they name; empty allows none of the others.
 	AllowedPeers []netip.Prefix
+	// PeerAddresses are, per SMF Node ID, the networks that SMF may use: for its association
+	// and its session requests, and no other. A Node ID not listed is bound to the address
+	// its association was set up from.
+	PeerAddresses map[string][]netip.Prefix
+	// MaxAssociations, MaxSessions and MaxSessionsPerAssociation bound the associations, the
+	// PFCP sessions and the sessions of one association; 0 is no bound.
+	MaxAssociations, MaxSessions, MaxSessionsPerAssociation int
 	// HeartbeatInterval is how often each associated peer is sent a Heartbeat Request, and
 	// how long an answer may take.
 	HeartbeatInterval time.Duration
@@ -72,11 +81,14 @@ type Node struct {
 	mu      sync.Mutex
 	assocs  map[string]*Association // by Node ID
 	pending map[string]uint32       // Node ID -> sequence number of the unanswered heartbeat
-	// recoveries are the Recovery Time Stamps peers last set an association up with, kept
-	// after the association ends so that a restarted SMF's old sessions can be told apart.
-	recoveries map[string]time.Time
+	// recoveries are the Recovery Time Stamps and addresses peers last set an association
+	// up with, kept after the association is lost while the peer has sessions, so that a
+	// restarted SMF's old sessions can be told apart and no other address takes them over.
+	recoveries map[string]peerRecord
 	setups     map[uint32]netip.AddrPort // sequence number -> SMF of an unanswered setup request
 	panics     map[netip.Addr]struct{}   // peers whose panic was logged with its stack
+	strangers  tokenBucket               // answers to addresses without an association
+	unanswered atomic.Uint64             // requests the amplification limits left unanswered
 	seq        uint32                    // of the last request this node sent
 
 	smu sync.Mutex // guards ss; taken before mu when both are needed
@@ -102,11 +114,21 @@ func NewNode(opts Options) *Node {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	for _, p := range opts.AllowedPeers {
+		if p.Bits() == 0 {
+			opts.Logger.Warn("pfcp: any address may associate as an SMF (pfcp_allowed_peers has " + p.String() +
+				"); list the SMFs' networks instead")
+		}
+	}
+	if len(opts.AllowedPeers) == 0 && len(opts.SMFPeers) == 0 && len(opts.PeerAddresses) == 0 {
+		opts.Logger.Info("pfcp: no SMF may associate: pfcp_allowed_peers, pfcp_smf_peers and pfcp_peer_addresses are empty")
+	}
 	n := &Node{opts: opts, log: opts.Logger, recovery: time.Now().Truncate(time.Second),
 		assocs: map[string]*Association{}, pending: map[string]uint32{}, setups: map[uint32]netip.AddrPort{},
-		recoveries: map[string]time.Time{}, panics: map[netip.Addr]struct{}{},
-		answered: newResponseCache(responseLifetime)}
-	n.ss = sessionState{byID: map[uint64]*Session{}, bySMF: map[smfSEID]uint64{}, nextSEID: FirstSEID,
+		recoveries: map[string]peerRecord{}, panics: map[netip.Addr]struct{}{},
+		strangers: tokenBucket{rate: strangerAnswers, burst: strangerAnswers},
+		answered:  newResponseCache(responseLifetime)}
+	n.ss = sessionState{byID: map[uint64]*Session{}, bySMF: map[smfSEID]uint64{}, perPeer: map[string]int{}, nextSEID: FirstSEID,
 		alloc: newAllocator(opts.UEPools, func(k rules.Key) bool {
 			if opts.Datapath == nil {
 				return false
@@ -131,8 +153,48 @@ func (n *Node) Associations() []Association {
 
 // Handle processes one message from peer and returns the response to send, or nil. A panic
 // while handling it (a decoder bug a crafted message reaches) is answered as a malformed
-// message and logged, and the node keeps serving.
-func (n *Node) Handle(peer netip.AddrPort, b []byte) (resp []byte) {
+// message and logged, and the node keeps serving. An address without an association, which
+// may be spoofed, gets answers longer than its messages at strangerAnswers a second at most,
+// in all: the UPF cannot be used to amplify a flood toward a victim.
+func (n *Node) Handle(peer netip.AddrPort, b []byte) []byte {
+	associated := n.speaksForAny(peer.Addr())
+	resp := n.handleSafely(peer, b)
+	if resp == nil || associated || len(resp) <= len(b) || n.speaksForAny(peer.Addr()) || n.takeStrangerToken() {
+		return resp
+	}
+	n.unanswered.Add(1)
+	n.log.Debug("pfcp: no answer to an address without an association (amplification limit)",
+		"peer", peer, "request_bytes", len(b), "response_bytes", len(resp))
+	return nil
+}
+
+// strangerAnswers is how many answers a second, in all, go to addresses without an
+// association.
+const strangerAnswers = 100
+
+// Unanswered counts the requests from addresses without an association that were left
+// unanswered by the amplification limits.
+func (n *Node) Unanswered() uint64 { return n.unanswered.Load() }
+
+// speaksForAny reports whether addr speaks for an association (mayActFor).
+func (n *Node) speaksForAny(addr netip.Addr) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for id, a := range n.assocs {
+		if n.mayActFor(id, a, addr) {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) takeStrangerToken() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.strangers.take(time.Now())
+}
+
+func (n *Node) handleSafely(peer netip.AddrPort, b []byte) (resp []byte) {
 	h, err := message.ParseHeader(b)
 	if err != nil {
 		n.log.Warn("pfcp: undecodable header dropped", "peer", peer, "err", err)
@@ -190,11 +252,11 @@ func (n *Node) handle(peer netip.AddrPort, h *message.Header, b []byte) []byte {
 		n.setupAnswered(peer, m)
 		return nil
 	case *message.AssociationUpdateRequest:
-		return n.associationUpdate(m)
+		return n.associationUpdate(peer, m)
 	case *message.AssociationReleaseRequest:
 		return n.associationRelease(peer, m)
 	case *message.SessionEstablishmentRequest:
-		return n.answerOnce(peer, m.SequenceNumber, b, func() []byte { return n.sessionEstablishment(m) })
+		return n.answerOnce(peer, m.SequenceNumber, b, func() []byte { return n.sessionEstablishment(peer, m) })
 	case *message.SessionModificationRequest:
 		return n.answerOnce(peer, m.SequenceNumber, b, func() []byte { return n.sessionModification(peer, m) })
 	case *message.SessionDeletionRequest:
@@ -237,16 +299,56 @@ func missing(itype uint16) []*ie.IE {
 
 var causeMissing = ie.NewCause(ie.CauseMandatoryIEMissing)
 
-func (n *Node) allowed(peer netip.AddrPort) bool {
-	if len(n.opts.AllowedPeers) == 0 {
+// allowed reports whether addr may set up an association naming nodeID: it is in
+// AllowedPeers, an SMF this UPF associates with, or listed for nodeID in PeerAddresses.
+func (n *Node) allowed(nodeID string, addr netip.Addr) bool {
+	addr = addr.Unmap()
+	if containsAddr(n.opts.AllowedPeers, addr) || containsAddr(n.opts.PeerAddresses[nodeID], addr) {
 		return true
 	}
-	for _, p := range n.opts.AllowedPeers {
-		if p.Contains(peer.Addr().Unmap()) {
-			return true
-		}
+	return slices.ContainsFunc(n.opts.SMFPeers, func(p netip.AddrPort) bool { return p.Addr().Unmap() == addr })
+}
+
+func containsAddr(l []netip.Prefix, addr netip.Addr) bool {
+	return slices.ContainsFunc(l, func(p netip.Prefix) bool { return p.Contains(addr) })
+}
+
+// peerRecord is what is kept of a peer's last association.
+type peerRecord struct {
+	recovery time.Time
+	addr     netip.Addr
+}
+
+// mayActFor reports whether addr speaks for nodeID, whose association is a (nil for none):
+// it is listed for nodeID in PeerAddresses or, for a Node ID not listed, it is the
+// association's address. n.mu is held.
+func (n *Node) mayActFor(nodeID string, a *Association, addr netip.Addr) bool {
+	if l, listed := n.opts.PeerAddresses[nodeID]; listed {
+		return containsAddr(l, addr.Unmap())
 	}
-	return false
+	return a != nil && a.Address.Addr().Unmap() == addr.Unmap()
+}
+
+// admit says why addr may not set up an association naming nodeID, or "": another address
+// holds the Node ID (its association, or the sessions of its lost association), or the
+// associations are at their limit.
+func (n *Node) admit(nodeID string, addr netip.Addr) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	a := n.assocs[nodeID]
+	_, listed := n.opts.PeerAddresses[nodeID]
+	last, known := n.recoveries[nodeID]
+	switch {
+	case listed && !n.mayActFor(nodeID, a, addr):
+		return "the address is not one of the Node ID's pfcp_peer_addresses"
+	case !listed && a != nil && !n.mayActFor(nodeID, a, addr):
+		return fmt.Sprintf("the Node ID is associated from %s; list this address under pfcp_peer_addresses if the SMF moved", a.Address.Addr())
+	case !listed && a == nil && known && last.addr != addr.Unmap():
+		return fmt.Sprintf("the Node ID's sessions belong to %s; list this address under pfcp_peer_addresses if the SMF moved", last.addr)
+	case a == nil && n.opts.MaxAssociations > 0 && len(n.assocs) >= n.opts.MaxAssociations:
+		return fmt.Sprintf("%d associations already (limits.max_associations)", len(n.assocs))
+	}
+	return ""
 }
 
 func (n *Node) associationSetup(peer netip.AddrPort, m *message.AssociationSetupRequest) []byte {
@@ -263,9 +365,13 @@ func (n *Node) associationSetup(peer netip.AddrPort, m *message.AssociationSetup
 	if err1 != nil || err2 != nil {
 		return respond(ie.NewCause(ie.CauseMandatoryIEIncorrect))
 	}
-	if !n.allowed(peer) {
+	if !n.allowed(nodeID, peer.Addr()) {
 		n.log.Warn("pfcp: association refused: peer not in the allowed networks (pfcp_allowed_peers)",
 			"peer", peer, "node_id", nodeID)
+		return respond(ie.NewCause(ie.CauseRequestRejected))
+	}
+	if why := n.admit(nodeID, peer.Addr()); why != "" {
+		n.log.Warn("pfcp: association refused", "peer", peer, "node_id", nodeID, "why", why)
 		return respond(ie.NewCause(ie.CauseRequestRejected))
 	}
 	retain := m.PFCPSessionRetentionInformation != nil
@@ -277,14 +383,14 @@ func (n *Node) associationSetup(peer netip.AddrPort, m *message.AssociationSetup
 	return respond(ies...)
 }
 
-func (n *Node) associationUpdate(m *message.AssociationUpdateRequest) []byte {
+func (n *Node) associationUpdate(peer netip.AddrPort, m *message.AssociationUpdateRequest) []byte {
 	respond := func(ies ...*ie.IE) []byte {
 		return marshal(message.NewAssociationUpdateResponse(m.SequenceNumber, append([]*ie.IE{n.nodeIDIE()}, ies...)...))
 	}
 	if m.NodeID == nil {
 		return respond(causeMissing)
 	}
-	if _, ok := n.association(m.NodeID); !ok {
+	if _, ok := n.association(m.NodeID, peer); !ok {
 		return respond(ie.NewCause(ie.CauseNoEstablishedPFCPAssociation))
 	}
 	return respond(ie.NewCause(ie.CauseRequestAccepted), n.upFeatures())
@@ -294,13 +400,8 @@ func (n *Node) associationRelease(peer netip.AddrPort, m *message.AssociationRel
 	if m.NodeID == nil {
 		return marshal(message.NewAssociationReleaseResponse(m.SequenceNumber, n.nodeIDIE(), causeMissing))
 	}
-	nodeID, ok := n.association(m.NodeID)
-	if ok && !n.isPeer(nodeID, peer.Addr()) {
-		// Only the SMF itself may end its association (and with it its sessions).
-		n.log.Warn("pfcp: association release refused: not sent by the associated SMF",
-			"peer", peer, "node_id", nodeID)
-		ok = false
-	}
+	// Only the SMF itself may end its association (and with it its sessions).
+	nodeID, ok := n.association(m.NodeID, peer)
 	if !ok {
 		return marshal(message.NewAssociationReleaseResponse(m.SequenceNumber, n.nodeIDIE(),
 			ie.NewCause(ie.CauseNoEstablishedPFCPAssociation)))
@@ -311,6 +412,7 @@ func (n *Node) associationRelease(peer netip.AddrPort, m *message.AssociationRel
 	n.mu.Unlock()
 	n.log.Info("pfcp: association released", "node_id", nodeID)
 	n.deletePeerSessions(nodeID, "association released", false)
+	n.forgetIdlePeer(nodeID)
 	return marshal(message.NewAssociationReleaseResponse(m.SequenceNumber, n.nodeIDIE(),
 		ie.NewCause(ie.CauseRequestAccepted)))
 }
@@ -324,7 +426,7 @@ func (n *Node) associated(nodeID string, addr netip.AddrPort, recovery time.Time
 	_, existed := n.assocs[nodeID]
 	last, known := n.recoveries[nodeID]
 	n.assocs[nodeID] = &Association{NodeID: nodeID, Address: addr, Recovery: recovery, Established: time.Now()}
-	n.recoveries[nodeID] = recovery
+	n.recoveries[nodeID] = peerRecord{recovery, addr.Addr().Unmap()}
 	delete(n.pending, nodeID)
 	n.answered.forget(addr.Addr())
 	n.mu.Unlock()
@@ -332,7 +434,7 @@ func (n *Node) associated(nodeID string, addr netip.AddrPort, recovery time.Time
 	case existed && !retain:
 		n.log.Info("pfcp: association set up again without session retention", "peer", addr, "node_id", nodeID)
 		n.deletePeerSessions(nodeID, "association set up again", false)
-	case !existed && known && !last.Equal(recovery) && !retain:
+	case !existed && known && !last.recovery.Equal(recovery) && !retain:
 		n.log.Info("pfcp: peer restarted; association established", "peer", addr, "node_id", nodeID)
 		n.deletePeerSessions(nodeID, "the peer restarted", false)
 	case existed:
@@ -342,23 +444,35 @@ func (n *Node) associated(nodeID string, addr netip.AddrPort, recovery time.Time
 	}
 }
 
-// isPeer reports whether addr is the address of nodeID's association.
-func (n *Node) isPeer(nodeID string, addr netip.Addr) bool {
-	n.mu.Lock()
+// forgetIdlePeer drops what is kept of a Node ID that has neither an association nor
+// sessions any more, so that peers that come and go leave nothing behind.
+func (n *Node) forgetIdlePeer(nodeID string) {
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	if n.ss.perPeer[nodeID] > 0 {
+		return
+	}
+	n.mu.Lock() // smu before mu
 	defer n.mu.Unlock()
-	a, ok := n.assocs[nodeID]
-	return ok && a.Address.Addr().Unmap() == addr.Unmap()
+	if _, ok := n.assocs[nodeID]; !ok {
+		delete(n.recoveries, nodeID)
+	}
 }
 
-// association returns the Node ID of an established association named by id.
-func (n *Node) association(id *ie.IE) (string, bool) {
+// association returns the Node ID of an established association named by id, if peer
+// speaks for it (mayActFor): a request naming another SMF's Node ID gets "no association".
+func (n *Node) association(id *ie.IE, peer netip.AddrPort) (string, bool) {
 	nodeID, err := id.NodeID()
 	if err != nil {
 		return "", false
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	_, ok := n.assocs[nodeID]
+	a, ok := n.assocs[nodeID]
+	if ok && !n.mayActFor(nodeID, a, peer.Addr()) {
+		n.log.Warn("pfcp: request naming another peer's Node ID refused", "peer", peer, "node_id", nodeID)
+		return nodeID, false
+	}
 	return nodeID, ok
 }
 
@@ -369,4 +483,26 @@ func marshal(m message.Message) []byte {
 		panic(fmt.Sprintf("pfcp: marshal %s: %v", m.MessageTypeName(), err))
 	}
 	return b
+}
+
+// tokenBucket limits a rate of events; its owner's lock guards it.
+type tokenBucket struct {
+	rate, burst float64 // per second, and at most at once
+	tokens      float64
+	last        time.Time
+}
+
+// take reports whether an event may happen at now, and counts it if so.
+func (b *tokenBucket) take(now time.Time) bool {
+	if b.last.IsZero() {
+		b.tokens = b.burst
+	} else {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }

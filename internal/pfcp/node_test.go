@@ -235,7 +235,8 @@ func TestServeOverUDP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := NewNode(Options{NodeID: "127.0.0.1", HeartbeatInterval: 50 * time.Millisecond, HeartbeatRetries: 10})
+	n := NewNode(Options{NodeID: "127.0.0.1", HeartbeatInterval: 50 * time.Millisecond, HeartbeatRetries: 10,
+		AllowedPeers: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Serve(ctx, conn) }()

@@ -114,12 +114,13 @@ func (n *Node) heartbeatAnswered(peer netip.AddrPort, m *message.HeartbeatRespon
 	}
 }
 
-// peerLost applies the lost-peer policy to the sessions of the peers lost.
+// peerLost applies the lost-peer policy to the sessions of the peers lost, and forgets the
+// peers left without sessions.
 func (n *Node) peerLost(nodeIDs []string) {
-	if !n.opts.DeleteSessionsOfLostPeers {
-		return
-	}
 	for _, id := range nodeIDs {
-		n.deletePeerSessions(id, "peer lost (pfcp_lost_peer_sessions: delete)", true)
+		if n.opts.DeleteSessionsOfLostPeers {
+			n.deletePeerSessions(id, "peer lost (pfcp_lost_peer_sessions: delete)", true)
+		}
+		n.forgetIdlePeer(id)
 	}
 }

@@ -29,6 +29,7 @@ const FirstSEID = 1 << 32
 type sessionState struct {
 	byID     map[uint64]*Session
 	bySMF    map[smfSEID]uint64
+	perPeer  map[string]int // sessions per peer Node ID
 	nextSEID uint64
 	alloc    *allocator
 }
@@ -75,7 +76,7 @@ func (n *Node) Usage(seid uint64) ([]rules.Usage, error) {
 
 // sessionEstablishment creates a session (TS 29.244 7.5.2): everything in the request is
 // applied, or nothing is.
-func (n *Node) sessionEstablishment(m *message.SessionEstablishmentRequest) []byte {
+func (n *Node) sessionEstablishment(from netip.AddrPort, m *message.SessionEstablishmentRequest) []byte {
 	var cpSEID uint64
 	respond := func(ies ...*ie.IE) []byte {
 		return marshal(message.NewSessionEstablishmentResponse(0, 0, cpSEID, m.SequenceNumber, 0,
@@ -89,7 +90,7 @@ func (n *Node) sessionEstablishment(m *message.SessionEstablishmentRequest) []by
 	if m.NodeID == nil {
 		return respond(missing(ie.NodeID)...)
 	}
-	peer, ok := n.association(m.NodeID)
+	peer, ok := n.association(m.NodeID, from)
 	if !ok {
 		return respond(ie.NewCause(ie.CauseNoEstablishedPFCPAssociation))
 	}
@@ -115,6 +116,9 @@ func (n *Node) sessionEstablishment(m *message.SessionEstablishmentRequest) []by
 		return refuse(&requestError{cause: ie.CauseRequestRejected,
 			msg: fmt.Sprintf("the SMF's SEID 0x%x already names session 0x%x", cpSEID, seid)})
 	}
+	if err := n.sessionRoom(peer); err != nil {
+		return refuse(err)
+	}
 	s := &Session{SEID: n.newSEID(), CPSEID: cpSEID, CPAddress: cpAddr, Peer: peer, Established: time.Now(),
 		PDRs: map[uint16]*PDR{}, FARs: map[uint32]*FAR{}, QERs: map[uint32]*QER{}, URRs: map[uint32]*URR{},
 		BARs: map[uint8]*BAR{}}
@@ -128,9 +132,24 @@ func (n *Node) sessionEstablishment(m *message.SessionEstablishmentRequest) []by
 	}
 	n.ss.byID[s.SEID] = s
 	n.ss.bySMF[smfSEID{peer, cpSEID}] = s.SEID
+	n.ss.perPeer[peer]++
 	n.log.Info("pfcp: session established", "seid", s.SEID, "cp_seid", cpSEID, "peer", peer, "pdrs", len(s.PDRs))
 	ies := []*ie.IE{ie.NewCause(ie.CauseRequestAccepted), ie.NewFSEID(s.SEID, n.opts.Address.AsSlice(), nil)}
 	return respond(append(ies, createdPDRs(nil, s)...)...)
+}
+
+// sessionRoom refuses a new session of peer with "No resources available" (TS 29.244 7.5.3)
+// when the sessions, or the peer's, are at their limit. n.smu is held.
+func (n *Node) sessionRoom(peer string) error {
+	switch {
+	case n.opts.MaxSessions > 0 && len(n.ss.byID) >= n.opts.MaxSessions:
+		return &requestError{cause: ie.CauseNoResourcesAvailable,
+			msg: fmt.Sprintf("%d PFCP sessions already: the datapath is full (limits.max_sessions)", len(n.ss.byID))}
+	case n.opts.MaxSessionsPerAssociation > 0 && n.ss.perPeer[peer] >= n.opts.MaxSessionsPerAssociation:
+		return &requestError{cause: ie.CauseNoResourcesAvailable,
+			msg: fmt.Sprintf("the SMF has %d sessions already (limits.max_sessions_per_association)", n.ss.perPeer[peer])}
+	}
+	return nil
 }
 
 // ruleChanges are the rule IEs of one request.
@@ -374,10 +393,10 @@ func (n *Node) sessionCheck(s *Session, found bool, peer netip.AddrPort) uint8 {
 	}
 	n.mu.Lock() // smu before mu
 	a, associated := n.assocs[s.Peer]
+	speaks := n.mayActFor(s.Peer, a, peer.Addr())
 	n.mu.Unlock()
-	from := peer.Addr().Unmap()
 	switch {
-	case associated && a.Address.Addr().Unmap() != from && s.CPAddress != from:
+	case associated && !speaks && s.CPAddress != peer.Addr().Unmap():
 		n.log.Warn("pfcp: request about a session from another peer than its SMF refused",
 			"seid", s.SEID, "peer", peer, "smf", s.Peer)
 		return ie.CauseSessionContextNotFound
@@ -393,6 +412,9 @@ func (n *Node) deleteSession(s *Session) ([]rules.Usage, error) {
 	n.ss.alloc.release(s, nil)
 	delete(n.ss.byID, s.SEID)
 	delete(n.ss.bySMF, smfSEID{s.Peer, s.CPSEID})
+	if n.ss.perPeer[s.Peer]--; n.ss.perPeer[s.Peer] <= 0 {
+		delete(n.ss.perPeer, s.Peer)
+	}
 	n.log.Info("pfcp: session deleted", "seid", s.SEID, "cp_seid", s.CPSEID, "peer", s.Peer)
 	return usage, err
 }

@@ -87,7 +87,8 @@ var (
 
 func newSessionNode(dp *fakeDatapath, opts ...func(*Options)) *Node {
 	o := Options{NodeID: "10.100.3.1", HeartbeatInterval: time.Second, HeartbeatRetries: 3, Datapath: dp,
-		Address: netip.MustParseAddr("10.100.3.1"), GTPUAddrs: []netip.Addr{n3}, UEPools: []netip.Prefix{uePool}}
+		AllowedPeers: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("127.0.0.0/8")},
+		Address:      netip.MustParseAddr("10.100.3.1"), GTPUAddrs: []netip.Addr{n3}, UEPools: []netip.Prefix{uePool}}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -35,7 +35,8 @@ func startUPF(t *testing.T, opts pfcp.Options) (*pfcp.Node, netip.AddrPort) {
 }
 
 func TestAssociateHeartbeatRelease(t *testing.T) {
-	upf, addr := startUPF(t, pfcp.Options{NodeID: "127.0.0.1", HeartbeatInterval: 30 * time.Millisecond, HeartbeatRetries: 10})
+	upf, addr := startUPF(t, pfcp.Options{NodeID: "127.0.0.1", HeartbeatInterval: 30 * time.Millisecond, HeartbeatRetries: 10,
+		AllowedPeers: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	c, err := Dial(addr, Options{NodeID: "smf.example"})
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,8 @@ func (t *Topology) Config(sessions []session.Session, httpListen string) *config
 	// On the N3 address, as GTP-U: the datapath must hand PFCP to the kernel. The gnb
 	// namespace reaches it, so tests play the SMF from there.
 	cfg.PFCPListen = PFCPAddr.String()
+	// The tests' SMFs play from the gnb host's addresses.
+	cfg.PFCPAllowedPeers = []netip.Prefix{netip.PrefixFrom(GNBAddr, subnetBits).Masked()}
 	cfg.UEPools = []netip.Prefix{UEPool}
 	cfg.Limits.MaxSessions = MaxSessions
 	cfg.Sessions = sessions
