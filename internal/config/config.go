@@ -167,6 +167,8 @@ type Config struct {
 	// UEPools are the IPv4 networks UE addresses are chosen from when an SMF asks the UPF to
 	// choose (UE IP Address with CHV4); empty: SMFs must give the addresses.
 	UEPools []netip.Prefix `yaml:"ue_pools"`
+	// UEPoolsOnly refuses UE addresses SMFs give outside UEPools.
+	UEPoolsOnly bool `yaml:"ue_pools_only"`
 	// NetworkInstances maps each network instance an SMF may name (in a PDI or forwarding
 	// parameters) to the interface it is reached through; empty accepts any name.
 	NetworkInstances map[string]string `yaml:"network_instances"`
@@ -302,6 +304,7 @@ type rawConfig struct {
 	PFCPRetries   yaml.Node           `yaml:"pfcp_heartbeat_retries"`
 	PFCPLost      string              `yaml:"pfcp_lost_peer_sessions"`
 	UEPools       []string            `yaml:"ue_pools"`
+	UEPoolsOnly   bool                `yaml:"ue_pools_only"`
 	Instances     map[string]string   `yaml:"network_instances"`
 	QoSAlgorithm  string              `yaml:"qos_algorithm"`
 	QoSClock      string              `yaml:"qos_clock"`
@@ -778,6 +781,12 @@ func (v *validator) pfcp(raw *rawConfig) {
 			raw.PFCPLost, LostPeerKeep, LostPeerDelete)
 	}
 	v.uePools(raw.UEPools)
+	switch {
+	case raw.UEPoolsOnly && len(v.cfg.UEPools) == 0:
+		v.addf("ue_pools_only: true without ue_pools would refuse every UE address; configure ue_pools or leave it false")
+	default:
+		v.cfg.UEPoolsOnly = raw.UEPoolsOnly
+	}
 	v.networkInstances(raw.Instances)
 
 	n, present, err := intNode(&raw.PFCPRetries, 1, MaxPFCPHeartbeatRetries)

@@ -430,6 +430,8 @@ func TestParseErrors(t *testing.T) {
 		{name: "smf peer not an address", yaml: minimal + "pfcp_smf_peers: [smf.example]\n", want: []string{`pfcp_smf_peers[0]: "smf.example" is not an SMF address`}},
 		{name: "smf peer twice", yaml: minimal + "pfcp_smf_peers: [192.0.2.10, \"192.0.2.10:8805\"]\n", want: []string{"pfcp_smf_peers[1]: 192.0.2.10:8805 is listed twice"}},
 		{name: "max_rule_sets zero", yaml: minimal + "limits: {max_rule_sets: 0}\n", want: []string{"limits.max_rule_sets:", "use 1 to 1048576"}},
+		{name: "ue_pools_only without pools", yaml: minimal + "ue_pools_only: true\n",
+			want: []string{"ue_pools_only: true without ue_pools would refuse every UE address"}},
 		{name: "max_associations zero", yaml: minimal + "limits: {max_associations: 0}\n", want: []string{"limits.max_associations:", "use 1 to 65536"}},
 		{name: "max_sessions_per_association zero", yaml: minimal + "limits: {max_sessions_per_association: 0}\n",
 			want: []string{"limits.max_sessions_per_association:", "use 1 to 4194304"}},

@@ -129,6 +129,8 @@ func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, log *slog.Logger) *pfcp.N
 		Address:                   n4Address(cfg),
 		GTPUAddrs:                 cfg.GTPUAddresses,
 		UEPools:                   cfg.UEPools,
+		UEPoolsOnly:               cfg.UEPoolsOnly,
+		IsLocal:                   (&localAddrs{}).has,
 		NetworkInstances:          cfg.NetworkInstances,
 		Logger:                    log,
 	})

@@ -38,6 +38,12 @@ func (n *Node) check(s *Session) error {
 				return fail("URR %d does not exist", u)
 			}
 		}
+		if p.UE.IsValid() && !p.UEChosen {
+			if why := n.unusableUE(p.UE); why != "" {
+				return &requestError{cause: ie.CauseMandatoryIEIncorrect, offending: ie.UEIPAddress,
+					msg: fmt.Sprintf("PDR %d: UE IP address %s %s", id, p.UE, why)}
+			}
+		}
 		if n := s.meteredQERs(p); n > rules.MaxMetersPerPDR {
 			return fail("%d of its QERs have an MBR in its direction; at most %d are supported", n, rules.MaxMetersPerPDR)
 		}
@@ -104,6 +110,22 @@ func checkForwarding(f *FAR) error {
 // ohcGTPUIPv4 is the Outer Header Creation Description GTP-U/UDP/IPv4 (TS 29.244 8.2.56,
 // octet 5 bit 1), the only one the datapath encapsulates with.
 const ohcGTPUIPv4 = 0x0100
+
+// unusableUE says why a UE address an SMF gives cannot be a UE's, or "": an address of this
+// UPF (the session would receive what is sent to the UPF), one that is not a unicast
+// address of a host, or, with UEPoolsOnly, one outside the UE pools.
+func (n *Node) unusableUE(a netip.Addr) string {
+	switch {
+	case !a.Is4() || a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.IsLinkLocalUnicast() ||
+		a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) || netip.MustParsePrefix("240.0.0.0/4").Contains(a):
+		return "is not a unicast address a UE may have"
+	case n.opts.IsLocal != nil && n.opts.IsLocal(a):
+		return "is an address of this UPF"
+	case n.opts.UEPoolsOnly && !containsAddr(n.opts.UEPools, a):
+		return fmt.Sprintf("is outside the UE pools %v (ue_pools_only)", n.opts.UEPools)
+	}
+	return ""
+}
 
 // meteredQERs counts the QERs of p with an MBR in p's direction (uplink: on an F-TEID).
 func (s *Session) meteredQERs(p *PDR) int {

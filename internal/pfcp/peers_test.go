@@ -181,3 +181,39 @@ func TestNoAmplification(t *testing.T) {
 		}
 	}
 }
+
+// TestUEAddressesRefused: a session may not claim an address of the UPF, or one no UE can
+// have; with UEPoolsOnly, not one outside the pools either.
+func TestUEAddressesRefused(t *testing.T) {
+	n6 := netip.MustParseAddr("10.100.6.1")
+	for _, c := range []struct {
+		ue        string
+		poolsOnly bool
+		want      uint8
+	}{
+		{"10.100.6.1", false, ie.CauseMandatoryIEIncorrect}, // the UPF's N6 address
+		{"10.100.1.1", false, ie.CauseMandatoryIEIncorrect}, // its N3 address
+		{"127.0.0.1", false, ie.CauseMandatoryIEIncorrect},
+		{"0.0.0.0", false, ie.CauseMandatoryIEIncorrect},
+		{"255.255.255.255", false, ie.CauseMandatoryIEIncorrect},
+		{"224.0.0.1", false, ie.CauseMandatoryIEIncorrect},
+		{"169.254.1.1", false, ie.CauseMandatoryIEIncorrect},
+		{"10.45.0.7", true, ie.CauseMandatoryIEIncorrect}, // outside the pool 10.46.0.0/30
+		{"10.45.0.7", false, ie.CauseRequestAccepted},
+		{"10.46.0.1", true, ie.CauseRequestAccepted},
+	} {
+		p := newPFCPTest(t, func(o *Options) {
+			o.IsLocal = func(a netip.Addr) bool { return a == n6 || a == n3 }
+			o.UEPoolsOnly = c.poolsOnly
+		})
+		r := p.establish(0x80, basicSession(netip.MustParseAddr(c.ue))...)
+		got, _ := r.Cause.Cause()
+		var off uint16
+		if r.OffendingIE != nil {
+			off, _ = r.OffendingIE.OffendingIE()
+		}
+		if got != c.want || (got != ie.CauseRequestAccepted && off != ie.UEIPAddress) {
+			t.Errorf("UE %s (pools only %v): cause %d, offending IE %d; want cause %d", c.ue, c.poolsOnly, got, off, c.want)
+		}
+	}
+}
