@@ -1,28 +1,46 @@
 package pfcp
 
 import (
+	crand "crypto/rand"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"net/netip"
+	"time"
 
 	"github.com/wmnsk/go-pfcp/ie"
 
 	"github.com/xupf/xupf/internal/rules"
 )
 
+// teidGrace is how long a released TEID is not given again: a gNB may still send a few
+// packets on it, which must not reach another session.
+const teidGrace = time.Minute
+
 // allocator hands out the TEIDs and UE addresses this UPF chooses for its sessions (F-TEID
 // CHOOSE and UE IP address CHV4). Each is unique: an address or TEID is never given to two
 // sessions, nor one a static session or an SMF-chosen F-TEID already uses.
 type allocator struct {
-	inUse    func(rules.Key) bool
-	teids    map[uint32]uint64 // allocated TEID -> SEID
-	nextTEID uint32
-	pools    []netip.Prefix
-	ues      map[netip.Addr]uint64 // allocated UE address -> SEID
-	nextUE   []netip.Addr          // per pool: where the next search starts
+	inUse func(rules.Key) bool
+	teids map[uint32]uint64 // allocated TEID -> SEID
+	// TEIDs are drawn at random, so that a live one cannot be guessed from another, from
+	// 1..maxTEID; a released one waits out teidGrace in quarantine (oldest first in
+	// released).
+	rand       *rand.Rand
+	maxTEID    uint32
+	quarantine map[uint32]bool
+	released   []releasedTEID
+	now        func() time.Time
+	pools      []netip.Prefix
+	ues        map[netip.Addr]uint64 // allocated UE address -> SEID
+	nextUE     []netip.Addr          // per pool: where the next search starts
 }
 
 func newAllocator(pools []netip.Prefix, inUse func(rules.Key) bool) *allocator {
-	a := &allocator{inUse: inUse, teids: map[uint32]uint64{}, nextTEID: 1, pools: pools,
+	var seed [32]byte
+	crand.Read(seed[:]) // never fails (crypto/rand panics rather than return short)
+	a := &allocator{inUse: inUse, teids: map[uint32]uint64{}, rand: rand.New(rand.NewChaCha8(seed)),
+		maxTEID: math.MaxUint32, quarantine: map[uint32]bool{}, now: time.Now, pools: pools,
 		ues: map[netip.Addr]uint64{}}
 	for _, p := range pools {
 		a.nextUE = append(a.nextUE, p.Masked().Addr())
@@ -30,22 +48,39 @@ func newAllocator(pools []netip.Prefix, inUse func(rules.Key) bool) *allocator {
 	return a
 }
 
-// teid allocates a TEID for seid: the next free one after the last given (wrapping past
-// 2^32-1 to 1; 0 is reserved), so a released TEID is not reused soon.
+type releasedTEID struct {
+	teid uint32
+	at   time.Time
+}
+
+// teid allocates a TEID for seid: the first free one from a random point of 1..maxTEID on
+// (0 is reserved), neither in use nor released less than teidGrace ago.
 func (a *allocator) teid(seid uint64) (uint32, bool) {
-	for range len(a.teids) + 1024 {
-		t := a.nextTEID
-		a.nextTEID++
-		if a.nextTEID == 0 {
-			a.nextTEID = 1
-		}
-		if _, taken := a.teids[t]; taken || a.inUse(rules.Key{Uplink: true, TEID: t}) {
+	a.endQuarantine()
+	space := uint64(a.maxTEID)
+	start := a.rand.Uint64N(space)
+	for i := range min(uint64(len(a.teids)+len(a.quarantine)+1024), space) {
+		t := uint32(1 + (start+i)%space)
+		if _, taken := a.teids[t]; taken || a.quarantine[t] || a.inUse(rules.Key{Uplink: true, TEID: t}) {
 			continue
 		}
 		a.teids[t] = seid
 		return t, true
 	}
 	return 0, false
+}
+
+// endQuarantine frees the TEIDs released teidGrace ago or longer.
+func (a *allocator) endQuarantine() {
+	now, n := a.now(), 0
+	for _, r := range a.released {
+		if now.Sub(r.at) < teidGrace {
+			break
+		}
+		delete(a.quarantine, r.teid)
+		n++
+	}
+	a.released = a.released[n:]
 }
 
 // ue allocates a UE address for seid from the pools, skipping each pool's network and
@@ -96,9 +131,12 @@ func (a *allocator) release(old, new *Session) {
 	if new != nil {
 		newT, newU = allocated(new)
 	}
+	now := a.now()
 	for t := range oldT {
 		if !newT[t] {
 			delete(a.teids, t)
+			a.quarantine[t] = true
+			a.released = append(a.released, releasedTEID{t, now})
 		}
 	}
 	for u := range oldU {

@@ -1,0 +1,63 @@
+package pfcp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/xupf/xupf/internal/rules"
+)
+
+func noKeysInUse(rules.Key) bool { return false }
+
+// TestTEIDsUnpredictable: the TEIDs xupfd chooses do not follow each other, so one session's
+// TEID tells nothing of another's.
+func TestTEIDsUnpredictable(t *testing.T) {
+	a := newAllocator(nil, noKeysInUse)
+	seen := map[uint32]bool{}
+	var last uint32
+	next := 0
+	for i := range 10000 {
+		teid, ok := a.teid(uint64(i))
+		if !ok || teid == 0 || seen[teid] {
+			t.Fatalf("allocation %d: TEID 0x%x (ok %v), seen before %v", i, teid, ok, seen[teid])
+		}
+		seen[teid] = true
+		if teid == last+1 {
+			next++
+		}
+		last = teid
+	}
+	if next > 10 {
+		t.Errorf("%d of 10000 TEIDs followed the one before", next)
+	}
+}
+
+// TestReleasedTEIDsQuarantined: a released TEID is not given again within teidGrace.
+func TestReleasedTEIDsQuarantined(t *testing.T) {
+	now := time.Unix(1000, 0)
+	a := newAllocator(nil, noKeysInUse)
+	a.maxTEID, a.now = 8, func() time.Time { return now }
+	s := &Session{PDRs: map[uint16]*PDR{}}
+	for i := range 8 {
+		teid, ok := a.teid(1)
+		if !ok {
+			t.Fatalf("TEID %d of 8: none free", i)
+		}
+		s.PDRs[uint16(i)] = &PDR{FTEID: &FTEID{TEID: teid, Chosen: true}}
+	}
+	if teid, ok := a.teid(2); ok {
+		t.Fatalf("a ninth TEID 0x%x out of 8", teid)
+	}
+	a.release(s, nil)
+	now = now.Add(teidGrace - time.Second)
+	if teid, ok := a.teid(2); ok {
+		t.Errorf("TEID 0x%x given again %s after its release", teid, teidGrace-time.Second)
+	}
+	now = now.Add(time.Second)
+	if _, ok := a.teid(2); !ok {
+		t.Errorf("no TEID free %s after the release", teidGrace)
+	}
+	if len(a.quarantine) != 0 || len(a.released) != 0 {
+		t.Errorf("quarantine of %d (%d in order) after the grace period", len(a.quarantine), len(a.released))
+	}
+}
