@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wmnsk/go-pfcp/ie"
 	"github.com/wmnsk/go-pfcp/message"
 
 	"github.com/xupf/xupf/internal/pfcpclient"
@@ -33,6 +34,22 @@ func FuzzHandle(f *testing.F) {
 		for _, m := range conversation {
 			f.Add(m)
 		}
+	}
+	// The message types the conversations lack: an association update, the answers to
+	// the UPF's own heartbeat and setup requests, a report response, a pfcpsim-style
+	// buffering FAR with placeholder forwarding parameters.
+	placeholder := basicSession(ue1)
+	placeholder[3] = ie.NewCreateFAR(ie.NewFARID(2), ie.NewApplyAction(0x04), ie.NewForwardingParameters(
+		ie.NewDestinationInterface(ie.DstInterfaceAccess), ie.NewOuterHeaderCreation(0x0100, 0, "0.0.0.0", "", 0, 0, 0)))
+	for _, m := range []message.Message{
+		message.NewAssociationUpdateRequest(2, ie.NewNodeID(smfNode, "", ""), ie.NewCPFunctionFeatures(0)),
+		message.NewHeartbeatResponse(1, ie.NewRecoveryTimeStamp(peerTS)),
+		message.NewAssociationSetupResponse(1, ie.NewNodeID(smfNode, "", ""), ie.NewCause(ie.CauseRequestAccepted),
+			ie.NewRecoveryTimeStamp(peerTS)),
+		message.NewSessionReportResponse(0, 0, FirstSEID, 3, 0, ie.NewCause(ie.CauseRequestAccepted)),
+		establishment(4, 0x33, placeholder...),
+	} {
+		f.Add(bytesOf(f, m))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		panics := &panicCounter{}

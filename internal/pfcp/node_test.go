@@ -23,7 +23,7 @@ func newTestNode() *Node {
 		HeartbeatInterval: time.Second, HeartbeatRetries: 3})
 }
 
-func bytesOf(t *testing.T, m message.Message) []byte {
+func bytesOf(t testing.TB, m message.Message) []byte {
 	t.Helper()
 	b := make([]byte, m.MarshalLen())
 	if err := m.MarshalTo(b); err != nil {
