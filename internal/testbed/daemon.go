@@ -185,6 +185,29 @@ func (d *Daemon) Stop() error {
 	return d.stopErr
 }
 
+// Kill ends the daemon with SIGKILL, as a crash would, and waits until it has exited; Stop
+// then returns nil. It fails when the daemon was already stopped.
+func (d *Daemon) Kill() error {
+	err := errors.New("testbed: xupfd was already stopped")
+	d.stopOnce.Do(func() {
+		err = d.kill()
+		d.stopErr = err
+	})
+	return err
+}
+
+func (d *Daemon) kill() error {
+	if err := d.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("testbed: SIGKILL xupfd (pid %d): %w", d.PID(), err)
+	}
+	select {
+	case <-d.done:
+		return nil
+	case <-time.After(killTimeout):
+		return fmt.Errorf("testbed: xupfd (pid %d) still running after SIGKILL", d.PID())
+	}
+}
+
 func (d *Daemon) stop() error {
 	select {
 	case <-d.done:
@@ -199,15 +222,10 @@ func (d *Daemon) stop() error {
 		return exitErr(d.waitErr)
 	case <-time.After(stopTimeout):
 	}
-	if err := d.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("testbed: SIGKILL xupfd (pid %d): %w", d.PID(), err)
+	if err := d.kill(); err != nil {
+		return err
 	}
-	select {
-	case <-d.done:
-		return fmt.Errorf("testbed: xupfd (pid %d) ignored SIGTERM for %s and was killed", d.PID(), stopTimeout)
-	case <-time.After(killTimeout):
-		return fmt.Errorf("testbed: xupfd (pid %d) still running after SIGKILL", d.PID())
-	}
+	return fmt.Errorf("testbed: xupfd (pid %d) ignored SIGTERM for %s and was killed", d.PID(), stopTimeout)
 }
 
 func exitErr(err error) error {

@@ -5,9 +5,9 @@
 //	gnb ns                 upf ns                        dn ns
 //	gnb0 10.100.3.2 ---- n3 10.100.3.1  n6 10.100.6.1 ---- dn0 10.100.6.2
 //
-// Every name that lives outside the namespaces (the namespaces themselves, the bpffs pin
-// directory) carries a per-run suffix, so parallel runs and leftovers of crashed runs do not
-// collide. Interface names need no suffix: they only exist inside the run's namespaces.
+// Every name that lives outside the namespaces (the namespaces themselves, the bpffs mount)
+// carries a per-run suffix, so parallel runs and leftovers of crashed runs do not collide.
+// Interface names need no suffix: they only exist inside the run's namespaces.
 package testbed
 
 import (
@@ -17,7 +17,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 
@@ -68,8 +68,11 @@ type Topology struct {
 	Suffix string
 	// Namespace names, usable with `ip netns exec`.
 	GNBNS, UPFNS, DNNS string
-	// BPFFS is the daemon's pin directory written by WriteConfig.
+	// BPFFS is the daemon's pin directory written by WriteConfig, in a bpffs of the run's
+	// own mounted under BPFFSRoot (see mountBPFFS).
 	BPFFS string
+
+	bpffsMount string // where this run's bpffs is mounted, once it is
 
 	handles map[string]netns.NsHandle
 	created []string             // namespaces to delete on Close, in creation order
@@ -109,7 +112,7 @@ func NewWith(prefix string, opts Options) (t *Topology, err error) {
 		GNBNS:   fmt.Sprintf("%s-gnb-%s", prefix, suffix),
 		UPFNS:   fmt.Sprintf("%s-upf-%s", prefix, suffix),
 		DNNS:    fmt.Sprintf("%s-dn-%s", prefix, suffix),
-		BPFFS:   fmt.Sprintf("/sys/fs/bpf/%s-%s", prefix, suffix),
+		BPFFS:   filepath.Join(BPFFSRoot, prefix+"-"+suffix, "xupf"),
 		handles: make(map[string]netns.NsHandle, 3),
 		xdp:     make(map[string]link.Link, 2),
 		queues:  max(opts.Queues, 1),
@@ -120,6 +123,9 @@ func NewWith(prefix string, opts Options) (t *Topology, err error) {
 			t = nil
 		}
 	}()
+	if err := t.mountBPFFS(); err != nil {
+		return t, err
+	}
 	for _, name := range []string{t.GNBNS, t.UPFNS, t.DNNS} {
 		if err := t.createNS(name); err != nil {
 			return t, err
@@ -229,19 +235,15 @@ func (t *Topology) Close() error {
 		for _, l := range t.xdp {
 			errs = append(errs, l.Close())
 		}
+		// Unpinning the links of a daemon that did not clean up (it was killed) detaches
+		// XDP: the interfaces are then free to go with their namespace.
+		errs = append(errs, t.unmountBPFFS())
 		for _, h := range t.handles {
 			errs = append(errs, h.Close())
 		}
 		for i := len(t.created) - 1; i >= 0; i-- {
 			if err := netns.DeleteNamed(t.created[i]); err != nil {
 				errs = append(errs, fmt.Errorf("testbed: delete netns %s: %w", t.created[i], err))
-			}
-		}
-		// The daemon normally pins inside its own mount namespace (ip netns exec remounts
-		// /sys), so this exists only if it was run differently; remove it either way.
-		if t.BPFFS != "" {
-			if err := os.RemoveAll(t.BPFFS); err != nil {
-				errs = append(errs, fmt.Errorf("testbed: remove %s: %w", t.BPFFS, err))
 			}
 		}
 		t.closeErr = errors.Join(errs...)

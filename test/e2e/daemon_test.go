@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/xupf/xupf/internal/testbed"
 )
 
@@ -61,34 +59,14 @@ func TestInvalidConfigRejected(t *testing.T) {
 // program on its interfaces.
 func TestShutdownDetaches(t *testing.T) {
 	e := newEnv(t)
-	attached := func() (map[string]bool, error) {
-		out := map[string]bool{}
-		err := e.topo.Do(e.topo.UPFNS, func() error {
-			for _, name := range []string{testbed.N3If, testbed.N6If} {
-				l, err := netlink.LinkByName(name)
-				if err != nil {
-					return err
-				}
-				out[name] = l.Attrs().Xdp != nil && l.Attrs().Xdp.Attached
-			}
-			return nil
-		})
-		return out, err
-	}
-	before, err := attached()
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := e.xdpAttached(t)
 	if !before[testbed.N3If] || !before[testbed.N6If] {
 		t.Fatalf("XDP not attached while xupfd runs: %v", before)
 	}
 	if err := e.daemon.Stop(); err != nil {
 		t.Fatalf("xupfd did not stop cleanly: %v\n%s", err, e.daemon.LogTail())
 	}
-	after, err := attached()
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := e.xdpAttached(t)
 	if after[testbed.N3If] || after[testbed.N6If] {
 		t.Errorf("XDP still attached after shutdown: %v", after)
 	}
