@@ -158,6 +158,7 @@ func Load(opts Options) (*Datapath, error) {
 	if err := ensurePinPath(opts.PinPath); err != nil {
 		return nil, err
 	}
+	warnIfPinsDie(opts.PinPath, opts.Logger)
 
 	d := &Datapath{
 		opts:       opts,
