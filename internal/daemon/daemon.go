@@ -45,7 +45,9 @@ type Daemon struct {
 
 // New loads the datapath, attaches it to the configured interfaces and installs the static
 // sessions. On error everything it did is undone.
-func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err error) {
+//
+// The result is not named: `return nil, err` would clear it before the deferred Close runs.
+func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err error) {
 	// Check the host first: a missing interface should not cost a datapath load and unload.
 	for _, iface := range cfg.Interfaces {
 		if err := checkForwarding(iface.Name); err != nil {
@@ -66,7 +68,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 	if err != nil {
 		return nil, err
 	}
-	d = &Daemon{cfg: cfg, log: log, version: version, started: time.Now(), dp: dp, pfcpNode: newPFCPNode(cfg, dp, log),
+	d := &Daemon{cfg: cfg, log: log, version: version, started: time.Now(), dp: dp, pfcpNode: newPFCPNode(cfg, dp, log),
 		stopClock: func() {}}
 	if cfg.QoSClock == config.ClockUser {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -80,8 +82,11 @@ func New(cfg *config.Config, log *slog.Logger, version string) (d *Daemon, err e
 	}
 	d.initClassifier(dp)
 	defer func() {
-		if err != nil {
-			d.Close()
+		if err == nil {
+			return
+		}
+		if cerr := d.Close(); cerr != nil {
+			log.Error("undo the start-up: close the datapath", "err", cerr)
 		}
 	}()
 

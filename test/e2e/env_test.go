@@ -53,18 +53,7 @@ func newEnvWith(t *testing.T, sessions ...session.Session) *env {
 // newEnvConfig is newEnvWith with the configuration changed by edit (when not nil) first.
 func newEnvConfig(t testing.TB, edit func(*config.Config), sessions ...session.Session) *env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces and XDP")
-	}
-	topo, err := testbed.New("xupf-e2e")
-	if err != nil {
-		t.Fatalf("testbed: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := topo.Close(); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
+	topo := newTopology(t)
 	cfg := filepath.Join(t.TempDir(), "xupfd.yaml")
 	c := topo.Config(sessions, httpListen)
 	if edit != nil {
@@ -92,6 +81,24 @@ func newEnvConfig(t testing.TB, edit func(*config.Config), sessions ...session.S
 		}
 	})
 	return e
+}
+
+// newTopology builds a fresh topology, torn down by t.Cleanup.
+func newTopology(t testing.TB) *testbed.Topology {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and XDP")
+	}
+	topo, err := testbed.New("xupf-e2e")
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := topo.Close(); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	})
+	return topo
 }
 
 func (e *env) ctx() context.Context {

@@ -1,12 +1,20 @@
 package e2e
 
 import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/xupf/xupf/internal/config"
+	"github.com/xupf/xupf/internal/session"
 	"github.com/xupf/xupf/internal/testbed"
 )
 
@@ -73,5 +81,95 @@ func TestPrivateBPFFSWarns(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log does not say %q:\n%s", want, log)
 		}
+	}
+}
+
+// startFails runs xupfd in the upf namespace with cfg, which must fail: it checks that xupfd
+// exited with status 1 (a panic exits with 2) and printed no stack trace, and returns what it
+// wrote.
+func startFails(t *testing.T, topo *testbed.Topology, cfg *config.Config) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "xupfd.yaml")
+	if err := topo.WriteConfigFile(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := topo.Command(ctx, topo.UPFNS, xupfdBin, "--config", path).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("xupfd: %v, want exit status 1; it wrote:\n%s", err, out)
+	}
+	if strings.Contains(string(out), "panic") || strings.Contains(string(out), "goroutine ") {
+		t.Errorf("xupfd printed a stack trace:\n%s", out)
+	}
+	return string(out)
+}
+
+// inUPF runs fn in the upf namespace, failing t on error.
+func inUPF(t *testing.T, topo *testbed.Topology, fn func() error) {
+	t.Helper()
+	if err := topo.Do(topo.UPFNS, fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStartFailures starts xupfd into each failure of the start-up: each must end in the error
+// message (no stack trace) and leave nothing behind, neither XDP on n3 (attached first) nor
+// pins.
+func TestStartFailures(t *testing.T) {
+	topo := newTopology(t)
+	cases := []struct {
+		name    string
+		prepare func(t *testing.T, cfg *config.Config)
+		want    string
+	}{
+		{"another XDP program on n6", func(t *testing.T, _ *config.Config) {
+			inUPF(t, topo, func() error {
+				l, err := testbed.AttachXDPPass(testbed.N6If)
+				if err == nil {
+					t.Cleanup(func() { l.Close() })
+				}
+				return err
+			})
+		}, `attach to "n6": another XDP program is attached`},
+		{"no native XDP on lo", func(_ *testing.T, cfg *config.Config) {
+			cfg.Interfaces[1].Name = "lo"
+		}, `attach to "lo": native XDP is not supported by this interface`},
+		{"http_listen busy", func(t *testing.T, _ *config.Config) {
+			inUPF(t, topo, func() error {
+				ln, err := net.Listen("tcp", httpListen)
+				if err == nil {
+					t.Cleanup(func() { ln.Close() })
+				}
+				return err
+			})
+		}, "http_listen " + httpListen + ": "},
+		{"pfcp_listen busy", func(t *testing.T, _ *config.Config) {
+			inUPF(t, topo, func() error {
+				c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(testbed.PFCPAddr))
+				if err == nil {
+					t.Cleanup(func() { c.Close() })
+				}
+				return err
+			})
+		}, "pfcp_listen " + testbed.PFCPAddr.String() + ": "},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := topo.Config([]session.Session{sessQFI, sessNoQFI}, httpListen)
+			c.prepare(t, cfg)
+			out := startFails(t, topo, cfg)
+			if !strings.Contains(out, c.want) {
+				t.Errorf("xupfd does not say %q:\n%s", c.want, out)
+			}
+			e := &env{t: t, topo: topo}
+			if a := e.xdpAttached(t); a[testbed.N3If] {
+				t.Errorf("XDP left attached to n3 by the failed start")
+			}
+			if _, err := os.Stat(topo.BPFFS); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("pins left by the failed start: stat %s: %v", topo.BPFFS, err)
+			}
+		})
 	}
 }
