@@ -30,6 +30,11 @@ type Daemon struct {
 	started  time.Time
 	dp       *datapath.Datapath
 	attached []api.Interface
+	// pinLock is New's claim on the bpffs directory; Close releases it.
+	pinLock *datapath.PinLock
+	// httpLn and pfcpConn are bound by New (see listen) and served by Run.
+	httpLn   net.Listener
+	pfcpConn *net.UDPConn
 	// pfcpNode answers the SMFs on pfcp_listen; Run serves it.
 	pfcpNode *pfcp.Node
 	// stopClock stops advancing the meters' user clock (qos_clock: user).
@@ -43,8 +48,13 @@ type Daemon struct {
 	classDP classDatapath
 }
 
-// New loads the datapath, attaches it to the configured interfaces and installs the static
-// sessions. On error everything it did is undone.
+// New claims the bpffs directory, binds the API and PFCP sockets, loads the datapath,
+// attaches it to the configured interfaces and installs the static sessions. On error
+// everything it did is undone.
+//
+// What can fail without touching the datapath comes first: another xupfd on the same pins,
+// or a restart whose ports are taken, must fail before it changes anything a running (or
+// crashed but still forwarding) instance owns.
 //
 // The result is not named: `return nil, err` would clear it before the deferred Close runs.
 func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err error) {
@@ -53,6 +63,22 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		if err := checkForwarding(iface.Name); err != nil {
 			return nil, err
 		}
+	}
+	lock, err := datapath.LockPinPath(cfg.BPFFS)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, log: log, version: version, started: time.Now(), pinLock: lock, stopClock: func() {}}
+	defer func() {
+		if err == nil {
+			return
+		}
+		if cerr := d.Close(); cerr != nil {
+			log.Error("undo the start-up", "err", cerr)
+		}
+	}()
+	if err := d.listen(); err != nil {
+		return nil, err
 	}
 	dp, err := datapath.Load(datapath.Options{
 		PinPath:       cfg.BPFFS,
@@ -68,8 +94,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log, version: version, started: time.Now(), dp: dp, pfcpNode: newPFCPNode(cfg, dp, log),
-		stopClock: func() {}}
+	d.dp, d.pfcpNode = dp, newPFCPNode(cfg, dp, log)
 	if cfg.QoSClock == config.ClockUser {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -81,14 +106,6 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		d.stopClock = func() { cancel(); <-done }
 	}
 	d.initClassifier(dp)
-	defer func() {
-		if err == nil {
-			return
-		}
-		if cerr := d.Close(); cerr != nil {
-			log.Error("undo the start-up: close the datapath", "err", cerr)
-		}
-	}()
 
 	for _, iface := range cfg.Interfaces {
 		a, err := dp.Attach(iface.Name, datapath.XDPMode(cfg.XDPMode), cfg.XDPFallback)
@@ -154,28 +171,26 @@ func n4Address(cfg *config.Config) netip.Addr {
 	return cfg.GTPUAddresses[0]
 }
 
-// Run serves the HTTP API on http_listen and PFCP on pfcp_listen until ctx is done or one of
-// them fails, then stops both. It returns nil after a shutdown through ctx, else the failure.
-func (d *Daemon) Run(ctx context.Context) error {
-	return d.run(ctx, nil)
-}
-
-// run is Run; listening, when not nil, is told the bound addresses once both are bound (tests
-// listen on port 0).
-func (d *Daemon) run(ctx context.Context, listening func(httpAddr, pfcpAddr net.Addr)) error {
+// listen binds the API's listener on http_listen and the PFCP socket on pfcp_listen.
+func (d *Daemon) listen() error {
 	ln, err := net.Listen("tcp", d.cfg.HTTPListen)
 	if err != nil {
-		return fmt.Errorf("http_listen %s: %w", d.cfg.HTTPListen, err)
+		return fmt.Errorf("http_listen %s: %w; free the port or set http_listen to another address", d.cfg.HTTPListen, err)
 	}
 	conn, err := listenPFCP(d.cfg.PFCPListen)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	if listening != nil {
-		listening(ln.Addr(), conn.LocalAddr())
-	}
+	d.httpLn, d.pfcpConn = ln, conn
+	return nil
+}
 
+// Run serves the HTTP API and PFCP on the sockets New bound until ctx is done or one of them
+// fails, then stops both and closes the sockets. It returns nil after a shutdown through ctx,
+// else the failure.
+func (d *Daemon) Run(ctx context.Context) error {
+	ln, conn := d.httpLn, d.pfcpConn
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	srv := &http.Server{Handler: api.NewHandler(d, d.log), ReadHeaderTimeout: 5 * time.Second}
@@ -230,10 +245,20 @@ func listenPFCP(addr string) (*net.UDPConn, error) {
 	return conn, nil
 }
 
-// Close detaches the datapath and removes its pins.
+// Close closes the sockets (unless Run has), detaches the datapath, removes its pins and
+// releases the bpffs directory. It undoes a New that stopped half-way too.
 func (d *Daemon) Close() error {
+	// After Run they are closed already, and closing again only says so.
+	if d.httpLn != nil {
+		d.httpLn.Close()
+		d.pfcpConn.Close()
+	}
 	d.stopClock()
-	return d.dp.Close(true)
+	var err error
+	if d.dp != nil {
+		err = d.dp.Close(true)
+	}
+	return errors.Join(err, d.pinLock.Unlock())
 }
 
 // The configuration's names of the meters' algorithms and clocks.

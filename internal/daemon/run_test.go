@@ -49,20 +49,12 @@ func startRun(t *testing.T, cfg *config.Config) *running {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	d := &Daemon{cfg: cfg, log: log, pfcpNode: newPFCPNode(cfg, nil, log)}
-	ctx, cancel := context.WithCancel(t.Context())
-	r := &running{cancel: cancel, done: make(chan error, 1)}
-	bound := make(chan struct{})
-	go func() {
-		r.done <- d.run(ctx, func(httpAddr, pfcpAddr net.Addr) {
-			r.httpAddr, r.pfcpAddr = httpAddr, pfcpAddr.(*net.UDPAddr)
-			close(bound)
-		})
-	}()
-	select {
-	case <-bound:
-	case err := <-r.done:
-		t.Fatalf("Run: %v", err)
+	if err := d.listen(); err != nil {
+		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &running{cancel: cancel, done: make(chan error, 1), httpAddr: d.httpLn.Addr(), pfcpAddr: d.pfcpConn.LocalAddr().(*net.UDPAddr)}
+	go func() { r.done <- d.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		<-r.done
@@ -247,7 +239,7 @@ func TestRunHeartbeats(t *testing.T) {
 	}
 }
 
-func TestRunPFCPListenBusy(t *testing.T) {
+func TestListenPFCPBusy(t *testing.T) {
 	busy, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -265,9 +257,9 @@ func TestRunPFCPListenBusy(t *testing.T) {
 	cfg.HTTPListen = httpAddr
 	cfg.PFCPListen = busy.LocalAddr().String()
 	d := &Daemon{cfg: cfg, log: slog.New(slog.DiscardHandler), pfcpNode: newPFCPNode(cfg, nil, nil)}
-	err = d.Run(t.Context())
+	err = d.listen()
 	if err == nil {
-		t.Fatal("Run succeeded with pfcp_listen in use")
+		t.Fatal("listen succeeded with pfcp_listen in use")
 	}
 	if want := "pfcp_listen " + cfg.PFCPListen + ": "; !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("error %q does not start with %q", err, want)

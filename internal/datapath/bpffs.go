@@ -1,11 +1,13 @@
 package datapath
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -79,4 +81,99 @@ func warnIfPinsDie(dir string, log *slog.Logger) {
 		"makes /sys): the pins go with the process, so a crash detaches XDP and stops forwarding; mount "+
 		"a bpffs outside /sys that outlives it (`mkdir -p /run/xupf/bpffs && mount -t bpf bpf "+
 		"/run/xupf/bpffs`) and set bpffs to a directory in it", "bpffs", dir)
+}
+
+// PinLock is one process's claim on a pin directory: an exclusive flock(2) on the directory,
+// which the kernel drops when the process ends, so a crash leaves no stale lock behind.
+type PinLock struct {
+	dir string
+	f   *os.File
+}
+
+// lockAttempts bounds LockPinPath's retries when the directory is replaced under it.
+const lockAttempts = 3
+
+// LockPinPath makes dir (mounting /sys/fs/bpf as Load does) and locks it. When another
+// process holds the lock, the error names it and nothing under dir has been touched.
+func LockPinPath(dir string) (*PinLock, error) {
+	for range lockAttempts {
+		if err := ensurePinPath(dir); err != nil {
+			return nil, err
+		}
+		f, err := os.Open(dir)
+		if err != nil {
+			return nil, fmt.Errorf("open bpffs pin path: %w", err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("bpffs %s is in use by %s; stop it first, or give this instance "+
+					"its own bpffs directory and interfaces", dir, lockHolder(dir))
+			}
+			return nil, fmt.Errorf("lock bpffs pin path %s: %w", dir, err)
+		}
+		// The last holder removes the directory as it exits: a lock on the removed one
+		// guards nothing, so lock the one that is there now.
+		if sameFile(f, dir) {
+			return &PinLock{dir: dir, f: f}, nil
+		}
+		f.Close()
+	}
+	return nil, fmt.Errorf("lock bpffs pin path %s: it was replaced %d times while being locked", dir, lockAttempts)
+}
+
+// Unlock releases the lock, first removing the directory when it is empty (a start that failed
+// before pinning anything leaves nothing behind).
+func (l *PinLock) Unlock() error {
+	err := os.Remove(l.dir)
+	if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	return errors.Join(err, l.f.Close())
+}
+
+func sameFile(f *os.File, path string) bool {
+	var a, b unix.Stat_t
+	return unix.Fstat(int(f.Fd()), &a) == nil && unix.Stat(path, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
+}
+
+// lockHolder names the process holding the flock on dir, from /proc/locks: "xupfd (pid 42)",
+// or "another process" when it cannot tell.
+func lockHolder(dir string) string {
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) != nil {
+		return "another process"
+	}
+	pid, ok := flockHolder(st)
+	if !ok {
+		return "another process"
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return fmt.Sprintf("pid %d", pid)
+	}
+	return fmt.Sprintf("%s (pid %d)", strings.TrimSpace(string(comm)), pid)
+}
+
+// flockHolder finds the pid of the FLOCK write lock on the file st in /proc/locks, whose
+// lines read "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF" (device in hex, inode in
+// decimal); waiters' lines carry "->" and are skipped.
+func flockHolder(st unix.Stat_t) (int, bool) {
+	f, err := os.Open("/proc/locks")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	file := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || fields[1] != "FLOCK" || fields[3] != "WRITE" || fields[5] != file {
+			continue
+		}
+		if pid, err := strconv.Atoi(fields[4]); err == nil && pid > 0 {
+			return pid, true
+		}
+	}
+	return 0, false
 }

@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xupf/xupf/internal/config"
+	"github.com/xupf/xupf/internal/pfcpclient"
 	"github.com/xupf/xupf/internal/session"
 	"github.com/xupf/xupf/internal/testbed"
 )
@@ -41,15 +45,14 @@ func (e *env) xdpAttached(t *testing.T) map[string]bool {
 	return out
 }
 
-// expectForwarding sends packets through sessNoQFI both ways and fails t unless every one
-// arrives.
-func (e *env) expectForwarding(t *testing.T, when string) {
+// expectForwarding sends packets through s both ways and fails t unless every one arrives.
+func (e *env) expectForwarding(t *testing.T, s session.Session, when string) {
 	t.Helper()
 	payload := testbed.Payload("forwarding " + when)
-	if got := e.downlink(sessNoQFI, packets, payload); len(got) != packets {
+	if got := e.downlink(s, packets, payload); len(got) != packets {
 		t.Errorf("%s: gNB received %d of %d downlink packets", when, len(got), packets)
 	}
-	if got := e.uplink(sessNoQFI, packets, payload, recvTimeout); len(got) != packets {
+	if got := e.uplink(s, packets, payload, recvTimeout); len(got) != packets {
 		t.Errorf("%s: DN received %d of %d uplink packets", when, len(got), packets)
 	}
 }
@@ -62,14 +65,14 @@ func TestCrashKeepsForwarding(t *testing.T) {
 	if strings.Contains(e.daemon.LogTail(), privateBPFFSWarning) {
 		t.Errorf("xupfd warns about a private bpffs on the testbed's shared one:\n%s", e.daemon.LogTail())
 	}
-	e.expectForwarding(t, "before the crash")
+	e.expectForwarding(t, sessNoQFI, "before the crash")
 	if err := e.daemon.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	if a := e.xdpAttached(t); !a[testbed.N3If] || !a[testbed.N6If] {
 		t.Errorf("XDP detached when xupfd was killed: %v", a)
 	}
-	e.expectForwarding(t, "after the crash")
+	e.expectForwarding(t, sessNoQFI, "after the crash")
 }
 
 // TestPrivateBPFFSWarns runs xupfd on a bpffs under /sys/fs/bpf, which inside `ip netns
@@ -170,6 +173,169 @@ func TestStartFailures(t *testing.T) {
 			if _, err := os.Stat(topo.BPFFS); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("pins left by the failed start: stat %s: %v", topo.BPFFS, err)
 			}
+		})
+	}
+}
+
+// pfcpSession establishes a session over PFCP, as an SMF in the gnb namespace, and returns it
+// as the traffic helpers take it. It is what a second xupfd would prune: it is in no
+// configuration.
+func (e *env) pfcpSession(t *testing.T) session.Session {
+	t.Helper()
+	c, ctx := e.smfClient("smf.start.test")
+	est, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Free5GC, UE: netip.MustParseAddr("10.45.0.60"),
+		UplinkTEID: 0x7100, N3: testbed.N3Addr, NetworkInstance: "internet", GNB: testbed.GNBAddr, GNBTEID: 0x910})
+	if err != nil {
+		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
+	}
+	return testbed.PFCPView(est, testbed.GNBAddr, 0x910, 0)
+}
+
+// uplinkDuring sends G-PDUs of s, one a millisecond, from a moment before fn runs until a
+// moment after it returns, and returns how many it sent and how many reached the DN host.
+func (e *env) uplinkDuring(t *testing.T, s session.Session, fn func()) (sent, received int) {
+	t.Helper()
+	rx, err := e.topo.ListenDN()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		payload := testbed.Payload("during")
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			case <-tick.C:
+			}
+			if err := e.topo.SendUplink(s, 1, payload, s.QFI); err != nil {
+				done <- err
+				return
+			}
+			sent++
+		}
+	}()
+	stopped := false
+	defer func() {
+		if !stopped { // fn failed the test
+			close(stop)
+			<-done
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	fn()
+	// Long enough for a blackhole left behind to show.
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	stopped = true
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got, err := rx.Collect(sent, recvTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sent, len(got)
+}
+
+// expectIntact fails t unless the running or killed xupfd of e still has its pins and XDP on
+// n3 and n6, and s still forwards both ways.
+func (e *env) expectIntact(t *testing.T, s session.Session, when string) {
+	t.Helper()
+	for _, pin := range []string{"link_" + testbed.N3If, "link_" + testbed.N6If, "xupf_ul_rules"} {
+		if _, err := os.Stat(filepath.Join(e.topo.BPFFS, pin)); err != nil {
+			t.Errorf("%s: pin %s: %v", when, pin, err)
+		}
+	}
+	if a := e.xdpAttached(t); !a[testbed.N3If] || !a[testbed.N6If] {
+		t.Errorf("%s: XDP detached: %v", when, a)
+	}
+	e.expectForwarding(t, s, when)
+}
+
+// TestSecondStartLeavesFirstAlone starts a second xupfd on the pins of a running one, with its
+// configuration and with other ports: it must fail with an error that names the first, before
+// changing anything the first owns. The first's PFCP session keeps forwarding without a loss,
+// its API still lists it, and its pins and XDP stay, so killing it later detaches nothing.
+func TestSecondStartLeavesFirstAlone(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*config.Config)
+	}{
+		{"same configuration", func(*config.Config) {}},
+		{"other ports", func(c *config.Config) {
+			c.HTTPListen = "127.0.0.1:8081"
+			c.PFCPListen = netip.AddrPortFrom(testbed.N3Addr, 8806).String()
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			s := e.pfcpSession(t)
+			e.expectForwarding(t, s, "before the second start")
+			cfg := e.topo.Config([]session.Session{sessQFI, sessNoQFI}, httpListen)
+			c.edit(cfg)
+			var out string
+			sent, received := e.uplinkDuring(t, s, func() { out = startFails(t, e.topo, cfg) })
+			want := fmt.Sprintf("bpffs %s is in use by xupfd (pid %d)", e.topo.BPFFS, e.daemon.PID())
+			if !strings.Contains(out, want) {
+				t.Errorf("the second xupfd does not say %q:\n%s", want, out)
+			}
+			t.Logf("uplink while the second xupfd started: %d of %d packets arrived", received, sent)
+			if received != sent {
+				t.Errorf("the first xupfd lost %d of %d uplink packets while the second started", sent-received, sent)
+			}
+			list, err := e.api.PFCPSessions(e.ctx())
+			if err != nil || len(list) != 1 || list[0].SEID != s.ID {
+				t.Errorf("the first xupfd's API lists PFCP sessions %+v, %v; want SEID %#x", list, err, s.ID)
+			}
+			e.expectIntact(t, s, "after the second start")
+			if err := e.daemon.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			e.expectIntact(t, s, "after the first was killed")
+		})
+	}
+}
+
+// TestRestartWithBusyPort restarts xupfd after a crash (its pins keep forwarding) while its
+// API or PFCP port is taken: the new one must fail before it takes over, prunes or unpins
+// anything, so forwarding goes on.
+func TestRestartWithBusyPort(t *testing.T) {
+	cases := []struct {
+		name, want string
+		occupy     func() (io.Closer, error)
+	}{
+		{"http_listen", "http_listen " + httpListen + ": ", func() (io.Closer, error) {
+			return net.Listen("tcp", httpListen)
+		}},
+		{"pfcp_listen", "pfcp_listen " + testbed.PFCPAddr.String() + ": ", func() (io.Closer, error) {
+			return net.ListenUDP("udp", net.UDPAddrFromAddrPort(testbed.PFCPAddr))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			s := e.pfcpSession(t)
+			if err := e.daemon.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			inUPF(t, e.topo, func() error {
+				busy, err := c.occupy()
+				if err == nil {
+					t.Cleanup(func() { busy.Close() })
+				}
+				return err
+			})
+			out := startFails(t, e.topo, e.topo.Config([]session.Session{sessQFI, sessNoQFI}, httpListen))
+			if !strings.Contains(out, c.want) {
+				t.Errorf("xupfd does not say %q:\n%s", c.want, out)
+			}
+			e.expectIntact(t, s, "after the failed restart")
 		})
 	}
 }
