@@ -59,18 +59,19 @@ func isBPFFS(dir string) (bool, error) {
 }
 
 // warnIfPinsDie logs a warning when the pins under dir cannot outlive this process: when the
-// process that started it (whose mount namespace it came from) does not see dir as it does.
-// `ip netns exec` gives its command a mount namespace of its own with a fresh /sys, so a
-// bpffs mounted on /sys/fs/bpf there goes with the command: a crash then detaches XDP. When
-// the parent cannot be asked (no parent, no permission), it says nothing.
+// nearest ancestor in another mount namespace (the one this process's namespace was made
+// from) does not see dir as this process does. `ip netns exec` gives its command a mount
+// namespace of its own with a fresh /sys, so a bpffs mounted on /sys/fs/bpf there goes with
+// the command, and a crash detaches XDP. When no ancestor is in another namespace, or one
+// cannot be asked (no permission), it says nothing.
 func warnIfPinsDie(dir string, log *slog.Logger) {
-	var own, parent unix.Stat_t
-	ppid := os.Getppid()
-	if ppid <= 0 || unix.Stat(dir, &own) != nil {
+	var own, outside unix.Stat_t
+	pid := outsideAncestor()
+	if pid == 0 || unix.Stat(dir, &own) != nil {
 		return
 	}
-	err := unix.Stat(fmt.Sprintf("/proc/%d/root%s", ppid, dir), &parent)
-	if err == nil && own.Dev == parent.Dev && own.Ino == parent.Ino {
+	err := unix.Stat(fmt.Sprintf("/proc/%d/root%s", pid, dir), &outside)
+	if err == nil && own.Dev == outside.Dev && own.Ino == outside.Ino {
 		return
 	}
 	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
@@ -80,7 +81,41 @@ func warnIfPinsDie(dir string, log *slog.Logger) {
 	log.Warn("the bpffs of the pins is private to this process's mount namespace (as `ip netns exec` "+
 		"makes /sys): the pins go with the process, so a crash detaches XDP and stops forwarding; mount "+
 		"a bpffs outside /sys that outlives it (`mkdir -p /run/xupf/bpffs && mount -t bpf bpf "+
-		"/run/xupf/bpffs`) and set bpffs to a directory in it", "bpffs", dir)
+		"/run/xupf/bpffs`) and set bpffs to a directory in it", "bpffs", dir, "outside_pid", pid)
+}
+
+// outsideAncestor returns the pid of the nearest ancestor process whose mount namespace is
+// not this process's, or 0 when there is none or an ancestor cannot be read.
+func outsideAncestor() int {
+	own, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		return 0
+	}
+	for pid := os.Getppid(); pid > 0; pid = parentOf(pid) {
+		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+		if err != nil {
+			return 0
+		}
+		if ns != own {
+			return pid
+		}
+	}
+	return 0
+}
+
+// parentOf returns the parent pid of pid from /proc/<pid>/status, or 0.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			ppid, _ := strconv.Atoi(strings.TrimSpace(v))
+			return ppid
+		}
+	}
+	return 0
 }
 
 // PinLock is one process's claim on a pin directory: an exclusive flock(2) on the directory,

@@ -52,30 +52,42 @@ func TestLockPinPathExclusive(t *testing.T) {
 	l.Unlock()
 }
 
-// lockHelperEnv names the pin directory TestLockHelper locks in a child process.
-const lockHelperEnv = "XUPF_TEST_LOCK_HELPER"
+// helperEnv makes the test binary, run as a child process by the tests below, act as
+// TestBPFFSHelper says instead of testing.
+const helperEnv = "XUPF_TEST_BPFFS_HELPER"
 
-// TestLockHelper is not a test: run by TestLockPinPathOtherProcess as a child process, it
-// locks the directory, says so and holds the lock until killed.
-func TestLockHelper(t *testing.T) {
-	dir := os.Getenv(lockHelperEnv)
-	if dir == "" {
-		t.Skip("the child process of TestLockPinPathOtherProcess")
+// TestBPFFSHelper is not a test but a child process of the tests below, as helperEnv asks:
+// "lock DIR" locks DIR, says "locked" and holds the lock until killed; "warn DIR" writes what
+// warnIfPinsDie logs for DIR.
+func TestBPFFSHelper(t *testing.T) {
+	verb, dir, ok := strings.Cut(os.Getenv(helperEnv), " ")
+	if !ok {
+		t.Skip("a child process of TestLockPinPathOtherProcess and TestWarnIfPinsDiePrivate")
 	}
-	if _, err := LockPinPath(dir); err != nil {
-		fmt.Println(err)
-		os.Exit(1)
+	switch verb {
+	case "lock":
+		if _, err := LockPinPath(dir); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Println("locked")
+		time.Sleep(time.Minute)
+	case "warn":
+		if err := ensurePinPath(dir); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		warnIfPinsDie(dir, slog.New(slog.NewTextHandler(os.Stdout, nil)))
+		os.Exit(0)
 	}
-	fmt.Println("locked")
-	time.Sleep(time.Minute)
 	os.Exit(1)
 }
 
 // TestLockPinPathOtherProcess: the holder is named when it is another process.
 func TestLockPinPathOtherProcess(t *testing.T) {
 	dir := testPinDir(t)
-	holder := exec.Command(os.Args[0], "-test.run=^TestLockHelper$")
-	holder.Env = append(os.Environ(), lockHelperEnv+"="+dir)
+	holder := exec.Command(os.Args[0], "-test.run=^TestBPFFSHelper$")
+	holder.Env = append(os.Environ(), helperEnv+"=lock "+dir)
 	out, err := holder.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -138,5 +150,24 @@ func TestWarnIfPinsDie(t *testing.T) {
 	warnIfPinsDie(dir, log)
 	if buf.Len() != 0 {
 		t.Errorf("warning for a bpffs the parent sees:\n%s", buf.String())
+	}
+}
+
+// TestWarnIfPinsDiePrivate: a bpffs mounted in a private mount namespace draws the warning,
+// also when the process's parent (a shell, as in `ip netns exec NS bash`) shares that
+// namespace: what counts is the first ancestor outside it.
+func TestWarnIfPinsDiePrivate(t *testing.T) {
+	requireRoot(t)
+	mnt := t.TempDir()
+	// The helper is not the shell's last command, so the shell stays as its parent.
+	script := `mount -t bpf bpf "$0" && "$1" -test.run='^TestBPFFSHelper$'; exit $?`
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, mnt, os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"=warn "+filepath.Join(mnt, "xupf"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper in a private mount namespace: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "the bpffs of the pins is private") {
+		t.Errorf("no warning for a bpffs in a private mount namespace:\n%s", out)
 	}
 }
