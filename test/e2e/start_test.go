@@ -139,6 +139,11 @@ func TestStartFailures(t *testing.T) {
 		{"no native XDP on lo", func(_ *testing.T, cfg *config.Config) {
 			cfg.Interfaces[1].Name = "lo"
 		}, `attach to "lo": native XDP is not supported by this interface`},
+		{"static session too big", func(_ *testing.T, cfg *config.Config) {
+			cfg.Limits.MaxSDFEntries = 1
+			cfg.Sessions[0].Flows = []session.Flow{{Precedence: 10, QFI: 5, SDF: []string{
+				"permit out 17 from 10.100.6.0/24 to assigned 7000", "permit out 6 from 10.100.7.0/24 to assigned 80"}}}
+		}, "static session: "},
 		{"http_listen busy", func(t *testing.T, _ *config.Config) {
 			inUPF(t, topo, func() error {
 				ln, err := net.Listen("tcp", httpListen)
