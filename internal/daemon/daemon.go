@@ -56,7 +56,8 @@ type Daemon struct {
 // or a restart whose ports are taken, must fail before it changes anything a running (or
 // crashed but still forwarding) instance owns.
 //
-// The result is not named: `return nil, err` would clear it before the deferred Close runs.
+// The *Daemon result is not named: `return nil, err` would clear it before the deferred Close
+// runs.
 func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err error) {
 	// Check the host first: a missing interface should not cost a datapath load and unload.
 	for _, iface := range cfg.Interfaces {
