@@ -16,11 +16,13 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/xupf/xupf/internal/api"
+	"github.com/xupf/xupf/internal/config"
 )
 
 const (
 	defaultServer = "http://127.0.0.1:8080"
 	serverEnv     = "XUPF_SERVER"
+	tokenFileEnv  = "XUPF_TOKEN_FILE"
 )
 
 var outputFormats = []string{"table", "json", "yaml"}
@@ -49,9 +51,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 
 // options are the root's persistent flags, shared by every command.
 type options struct {
-	server  string
-	output  string
-	timeout time.Duration
+	server    string
+	tokenFile string
+	output    string
+	timeout   time.Duration
 }
 
 func newRootCmd(getenv func(string) string) *cobra.Command {
@@ -66,7 +69,10 @@ session" instead acts as a minimal SMF toward a UPF's PFCP endpoint, to create, 
 delete sessions.
 
 The daemon's API address is --server, else the ` + serverEnv + ` environment variable, else
-` + defaultServer + `.
+` + defaultServer + `. Every request carries the API token that xupfd keeps in its
+api_token_file: xupfctl reads it from --token-file, else ` + tokenFileEnv + `, else
+` + config.DefaultAPITokenFile + ` (readable by root only, so run xupfctl with sudo or as
+the daemon's user, or give a copy of your own).
 
 Shell completion (including session ids for "session show" and class ids for
 "classifier show" and "classifier delete") is built in: run
@@ -98,6 +104,12 @@ Shell completion (including session ids for "session show" and class ids for
 	flags := root.PersistentFlags()
 	flags.StringVar(&opts.server, "server", server,
 		"xupfd API address, as http://host:port (env "+serverEnv+")")
+	tokenFile := getenv(tokenFileEnv)
+	if tokenFile == "" {
+		tokenFile = config.DefaultAPITokenFile
+	}
+	flags.StringVar(&opts.tokenFile, "token-file", tokenFile,
+		"file holding the API token, xupfd's api_token_file (env "+tokenFileEnv+")")
 	flags.StringVarP(&opts.output, "output", "o", "table",
 		"output format: "+strings.Join(outputFormats, ", "))
 	flags.DurationVar(&opts.timeout, "timeout", 5*time.Second,
@@ -134,7 +146,7 @@ func (o *options) client(cmd *cobra.Command) (*api.Client, context.Context, cont
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	return api.NewClient(server, nil), ctx, cancel
+	return api.NewClient(server, nil).WithTokenFile(o.tokenFile), ctx, cancel
 }
 
 // render writes v as JSON or YAML when -o asks for it, else as the command's table.

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -34,11 +36,16 @@ type result struct {
 	stdout, stderr string
 }
 
-// runCLI runs xupfctl against a server for b; env is the whole environment it sees.
+// runCLI runs xupfctl against a server for b, guarded as the daemon's is; env is the whole
+// environment it sees, by default the server's address and token file.
 func runCLI(t *testing.T, b api.Backend, env map[string]string, args ...string) (result, string) {
 	t.Helper()
-	srv := httptest.NewServer(api.NewHandler(b, nil))
+	h, tokenFile := apitest.Guarded(t, b)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	if env == nil {
+		env = map[string]string{"XUPF_SERVER": srv.URL, "XUPF_TOKEN_FILE": tokenFile}
+	}
 	return runCLIAt(t, srv.URL, env, args...), srv.URL
 }
 
@@ -443,5 +450,45 @@ func TestCompletion(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("-o completion lacks %q:\n%s", want, r.stdout)
 		}
+	}
+}
+
+// xupfctl sends the token of --token-file, else of XUPF_TOKEN_FILE; when it has none the
+// daemon accepts, it says which file it read and what to do.
+func TestTokenFile(t *testing.T) {
+	h, tokenFile := apitest.Guarded(t, newBackend())
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	otherFile, _ := apitest.TokenFile(t)
+	missing := filepath.Join(t.TempDir(), "api-token")
+
+	for _, c := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		wantErr string // "" : success
+	}{
+		{name: "env", env: map[string]string{"XUPF_TOKEN_FILE": tokenFile}},
+		{name: "flag over env", env: map[string]string{"XUPF_TOKEN_FILE": otherFile}, args: []string{"--token-file", tokenFile}},
+		{name: "wrong token", env: map[string]string{"XUPF_TOKEN_FILE": otherFile},
+			wantErr: "error: the API token is wrong; the token is in the file api_token_file of xupfd's configuration"},
+		{name: "missing file", args: []string{"--token-file", missing},
+			wantErr: "error: the daemon requires the API token, but the API token file " + missing +
+				" does not exist; xupfd creates it on its first start (api_token_file in its configuration); point --token-file or XUPF_TOKEN_FILE at it\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := map[string]string{"XUPF_SERVER": srv.URL}
+			maps.Copy(env, c.env)
+			r := runCLIAt(t, srv.URL, env, append(c.args, "stats")...)
+			if c.wantErr == "" {
+				if r.code != 0 {
+					t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+				}
+				return
+			}
+			if r.code != 1 || !strings.Contains(r.stderr, c.wantErr) {
+				t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, c.wantErr)
+			}
+		})
 	}
 }

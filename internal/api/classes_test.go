@@ -213,7 +213,9 @@ func TestAddClassPassesEveryField(t *testing.T) {
 	body := `{"id":9,"priority":4,"direction":"both","src_mac":"02:00:00:00:00:01","dst_mac":"02:00:00:00:00:02",
 		"ethertype":"0x0800","src_ip":"10.0.0.1","dst_ip":"10.1.0.0/16","protocol":"sctp","src_port":"1-2","dst_port":"3"}`
 	rec := httptest.NewRecorder()
-	api.NewHandler(b, nil).ServeHTTP(rec, httptest.NewRequest("POST", "/api/v1/classifier/classes", strings.NewReader(body)))
+	req := httptest.NewRequest("POST", "/api/v1/classifier/classes", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	api.NewHandler(b, nil).ServeHTTP(rec, req)
 	if rec.Code != http.StatusCreated {
 		t.Fatalf("status code = %d; body %s", rec.Code, rec.Body)
 	}

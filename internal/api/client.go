@@ -19,6 +19,8 @@ import (
 type Client struct {
 	baseURL string
 	http    *http.Client
+	// tokenFile, when set, holds the API token sent with every request.
+	tokenFile string
 }
 
 // NewClient returns a client for the daemon at baseURL (e.g. "http://127.0.0.1:8080"). A nil
@@ -28,6 +30,14 @@ func NewClient(baseURL string, httpClient *http.Client) *Client {
 		httpClient = http.DefaultClient
 	}
 	return &Client{baseURL: strings.TrimRight(baseURL, "/"), http: httpClient}
+}
+
+// WithTokenFile makes c send the API token held in the file at path (see ReadToken) with
+// every request, as the daemon requires. The file is read at each request, so a new token is
+// picked up; when it cannot be read and the daemon answers 401, the error says why.
+func (c *Client) WithTokenFile(path string) *Client {
+	c.tokenFile = path
+	return c
 }
 
 // ResponseError is a non-2xx answer from the daemon. Its text is the server's own message,
@@ -229,6 +239,16 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 		return fmt.Errorf("server address %q is not a valid URL; set --server or XUPF_SERVER to e.g. http://127.0.0.1:8080: %w", c.baseURL, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	// A token that cannot be read is only reported if the daemon asks for it: an
+	// unreachable daemon or a wrong --server is the problem to show first.
+	var tokenErr error
+	if c.tokenFile != "" {
+		token, err := ReadToken(c.tokenFile)
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		tokenErr = err
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -244,6 +264,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 	defer resp.Body.Close()
 
+	if resp.StatusCode == http.StatusUnauthorized && tokenErr != nil {
+		return &ResponseError{StatusCode: resp.StatusCode, Message: "the daemon requires the API token, but the " + tokenErr.Error()}
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return responseError(resp)
 	}

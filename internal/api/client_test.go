@@ -17,10 +17,11 @@ import (
 
 func newTestClient(t *testing.T, b api.Backend) *api.Client {
 	t.Helper()
-	srv := httptest.NewServer(api.NewHandler(b, nil))
+	h, tokenFile := apitest.Guarded(t, b)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	// A trailing slash, as users type it, must not produce "//api".
-	return api.NewClient(srv.URL+"/", srv.Client())
+	return api.NewClient(srv.URL+"/", srv.Client()).WithTokenFile(tokenFile)
 }
 
 func TestClient(t *testing.T) {

@@ -1,6 +1,9 @@
 package api
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"slices"
@@ -233,4 +236,80 @@ func TestJSONFieldsPromotesEmbedded(t *testing.T) {
 			t.Errorf("jsonFields(ContractInfo) = %v, lacks %q", names, want)
 		}
 	}
+}
+
+// The spec documents the access control as the server enforces it: the bearer scheme on
+// every operation but /metrics (where it is optional), the refusals each operation may
+// answer, and the very messages of those refusals.
+func TestSpecSecurity(t *testing.T) {
+	spec := loadSpec(t)
+	if sec, _ := spec["security"].([]any); len(sec) != 1 || !reflect.DeepEqual(sec[0], map[string]any{"bearerToken": []any{}}) {
+		t.Errorf("top-level security = %v, want [{bearerToken: []}]", spec["security"])
+	}
+	scheme := mapAt(t, spec, "components", "securitySchemes", "bearerToken")
+	if scheme["type"] != "http" || scheme["scheme"] != "bearer" {
+		t.Errorf("securitySchemes.bearerToken = %v, want type http, scheme bearer", scheme)
+	}
+
+	paths := mapAt(t, spec, "paths")
+	for _, rt := range routes() {
+		op := mapAt(t, paths, rt.pattern, strings.ToLower(rt.method))
+		responses := mapAt(t, op, "responses")
+		want := []string{"401", "403"}
+		if rt.method != "GET" {
+			want = append(want, "415")
+		}
+		for _, code := range want {
+			if _, ok := responses[code]; !ok {
+				t.Errorf("%s %s does not document its %s answer", rt.method, rt.pattern, code)
+			}
+		}
+		sec, hasOwn := op["security"].([]any)
+		switch {
+		case rt.pattern == MetricsPath && (len(sec) != 2 || !reflect.DeepEqual(sec[0], map[string]any{})):
+			t.Errorf("%s security = %v, want [{}, {bearerToken: []}]: open unless api_metrics_auth", rt.pattern, sec)
+		case rt.pattern != MetricsPath && hasOwn:
+			t.Errorf("%s %s overrides the top-level security", rt.method, rt.pattern)
+		}
+	}
+
+	// Refused requests never reach the backend, so none is needed.
+	h := Guard(NewHandler(nil, nil), Access{Token: strings.Repeat("a", 64)}, nil)
+	example := func(response, name string) string {
+		r := mapAt(t, spec, "components", "responses", response, "content", "application/json")
+		if name == "" {
+			return mapAt(t, r, "example")["error"].(string)
+		}
+		return mapAt(t, r, "examples", name, "value")["error"].(string)
+	}
+	for _, c := range []struct {
+		response, example string
+		req               *http.Request
+	}{
+		{"Unauthorized", "missing", request("GET", "/api/v1/status", "127.0.0.1", nil)},
+		{"Unauthorized", "wrong", request("GET", "/api/v1/status", "127.0.0.1", map[string]string{"Authorization": "Bearer " + strings.Repeat("b", 64)})},
+		{"Forbidden", "host", request("GET", "/api/v1/status", "attacker.example:8080", nil)},
+		{"Forbidden", "crossOrigin", request("POST", "/api/v1/classifier/classes", "127.0.0.1", map[string]string{"Sec-Fetch-Site": "cross-site"})},
+		{"UnsupportedMediaType", "", request("POST", "/api/v1/classifier/classes", "127.0.0.1",
+			map[string]string{"Authorization": "Bearer " + strings.Repeat("a", 64), "Content-Type": "text/plain"})},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, c.req)
+		var e Error
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		if want := example(c.response, c.example); e.Error != want {
+			t.Errorf("%s example %q:\n spec: %s\nserver: %s", c.response, c.example, want, e.Error)
+		}
+	}
+}
+
+func request(method, path, host string, headers map[string]string) *http.Request {
+	r := httptest.NewRequest(method, path, strings.NewReader("{}"))
+	r.Host = host
+	for k, v := range headers {
+		r.Header.Set(k, v)
+	}
+	return r
 }

@@ -47,7 +47,7 @@ func routes() []route {
 		{http.MethodGet, "/api/v1/pfcp/associations", (*server).associations},
 		{http.MethodGet, "/api/v1/pfcp/sessions", (*server).pfcpSessions},
 		{http.MethodGet, "/api/v1/pfcp/sessions/{seid}", (*server).pfcpSession},
-		{http.MethodGet, "/metrics", (*server).metrics},
+		{http.MethodGet, MetricsPath, (*server).metrics},
 	}
 }
 
@@ -57,8 +57,8 @@ type server struct {
 	metricsHandler http.Handler
 }
 
-// NewHandler returns the daemon's HTTP API (see api/openapi.yaml) served from b. A nil log
-// discards the request logs.
+// NewHandler returns the daemon's HTTP API (see api/openapi.yaml) served from b, without
+// access control: the daemon serves it behind Guard. A nil log discards the request logs.
 func NewHandler(b Backend, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -81,7 +81,11 @@ func NewHandler(b Backend, log *slog.Logger) http.Handler {
 	allowed := map[string][]string{}
 	for _, rt := range routes() {
 		h := rt.handler
-		mux.HandleFunc(rt.method+" "+rt.pattern, func(w http.ResponseWriter, r *http.Request) { h(s, w, r) })
+		var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(s, w, r) })
+		if rt.method != http.MethodGet {
+			handler = requireJSON(handler)
+		}
+		mux.Handle(rt.method+" "+rt.pattern, handler)
 		allowed[rt.pattern] = append(allowed[rt.pattern], rt.method)
 	}
 	// The method-less patterns are less specific than the method ones, so they only catch

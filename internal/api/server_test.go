@@ -243,6 +243,9 @@ func checkHandler(t *testing.T, tests []handlerCase) {
 			}
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
+			if tt.method != http.MethodGet {
+				req.Header.Set("Content-Type", "application/json")
+			}
 			api.NewHandler(b, nil).ServeHTTP(rec, req)
 
 			if rec.Code != tt.wantCode {

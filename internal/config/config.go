@@ -185,6 +185,8 @@ type Config struct {
 	Limits   Limits `yaml:"limits"`
 	// Sessions are static sessions installed at start-up; their GTPUAddr is always set.
 	Sessions []session.Session `yaml:"sessions"`
+	// APIAccess says who may use the HTTP API, and over what.
+	APIAccess `yaml:",inline"`
 }
 
 // Interface is one network interface and the roles it plays.
@@ -246,6 +248,7 @@ func Default() *Config {
 		LogLevel:              DefaultLogLevel,
 		Limits: Limits{MaxSessions: DefaultMaxSessions, MaxRuleSets: DefaultMaxRuleSets, MaxSDFEntries: DefaultMaxSDFEntries,
 			MaxAssociations: DefaultMaxAssociations, MaxSessionsPerAssociation: DefaultMaxSessions},
+		APIAccess: APIAccess{TokenFile: DefaultAPITokenFile},
 	}
 }
 
@@ -312,6 +315,7 @@ type rawConfig struct {
 	LogLevel      string              `yaml:"log_level"`
 	Limits        rawLimits           `yaml:"limits"`
 	Sessions      []rawSession        `yaml:"sessions"`
+	APIAccess     `yaml:",inline"`
 }
 
 type rawLimits struct {
@@ -361,6 +365,7 @@ func parse(data []byte) (*Config, []error) {
 		QoSClock:     def.QoSClock,
 		QoSMBRBurst:  def.QoSMBRBurst.String(),
 		LogLevel:     def.LogLevel,
+		APIAccess:    def.APIAccess,
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -375,6 +380,7 @@ func parse(data []byte) (*Config, []error) {
 	v.pfcp(&raw)
 	v.qos(&raw)
 	v.sessions(raw.Sessions)
+	v.apiAccess(raw.APIAccess)
 	if len(v.errs) > 0 {
 		return nil, v.errs
 	}
@@ -481,8 +487,11 @@ func sectionOf(typ string) (string, reflect.Type) {
 func yamlKeys(t reflect.Type) []string {
 	keys := make([]string, 0, t.NumField())
 	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		if name != "" && name != "-" {
+		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		switch {
+		case opts == "inline":
+			keys = append(keys, yamlKeys(t.Field(i).Type)...)
+		case name != "" && name != "-":
 			keys = append(keys, name)
 		}
 	}
@@ -812,6 +821,12 @@ func checkNodeID(s string) error {
 		}
 		return nil
 	}
+	return checkDNSName(s, fix)
+}
+
+// checkDNSName checks a DNS name: letters, digits and hyphens in labels joined by dots, with
+// the length limits. fix ends the messages.
+func checkDNSName(s, fix string) error {
 	if len(s) > MaxDNSNameLen {
 		return fmt.Errorf("%q is %d characters long; a DNS name has at most %d", s, len(s), MaxDNSNameLen)
 	}
@@ -1193,4 +1208,44 @@ func (v *validator) flow(path string, raw *rawFlow) (f session.Flow, ok bool) {
 	}
 	f.SDF = raw.SDF
 	return f, len(v.errs) == nerrs
+}
+
+// DefaultAPITokenFile is where xupfd keeps the API token unless api_token_file says otherwise;
+// /var/lib/xupf is the systemd unit's StateDirectory.
+const DefaultAPITokenFile = "/var/lib/xupf/api-token"
+
+// APIAccess is the HTTP API's access control (README.md, "API security"): every request
+// carries the bearer token of TokenFile, except reads of /metrics unless MetricsAuth.
+type APIAccess struct {
+	// TokenFile is the absolute path of the file holding the API token; xupfd creates it,
+	// mode 0600, with a random token when it does not exist.
+	TokenFile string `yaml:"api_token_file"`
+	// AllowedHosts are the DNS names the API answers to in the Host header, besides IP
+	// addresses and "localhost"; other names are refused (DNS rebinding).
+	AllowedHosts []string `yaml:"api_allowed_hosts,omitempty"`
+	// MetricsAuth makes /metrics require the token too; by default Prometheus reads it
+	// without.
+	MetricsAuth bool `yaml:"api_metrics_auth"`
+}
+
+// apiAccess checks the api_* keys.
+func (v *validator) apiAccess(raw APIAccess) {
+	switch {
+	case raw.TokenFile == "":
+		v.addf("api_token_file: empty; give an absolute file path, e.g. %s", DefaultAPITokenFile)
+	case !filepath.IsAbs(raw.TokenFile) || strings.HasSuffix(raw.TokenFile, "/"):
+		v.addf("api_token_file: %q is not an absolute file path; give one, e.g. %s", raw.TokenFile, DefaultAPITokenFile)
+	default:
+		v.cfg.TokenFile = raw.TokenFile
+	}
+
+	const hostFix = "list DNS names only (IP addresses and localhost are always accepted), e.g. upf1.example.net"
+	for i, h := range raw.AllowedHosts {
+		if err := checkDNSName(h, hostFix); err != nil {
+			v.addf("api_allowed_hosts[%d]: %w", i, err)
+			continue
+		}
+		v.cfg.AllowedHosts = append(v.cfg.AllowedHosts, strings.ToLower(h))
+	}
+	v.cfg.MetricsAuth = raw.MetricsAuth
 }

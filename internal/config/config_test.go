@@ -52,6 +52,7 @@ func TestLoadExample(t *testing.T) {
 		LogLevel:              "info",
 		Limits: Limits{MaxSessions: 100000, MaxRuleSets: 100000, MaxSDFEntries: 262144, MaxAssociations: 64,
 			MaxSessionsPerAssociation: 100000},
+		APIAccess: APIAccess{TokenFile: "/var/lib/xupf/api-token"},
 		Sessions: []session.Session{
 			{
 				ID:           1,
@@ -97,7 +98,7 @@ func TestExampleShowsDefaults(t *testing.T) {
 		PFCPAllowedPeers: cfg.PFCPAllowedPeers, PFCPHeartbeatInterval: cfg.PFCPHeartbeatInterval,
 		PFCPHeartbeatRetries: cfg.PFCPHeartbeatRetries, PFCPLostPeerSessions: cfg.PFCPLostPeerSessions,
 		QoSAlgorithm: cfg.QoSAlgorithm, QoSClock: cfg.QoSClock, QoSMBRBurst: cfg.QoSMBRBurst,
-		LogLevel: cfg.LogLevel, Limits: cfg.Limits}
+		LogLevel: cfg.LogLevel, Limits: cfg.Limits, APIAccess: cfg.APIAccess}
 	if !reflect.DeepEqual(&got, def) {
 		t.Errorf("example settings %+v differ from Default() %+v", got, *def)
 	}
@@ -670,6 +671,33 @@ func TestMaxRuleSetsDefault(t *testing.T) {
 		}
 		if cfg.Limits.MaxRuleSets != c.want {
 			t.Errorf("%q: max_rule_sets %d, want %d", c.limits, cfg.Limits.MaxRuleSets, c.want)
+		}
+	}
+}
+
+func TestAPIAccess(t *testing.T) {
+	cfg, err := Parse([]byte(minimal + "api_token_file: /etc/xupf/token\napi_allowed_hosts: [UPF1.example.net, localhost]\n" +
+		"api_metrics_auth: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := APIAccess{TokenFile: "/etc/xupf/token", AllowedHosts: []string{"upf1.example.net", "localhost"},
+		MetricsAuth: true}
+	if !reflect.DeepEqual(cfg.APIAccess, want) {
+		t.Errorf("APIAccess = %+v, want %+v", cfg.APIAccess, want)
+	}
+
+	for _, c := range []struct{ yaml, want string }{
+		{"api_token_file: \"\"\n", "api_token_file: empty; give an absolute file path, e.g. /var/lib/xupf/api-token"},
+		{"api_token_file: token\n", `api_token_file: "token" is not an absolute file path`},
+		{"api_token_file: /var/lib/xupf/\n", `api_token_file: "/var/lib/xupf/" is not an absolute file path`},
+		{"api_allowed_hosts: [\"evil.example:8080\"]\n", `api_allowed_hosts[0]: "evil.example:8080" is neither an IPv4 address nor a DNS name`},
+		{"api_allowed_hosts: [\"a..b\"]\n", `api_allowed_hosts[0]: "a..b" has an empty label`},
+		{"api_token: x\n", "valid keys: interfaces, gtpu_addresses, xdp_mode, xdp_fallback, bpffs, http_listen, pfcp_listen, pfcp_node_id, pfcp_allowed_peers, pfcp_peer_addresses, pfcp_smf_peers, pfcp_heartbeat_interval, pfcp_heartbeat_retries, pfcp_lost_peer_sessions, ue_pools, ue_pools_only, network_instances, qos_algorithm, qos_clock, qos_mbr_burst, log_level, limits, sessions, api_token_file, api_allowed_hosts, api_metrics_auth)"},
+	} {
+		_, err := Parse([]byte(minimal + c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", c.yaml, err, c.want)
 		}
 	}
 }

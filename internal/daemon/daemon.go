@@ -32,7 +32,8 @@ type Daemon struct {
 	attached []api.Interface
 	// pinLock is New's claim on the bpffs directory; Close releases it.
 	pinLock *datapath.PinLock
-	// httpLn and pfcpConn are bound by New (see listen) and served by Run.
+	// apiSrv, httpLn and pfcpConn are made by New (see listen) and served by Run.
+	apiSrv   *http.Server
 	httpLn   net.Listener
 	pfcpConn *net.UDPConn
 	// pfcpNode answers the SMFs on pfcp_listen; Run serves it.
@@ -172,8 +173,13 @@ func n4Address(cfg *config.Config) netip.Addr {
 	return cfg.GTPUAddresses[0]
 }
 
-// listen binds the API's listener on http_listen and the PFCP socket on pfcp_listen.
+// listen builds the API server (creating its token file on first start) and binds its
+// listener on http_listen and the PFCP socket on pfcp_listen.
 func (d *Daemon) listen() error {
+	srv, err := d.newAPIServer()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", d.cfg.HTTPListen)
 	if err != nil {
 		return fmt.Errorf("http_listen %s: %w; free the port or set http_listen to another address", d.cfg.HTTPListen, err)
@@ -183,7 +189,7 @@ func (d *Daemon) listen() error {
 		ln.Close()
 		return err
 	}
-	d.httpLn, d.pfcpConn = ln, conn
+	d.apiSrv, d.httpLn, d.pfcpConn = srv, ln, conn
 	return nil
 }
 
@@ -191,12 +197,11 @@ func (d *Daemon) listen() error {
 // fails, then stops both and closes the sockets. It returns nil after a shutdown through ctx,
 // else the failure.
 func (d *Daemon) Run(ctx context.Context) error {
-	ln, conn := d.httpLn, d.pfcpConn
+	srv, ln, conn := d.apiSrv, d.httpLn, d.pfcpConn
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	srv := &http.Server{Handler: api.NewHandler(d, d.log), ReadHeaderTimeout: 5 * time.Second}
 	httpErr := make(chan error, 1)
-	go func() { httpErr <- srv.Serve(ln) }()
+	go func() { httpErr <- serveAPI(srv, ln) }()
 	pfcpErr := make(chan error, 1)
 	go func() { pfcpErr <- d.pfcpNode.Serve(ctx, conn) }() // closes conn when ctx is done
 	d.log.Info("http api listening", "address", ln.Addr().String())

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ func testConfig(t *testing.T, extra string) *config.Config {
 	cfg.HTTPListen = "127.0.0.1:0"
 	cfg.PFCPListen = "127.0.0.1:0"
 	cfg.PFCPAllowedPeers = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} // the tests' SMFs
+	cfg.TokenFile = filepath.Join(t.TempDir(), "api-token")
 	return cfg
 }
 
@@ -59,7 +61,7 @@ func startRun(t *testing.T, cfg *config.Config) *running {
 		cancel()
 		<-r.done
 	})
-	r.client = api.NewClient("http://"+r.httpAddr.String(), nil)
+	r.client = api.NewClient("http://"+r.httpAddr.String(), nil).WithTokenFile(cfg.TokenFile)
 	return r
 }
 

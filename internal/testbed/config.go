@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 
 	"gopkg.in/yaml.v3"
 
@@ -47,8 +48,13 @@ func (t *Topology) WriteConfig(path string, sessions []session.Session, httpList
 	return t.WriteConfigFile(path, t.Config(sessions, httpListen))
 }
 
-// WriteConfigFile writes cfg (Config's, changed by the caller) as WriteConfig does.
+// WriteConfigFile writes cfg (Config's, changed by the caller) as WriteConfig does. A token
+// file left at its default goes next to the configuration file, so that runs neither share
+// one nor write to /var/lib.
 func (t *Topology) WriteConfigFile(path string, cfg *config.Config) error {
+	if cfg.TokenFile == config.DefaultAPITokenFile {
+		cfg.TokenFile = filepath.Join(filepath.Dir(path), "api-token")
+	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
 		return fmt.Errorf("testbed: encode config: %w", err)

@@ -30,6 +30,10 @@ func TestWriteConfigFlows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The token file is the run's own, next to the configuration.
+	if want := filepath.Join(filepath.Dir(path), "api-token"); cfg.TokenFile != want {
+		t.Errorf("api_token_file = %q, want %q", cfg.TokenFile, want)
+	}
 	if len(cfg.Sessions) != len(sessions) {
 		t.Fatalf("config has %d sessions, want %d", len(cfg.Sessions), len(sessions))
 	}

@@ -32,6 +32,8 @@ type Daemon struct {
 	cmd     *exec.Cmd
 	log     *tailBuffer
 	BaseURL string // the API as seen from inside the upf namespace
+	// TokenFile is the daemon's api_token_file, which its clients read as an operator's do.
+	TokenFile string
 
 	done    chan struct{} // closed when the process has exited
 	waitErr error
@@ -51,7 +53,8 @@ func (t *Topology) StartDaemon(binary, configPath string, logw io.Writer) (*Daem
 	if logw == nil {
 		logw = io.Discard
 	}
-	d := &Daemon{t: t, log: newTailBuffer(4096), BaseURL: "http://" + dialAddr(cfg.HTTPListen), done: make(chan struct{})}
+	d := &Daemon{t: t, log: newTailBuffer(4096), BaseURL: "http://" + dialAddr(cfg.HTTPListen),
+		TokenFile: cfg.TokenFile, done: make(chan struct{})}
 	out := io.MultiWriter(logw, d.log)
 	d.cmd = exec.Command("ip", "netns", "exec", t.UPFNS, binary, "--config", configPath)
 	d.cmd.Stdout, d.cmd.Stderr = out, out
@@ -157,17 +160,17 @@ func (d *Daemon) HTTPClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
 }
 
-// API returns an API client for the daemon.
+// API returns an API client for the daemon, with its token.
 func (d *Daemon) API() *api.Client {
-	return api.NewClient(d.BaseURL, d.HTTPClient())
+	return api.NewClient(d.BaseURL, d.HTTPClient()).WithTokenFile(d.TokenFile)
 }
 
-// Xupfctl runs `ip netns exec <upf> xupfctl --server <api> args...` and returns its standard
-// output; on failure the error carries its standard error.
+// Xupfctl runs `ip netns exec <upf> xupfctl --server <api> --token-file <file> args...` and
+// returns its standard output; on failure the error carries its standard error.
 func (d *Daemon) Xupfctl(ctx context.Context, xupfctl string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	full := append([]string{"netns", "exec", d.t.UPFNS, xupfctl, "--server", d.BaseURL}, args...)
+	full := append([]string{"netns", "exec", d.t.UPFNS, xupfctl, "--server", d.BaseURL, "--token-file", d.TokenFile}, args...)
 	cmd := exec.CommandContext(ctx, "ip", full...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

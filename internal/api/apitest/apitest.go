@@ -5,9 +5,12 @@ package apitest
 
 import (
 	"fmt"
+	"net/http"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/xupf/xupf/internal/api"
@@ -438,4 +441,24 @@ func NewBackend() *Backend {
 		ContractsData:    Contracts(),
 		AssociationsData: Associations(),
 	}
+}
+
+// TokenFile creates an API token file in a temporary directory of t, as xupfd does, and
+// returns its path and token.
+func TokenFile(t testing.TB) (path, token string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "api-token")
+	token, _, err := api.LoadOrCreateToken(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, token
+}
+
+// Guarded returns b's API behind api.Guard with a new token file (see TokenFile), as the
+// daemon serves it with the default settings, and that file's path.
+func Guarded(t testing.TB, b api.Backend) (http.Handler, string) {
+	t.Helper()
+	path, token := TokenFile(t)
+	return api.Guard(api.NewHandler(b, nil), api.Access{Token: token, OpenMetrics: true}, nil), path
 }
