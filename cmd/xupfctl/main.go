@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -23,6 +24,7 @@ const (
 	defaultServer = "http://127.0.0.1:8080"
 	serverEnv     = "XUPF_SERVER"
 	tokenFileEnv  = "XUPF_TOKEN_FILE"
+	caCertEnv     = "XUPF_CA_CERT"
 )
 
 var outputFormats = []string{"table", "json", "yaml"}
@@ -53,8 +55,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 type options struct {
 	server    string
 	tokenFile string
+	caCert    string
 	output    string
 	timeout   time.Duration
+	// http is the client for an https server with --ca-cert; nil: Go's default.
+	http *http.Client
 }
 
 func newRootCmd(getenv func(string) string) *cobra.Command {
@@ -72,7 +77,8 @@ The daemon's API address is --server, else the ` + serverEnv + ` environment var
 ` + defaultServer + `. Every request carries the API token that xupfd keeps in its
 api_token_file: xupfctl reads it from --token-file, else ` + tokenFileEnv + `, else
 ` + config.DefaultAPITokenFile + ` (readable by root only, so run xupfctl with sudo or as
-the daemon's user, or give a copy of your own).
+the daemon's user, or give a copy of your own). An https:// server's certificate is checked
+against the system's CAs, or the PEM file --ca-cert (env ` + caCertEnv + `).
 
 Shell completion (including session ids for "session show" and class ids for
 "classifier show" and "classifier delete") is built in: run
@@ -110,6 +116,8 @@ Shell completion (including session ids for "session show" and class ids for
 	}
 	flags.StringVar(&opts.tokenFile, "token-file", tokenFile,
 		"file holding the API token, xupfd's api_token_file (env "+tokenFileEnv+")")
+	flags.StringVar(&opts.caCert, "ca-cert", getenv(caCertEnv),
+		"PEM file of the CA that signed an https:// server's certificate, or that certificate if self-signed (env "+caCertEnv+")")
 	flags.StringVarP(&opts.output, "output", "o", "table",
 		"output format: "+strings.Join(outputFormats, ", "))
 	flags.DurationVar(&opts.timeout, "timeout", 5*time.Second,
@@ -130,6 +138,15 @@ func (o *options) validate() error {
 	if o.timeout <= 0 {
 		return fmt.Errorf("--timeout %s must be positive, e.g. 5s", o.timeout)
 	}
+	if o.caCert != "" {
+		tlsCfg, err := api.TLSConfig(o.caCert)
+		if err != nil {
+			return fmt.Errorf("--ca-cert: %w", err)
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tlsCfg
+		o.http = &http.Client{Transport: tr}
+	}
 	return nil
 }
 
@@ -146,7 +163,7 @@ func (o *options) client(cmd *cobra.Command) (*api.Client, context.Context, cont
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	return api.NewClient(server, nil).WithTokenFile(o.tokenFile), ctx, cancel
+	return api.NewClient(server, o.http).WithTokenFile(o.tokenFile), ctx, cancel
 }
 
 // render writes v as JSON or YAML when -o asks for it, else as the command's table.

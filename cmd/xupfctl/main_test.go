@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -480,6 +482,53 @@ func TestTokenFile(t *testing.T) {
 			env := map[string]string{"XUPF_SERVER": srv.URL}
 			maps.Copy(env, c.env)
 			r := runCLIAt(t, srv.URL, env, append(c.args, "stats")...)
+			if c.wantErr == "" {
+				if r.code != 0 {
+					t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+				}
+				return
+			}
+			if r.code != 1 || !strings.Contains(r.stderr, c.wantErr) {
+				t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, c.wantErr)
+			}
+		})
+	}
+}
+
+// An https:// daemon is trusted through --ca-cert (or XUPF_CA_CERT); without it the error
+// says what to give.
+func TestCACert(t *testing.T) {
+	h, tokenFile := apitest.Guarded(t, newBackend())
+	srv := httptest.NewTLSServer(h)
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(extra ...string) map[string]string {
+		m := map[string]string{"XUPF_SERVER": srv.URL, "XUPF_TOKEN_FILE": tokenFile}
+		for i := 0; i < len(extra); i += 2 {
+			m[extra[i]] = extra[i+1]
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		wantErr string
+	}{
+		{name: "flag", env: env(), args: []string{"--ca-cert", ca}},
+		{name: "env", env: env("XUPF_CA_CERT", ca)},
+		{name: "untrusted", env: env(), wantErr: "error: the daemon's TLS certificate at " + srv.URL +
+			" is not trusted; give the certificate of the CA that signed it (the certificate itself if it is self-signed) with --ca-cert or XUPF_CA_CERT"},
+		{name: "not PEM", env: env(), args: []string{"--ca-cert", tokenFile},
+			wantErr: "error: --ca-cert: CA certificate " + tokenFile + " holds no PEM certificate"},
+		{name: "missing", env: env(), args: []string{"--ca-cert", "/nonexistent.pem"},
+			wantErr: "error: --ca-cert: CA certificate: open /nonexistent.pem: no such file or directory"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCLIAt(t, srv.URL, c.env, append(c.args, "status")...)
 			if c.wantErr == "" {
 				if r.code != 0 {
 					t.Errorf("exit %d, stderr %q", r.code, r.stderr)

@@ -3,11 +3,14 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 
@@ -38,6 +41,25 @@ func NewClient(baseURL string, httpClient *http.Client) *Client {
 func (c *Client) WithTokenFile(path string) *Client {
 	c.tokenFile = path
 	return c
+}
+
+// TLSConfig returns the TLS settings of a client of a daemon whose certificate is signed by
+// the CA (or is the self-signed certificate) in the PEM file caFile; "" trusts the system's
+// CAs.
+func TLSConfig(caFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile == "" {
+		return cfg, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("CA certificate: %w", err)
+	}
+	cfg.RootCAs = x509.NewCertPool()
+	if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("CA certificate %s holds no PEM certificate; give the PEM file of the CA that signed the daemon's certificate", caFile)
+	}
+	return cfg, nil
 }
 
 // ResponseError is a non-2xx answer from the daemon. Its text is the server's own message,
@@ -254,6 +276,11 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		var certErr *tls.CertificateVerificationError
+		if errors.As(err, &certErr) {
+			return fmt.Errorf("the daemon's TLS certificate at %s is not trusted; give the certificate of the CA that signed it "+
+				"(the certificate itself if it is self-signed) with --ca-cert or XUPF_CA_CERT: %w", c.baseURL, err)
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("the daemon at %s did not answer in time; check that xupfd is healthy, or raise --timeout: %w", c.baseURL, err)
 		}

@@ -1226,6 +1226,10 @@ type APIAccess struct {
 	// MetricsAuth makes /metrics require the token too; by default Prometheus reads it
 	// without.
 	MetricsAuth bool `yaml:"api_metrics_auth"`
+	// TLSCert and TLSKey are the PEM certificate (chain) and key the API is served with over
+	// HTTPS; both empty: plain HTTP.
+	TLSCert string `yaml:"api_tls_cert,omitempty"`
+	TLSKey  string `yaml:"api_tls_key,omitempty"`
 }
 
 // apiAccess checks the api_* keys.
@@ -1248,4 +1252,13 @@ func (v *validator) apiAccess(raw APIAccess) {
 		v.cfg.AllowedHosts = append(v.cfg.AllowedHosts, strings.ToLower(h))
 	}
 	v.cfg.MetricsAuth = raw.MetricsAuth
+
+	switch {
+	case (raw.TLSCert == "") != (raw.TLSKey == ""):
+		v.addf("api_tls_cert, api_tls_key: only one is set; give both (the certificate and its key, PEM) for HTTPS, or neither for HTTP")
+	case raw.TLSCert != "" && (!filepath.IsAbs(raw.TLSCert) || !filepath.IsAbs(raw.TLSKey)):
+		v.addf("api_tls_cert, api_tls_key: %q and %q must both be absolute paths", raw.TLSCert, raw.TLSKey)
+	default:
+		v.cfg.TLSCert, v.cfg.TLSKey = raw.TLSCert, raw.TLSKey
+	}
 }

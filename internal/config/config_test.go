@@ -677,12 +677,12 @@ func TestMaxRuleSetsDefault(t *testing.T) {
 
 func TestAPIAccess(t *testing.T) {
 	cfg, err := Parse([]byte(minimal + "api_token_file: /etc/xupf/token\napi_allowed_hosts: [UPF1.example.net, localhost]\n" +
-		"api_metrics_auth: true\n"))
+		"api_metrics_auth: true\napi_tls_cert: /etc/xupf/api.crt\napi_tls_key: /etc/xupf/api.key\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := APIAccess{TokenFile: "/etc/xupf/token", AllowedHosts: []string{"upf1.example.net", "localhost"},
-		MetricsAuth: true}
+		MetricsAuth: true, TLSCert: "/etc/xupf/api.crt", TLSKey: "/etc/xupf/api.key"}
 	if !reflect.DeepEqual(cfg.APIAccess, want) {
 		t.Errorf("APIAccess = %+v, want %+v", cfg.APIAccess, want)
 	}
@@ -693,7 +693,10 @@ func TestAPIAccess(t *testing.T) {
 		{"api_token_file: /var/lib/xupf/\n", `api_token_file: "/var/lib/xupf/" is not an absolute file path`},
 		{"api_allowed_hosts: [\"evil.example:8080\"]\n", `api_allowed_hosts[0]: "evil.example:8080" is neither an IPv4 address nor a DNS name`},
 		{"api_allowed_hosts: [\"a..b\"]\n", `api_allowed_hosts[0]: "a..b" has an empty label`},
-		{"api_token: x\n", "valid keys: interfaces, gtpu_addresses, xdp_mode, xdp_fallback, bpffs, http_listen, pfcp_listen, pfcp_node_id, pfcp_allowed_peers, pfcp_peer_addresses, pfcp_smf_peers, pfcp_heartbeat_interval, pfcp_heartbeat_retries, pfcp_lost_peer_sessions, ue_pools, ue_pools_only, network_instances, qos_algorithm, qos_clock, qos_mbr_burst, log_level, limits, sessions, api_token_file, api_allowed_hosts, api_metrics_auth)"},
+		{"api_tls_cert: /etc/xupf/api.crt\n", "api_tls_cert, api_tls_key: only one is set; give both"},
+		{"api_tls_key: /etc/xupf/api.key\n", "api_tls_cert, api_tls_key: only one is set"},
+		{"api_tls_cert: api.crt\napi_tls_key: /k\n", `api_tls_cert, api_tls_key: "api.crt" and "/k" must both be absolute paths`},
+		{"api_token: x\n", "valid keys: interfaces, gtpu_addresses, xdp_mode, xdp_fallback, bpffs, http_listen, pfcp_listen, pfcp_node_id, pfcp_allowed_peers, pfcp_peer_addresses, pfcp_smf_peers, pfcp_heartbeat_interval, pfcp_heartbeat_retries, pfcp_lost_peer_sessions, ue_pools, ue_pools_only, network_instances, qos_algorithm, qos_clock, qos_mbr_burst, log_level, limits, sessions, api_token_file, api_allowed_hosts, api_metrics_auth, api_tls_cert, api_tls_key)"},
 	} {
 		_, err := Parse([]byte(minimal + c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

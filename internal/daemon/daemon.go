@@ -204,7 +204,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go func() { httpErr <- serveAPI(srv, ln) }()
 	pfcpErr := make(chan error, 1)
 	go func() { pfcpErr <- d.pfcpNode.Serve(ctx, conn) }() // closes conn when ctx is done
-	d.log.Info("http api listening", "address", ln.Addr().String())
+	d.log.Info("http api listening", "address", ln.Addr().String(), "tls", srv.TLSConfig != nil)
 	d.log.Info("pfcp listening", "address", conn.LocalAddr().String(), "node_id", d.cfg.PFCPNodeID,
 		"allowed_peers", d.cfg.PFCPAllowedPeers, "heartbeat_interval", d.cfg.PFCPHeartbeatInterval,
 		"heartbeat_retries", d.cfg.PFCPHeartbeatRetries)

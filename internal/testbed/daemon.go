@@ -3,6 +3,7 @@ package testbed
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,10 @@ type Daemon struct {
 	BaseURL string // the API as seen from inside the upf namespace
 	// TokenFile is the daemon's api_token_file, which its clients read as an operator's do.
 	TokenFile string
+	// CACert is the daemon's api_tls_cert when it serves HTTPS: its clients trust it as the
+	// CA, which fits a self-signed certificate. "" for HTTP.
+	CACert    string
+	tlsConfig *tls.Config
 
 	done    chan struct{} // closed when the process has exited
 	waitErr error
@@ -54,7 +59,13 @@ func (t *Topology) StartDaemon(binary, configPath string, logw io.Writer) (*Daem
 		logw = io.Discard
 	}
 	d := &Daemon{t: t, log: newTailBuffer(4096), BaseURL: "http://" + dialAddr(cfg.HTTPListen),
-		TokenFile: cfg.TokenFile, done: make(chan struct{})}
+		TokenFile: cfg.TokenFile, CACert: cfg.TLSCert, done: make(chan struct{})}
+	if d.CACert != "" {
+		d.BaseURL = "https://" + dialAddr(cfg.HTTPListen)
+		if d.tlsConfig, err = api.TLSConfig(d.CACert); err != nil {
+			return nil, fmt.Errorf("testbed: %w", err)
+		}
+	}
 	out := io.MultiWriter(logw, d.log)
 	d.cmd = exec.Command("ip", "netns", "exec", t.UPFNS, binary, "--config", configPath)
 	d.cmd.Stdout, d.cmd.Stderr = out, out
@@ -157,7 +168,7 @@ func (d *Daemon) HTTPClient() *http.Client {
 	}
 	// No keep-alive: a pooled connection would outlive the daemon between tests and fail the
 	// next request in a confusing way.
-	return &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+	return &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true, TLSClientConfig: d.tlsConfig}}
 }
 
 // API returns an API client for the daemon, with its token.
@@ -165,12 +176,17 @@ func (d *Daemon) API() *api.Client {
 	return api.NewClient(d.BaseURL, d.HTTPClient()).WithTokenFile(d.TokenFile)
 }
 
-// Xupfctl runs `ip netns exec <upf> xupfctl --server <api> --token-file <file> args...` and
-// returns its standard output; on failure the error carries its standard error.
+// Xupfctl runs `ip netns exec <upf> xupfctl --server <api> --token-file <file> args...` (and
+// --ca-cert for HTTPS) and returns its standard output; on failure the error carries its
+// standard error.
 func (d *Daemon) Xupfctl(ctx context.Context, xupfctl string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	full := append([]string{"netns", "exec", d.t.UPFNS, xupfctl, "--server", d.BaseURL, "--token-file", d.TokenFile}, args...)
+	full := []string{"netns", "exec", d.t.UPFNS, xupfctl, "--server", d.BaseURL, "--token-file", d.TokenFile}
+	if d.CACert != "" {
+		full = append(full, "--ca-cert", d.CACert)
+	}
+	full = append(full, args...)
 	cmd := exec.CommandContext(ctx, "ip", full...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/xupf/xupf/internal/api"
+	"github.com/xupf/xupf/internal/api/apitest"
+	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/testbed"
 )
 
@@ -98,5 +100,32 @@ func TestAPIAccess(t *testing.T) {
 	e.ctl(t, "classifier", "add", "--id", "1", "--priority", "1", "--protocol", "udp")
 	if list, err := e.api.Classes(e.ctx()); err != nil || len(list) != 1 {
 		t.Errorf("classes after xupfctl added one: %+v, %v", list, err)
+	}
+}
+
+// TestAPITLS serves the real daemon's API over HTTPS with a certificate made by the test:
+// xupfctl and the API client (trusting it, with the token) work, plain HTTP does not.
+func TestAPITLS(t *testing.T) {
+	cert, key := apitest.SelfSignedCert(t)
+	e := newEnvConfig(t, func(c *config.Config) { c.TLSCert, c.TLSKey = cert, key }, sessQFI)
+	if !strings.HasPrefix(e.daemon.BaseURL, "https://") {
+		t.Fatalf("the testbed talks to %s, want https", e.daemon.BaseURL)
+	}
+	var sessions struct{ Static []api.SessionInfo }
+	e.xupfctlJSON(&sessions, "session", "list")
+	if len(sessions.Static) != 1 || sessions.Static[0].ID != sessQFI.ID {
+		t.Errorf("xupfctl session list over HTTPS: %+v", sessions.Static)
+	}
+	if _, err := e.api.Status(e.ctx()); err != nil {
+		t.Errorf("API client over HTTPS: %v", err)
+	}
+	plain := api.NewClient("http"+strings.TrimPrefix(e.daemon.BaseURL, "https"), e.daemon.HTTPClient()).WithTokenFile(e.daemon.TokenFile)
+	if _, err := plain.Status(e.ctx()); err == nil || !strings.Contains(err.Error(), "HTTP request to an HTTPS server") {
+		t.Errorf("plain HTTP to the HTTPS API: %v", err)
+	}
+	// xupfctl without --ca-cert does not trust the self-signed certificate.
+	out, err := e.daemon.Xupfctl(e.ctx(), xupfctlBin, "--ca-cert", "", "status")
+	if err == nil || !strings.Contains(err.Error(), "TLS certificate at "+e.daemon.BaseURL+" is not trusted") {
+		t.Errorf("xupfctl without the CA: %v\n%s", err, out)
 	}
 }

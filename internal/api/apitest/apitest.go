@@ -4,9 +4,18 @@
 package apitest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -461,4 +470,46 @@ func Guarded(t testing.TB, b api.Backend) (http.Handler, string) {
 	t.Helper()
 	path, token := TokenFile(t)
 	return api.Guard(api.NewHandler(b, nil), api.Access{Token: token, OpenMetrics: true}, nil), path
+}
+
+// SelfSignedCert writes a self-signed certificate for 127.0.0.1, ::1 and localhost, valid
+// for an hour, and its key (PEM) to a temporary directory of t; it returns both paths. The
+// certificate is its own CA, so clients trust it with the certificate file itself.
+func SelfSignedCert(t testing.TB) (certPath, keyPath string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "xupfd test"},
+		NotBefore:             time.Now().Add(-time.Minute),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:              []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certPath, keyPath = filepath.Join(dir, "api.crt"), filepath.Join(dir, "api.key")
+	for path, block := range map[string]*pem.Block{
+		certPath: {Type: "CERTIFICATE", Bytes: der},
+		keyPath:  {Type: "PRIVATE KEY", Bytes: keyDER},
+	} {
+		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return certPath, keyPath
 }
