@@ -145,7 +145,7 @@ the class as the daemon stored it.`,
 				return err
 			}
 			return opts.render(cmd.OutOrStdout(), info, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "class %d added: %s (%s, priority %d)\n",
+				_, err := tprintf(w, "class %d added: %s (%s, priority %d)\n",
 					info.ID, classMatch(info.Class), classDirection(info.Direction), info.Priority)
 				return err
 			})
@@ -204,7 +204,7 @@ func completeClassIDs(opts *options) cobra.CompletionFunc {
 		}
 		comps := make([]cobra.Completion, 0, len(list))
 		for _, cl := range list {
-			comps = append(comps, cobra.CompletionWithDesc(strconv.FormatUint(uint64(cl.ID), 10), classMatch(cl.Class)))
+			comps = append(comps, cobra.CompletionWithDesc(strconv.FormatUint(uint64(cl.ID), 10), cell(classMatch(cl.Class))))
 		}
 		return comps, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -214,7 +214,7 @@ func renderClassList(w io.Writer, list []api.ClassInfo) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "ID\tPRIORITY\tDIRECTION\tMATCH\tPACKETS\tBYTES")
 	for _, c := range list {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%d\n",
+		tprintf(tw, "%d\t%d\t%s\t%s\t%d\t%d\n",
 			c.ID, c.Priority, classDirection(c.Direction), classMatch(c.Class), c.Counters.Packets, c.Counters.Bytes)
 	}
 	return flush(tw)
@@ -222,18 +222,18 @@ func renderClassList(w io.Writer, list []api.ClassInfo) error {
 
 func renderClass(w io.Writer, c api.ClassInfo) error {
 	tw := newTable(w)
-	fmt.Fprintf(tw, "ID:\t%d\n", c.ID)
-	fmt.Fprintf(tw, "Priority:\t%d\n", c.Priority)
-	fmt.Fprintf(tw, "Direction:\t%s\n", classDirection(c.Direction))
-	fmt.Fprintf(tw, "Source MAC:\t%s\n", orAny(c.SrcMAC))
-	fmt.Fprintf(tw, "Destination MAC:\t%s\n", orAny(c.DstMAC))
-	fmt.Fprintf(tw, "EtherType:\t%s\n", orAny(c.EtherType))
-	fmt.Fprintf(tw, "Source IP:\t%s\n", orAny(c.SrcIP))
-	fmt.Fprintf(tw, "Destination IP:\t%s\n", orAny(c.DstIP))
-	fmt.Fprintf(tw, "Protocol:\t%s\n", orAny(c.Protocol))
-	fmt.Fprintf(tw, "Source port:\t%s\n", orAny(c.SrcPort))
-	fmt.Fprintf(tw, "Destination port:\t%s\n", orAny(c.DstPort))
-	fmt.Fprintf(tw, "Matched:\t%d packets, %d bytes\n", c.Counters.Packets, c.Counters.Bytes)
+	tprintf(tw, "ID:\t%d\n", c.ID)
+	tprintf(tw, "Priority:\t%d\n", c.Priority)
+	tprintf(tw, "Direction:\t%s\n", classDirection(c.Direction))
+	tprintf(tw, "Source MAC:\t%s\n", orAny(c.SrcMAC))
+	tprintf(tw, "Destination MAC:\t%s\n", orAny(c.DstMAC))
+	tprintf(tw, "EtherType:\t%s\n", orAny(c.EtherType))
+	tprintf(tw, "Source IP:\t%s\n", orAny(c.SrcIP))
+	tprintf(tw, "Destination IP:\t%s\n", orAny(c.DstIP))
+	tprintf(tw, "Protocol:\t%s\n", orAny(c.Protocol))
+	tprintf(tw, "Source port:\t%s\n", orAny(c.SrcPort))
+	tprintf(tw, "Destination port:\t%s\n", orAny(c.DstPort))
+	tprintf(tw, "Matched:\t%d packets, %d bytes\n", c.Counters.Packets, c.Counters.Bytes)
 	return flush(tw)
 }
 

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -45,7 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(stderr, "error: %v\n", err)
+		fmt.Fprintf(stderr, "error: %s\n", message(err.Error())) // it may quote the daemon
 		return 1
 	}
 	return 0
@@ -179,21 +180,34 @@ func (o *options) render(w io.Writer, v any, table func(io.Writer) error) error 
 }
 
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing json: %w", err)
+	}
+	if _, err := w.Write(escapeJSON(buf.Bytes())); err != nil {
 		return fmt.Errorf("writing json: %w", err)
 	}
 	return nil
 }
 
 func writeYAML(w io.Writer, v any) error {
-	enc := yaml.NewEncoder(w)
+	var root yaml.Node
+	if err := root.Encode(v); err != nil {
+		return fmt.Errorf("writing yaml: %w", err)
+	}
+	quoteUnprintable(&root)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(v); err != nil {
+	if err := enc.Encode(&root); err != nil {
 		return fmt.Errorf("writing yaml: %w", err)
 	}
 	if err := enc.Close(); err != nil {
+		return fmt.Errorf("writing yaml: %w", err)
+	}
+	if _, err := w.Write(escapeYAML(buf.Bytes())); err != nil {
 		return fmt.Errorf("writing yaml: %w", err)
 	}
 	return nil

@@ -63,7 +63,7 @@ func renderAssociations(w io.Writer, list []pfcp.Association) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "NODE ID\tADDRESS\tRECOVERY\tESTABLISHED\tMISSED")
 	for _, a := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", orDash(a.NodeID), a.Address,
+		tprintf(tw, "%s\t%s\t%s\t%s\t%d\n", orDash(a.NodeID), a.Address,
 			timeCell(a.Recovery), timeCell(a.Established), a.Missed)
 	}
 	return flush(tw)

@@ -175,7 +175,7 @@ packets that match no class and to those of a class without a contract of its ow
 			return err
 		}
 		return opts.render(cmd.OutOrStdout(), info, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "%s set: %s\n", api.ContractName(info.Class), contractSummary(info.Contract))
+			_, err := tprintf(w, "%s set: %s\n", api.ContractName(info.Class), contractSummary(info.Contract))
 			return err
 		})
 	}
@@ -256,7 +256,7 @@ func completeContracts(opts *options) cobra.CompletionFunc {
 		}
 		comps := make([]cobra.Completion, 0, len(list))
 		for _, ct := range list {
-			comps = append(comps, cobra.CompletionWithDesc(strconv.FormatUint(uint64(ct.Class), 10), contractSummary(ct.Contract)))
+			comps = append(comps, cobra.CompletionWithDesc(strconv.FormatUint(uint64(ct.Class), 10), cell(contractSummary(ct.Contract))))
 		}
 		return comps, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -275,7 +275,7 @@ func renderContracts(w io.Writer, list []api.ContractInfo) error {
 			rate, burst = formatRate(c.RateBPS), formatSize(c.BurstBytes)
 		}
 		n := c.Counters
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", class, c.Action, rate, burst,
+		tprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", class, c.Action, rate, burst,
 			n.PassedPackets, n.PassedBytes, n.DroppedPackets, n.DroppedBytes)
 	}
 	return flush(tw)

@@ -103,7 +103,7 @@ decimal, or hexadecimal with 0x as "session list" shows SEIDs.`,
 				return comps, cobra.ShellCompDirectiveNoFileComp
 			}
 			for _, s := range pfcpList {
-				desc := fmt.Sprintf("PFCP 0x%x of %s, UE %s", s.SEID, orDash(s.Peer), pfcpUEs(s.Session))
+				desc := fmt.Sprintf("PFCP 0x%x of %s, UE %s", s.SEID, cell(orDash(s.Peer)), pfcpUEs(s.Session))
 				comps = append(comps, cobra.CompletionWithDesc(strconv.FormatUint(s.SEID, 10), desc))
 			}
 			return comps, cobra.ShellCompDirectiveNoFileComp
@@ -181,7 +181,7 @@ func renderSessionList(w io.Writer, list []api.SessionInfo) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "ID\tUE\tUL-TEID\tGNB\tDL-TEID\tQFI\tUL-PKTS\tDL-PKTS")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%d\t%s\t0x%x\t%s\t0x%x\t%s\t%d\t%d\n",
+		tprintf(tw, "%d\t%s\t0x%x\t%s\t0x%x\t%s\t%d\t%d\n",
 			s.ID, s.UE, s.UplinkTEID, s.GNB, s.DownlinkTEID, qfiCell(s.QFI),
 			s.Usage.Uplink.Packets, s.Usage.Downlink.Packets)
 	}
@@ -194,15 +194,15 @@ func renderSession(w io.Writer, s api.SessionInfo) error {
 	if s.QFI != 0 {
 		qfi = strconv.Itoa(int(s.QFI))
 	}
-	fmt.Fprintf(tw, "ID:\t%d\n", s.ID)
-	fmt.Fprintf(tw, "UE:\t%s\n", s.UE)
-	fmt.Fprintf(tw, "Uplink TEID:\t0x%x\n", s.UplinkTEID)
-	fmt.Fprintf(tw, "gNB:\t%s\n", s.GNB)
-	fmt.Fprintf(tw, "Downlink TEID:\t0x%x\n", s.DownlinkTEID)
-	fmt.Fprintf(tw, "QFI:\t%s\n", qfi)
-	fmt.Fprintf(tw, "GTP-U address:\t%s\n", s.GTPUAddr)
-	fmt.Fprintf(tw, "Uplink usage:\t%d packets, %d bytes\n", s.Usage.Uplink.Packets, s.Usage.Uplink.Bytes)
-	fmt.Fprintf(tw, "Downlink usage:\t%d packets, %d bytes\n", s.Usage.Downlink.Packets, s.Usage.Downlink.Bytes)
+	tprintf(tw, "ID:\t%d\n", s.ID)
+	tprintf(tw, "UE:\t%s\n", s.UE)
+	tprintf(tw, "Uplink TEID:\t0x%x\n", s.UplinkTEID)
+	tprintf(tw, "gNB:\t%s\n", s.GNB)
+	tprintf(tw, "Downlink TEID:\t0x%x\n", s.DownlinkTEID)
+	tprintf(tw, "QFI:\t%s\n", qfi)
+	tprintf(tw, "GTP-U address:\t%s\n", s.GTPUAddr)
+	tprintf(tw, "Uplink usage:\t%d packets, %d bytes\n", s.Usage.Uplink.Packets, s.Usage.Uplink.Bytes)
+	tprintf(tw, "Downlink usage:\t%d packets, %d bytes\n", s.Usage.Downlink.Packets, s.Usage.Downlink.Bytes)
 	return flush(tw)
 }
 
@@ -220,7 +220,7 @@ func renderPFCPSessionTable(w io.Writer, list []api.PFCPSessionInfo) error {
 	fmt.Fprintln(tw, "SEID\tPEER\tCP-SEID\tUE\tUL-TEIDS\tDL-PEER\tPDRS\tUL-PKTS\tDL-PKTS")
 	for _, s := range list {
 		ul, dl := pfcpDirectionPackets(s)
-		fmt.Fprintf(tw, "0x%x\t%s\t0x%x\t%s\t%s\t%s\t%d\t%d\t%d\n",
+		tprintf(tw, "0x%x\t%s\t0x%x\t%s\t%s\t%s\t%d\t%d\t%d\n",
 			s.SEID, orDash(s.Peer), s.CPSEID, pfcpUEs(s.Session), pfcpULTEIDs(s.Session),
 			pfcpDLPeers(s.Session), len(s.PDRs), ul, dl)
 	}
@@ -229,10 +229,10 @@ func renderPFCPSessionTable(w io.Writer, list []api.PFCPSessionInfo) error {
 
 func renderPFCPSessionDetail(w io.Writer, s api.PFCPSessionInfo) error {
 	tw := newTable(w)
-	fmt.Fprintf(tw, "SEID:\t0x%x\n", s.SEID)
-	fmt.Fprintf(tw, "CP F-SEID:\t0x%x at %s\n", s.CPSEID, s.CPAddress)
-	fmt.Fprintf(tw, "Peer:\t%s\n", orDash(s.Peer))
-	fmt.Fprintf(tw, "Established:\t%s\n", timeCell(s.Established))
+	tprintf(tw, "SEID:\t0x%x\n", s.SEID)
+	tprintf(tw, "CP F-SEID:\t0x%x at %s\n", s.CPSEID, s.CPAddress)
+	tprintf(tw, "Peer:\t%s\n", orDash(s.Peer))
+	tprintf(tw, "Established:\t%s\n", timeCell(s.Established))
 
 	// Each blank line ends a block, so every table aligns on its own.
 	usage := map[uint16]api.PDRUsage{}
@@ -247,7 +247,7 @@ func renderPFCPSessionDetail(w io.Writer, s api.PFCPSessionInfo) error {
 			sdfs = append(sdfs, f.FlowDescription)
 		}
 		u := usage[id]
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\n",
+		tprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\n",
 			id, p.Precedence, pfcpInterface(p.SourceInterface), pfcpMatch(p), qfiCell(p.QFI),
 			orDash(strings.Join(sdfs, "; ")), p.FAR, pfcpIDs(p.QERs), pfcpIDs(p.URRs), u.Packets, u.Bytes)
 	}
@@ -265,7 +265,7 @@ func renderPFCPSessionDetail(w io.Writer, s api.PFCPSessionInfo) error {
 		if f.BARID != nil {
 			bar = strconv.Itoa(int(*f.BARID))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", id, pfcpApplyAction(f.Apply),
+		tprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", id, pfcpApplyAction(f.Apply),
 			pfcpInterface(f.DestinationInterface), ohc, tlm, bar)
 	}
 
@@ -273,7 +273,7 @@ func renderPFCPSessionDetail(w io.Writer, s api.PFCPSessionInfo) error {
 		fmt.Fprintln(tw, "\nQER ID\tGATE UL/DL\tMBR UL/DL (KBIT/S)\tGBR UL/DL (KBIT/S)\tQFI")
 		for _, id := range slices.Sorted(maps.Keys(s.QERs)) {
 			q := s.QERs[id]
-			fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%s\t%s\n", id, pfcpGate(q.GateUL), pfcpGate(q.GateDL),
+			tprintf(tw, "%d\t%s/%s\t%s\t%s\t%s\n", id, pfcpGate(q.GateUL), pfcpGate(q.GateDL),
 				pfcpRates(q.MBRUL, q.MBRDL), pfcpRates(q.GBRUL, q.GBRDL), qfiCell(q.QFI))
 		}
 	}
@@ -282,7 +282,7 @@ func renderPFCPSessionDetail(w io.Writer, s api.PFCPSessionInfo) error {
 		fmt.Fprintln(tw, "\nURR ID\tMETHOD\tTHRESHOLD\tQUOTA")
 		for _, id := range slices.Sorted(maps.Keys(s.URRs)) {
 			u := s.URRs[id]
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", id, pfcpMeasurementMethod(u.Method),
+			tprintf(tw, "%d\t%s\t%s\t%s\n", id, pfcpMeasurementMethod(u.Method),
 				pfcpVolumeTime(u.VolumeThreshold, u.TimeThreshold), pfcpVolumeTime(u.VolumeQuota, u.TimeQuota))
 		}
 	}
@@ -298,7 +298,7 @@ func renderPFCPSessionDetail(w io.Writer, s api.PFCPSessionInfo) error {
 			if b.SuggestedPackets != 0 {
 				pkts = strconv.Itoa(int(b.SuggestedPackets))
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\n", id, delay, pkts)
+			tprintf(tw, "%d\t%s\t%s\n", id, delay, pkts)
 		}
 	}
 	return flush(tw)

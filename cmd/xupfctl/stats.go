@@ -42,6 +42,6 @@ func writeCounterSection(w io.Writer, title string, counters map[string]uint64) 
 	fmt.Fprintf(w, "%s\tVALUE\n", title)
 	// Sorted by name so that runs can be compared line by line.
 	for _, name := range slices.Sorted(maps.Keys(counters)) {
-		fmt.Fprintf(w, "%s\t%d\n", name, counters[name])
+		tprintf(w, "%s\t%d\n", name, counters[name])
 	}
 }

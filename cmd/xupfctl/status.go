@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -32,22 +31,22 @@ func newStatusCmd(opts *options) *cobra.Command {
 func renderStatus(w io.Writer, st api.Status) error {
 	tw := newTable(w)
 	uptime := time.Duration(st.UptimeSeconds * float64(time.Second)).Round(time.Second)
-	fmt.Fprintf(tw, "Version:\t%s\n", st.Version)
-	fmt.Fprintf(tw, "Started:\t%s (up %s)\n", st.StartedAt.Format(time.RFC3339), uptime)
-	fmt.Fprintf(tw, "Sessions:\t%d/%d\n", st.Sessions, st.MaxSessions)
-	fmt.Fprintf(tw, "GTP-U addresses:\t%s\n", orDash(strings.Join(st.GTPUAddresses, ", ")))
-	fmt.Fprintf(tw, "PFCP address:\t%s\n", orDash(st.PFCPAddress))
-	fmt.Fprintf(tw, "PFCP associations:\t%d\n", st.PFCPAssociations)
-	fmt.Fprintf(tw, "QoS meters:\t%s, clock %s\n", orDash(st.QoSAlgorithm), orDash(st.QoSClock))
-	fmt.Fprintf(tw, "BPF FS path:\t%s\n", orDash(st.BPFFSPath))
+	tprintf(tw, "Version:\t%s\n", st.Version)
+	tprintf(tw, "Started:\t%s (up %s)\n", st.StartedAt.Format(time.RFC3339), uptime)
+	tprintf(tw, "Sessions:\t%d/%d\n", st.Sessions, st.MaxSessions)
+	tprintf(tw, "GTP-U addresses:\t%s\n", orDash(strings.Join(st.GTPUAddresses, ", ")))
+	tprintf(tw, "PFCP address:\t%s\n", orDash(st.PFCPAddress))
+	tprintf(tw, "PFCP associations:\t%d\n", st.PFCPAssociations)
+	tprintf(tw, "QoS meters:\t%s, clock %s\n", orDash(st.QoSAlgorithm), orDash(st.QoSClock))
+	tprintf(tw, "BPF FS path:\t%s\n", orDash(st.BPFFSPath))
 	if len(st.Interfaces) == 0 {
-		fmt.Fprintf(tw, "Interfaces:\tnone\n")
+		tprintf(tw, "Interfaces:\tnone\n")
 		return flush(tw)
 	}
 	// The blank line ends the key/value block, so the interface table aligns on its own.
-	fmt.Fprintf(tw, "\nINTERFACE\tIFINDEX\tROLES\tXDP MODE\n")
+	tprintf(tw, "\nINTERFACE\tIFINDEX\tROLES\tXDP MODE\n")
 	for _, ifc := range st.Interfaces {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", ifc.Name, ifc.Ifindex, orDash(strings.Join(ifc.Roles, ",")), orDash(ifc.XDPMode))
+		tprintf(tw, "%s\t%d\t%s\t%s\n", ifc.Name, ifc.Ifindex, orDash(strings.Join(ifc.Roles, ",")), orDash(ifc.XDPMode))
 	}
 	return flush(tw)
 }
