@@ -51,6 +51,13 @@ type Daemon struct {
 // (nil discards it) and returns once its HTTP API answers. On failure the process is stopped
 // and the error ends with the last lines it logged.
 func (t *Topology) StartDaemon(binary, configPath string, logw io.Writer) (*Daemon, error) {
+	return t.StartDaemonWrapped(nil, binary, configPath, logw)
+}
+
+// StartDaemonWrapped is StartDaemon with wrapper (a command and its arguments, run in the
+// upf namespace, that ends by exec'ing the arguments after them, as setpriv does) in front
+// of the daemon's command line, so that the process keeps its pid.
+func (t *Topology) StartDaemonWrapped(wrapper []string, binary, configPath string, logw io.Writer) (*Daemon, error) {
 	cfg, err := config.Load(configPath)
 	if err != nil {
 		return nil, fmt.Errorf("testbed: %w", err)
@@ -67,7 +74,8 @@ func (t *Topology) StartDaemon(binary, configPath string, logw io.Writer) (*Daem
 		}
 	}
 	out := io.MultiWriter(logw, d.log)
-	d.cmd = exec.Command("ip", "netns", "exec", t.UPFNS, binary, "--config", configPath)
+	args := append(append([]string{"netns", "exec", t.UPFNS}, wrapper...), binary, "--config", configPath)
+	d.cmd = exec.Command("ip", args...)
 	d.cmd.Stdout, d.cmd.Stderr = out, out
 	// Its own process group: a Ctrl-C meant for the demo must not reach the daemon before the
 	// demo has finished with it; Stop decides when it ends.
