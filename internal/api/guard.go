@@ -22,7 +22,7 @@ type Access struct {
 	// addresses and localhost. A browser that an attacker's page has pointed at the API
 	// through DNS rebinding sends the attacker's name, which is not among them.
 	AllowedHosts []string
-	// OpenMetrics lets GET /metrics through without the token, for Prometheus.
+	// OpenMetrics lets GET and HEAD /metrics through without the token, for Prometheus.
 	OpenMetrics bool
 }
 
@@ -62,7 +62,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"from web pages of other sites; call it with xupfctl, curl or an API client")
 		return
 	}
-	if g.access.OpenMetrics && r.URL.Path == MetricsPath {
+	if g.access.OpenMetrics && r.URL.Path == MetricsPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		g.next.ServeHTTP(w, r)
 		return
 	}

@@ -99,6 +99,8 @@ func TestGuard(t *testing.T) {
 
 		{name: "open metrics", method: "GET", path: "/metrics", access: api.Access{OpenMetrics: true}, wantCode: 200},
 		{name: "metrics behind the token", method: "GET", path: "/metrics", wantCode: 401},
+		{name: "open metrics take no other method", method: "POST", path: "/metrics",
+			headers: map[string]string{"Content-Type": "application/json"}, access: api.Access{OpenMetrics: true}, wantCode: 401},
 		{name: "metrics with the token", method: "GET", path: "/metrics", headers: bearer, wantCode: 200},
 		{name: "open metrics leave the rest closed", method: "GET", path: "/api/v1/stats",
 			access: api.Access{OpenMetrics: true}, wantCode: 401},
