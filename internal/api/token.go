@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // MinTokenLen is the shortest token accepted: 128 bits as hex. The tokens xupfd makes are
@@ -73,8 +74,8 @@ func isToken68(r rune) bool {
 
 // LoadOrCreateToken returns the token in the file at path, first creating the file (mode
 // 0600, and its directory, mode 0700, when missing) with a new random token when it does not
-// exist; created says whether it did. A file that group or others may read or write is
-// refused: anyone who can read the token owns the UPF.
+// exist; created says whether it did. A file that group or others may read or write, or that
+// another user owns, is refused: anyone who can read the token owns the UPF.
 func LoadOrCreateToken(path string) (token string, created bool, err error) {
 	created, err = createToken(path)
 	if err != nil {
@@ -90,6 +91,11 @@ func LoadOrCreateToken(path string) (token string, created bool, err error) {
 	if perm := info.Mode().Perm(); perm&0o077 != 0 {
 		return "", false, fmt.Errorf("API token file %s has mode %04o: group or others may use it; "+
 			"run `chmod 600 %s`, or remove it and restart xupfd to get a new token", path, perm, path)
+	}
+	// A file someone else owns (planted in a shared directory, say) holds a token they know.
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return "", false, fmt.Errorf("API token file %s belongs to uid %d, not to xupfd's (%d): its owner knows the token; "+
+			"remove it and restart xupfd to get a new one, or `chown %d %s` if you trust it", path, st.Uid, os.Geteuid(), os.Geteuid(), path)
 	}
 	token, err = ReadToken(path)
 	return token, created, err

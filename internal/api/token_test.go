@@ -74,6 +74,24 @@ func TestLoadOrCreateTokenRefuses(t *testing.T) {
 	}
 }
 
+// A token file another user owns is refused even with mode 0600: its owner knows the token.
+func TestLoadOrCreateTokenRefusesOtherOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the file to another user")
+	}
+	path := filepath.Join(t.TempDir(), "api-token")
+	if err := os.WriteFile(path, []byte(strings.Repeat("a", 64)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := api.LoadOrCreateToken(path)
+	if want := "API token file " + path + " belongs to uid 65534, not to xupfd's (0): its owner knows the token"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want it to contain %q", err, want)
+	}
+}
+
 func TestReadTokenMissing(t *testing.T) {
 	_, err := api.ReadToken("/nonexistent/api-token")
 	want := "API token file /nonexistent/api-token does not exist; xupfd creates it on its first start " +
