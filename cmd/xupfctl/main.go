@@ -110,7 +110,7 @@ Shell completion (including session ids for "session show" and class ids for
 	}
 	flags := root.PersistentFlags()
 	flags.StringVar(&opts.server, "server", server,
-		"xupfd API address, as http://host:port (env "+serverEnv+")")
+		"xupfd API address, as http://host:port or https://host:port (env "+serverEnv+")")
 	tokenFile := getenv(tokenFileEnv)
 	if tokenFile == "" {
 		tokenFile = config.DefaultAPITokenFile
