@@ -481,16 +481,7 @@ func TestTokenFile(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			env := map[string]string{"XUPF_SERVER": srv.URL}
 			maps.Copy(env, c.env)
-			r := runCLIAt(t, srv.URL, env, append(c.args, "stats")...)
-			if c.wantErr == "" {
-				if r.code != 0 {
-					t.Errorf("exit %d, stderr %q", r.code, r.stderr)
-				}
-				return
-			}
-			if r.code != 1 || !strings.Contains(r.stderr, c.wantErr) {
-				t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, c.wantErr)
-			}
+			expectResult(t, runCLIAt(t, srv.URL, env, append(c.args, "stats")...), c.wantErr)
 		})
 	}
 }
@@ -528,16 +519,19 @@ func TestCACert(t *testing.T) {
 			wantErr: "error: --ca-cert: CA certificate: open /nonexistent.pem: no such file or directory"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := runCLIAt(t, srv.URL, c.env, append(c.args, "status")...)
-			if c.wantErr == "" {
-				if r.code != 0 {
-					t.Errorf("exit %d, stderr %q", r.code, r.stderr)
-				}
-				return
-			}
-			if r.code != 1 || !strings.Contains(r.stderr, c.wantErr) {
-				t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, c.wantErr)
-			}
+			expectResult(t, runCLIAt(t, srv.URL, c.env, append(c.args, "status")...), c.wantErr)
 		})
+	}
+}
+
+// expectResult checks that r succeeded when wantErr is "", else that it failed with wantErr
+// in its standard error.
+func expectResult(t *testing.T, r result, wantErr string) {
+	t.Helper()
+	switch {
+	case wantErr == "" && r.code != 0:
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	case wantErr != "" && (r.code != 1 || !strings.Contains(r.stderr, wantErr)):
+		t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, wantErr)
 	}
 }

@@ -53,6 +53,18 @@ func newEnvWith(t *testing.T, sessions ...session.Session) *env {
 // newEnvConfig is newEnvWith with the configuration changed by edit (when not nil) first.
 func newEnvConfig(t testing.TB, edit func(*config.Config), sessions ...session.Session) *env {
 	t.Helper()
+	e, err := startEnv(t, nil, edit, sessions...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// startEnv is newEnvConfig with the daemon started through wrapper (see
+// testbed.StartDaemonWrapped). A daemon that does not start is its error; any other failure
+// fails t.
+func startEnv(t testing.TB, wrapper []string, edit func(*config.Config), sessions ...session.Session) (*env, error) {
+	t.Helper()
 	topo := newTopology(t)
 	cfg := filepath.Join(t.TempDir(), "xupfd.yaml")
 	c := topo.Config(sessions, httpListen)
@@ -62,9 +74,9 @@ func newEnvConfig(t testing.TB, edit func(*config.Config), sessions ...session.S
 	if err := topo.WriteConfigFile(cfg, c); err != nil {
 		t.Fatal(err)
 	}
-	d, err := topo.StartDaemon(xupfdBin, cfg, nil)
+	d, err := topo.StartDaemonWrapped(wrapper, xupfdBin, cfg, nil)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	// Registered after topo.Close, so it runs before it: the namespace must be empty to go.
 	t.Cleanup(func() {
@@ -80,7 +92,7 @@ func newEnvConfig(t testing.TB, edit func(*config.Config), sessions ...session.S
 			t.Logf("xupfd log (tail):\n%s", d.LogTail())
 		}
 	})
-	return e
+	return e, nil
 }
 
 // newTopology builds a fresh topology, torn down by t.Cleanup.

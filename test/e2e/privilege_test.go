@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xupf/xupf/internal/session"
 	"github.com/xupf/xupf/internal/testbed"
 )
 
@@ -120,7 +119,7 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatalf("ExecStartPre = %q, want a command run with full privileges (+)", unit["ExecStartPre"])
 	}
 
-	e, err := startWithCaps(t, pre, caps)
+	e, err := startEnv(t, leastPrivilegeWrapper(pre, caps), nil, sessNoQFI)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,41 +151,13 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	for _, drop := range caps {
 		t.Run("without "+drop, func(t *testing.T) {
-			_, err := startWithCaps(t, pre, slices.DeleteFunc(slices.Clone(caps), func(c string) bool { return c == drop }))
+			without := slices.DeleteFunc(slices.Clone(caps), func(c string) bool { return c == drop })
+			_, err := startEnv(t, leastPrivilegeWrapper(pre, without), nil, sessNoQFI)
 			if err == nil || !strings.Contains(err.Error(), why[drop]) {
 				t.Errorf("xupfd without %s: %v; want it to fail with %q", drop, err, why[drop])
 			}
 		})
 	}
-}
-
-// startWithCaps starts xupfd with session sessNoQFI in a topology of its own, after the
-// unit's ExecStartPre pre, with only caps.
-func startWithCaps(t *testing.T, pre string, caps []string) (*env, error) {
-	t.Helper()
-	topo, err := testbed.New("xupf-e2e")
-	if err != nil {
-		t.Fatalf("testbed: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := topo.Close(); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
-	cfgPath := filepath.Join(t.TempDir(), "xupfd.yaml")
-	if err := topo.WriteConfig(cfgPath, []session.Session{sessNoQFI}, httpListen); err != nil {
-		t.Fatal(err)
-	}
-	d, err := topo.StartDaemonWrapped(leastPrivilegeWrapper(pre, caps), xupfdBin, cfgPath, nil)
-	if err != nil {
-		return nil, err
-	}
-	t.Cleanup(func() {
-		if err := d.Stop(); err != nil {
-			t.Errorf("stop xupfd: %v\n%s", err, d.LogTail())
-		}
-	})
-	return &env{t: t, topo: topo, daemon: d, api: d.API()}, nil
 }
 
 // TestUnitVerifies has systemd check the unit: a misspelt key or a bad value is only a
