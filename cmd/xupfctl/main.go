@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -162,6 +163,10 @@ func (o *options) client(cmd *cobra.Command) (*api.Client, context.Context, cont
 	ctx := cmd.Context()
 	if ctx == nil { // completion runs commands without a context
 		ctx = context.Background()
+	}
+	if u, err := url.Parse(server); err == nil && u.Scheme == "http" && !api.IsLoopbackHost(u.Hostname()) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the API token goes to %s in clear, readable on the way; "+
+			"serve the API over HTTPS (api_tls_cert) and use https://\n", message(u.Host))
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	return api.NewClient(server, o.http).WithTokenFile(o.tokenFile), ctx, cancel

@@ -535,3 +535,28 @@ func expectResult(t *testing.T, r result, wantErr string) {
 		t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, wantErr)
 	}
 }
+
+// xupfctl warns before it sends the token in clear to anything but loopback.
+func TestCleartextWarning(t *testing.T) {
+	h, tokenFile := apitest.Guarded(t, newBackend())
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	const warning = "warning: the API token goes to "
+	for server, warn := range map[string]bool{
+		srv.URL: false,
+		strings.Replace(srv.URL, "127.0.0.1", "localhost", 1): false,
+		"http://0.0.0.0:1":          true, // refused: nothing listens on port 1
+		"https://0.0.0.0:1":         false,
+		"0.0.0.0:1":                 true, // no scheme: http
+		"http://[::ffff:0.0.0.0]:1": true,
+	} {
+		r := runCLIAt(t, server, map[string]string{"XUPF_SERVER": server, "XUPF_TOKEN_FILE": tokenFile}, "--timeout", "2s", "status")
+		if got := strings.Contains(r.stderr, warning); got != warn {
+			t.Errorf("--server %s: warned %v, want %v; stderr %q", server, got, warn, r.stderr)
+		}
+	}
+	r := runCLIAt(t, "", map[string]string{"XUPF_TOKEN_FILE": tokenFile}, "--server", "http://0.0.0.0:1", "status")
+	if want := warning + "0.0.0.0:1 in clear, readable on the way; serve the API over HTTPS (api_tls_cert) and use https://\n"; !strings.HasPrefix(r.stderr, want) {
+		t.Errorf("stderr %q, want it to start with %q", r.stderr, want)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -41,6 +42,16 @@ func NewClient(baseURL string, httpClient *http.Client) *Client {
 func (c *Client) WithTokenFile(path string) *Client {
 	c.tokenFile = path
 	return c
+}
+
+// IsLoopbackHost reports whether host (a name or an address, without a port) is localhost or
+// a loopback address: a token sent there in clear does not leave the machine.
+func IsLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }
 
 // TLSConfig returns the TLS settings of a client of a daemon whose certificate is signed by

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/xupf/xupf/internal/api"
@@ -51,14 +50,7 @@ func (d *Daemon) newAPIServer() (*http.Server, error) {
 // isLoopback reports whether a listen address's host is a loopback address or localhost.
 func isLoopback(listen string) bool {
 	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.IsLoopback()
+	return err == nil && api.IsLoopbackHost(host)
 }
 
 // serveAPI serves srv on ln, over TLS when srv has a TLS configuration, until srv is shut
