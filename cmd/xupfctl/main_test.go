@@ -119,6 +119,11 @@ ul_rx    1042
 DROP REASON    VALUE
 malformed_gtp  0
 unknown_teid   2
+
+PFCP DROP REASON     VALUE
+amplification_limit  12
+undecodable_header   0
+unhandled_type       0
 `,
 		},
 		{

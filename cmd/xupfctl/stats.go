@@ -16,7 +16,8 @@ func newStatsCmd(opts *options) *cobra.Command {
 		Use:   "stats",
 		Short: "Show the datapath's packet counters and drops by reason",
 		Long: `Show the XDP datapath's counters summed over CPUs: packets seen per path, then
-packets dropped per reason. Every known name is listed, zero or not.`,
+packets dropped per reason; then the PFCP datagrams left unanswered, per reason. Every
+known name is listed, zero or not.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, ctx, cancel := opts.client(cmd)
@@ -35,6 +36,8 @@ func renderStats(w io.Writer, st api.Stats) error {
 	writeCounterSection(tw, "COUNTER", st.Counters)
 	fmt.Fprintln(tw)
 	writeCounterSection(tw, "DROP REASON", st.Drops)
+	fmt.Fprintln(tw)
+	writeCounterSection(tw, "PFCP DROP REASON", st.PFCPDrops)
 	return flush(tw)
 }
 

@@ -14,6 +14,7 @@ type collector struct {
 	backend  Backend
 	packets  *prometheus.Desc
 	drops    *prometheus.Desc
+	pfcpDrop *prometheus.Desc
 	sessions *prometheus.Desc
 	assocs   *prometheus.Desc
 	clsPkts  *prometheus.Desc
@@ -30,6 +31,9 @@ func newCollector(b Backend) *collector {
 			[]string{"counter"}, nil),
 		drops: prometheus.NewDesc("xupf_datapath_drops_total",
 			"Packets the XDP datapath dropped, by drop reason, summed over CPUs.",
+			[]string{"reason"}, nil),
+		pfcpDrop: prometheus.NewDesc("xupf_pfcp_drops_total",
+			"PFCP datagrams left unanswered, by reason.",
 			[]string{"reason"}, nil),
 		sessions: prometheus.NewDesc("xupf_sessions",
 			"PDU sessions installed in the datapath, static and PFCP ones.",
@@ -56,6 +60,7 @@ func newCollector(b Backend) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.packets
 	ch <- c.drops
+	ch <- c.pfcpDrop
 	ch <- c.sessions
 	ch <- c.assocs
 	ch <- c.clsPkts
@@ -80,6 +85,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, v := range st.Drops {
 		ch <- prometheus.MustNewConstMetric(c.drops, prometheus.CounterValue, float64(v), name)
+	}
+	for name, v := range st.PFCPDrops {
+		ch <- prometheus.MustNewConstMetric(c.pfcpDrop, prometheus.CounterValue, float64(v), name)
 	}
 
 	c.collectClasses(ch)

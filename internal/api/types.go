@@ -106,6 +106,8 @@ type PoliceCounters struct {
 type Stats struct {
 	Counters map[string]uint64 `json:"counters" yaml:"counters"`
 	Drops    map[string]uint64 `json:"drops" yaml:"drops"`
+	// PFCPDrops are the PFCP datagrams left unanswered, by reason (pfcp.DropReason).
+	PFCPDrops map[string]uint64 `json:"pfcp_drops" yaml:"pfcp_drops"`
 }
 
 // Error is the body of every non-2xx response.

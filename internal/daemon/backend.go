@@ -134,5 +134,5 @@ func (d *Daemon) Stats() (api.Stats, error) {
 	if err != nil {
 		return api.Stats{}, err
 	}
-	return api.Stats{Counters: st.Counters, Drops: st.Drops}, nil
+	return api.Stats{Counters: st.Counters, Drops: st.Drops, PFCPDrops: d.pfcpNode.Drops()}, nil
 }

@@ -93,8 +93,8 @@ type Node struct {
 	setups     map[uint32]netip.AddrPort // sequence number -> SMF of an unanswered setup request
 	panics     map[netip.Addr]struct{}   // peers whose panic was logged with its stack
 	strangers  tokenBucket               // answers to addresses without an association
-	unanswered atomic.Uint64             // requests the amplification limits left unanswered
-	seq        uint32                    // of the last request this node sent
+	drops      [numDropReasons]atomic.Uint64
+	seq        uint32 // of the last request this node sent
 
 	smu sync.Mutex // guards ss; taken before mu when both are needed
 	ss  sessionState
@@ -167,7 +167,7 @@ func (n *Node) Handle(peer netip.AddrPort, b []byte) []byte {
 	if resp == nil || associated || len(resp) <= len(b) || n.speaksForAny(peer.Addr()) || n.takeStrangerToken() {
 		return resp
 	}
-	n.unanswered.Add(1)
+	n.drops[DropAmplification].Add(1)
 	n.log.Debug("pfcp: no answer to an address without an association (amplification limit)",
 		"peer", peer, "request_bytes", len(b), "response_bytes", len(resp))
 	return nil
@@ -177,9 +177,29 @@ func (n *Node) Handle(peer netip.AddrPort, b []byte) []byte {
 // association.
 const strangerAnswers = 100
 
-// Unanswered counts the requests from addresses without an association that were left
-// unanswered by the amplification limits.
-func (n *Node) Unanswered() uint64 { return n.unanswered.Load() }
+// DropReason is why a datagram was left unanswered (a request refused is answered with its
+// cause instead).
+type DropReason int
+
+const (
+	DropUndecodable   DropReason = iota // its header does not decode
+	DropAmplification                   // the answer to an address without an association was over the limits
+	DropUnhandled                       // a message type this UPF does not handle
+	numDropReasons
+)
+
+var dropNames = [numDropReasons]string{"undecodable_header", "amplification_limit", "unhandled_type"}
+
+func (r DropReason) String() string { return dropNames[r] }
+
+// Drops counts the datagrams left unanswered, by reason.
+func (n *Node) Drops() map[string]uint64 {
+	out := make(map[string]uint64, numDropReasons)
+	for r := range numDropReasons {
+		out[r.String()] = n.drops[r].Load()
+	}
+	return out
+}
 
 // speaksForAny reports whether addr speaks for an association (mayActFor).
 func (n *Node) speaksForAny(addr netip.Addr) bool {
@@ -202,7 +222,9 @@ func (n *Node) takeStrangerToken() bool {
 func (n *Node) handleSafely(peer netip.AddrPort, b []byte) (resp []byte) {
 	h, err := message.ParseHeader(b)
 	if err != nil {
-		n.log.Warn("pfcp: undecodable header dropped", "peer", peer, "err", err)
+		// Counted, not logged above debug: anyone can send datagrams.
+		n.drops[DropUndecodable].Add(1)
+		n.log.Debug("pfcp: undecodable header dropped", "peer", peer, "err", err)
 		return nil
 	}
 	defer func() {
@@ -267,6 +289,7 @@ func (n *Node) handle(peer netip.AddrPort, h *message.Header, b []byte) []byte {
 	case *message.SessionDeletionRequest:
 		return n.answerOnce(peer, m.SequenceNumber, b, func() []byte { return n.sessionDeletion(peer, m) })
 	}
+	n.drops[DropUnhandled].Add(1)
 	n.log.Debug("pfcp: message type not handled", "peer", peer, "type", msg.MessageTypeName())
 	return nil
 }

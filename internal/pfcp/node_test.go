@@ -2,6 +2,7 @@ package pfcp
 
 import (
 	"context"
+	"maps"
 	"net"
 	"net/netip"
 	"testing"
@@ -197,6 +198,11 @@ func TestMalformedAndVersion(t *testing.T) {
 	}
 	if resp := n.Handle(smf, []byte{0x20}); resp != nil {
 		t.Errorf("answered a 1-byte datagram")
+	}
+	n.Handle(smf, bytesOf(t, message.NewSessionReportResponse(0, 0, 1, 9, 0, ie.NewCause(ie.CauseRequestAccepted))))
+	want := map[string]uint64{"undecodable_header": 1, "amplification_limit": 0, "unhandled_type": 1}
+	if got := n.Drops(); !maps.Equal(got, want) {
+		t.Errorf("drops %v, want %v", got, want)
 	}
 }
 
