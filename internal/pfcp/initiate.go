@@ -76,6 +76,11 @@ func (n *Node) setupAnswered(peer netip.AddrPort, m *message.AssociationSetupRes
 		n.log.Warn("pfcp: association setup response with a bad node id or recovery time stamp", "smf", peer)
 		return
 	}
+	// The answer may name any Node ID: it must not take another SMF's association.
+	if why := n.admit(nodeID, peer.Addr()); why != "" {
+		n.log.Warn("pfcp: association setup response refused", "smf", peer, "node_id", nodeID, "why", why)
+		return
+	}
 	n.log.Info("pfcp: SMF accepted the association this UPF asked for", "smf", peer, "node_id", nodeID)
 	n.associated(nodeID, peer, recovery, false)
 }

@@ -5,6 +5,7 @@ package pfcp
 import (
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"runtime/debug"
 	"slices"
@@ -132,7 +133,10 @@ func NewNode(opts Options) *Node {
 		assocs: map[string]*Association{}, pending: map[string]uint32{}, setups: map[uint32]netip.AddrPort{},
 		recoveries: map[string]peerRecord{}, panics: map[netip.Addr]struct{}{},
 		strangers: tokenBucket{rate: strangerAnswers, burst: strangerAnswers},
-		answered:  newResponseCache(responseLifetime)}
+		// Sequence numbers start at random, so that answers to this UPF's requests are not
+		// easy to forge.
+		seq:      rand.Uint32() & 0xffffff,
+		answered: newResponseCache(responseLifetime)}
 	n.ss = sessionState{byID: map[uint64]*Session{}, bySMF: map[smfSEID]uint64{}, perPeer: map[string]int{}, nextSEID: FirstSEID,
 		alloc: newAllocator(opts.UEPools, func(k rules.Key) bool {
 			if opts.Datapath == nil {

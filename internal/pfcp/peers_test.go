@@ -217,3 +217,21 @@ func TestUEAddressesRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestSetupResponseCannotTakeANodeID: an answer to this UPF's own Association Setup Request
+// that names another associated SMF's Node ID neither moves its association nor ends its
+// sessions.
+func TestSetupResponseCannotTakeANodeID(t *testing.T) {
+	other := netip.MustParseAddrPort("198.51.100.9:8805")
+	p := newPFCPTest(t, func(o *Options) { o.SMFPeers = []netip.AddrPort{other} })
+	p.mustEstablish(0x61, basicSession(ue1)...)
+	req, err := message.Parse(p.n.setupRequest(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.n.Handle(other, bytesOf(t, message.NewAssociationSetupResponse(req.Sequence(), ie.NewNodeID(smfNode, "", ""),
+		ie.NewCause(ie.CauseRequestAccepted), ie.NewRecoveryTimeStamp(peerTS.Add(time.Hour)))))
+	if a := p.n.Associations(); len(a) != 1 || a[0].Address != smf || len(p.n.Sessions()) != 1 {
+		t.Errorf("after a setup response naming the SMF's Node ID: associations %+v, %d sessions", a, len(p.n.Sessions()))
+	}
+}
