@@ -363,12 +363,14 @@ func (n *Node) mayActFor(nodeID string, a *Association, addr netip.Addr) bool {
 
 // admit says why addr may not set up an association naming nodeID, or "": another address
 // holds the Node ID (its association, or the sessions of its lost association), or the
-// associations are at their limit.
+// associations are at their limit. The SMFs of the configuration (pfcp_peer_addresses,
+// pfcp_smf_peers) do not count against the limit, so strangers cannot lock them out.
 func (n *Node) admit(nodeID string, addr netip.Addr) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	a := n.assocs[nodeID]
 	_, listed := n.opts.PeerAddresses[nodeID]
+	configured := listed || slices.ContainsFunc(n.opts.SMFPeers, func(p netip.AddrPort) bool { return p.Addr().Unmap() == addr.Unmap() })
 	last, known := n.recoveries[nodeID]
 	switch {
 	case listed && !n.mayActFor(nodeID, a, addr):
@@ -377,7 +379,7 @@ func (n *Node) admit(nodeID string, addr netip.Addr) string {
 		return fmt.Sprintf("the Node ID is associated from %s; list this address under pfcp_peer_addresses if the SMF moved", a.Address.Addr())
 	case !listed && a == nil && known && last.addr != addr.Unmap():
 		return fmt.Sprintf("the Node ID's sessions belong to %s; list this address under pfcp_peer_addresses if the SMF moved", last.addr)
-	case a == nil && n.opts.MaxAssociations > 0 && len(n.assocs) >= n.opts.MaxAssociations:
+	case a == nil && !configured && n.opts.MaxAssociations > 0 && len(n.assocs) >= n.opts.MaxAssociations:
 		return fmt.Sprintf("%d associations already (limits.max_associations)", len(n.assocs))
 	}
 	return ""

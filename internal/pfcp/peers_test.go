@@ -99,9 +99,12 @@ func TestAllowedPeers(t *testing.T) {
 // TestLimits: associations, sessions and sessions per association are bounded; the
 // sessions' bound answers "No resources available" (TS 29.244 7.5.3).
 func TestLimits(t *testing.T) {
-	p := newPFCPTest(t, func(o *Options) { o.MaxAssociations, o.MaxSessions, o.MaxSessionsPerAssociation = 2, 3, 2 })
+	p := newPFCPTest(t, func(o *Options) {
+		o.MaxAssociations, o.MaxSessions, o.MaxSessionsPerAssociation = 2, 3, 2
+		o.PeerAddresses = map[string][]netip.Prefix{"smf.listed": {netip.MustParsePrefix("192.0.2.40/32")}}
+	})
 	setup := func(node string, from netip.AddrPort) uint8 {
-		_, c, _ := cause(t, p.n.Handle(from, bytesOf(t, setupRequest(1, ie.NewNodeID(node, "", ""), ie.NewRecoveryTimeStamp(peerTS)))))
+		_, c, _ := cause(t, p.n.Handle(from, bytesOf(t, setupRequest(1, ie.NewNodeIDHeuristic(node), ie.NewRecoveryTimeStamp(peerTS)))))
 		return c
 	}
 	other := netip.MustParseAddrPort("192.0.2.20:8805")
@@ -113,6 +116,9 @@ func TestLimits(t *testing.T) {
 	}
 	if c := setup(smfNode, smf); c != ie.CauseRequestAccepted {
 		t.Errorf("an associated SMF sets up again at the limit: cause %d", c)
+	}
+	if c := setup("smf.listed", netip.MustParseAddrPort("192.0.2.40:8805")); c != ie.CauseRequestAccepted {
+		t.Errorf("an SMF of pfcp_peer_addresses at the limit: cause %d", c)
 	}
 	p.mustEstablish(1, basicSession(netip.MustParseAddr("10.45.0.1"))...)
 	p.mustEstablish(2, basicSession(netip.MustParseAddr("10.45.0.2"))...)
