@@ -144,14 +144,17 @@ func TestLimits(t *testing.T) {
 // TestPeersForgotten: Node IDs that associate and go leave nothing behind, nor do lost
 // ones without sessions.
 func TestPeersForgotten(t *testing.T) {
-	n := newSessionNode(newFakeDatapath())
+	n := newSessionNode(newFakeDatapath(), func(o *Options) { o.MaxAssociations = 0 })
 	for i := range 1000 {
 		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i % 250)}), uint16(1000+i))
 		node := fmt.Sprintf("smf%d.example", i)
-		n.Handle(from, bytesOf(t, setupRequest(1, ie.NewNodeID(node, "", ""), ie.NewRecoveryTimeStamp(peerTS))))
+		n.Handle(from, bytesOf(t, setupRequest(1, ie.NewNodeIDHeuristic(node), ie.NewRecoveryTimeStamp(peerTS))))
 		if i%2 == 0 {
-			n.Handle(from, bytesOf(t, message.NewAssociationReleaseRequest(2, ie.NewNodeID(node, "", ""))))
+			n.Handle(from, bytesOf(t, message.NewAssociationReleaseRequest(2, ie.NewNodeIDHeuristic(node))))
 		}
+	}
+	if len(n.assocs) != 500 || len(n.recoveries) != 500 {
+		t.Fatalf("%d associations and %d recoveries before the losses, want 500 each", len(n.assocs), len(n.recoveries))
 	}
 	for range 4 {
 		_, lost := n.beat()
