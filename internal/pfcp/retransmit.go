@@ -46,8 +46,13 @@ func newResponseCache(lifetime time.Duration) *responseCache {
 }
 
 // answerOnce returns the response kept for this very request (a retransmission), or handles
-// the request and keeps its response.
+// the request and keeps its response. Only the responses to an address that speaks for an
+// association are kept: a flood from any other address (they are all refused) would push the
+// SMFs' responses out of the bounded cache.
 func (n *Node) answerOnce(peer netip.AddrPort, seq uint32, req []byte, handle func() []byte) []byte {
+	if !n.speaksForAny(peer.Addr()) {
+		return handle()
+	}
 	key := requestKey{peer, seq}
 	digest := maphash.Bytes(n.answered.seed, req)
 	n.mu.Lock()

@@ -702,6 +702,19 @@ func TestSequenceNumberReused(t *testing.T) {
 	}
 }
 
+// TestResponseCacheOnlyForSMFs: requests from an address without an association leave the
+// cache alone, so a flood of them cannot push an SMF's responses out.
+func TestResponseCacheOnlyForSMFs(t *testing.T) {
+	p := newPFCPTest(t)
+	p.mustEstablish(0x42, basicSession(ue1)...)
+	for i := range 1000 {
+		p.n.Handle(stranger, bytesOf(t, message.NewSessionDeletionRequest(0, 0, FirstSEID, uint32(i), 0)))
+	}
+	if got := len(p.n.answered.byKey); got != 1 {
+		t.Errorf("%d responses kept, want the SMF's one", got)
+	}
+}
+
 func TestRetransmittedRequestAppliedOnce(t *testing.T) {
 	p := newPFCPTest(t)
 	b := bytesOf(t, establishment(500, 0x40, basicSession(ue1)...))
