@@ -162,7 +162,7 @@ type ruleChanges struct {
 // apply turns old (nil for a new session) into s by the changes, allocates what s asks this
 // UPF to choose, and installs s in the datapath. On error, s is to be thrown away and
 // everything else is as before.
-func (n *Node) apply(old, s *Session, c ruleChanges) (err error) {
+func (n *Node) apply(old, s *Session, c ruleChanges) error {
 	if err := applyRules(s, c); err != nil {
 		return err
 	}
@@ -170,8 +170,10 @@ func (n *Node) apply(old, s *Session, c ruleChanges) (err error) {
 	if err := n.check(s); err != nil {
 		return err
 	}
+	// Released on every way out but success, a panic that Handle recovers from included.
+	installed := false
 	defer func() {
-		if err != nil {
+		if !installed {
 			n.ss.alloc.release(s, old)
 		}
 	}()
@@ -182,6 +184,7 @@ func (n *Node) apply(old, s *Session, c ruleChanges) (err error) {
 		return &requestError{cause: ie.CauseRuleCreationModificationFailure,
 			msg: fmt.Sprintf("datapath: %v", err)}
 	}
+	installed = true
 	if old != nil {
 		n.ss.alloc.release(old, s)
 	}

@@ -495,6 +495,9 @@ func TestPanicAnsweredAndServingGoesOn(t *testing.T) {
 	if n := strings.Count(log.String(), "stack="); n != 1 {
 		t.Errorf("%d stacks logged for two panics of one peer, want 1:\n%s", n, log.String())
 	}
+	if n := len(p.n.ss.alloc.teids); n != 0 {
+		t.Errorf("%d TEIDs held after two establishments that panicked", n)
+	}
 	p.mustEstablish(0x20, basicSession(ue1)...)
 }
 
