@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/wmnsk/go-pfcp/ie"
@@ -106,11 +107,14 @@ func (c children) required(t uint16, where string) (*ie.IE, error) {
 // decode reads a child with fn, turning a decoding error into Mandatory IE incorrect. The
 // payload's length is checked first where go-pfcp's accessor would index past it, and a panic
 // in an accessor is caught here too, so that a crafted IE is refused with its Offending IE.
+// Such a panic is a length check missing from lengthChecks: it is counted in
+// accessorPanics, which FuzzHandle watches.
 func decode[T any](x *ie.IE, where string, fn func(*ie.IE) (T, error)) (v T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			accessorPanics.Add(1)
 			var zero T
-			v, err = zero, incorrectIE(x.Type, where, fmt.Errorf("undecodable (%v)", r))
+			v, err = zero, incorrectIE(x.Type, where, fmt.Errorf("undecodable (go-pfcp panicked: %v)", r))
 		}
 	}()
 	if check := lengthChecks[x.Type]; check != nil {
@@ -135,6 +139,9 @@ var lengthChecks = map[uint16]func([]byte) error{
 }
 
 var errShort = errors.New("shorter than its fields (length)")
+
+// accessorPanics counts the panics of go-pfcp's accessors decode caught.
+var accessorPanics atomic.Uint64
 
 // checkSDFFilter checks that the flow description's length (TS 29.244 8.2.5) stays within
 // the IE, and that the optional fields the flags announce are all there.

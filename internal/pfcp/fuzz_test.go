@@ -25,8 +25,9 @@ import (
 // are the conversations of an Open5GS- and a free5GC-style SMF (every message type they
 // send), whole and message by message; crashers found are kept in testdata/fuzz/FuzzHandle.
 //
-// It fails on a panic, even one Handle recovered from, on a response that does not parse,
-// and when the sessions the node holds differ from what the datapath holds.
+// It fails on a panic, even one Handle or decode recovered from (a go-pfcp accessor that
+// panics needs a length check in lengthChecks), on a response that does not parse, and when
+// the sessions the node holds differ from what the datapath holds.
 func FuzzHandle(f *testing.F) {
 	for _, style := range []pfcpclient.Style{pfcpclient.Open5GS, pfcpclient.Free5GC} {
 		conversation, _ := recordConversation(f, style)
@@ -59,6 +60,7 @@ func FuzzHandle(f *testing.F) {
 			o.NetworkInstances = map[string]string{"internet": "n6"}
 		})
 		n.Handle(smf, bytesOf(t, smfSetup(1))) // so that session requests reach the sessions
+		accessors := accessorPanics.Load()
 		for _, m := range splitMessages(b) {
 			if resp := n.Handle(smf, m); resp != nil {
 				if _, err := message.Parse(resp); err != nil {
@@ -68,6 +70,9 @@ func FuzzHandle(f *testing.F) {
 		}
 		if c := panics.n.Load(); c > 0 {
 			t.Fatalf("%d panics while handling the input", c)
+		}
+		if c := accessorPanics.Load() - accessors; c > 0 {
+			t.Fatalf("%d go-pfcp accessor panics while handling the input: add a length check", c)
 		}
 		checkNodeMatchesDatapath(t, n, dp)
 	})
