@@ -16,6 +16,7 @@ import (
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/datapath"
 	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/session"
 )
 
 // pfcpDatapath is an in-memory pfcp.Datapath: it keeps the installed rule sets and serves
@@ -184,5 +185,15 @@ func TestPFCPSessionsBackend(t *testing.T) {
 	_, err = d.PFCPSession(seid + 1)
 	if !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("PFCPSession of an unknown SEID: %v, want ErrNotFound", err)
+	}
+}
+
+func TestPFCPRoom(t *testing.T) {
+	for _, c := range []struct{ max, static, want int }{{10, 3, 7}, {10, 0, 10}, {10, 10, -1}} {
+		cfg := testConfig(t, "")
+		cfg.Limits.MaxSessions, cfg.Sessions = c.max, make([]session.Session, c.static)
+		if got := pfcpRoom(cfg); got != c.want {
+			t.Errorf("max_sessions %d with %d static sessions: room %d, want %d", c.max, c.static, got, c.want)
+		}
 	}
 }

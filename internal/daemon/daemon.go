@@ -138,12 +138,11 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 // newPFCPNode returns the PFCP node the configuration describes, installing sessions in dp.
 func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, log *slog.Logger) *pfcp.Node {
 	return pfcp.NewNode(pfcp.Options{
-		NodeID:          cfg.PFCPNodeID,
-		AllowedPeers:    cfg.PFCPAllowedPeers,
-		PeerAddresses:   cfg.PFCPPeerAddresses,
-		MaxAssociations: cfg.Limits.MaxAssociations,
-		// The static sessions take their share of the datapath's room.
-		MaxSessions:               max(cfg.Limits.MaxSessions-len(cfg.Sessions), 0),
+		NodeID:                    cfg.PFCPNodeID,
+		AllowedPeers:              cfg.PFCPAllowedPeers,
+		PeerAddresses:             cfg.PFCPPeerAddresses,
+		MaxAssociations:           cfg.Limits.MaxAssociations,
+		MaxSessions:               pfcpRoom(cfg),
 		MaxSessionsPerAssociation: cfg.Limits.MaxSessionsPerAssociation,
 		SMFPeers:                  cfg.PFCPSMFPeers,
 		HeartbeatInterval:         cfg.PFCPHeartbeatInterval,
@@ -158,6 +157,15 @@ func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, log *slog.Logger) *pfcp.N
 		NetworkInstances:          cfg.NetworkInstances,
 		Logger:                    log,
 	})
+}
+
+// pfcpRoom is the most PFCP sessions: what the static sessions leave of limits.max_sessions,
+// or -1 (none) when they fill it.
+func pfcpRoom(cfg *config.Config) int {
+	if room := cfg.Limits.MaxSessions - len(cfg.Sessions); room > 0 {
+		return room
+	}
+	return -1
 }
 
 // n4Address is the IPv4 address SMFs reach this UPF's PFCP endpoint at, for the UP F-SEID:

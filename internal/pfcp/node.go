@@ -32,7 +32,8 @@ type Options struct {
 	// its association was set up from.
 	PeerAddresses map[string][]netip.Prefix
 	// MaxAssociations, MaxSessions and MaxSessionsPerAssociation bound the associations, the
-	// PFCP sessions and the sessions of one association; 0 is no bound.
+	// PFCP sessions and the sessions of one association; 0 is no bound, and a negative
+	// MaxSessions allows none (the static sessions fill the datapath).
 	MaxAssociations, MaxSessions, MaxSessionsPerAssociation int
 	// HeartbeatInterval is how often each associated peer is sent a Heartbeat Request, and
 	// how long an answer may take.

@@ -244,3 +244,12 @@ func TestSetupResponseCannotTakeANodeID(t *testing.T) {
 		t.Errorf("after a setup response naming the SMF's Node ID: associations %+v, %d sessions", a, len(p.n.Sessions()))
 	}
 }
+
+// TestNoRoomForSessions: a negative MaxSessions (the static sessions fill the datapath)
+// refuses every establishment with "No resources available".
+func TestNoRoomForSessions(t *testing.T) {
+	p := newPFCPTest(t, func(o *Options) { o.MaxSessions = -1 })
+	if c, _ := p.establish(1, basicSession(ue1)...).Cause.Cause(); c != ie.CauseNoResourcesAvailable {
+		t.Errorf("establishment with no room: cause %d", c)
+	}
+}

@@ -142,7 +142,7 @@ func (n *Node) sessionEstablishment(from netip.AddrPort, m *message.SessionEstab
 // when the sessions, or the peer's, are at their limit. n.smu is held.
 func (n *Node) sessionRoom(peer string) error {
 	switch {
-	case n.opts.MaxSessions > 0 && len(n.ss.byID) >= n.opts.MaxSessions:
+	case n.opts.MaxSessions != 0 && len(n.ss.byID) >= max(n.opts.MaxSessions, 0):
 		return &requestError{cause: ie.CauseNoResourcesAvailable,
 			msg: fmt.Sprintf("%d PFCP sessions already: the datapath is full (limits.max_sessions)", len(n.ss.byID))}
 	case n.opts.MaxSessionsPerAssociation > 0 && n.ss.perPeer[peer] >= n.opts.MaxSessionsPerAssociation:
