@@ -388,19 +388,22 @@ func (n *Node) sessionDeletion(peer netip.AddrPort, m *message.SessionDeletionRe
 }
 
 // sessionCheck is the cause to refuse a request about session s (found says it exists) from
-// peer with, or 0. Only the session's SMF may change it: its association's address or its CP
-// F-SEID address; to anyone else the session does not exist. n.smu is held.
+// peer with, or 0. Only the session's SMF may change it (mayActFor; the address of its lost
+// association while it has none): to anyone else the session does not exist, and the SMF
+// itself without an association is told so. n.smu is held.
 func (n *Node) sessionCheck(s *Session, found bool, peer netip.AddrPort) uint8 {
 	if !found {
 		return ie.CauseSessionContextNotFound
 	}
 	n.mu.Lock() // smu before mu
 	a, associated := n.assocs[s.Peer]
-	speaks := n.mayActFor(s.Peer, a, peer.Addr())
+	from := peer.Addr().Unmap()
+	speaks := n.mayActFor(s.Peer, a, from) || (!associated && n.recoveries[s.Peer].addr == from)
 	n.mu.Unlock()
 	switch {
-	case associated && !speaks && s.CPAddress != peer.Addr().Unmap():
-		n.log.Warn("pfcp: request about a session from another peer than its SMF refused",
+	case !speaks:
+		// Debug only: anyone can send these.
+		n.log.Debug("pfcp: request about a session from another peer than its SMF refused",
 			"seid", s.SEID, "peer", peer, "smf", s.Peer)
 		return ie.CauseSessionContextNotFound
 	case !associated:

@@ -829,6 +829,15 @@ func TestOnlyTheSMFChangesItsSessions(t *testing.T) {
 	if c := ask(message.NewAssociationReleaseRequest(902, ie.NewNodeID(smfNode, "", ""))); c != ie.CauseNoEstablishedPFCPAssociation {
 		t.Errorf("release from another peer: cause %d", c)
 	}
+	// The CP F-SEID address is the SMF's to choose: naming another host there gives it nothing.
+	m := establishment(903, 0x91, basicSession(netip.MustParseAddr("10.45.0.8"))...)
+	m.CPFSEID = ie.NewFSEID(0x91, other.Addr().AsSlice(), nil)
+	if _, c, _ := cause(t, p.n.Handle(smf, bytesOf(t, m))); c != ie.CauseRequestAccepted {
+		t.Fatalf("establishment naming another CP address: cause %d", c)
+	}
+	if c := ask(message.NewSessionDeletionRequest(0, 0, FirstSEID+1, 904, 0)); c != ie.CauseSessionContextNotFound {
+		t.Errorf("deletion from the session's CP F-SEID address: cause %d", c)
+	}
 	if s, ok := p.n.Session(seid); !ok || len(s.PDRs) != 2 || len(p.n.Associations()) != 1 {
 		t.Error("a stranger changed the session or the association")
 	}
