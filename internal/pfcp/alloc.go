@@ -17,6 +17,10 @@ import (
 // packets on it, which must not reach another session.
 const teidGrace = time.Minute
 
+// maxQuarantine bounds the released TEIDs waiting out teidGrace (16 bytes each): at a higher
+// release rate than maxQuarantine a minute, the oldest leave quarantine early.
+const maxQuarantine = 1 << 20
+
 // allocator hands out the TEIDs and UE addresses this UPF chooses for its sessions (F-TEID
 // CHOOSE and UE IP address CHV4). Each is unique: an address or TEID is never given to two
 // sessions, nor one a static session or an SMF-chosen F-TEID already uses.
@@ -26,21 +30,22 @@ type allocator struct {
 	// TEIDs are drawn at random, so that a live one cannot be guessed from another, from
 	// 1..maxTEID; a released one waits out teidGrace in quarantine (oldest first in
 	// released).
-	rand       *rand.Rand
-	maxTEID    uint32
-	quarantine map[uint32]bool
-	released   []releasedTEID
-	now        func() time.Time
-	pools      []netip.Prefix
-	ues        map[netip.Addr]uint64 // allocated UE address -> SEID
-	nextUE     []netip.Addr          // per pool: where the next search starts
+	rand          *rand.Rand
+	maxTEID       uint32
+	quarantine    map[uint32]bool
+	released      []releasedTEID
+	quarantineCap int
+	now           func() time.Time
+	pools         []netip.Prefix
+	ues           map[netip.Addr]uint64 // allocated UE address -> SEID
+	nextUE        []netip.Addr          // per pool: where the next search starts
 }
 
 func newAllocator(pools []netip.Prefix, inUse func(rules.Key) bool) *allocator {
 	var seed [32]byte
 	crand.Read(seed[:]) // never fails (crypto/rand panics rather than return short)
 	a := &allocator{inUse: inUse, teids: map[uint32]uint64{}, rand: rand.New(rand.NewChaCha8(seed)),
-		maxTEID: math.MaxUint32, quarantine: map[uint32]bool{}, now: time.Now, pools: pools,
+		maxTEID: math.MaxUint32, quarantine: map[uint32]bool{}, quarantineCap: maxQuarantine, now: time.Now, pools: pools,
 		ues: map[netip.Addr]uint64{}}
 	for _, p := range pools {
 		a.nextUE = append(a.nextUE, p.Masked().Addr())
@@ -70,11 +75,12 @@ func (a *allocator) teid(seid uint64) (uint32, bool) {
 	return 0, false
 }
 
-// endQuarantine frees the TEIDs released teidGrace ago or longer.
+// endQuarantine frees the TEIDs released teidGrace ago or longer, and the oldest beyond
+// quarantineCap.
 func (a *allocator) endQuarantine() {
 	now, n := a.now(), 0
-	for _, r := range a.released {
-		if now.Sub(r.at) < teidGrace {
+	for i, r := range a.released {
+		if now.Sub(r.at) < teidGrace && len(a.released)-i <= a.quarantineCap {
 			break
 		}
 		delete(a.quarantine, r.teid)
@@ -139,6 +145,7 @@ func (a *allocator) release(old, new *Session) {
 			a.released = append(a.released, releasedTEID{t, now})
 		}
 	}
+	a.endQuarantine()
 	for u := range oldU {
 		if !newU[u] {
 			delete(a.ues, u)

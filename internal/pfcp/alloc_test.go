@@ -61,3 +61,20 @@ func TestReleasedTEIDsQuarantined(t *testing.T) {
 		t.Errorf("quarantine of %d (%d in order) after the grace period", len(a.quarantine), len(a.released))
 	}
 }
+
+// TestQuarantineBounded: beyond quarantineCap released TEIDs, the oldest leave quarantine
+// before their grace period ends.
+func TestQuarantineBounded(t *testing.T) {
+	a := newAllocator(nil, noKeysInUse)
+	a.quarantineCap = 100
+	for i := range 1000 {
+		teid, ok := a.teid(uint64(i))
+		if !ok {
+			t.Fatal("no TEID")
+		}
+		a.release(&Session{PDRs: map[uint16]*PDR{1: {FTEID: &FTEID{TEID: teid, Chosen: true}}}}, nil)
+	}
+	if len(a.quarantine) != 100 || len(a.released) != 100 {
+		t.Errorf("quarantine of %d (%d in order), want the cap, 100", len(a.quarantine), len(a.released))
+	}
+}
