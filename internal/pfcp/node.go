@@ -3,6 +3,7 @@
 package pfcp
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -93,7 +94,7 @@ type Node struct {
 	// restarted SMF's old sessions can be told apart and no other address takes them over.
 	recoveries map[string]peerRecord
 	setups     map[uint32]netip.AddrPort // sequence number -> SMF of an unanswered setup request
-	panics     map[netip.Addr]struct{}   // peers whose panic was logged with its stack
+	logged     map[loggedKey]struct{}    // what each address was logged for, above debug
 	strangers  tokenBucket               // answers to addresses without an association
 	drops      [numDropReasons]atomic.Uint64
 	seq        uint32 // of the last request this node sent
@@ -132,7 +133,7 @@ func NewNode(opts Options) *Node {
 	}
 	n := &Node{opts: opts, log: opts.Logger, recovery: time.Now().Truncate(time.Second),
 		assocs: map[string]*Association{}, pending: map[string]uint32{}, setups: map[uint32]netip.AddrPort{},
-		recoveries: map[string]peerRecord{}, panics: map[netip.Addr]struct{}{},
+		recoveries: map[string]peerRecord{}, logged: map[loggedKey]struct{}{},
 		strangers: tokenBucket{rate: strangerAnswers, burst: strangerAnswers},
 		// Sequence numbers start at random, so that answers to this UPF's requests are not
 		// easy to forge.
@@ -190,10 +191,11 @@ const (
 	DropUndecodable   DropReason = iota // its header does not decode
 	DropAmplification                   // the answer to an address without an association was over the limits
 	DropUnhandled                       // a message type this UPF does not handle
+	DropMalformed                       // a message other than a request whose IEs do not decode
 	numDropReasons
 )
 
-var dropNames = [numDropReasons]string{"undecodable_header", "amplification_limit", "unhandled_type"}
+var dropNames = [numDropReasons]string{"undecodable_header", "amplification_limit", "unhandled_type", "malformed"}
 
 func (r DropReason) String() string { return dropNames[r] }
 
@@ -241,22 +243,35 @@ func (n *Node) handleSafely(peer netip.AddrPort, b []byte) (resp []byte) {
 	return n.handle(peer, h, b)
 }
 
-// maxPanickedPeers bounds the set of peers whose panic was logged with its stack.
-const maxPanickedPeers = 1024
+// maxLogged bounds the record of what each address was logged for.
+const maxLogged = 4096
+
+type loggedKey struct {
+	what string
+	addr netip.Addr
+}
+
+// levelFor is level the first time addr is logged for what, and debug after that: whatever
+// anyone sends, the log grows by one line per address and kind of trouble (the record starts
+// over past maxLogged).
+func (n *Node) levelFor(what string, addr netip.Addr, level slog.Level) slog.Level {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := loggedKey{what, addr.Unmap()}
+	if _, seen := n.logged[k]; seen {
+		return slog.LevelDebug
+	}
+	if len(n.logged) >= maxLogged {
+		clear(n.logged)
+	}
+	n.logged[k] = struct{}{}
+	return level
+}
 
 // panicked logs a panic: with its stack the first time a peer causes one (it names the bug
-// to fix), in one line after that (a peer repeating it cannot flood the log with stacks).
+// to fix), in one line at debug level after that.
 func (n *Node) panicked(peer netip.AddrPort, h *message.Header, r any) {
-	n.mu.Lock()
-	_, seen := n.panics[peer.Addr()]
-	if !seen {
-		if len(n.panics) >= maxPanickedPeers {
-			clear(n.panics)
-		}
-		n.panics[peer.Addr()] = struct{}{}
-	}
-	n.mu.Unlock()
-	if seen {
+	if n.levelFor("panic", peer.Addr(), slog.LevelError) != slog.LevelError {
 		n.log.Debug("pfcp: message handling panicked again", "peer", peer, "type", h.Type, "panic", r)
 		return
 	}
@@ -302,7 +317,8 @@ func (n *Node) handle(peer netip.AddrPort, h *message.Header, b []byte) []byte {
 // malformed answers a request whose IEs do not decode: the responses that carry a cause say
 // so; anything else is dropped with a log line.
 func (n *Node) malformed(peer netip.AddrPort, h *message.Header, err error) []byte {
-	n.log.Warn("pfcp: malformed message", "peer", peer, "type", h.Type, "err", err)
+	n.log.Log(context.Background(), n.levelFor("malformed", peer.Addr(), slog.LevelWarn),
+		"pfcp: malformed message", "peer", peer, "type", h.Type, "err", err)
 	cause := ie.NewCause(ie.CauseMandatoryIEIncorrect)
 	switch h.Type {
 	case message.MsgTypeAssociationSetupRequest:
@@ -319,6 +335,7 @@ func (n *Node) malformed(peer netip.AddrPort, h *message.Header, err error) []by
 	case message.MsgTypeSessionDeletionRequest:
 		return marshal(message.NewSessionDeletionResponse(0, 0, 0, h.SequenceNumber, 0, cause))
 	}
+	n.drops[DropMalformed].Add(1) // not a request: there is no answer to give
 	return nil
 }
 
@@ -392,7 +409,8 @@ func (n *Node) associationSetup(peer netip.AddrPort, m *message.AssociationSetup
 		return marshal(message.NewAssociationSetupResponse(m.SequenceNumber, ies...))
 	}
 	if m.NodeID == nil || m.RecoveryTimeStamp == nil {
-		n.log.Warn("pfcp: association setup without node id or recovery time stamp", "peer", peer)
+		n.log.Log(context.Background(), n.levelFor("setup", peer.Addr(), slog.LevelWarn),
+			"pfcp: association setup without node id or recovery time stamp", "peer", peer)
 		return respond(causeMissing)
 	}
 	nodeID, err1 := m.NodeID.NodeID()
@@ -401,12 +419,14 @@ func (n *Node) associationSetup(peer netip.AddrPort, m *message.AssociationSetup
 		return respond(ie.NewCause(ie.CauseMandatoryIEIncorrect))
 	}
 	if !n.allowed(nodeID, peer.Addr()) {
-		n.log.Warn("pfcp: association refused: peer not in the allowed networks (pfcp_allowed_peers)",
+		n.log.Log(context.Background(), n.levelFor("setup", peer.Addr(), slog.LevelWarn),
+			"pfcp: association refused: peer not in the allowed networks (pfcp_allowed_peers)",
 			"peer", peer, "node_id", nodeID)
 		return respond(ie.NewCause(ie.CauseRequestRejected))
 	}
 	if why := n.admit(nodeID, peer.Addr()); why != "" {
-		n.log.Warn("pfcp: association refused", "peer", peer, "node_id", nodeID, "why", why)
+		n.log.Log(context.Background(), n.levelFor("setup", peer.Addr(), slog.LevelWarn),
+			"pfcp: association refused", "peer", peer, "node_id", nodeID, "why", why)
 		return respond(ie.NewCause(ie.CauseRequestRejected))
 	}
 	retain := m.PFCPSessionRetentionInformation != nil
@@ -502,10 +522,12 @@ func (n *Node) association(id *ie.IE, peer netip.AddrPort) (string, bool) {
 		return "", false
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	a, ok := n.assocs[nodeID]
-	if ok && !n.mayActFor(nodeID, a, peer.Addr()) {
-		n.log.Warn("pfcp: request naming another peer's Node ID refused", "peer", peer, "node_id", nodeID)
+	speaks := n.mayActFor(nodeID, a, peer.Addr())
+	n.mu.Unlock()
+	if ok && !speaks {
+		n.log.Log(context.Background(), n.levelFor("node id", peer.Addr(), slog.LevelWarn),
+			"pfcp: request naming another peer's Node ID refused", "peer", peer, "node_id", nodeID)
 		return nodeID, false
 	}
 	return nodeID, ok

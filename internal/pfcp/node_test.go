@@ -200,7 +200,9 @@ func TestMalformedAndVersion(t *testing.T) {
 		t.Errorf("answered a 1-byte datagram")
 	}
 	n.Handle(smf, bytesOf(t, message.NewSessionReportResponse(0, 0, 1, 9, 0, ie.NewCause(ie.CauseRequestAccepted))))
-	want := map[string]uint64{"undecodable_header": 1, "amplification_limit": 0, "unhandled_type": 1}
+	hb := bytesOf(t, message.NewHeartbeatResponse(10, ie.NewRecoveryTimeStamp(peerTS)))
+	n.Handle(smf, hb[:len(hb)-2]) // its IE cut short, the header length not: it does not parse
+	want := map[string]uint64{"undecodable_header": 1, "amplification_limit": 0, "unhandled_type": 1, "malformed": 1}
 	if got := n.Drops(); !maps.Equal(got, want) {
 		t.Errorf("drops %v, want %v", got, want)
 	}

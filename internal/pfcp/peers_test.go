@@ -2,7 +2,9 @@ package pfcp
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -251,5 +253,23 @@ func TestNoRoomForSessions(t *testing.T) {
 	p := newPFCPTest(t, func(o *Options) { o.MaxSessions = -1 })
 	if c, _ := p.establish(1, basicSession(ue1)...).Cause.Cause(); c != ie.CauseNoResourcesAvailable {
 		t.Errorf("establishment with no room: cause %d", c)
+	}
+}
+
+// TestStrangersLogOnce: what an address does wrong again and again is logged above debug
+// level once per address and kind, so a flood cannot fill the log.
+func TestStrangersLogOnce(t *testing.T) {
+	var log strings.Builder
+	n := NewNode(Options{NodeID: "10.100.3.1", HeartbeatInterval: time.Second, HeartbeatRetries: 3,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	bad := bytesOf(t, smfSetup(7))
+	bad = bad[:len(bad)-3]
+	bad[2], bad[3] = byte((len(bad)-4)>>8), byte(len(bad)-4)
+	for range 100 {
+		n.Handle(stranger, bytesOf(t, smfSetup(1))) // not allowed
+		n.Handle(stranger, bad)                     // malformed
+	}
+	if got := strings.Count(log.String(), "level=WARN"); got != 2 {
+		t.Errorf("%d warnings for 200 bad messages of one address, want 2:\n%s", got, log.String())
 	}
 }
