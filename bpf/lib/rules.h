@@ -87,14 +87,17 @@ static __always_inline struct far *far_of(const struct pdr *pdr)
 }
 
 /* far_drop_reason returns 0 when far forwards, else the reason to drop: a missing FAR, DROP
- * or an action this datapath does not know drops; BUFF has its own reason, so that packets
- * the control plane meant to hold are told apart from those it meant to drop. */
+ * or an action this datapath does not know drops; BUFF and a FAR toward Access without a
+ * tunnel have their own reasons, so that packets the control plane meant to hold, or has no
+ * tunnel for yet, are told apart from those it meant to drop. */
 static __always_inline int far_drop_reason(const struct far *far)
 {
 	if (far && far->action == FAR_FORWARD)
 		return 0;
 	if (far && far->action == FAR_BUFFER)
 		return DROP_FAR_BUFFERED;
+	if (far && far->action == FAR_ACCESS_NO_TUNNEL)
+		return DROP_FAR_ACCESS_NO_TUNNEL;
 	return DROP_FAR_DROP;
 }
 

@@ -52,6 +52,11 @@ enum far_action {
 	/* BUFF: hold the packets until the FAR forwards again. Nothing buffers yet, so the
 	 * datapath drops them, counted apart from FAR_DROP (DROP_FAR_BUFFERED). */
 	FAR_BUFFER = 2,
+	/* FORW toward Access without outer header creation (free5GC's downlink FAR before the
+	 * gNB's tunnel is known): the only way to the UE is a tunnel, so routing the packet as it
+	 * is would send it back into the data network. Dropped (DROP_FAR_ACCESS_NO_TUNNEL), not
+	 * counted as usage. */
+	FAR_ACCESS_NO_TUNNEL = 3,
 };
 
 /* Bits of far.flags: the parts of a forwarding FAR that are optional. */

@@ -41,6 +41,8 @@ func TestFAREntry(t *testing.T) {
 			err: "IPv4 peer address, got 0.0.0.0"},
 		{name: "no local address", far: rules.FAR{Action: rules.Forward, OHC: local(netip.Addr{})},
 			err: "IPv4 local address, got invalid IP"},
+		{name: "toward Access without a tunnel", far: rules.FAR{Action: rules.AccessNoTunnel, TOS: 0xb8, HasTOS: true},
+			want: xupfFar{Action: uint32(xupfFarActionFAR_ACCESS_NO_TUNNEL)}},
 		{name: "unknown action", far: rules.FAR{Action: 7}, err: "FAR action 7 unknown"},
 	}
 	for _, c := range cases {
@@ -87,5 +89,36 @@ func TestN9SourcePortIsTheDownlinkHash(t *testing.T) {
 	}
 	if len(seen) < 12 { // 16 flows into 16384 ports: collisions are rare
 		t.Errorf("16 flows used only %d source ports", len(seen))
+	}
+}
+
+// TestAccessWithoutTunnel: a FAR toward Access without a tunnel (free5GC's downlink FAR before
+// the gNB is known) drops both ways under its own reason, leaves the packet unrouted (never
+// back out of N6) and counts no usage.
+func TestAccessWithoutTunnel(t *testing.T) {
+	e := newTestEnv(t, 4)
+	const owner, teid = 9, 0x107
+	ue := netip.MustParseAddr("10.45.0.9")
+	pdrs := []rules.PDR{{ID: 1, FAR: rules.FAR{Action: rules.AccessNoTunnel}}}
+	if err := e.dp.Install(owner, []rules.RuleSet{{Uplink: true, TEID: teid, PDRs: pdrs}, {UE: ue, PDRs: pdrs}}); err != nil {
+		t.Fatal(err)
+	}
+	drops := map[string]uint64{"far_access_no_tunnel": 1}
+	for _, c := range []pktCase{
+		{name: "downlink", in: concat(ethBytes(macDN, macN6), innerUDP(t, addrDN, ue, 5000, 6000, 64, payload)),
+			ifindex: n6, verdict: xdpDrop, counters: map[string]uint64{"dl_rx": 1}, drops: drops},
+		{name: "uplink", in: outerGTP(t, gtpHdr(0x30, 255, teid, nil, innerUDP(t, ue, addrDN, 1000, 2000, 64, payload)), nil),
+			ifindex: n3, verdict: xdpDrop, counters: map[string]uint64{"ul_rx": 1}, drops: drops},
+	} {
+		t.Run(c.name, func(t *testing.T) { runCase(t, e, c) })
+	}
+	usage, err := e.dp.Usage(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range usage {
+		if u.Packets != 0 || u.Bytes != 0 {
+			t.Errorf("usage %+v: dropped packets must not count as forwarded", u)
+		}
 	}
 }

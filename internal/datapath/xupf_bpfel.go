@@ -84,7 +84,8 @@ const (
 	xupfDropReasonDROP_QER_GATE_CLOSED        xupfDropReason = 19
 	xupfDropReasonDROP_QER_MBR                xupfDropReason = 20
 	xupfDropReasonDROP_POLICER                xupfDropReason = 21
-	xupfDropReasonDROP_MAX                    xupfDropReason = 22
+	xupfDropReasonDROP_FAR_ACCESS_NO_TUNNEL   xupfDropReason = 22
+	xupfDropReasonDROP_MAX                    xupfDropReason = 23
 )
 
 type xupfFar struct {
@@ -101,9 +102,10 @@ type xupfFar struct {
 type xupfFarAction uint32
 
 const (
-	xupfFarActionFAR_DROP    xupfFarAction = 0
-	xupfFarActionFAR_FORWARD xupfFarAction = 1
-	xupfFarActionFAR_BUFFER  xupfFarAction = 2
+	xupfFarActionFAR_DROP             xupfFarAction = 0
+	xupfFarActionFAR_FORWARD          xupfFarAction = 1
+	xupfFarActionFAR_BUFFER           xupfFarAction = 2
+	xupfFarActionFAR_ACCESS_NO_TUNNEL xupfFarAction = 3
 )
 
 type xupfFarFlag uint32

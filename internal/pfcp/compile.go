@@ -238,6 +238,9 @@ func (s *Session) markingQFI(p *PDR) uint8 {
 	return 0
 }
 
+// destAccess is the Destination Interface value Access (TS 29.244 8.2.24).
+const destAccess = 0
+
 // farRule is the datapath's view of a FAR; local is the outer source address of tunnels.
 func farRule(f *FAR, local netip.Addr) rules.FAR {
 	var out rules.FAR
@@ -249,8 +252,13 @@ func farRule(f *FAR, local netip.Addr) rules.FAR {
 	default:
 		out.Action = rules.Drop
 	}
-	if out.Action == rules.Forward && f.OHC != nil {
+	switch {
+	case out.Action == rules.Forward && f.OHC != nil:
 		out.OHC = &rules.OuterHeader{TEID: f.OHC.TEID, Peer: f.OHC.Peer, Local: local}
+	case out.Action == rules.Forward && f.DestinationInterface == destAccess:
+		// Toward Access only a tunnel reaches the UE: routed as it is, the packet would
+		// go back out of N6 (TS 29.244 5.2.3: without OHC there is no tunnel to use).
+		out.Action = rules.AccessNoTunnel
 	}
 	if f.TLM != nil {
 		out.TOS, out.HasTOS = uint8(*f.TLM>>8), true

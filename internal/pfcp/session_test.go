@@ -251,7 +251,8 @@ func TestEstablishmentOpen5GS(t *testing.T) {
 		}},
 		{UE: ue1, PDRs: []rules.PDR{{ID: 2, Precedence: 65535, QFI: 1, QERs: qer1, URRs: []uint32{1},
 			FAR: rules.FAR{Action: rules.Buffer}}}},
-		{Uplink: true, TEID: teids[3], PDRs: []rules.PDR{{ID: 3, Precedence: 1000, FAR: rules.FAR{Action: rules.Forward}}}},
+		// FAR 3 forwards toward Access without a tunnel: nowhere to go yet.
+		{Uplink: true, TEID: teids[3], PDRs: []rules.PDR{{ID: 3, Precedence: 1000, FAR: rules.FAR{Action: rules.AccessNoTunnel}}}},
 	}
 	if got := p.dp.sets[seid]; !reflect.DeepEqual(got, want) {
 		t.Errorf("rule sets\n got %+v\nwant %+v", got, want)

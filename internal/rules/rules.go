@@ -19,6 +19,11 @@ const (
 	// Buffer (BUFF) holds packets until the FAR forwards again. Until buffering is built the
 	// datapath drops them with their own drop reason (far_buffered).
 	Buffer
+	// AccessNoTunnel is FORW toward Access without outer header creation (free5GC's downlink
+	// FAR before the gNB's tunnel is known): only a tunnel reaches a UE, and routing the
+	// packets as they are would send them back into the data network. The datapath drops
+	// them with their own drop reason (far_access_no_tunnel) and counts no usage.
+	AccessNoTunnel
 )
 
 // FAR is a Forwarding Action Rule.
