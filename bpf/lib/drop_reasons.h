@@ -28,6 +28,7 @@ enum drop_reason {
 	DROP_QER_MBR,              /* over a QER's maximum bit rate */
 	DROP_POLICER,              /* the policer's contract for the packet's class: DROP, or over its rate */
 	DROP_FAR_ACCESS_NO_TUNNEL, /* the FAR forwards toward Access but has no tunnel to the gNB yet */
+	DROP_SPOOFED_SOURCE,       /* uplink inner source is not the session's UE address */
 	DROP_MAX,
 };
 

@@ -21,6 +21,10 @@ struct dl_key {
 struct rule_ref {
 	__u32 pdr;
 	__u32 ruleset;
+	/* Uplink: the inner source address every packet on the TEID must have, the session's UE
+	 * address (anti-spoofing, DROP_SPOOFED_SOURCE); 0 accepts any source. Kept here, in the
+	 * value the TEID lookup returns anyway, so the check costs one compare. */
+	__be32 ue_addr;
 };
 
 /* How many MBR meters one PDR applies (one per QER with an MBR in its direction). */

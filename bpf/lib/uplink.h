@@ -70,6 +70,10 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	ref = bpf_map_lookup_elem(&xupf_ul_rules, &key);
 	if (!ref)
 		return drop(DROP_UNKNOWN_TEID);
+	/* A UE may only send as itself: a spoofed source would reach the data network in the
+	 * session's name (and be billed to it). */
+	if (ref->ue_addr && inner->saddr != ref->ue_addr)
+		return drop(DROP_SPOOFED_SOURCE);
 	pdr = select_pdr(ref, inner, inner->ihl * 4, data_end, 1, g.has_qfi, g.qfi);
 	if (!pdr)
 		return drop(DROP_NO_PDR_MATCH);

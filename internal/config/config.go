@@ -187,6 +187,13 @@ type Config struct {
 	Sessions []session.Session `yaml:"sessions"`
 	// APIAccess says who may use the HTTP API, and over what.
 	APIAccess `yaml:",inline"`
+
+	// Datapath hardening.
+
+	// PFCPAllowAnySource turns anti-spoofing off for PFCP sessions: their uplink packets may
+	// have any inner source address, not only the session's UE address. Static sessions
+	// have their own switch (allow_any_source).
+	PFCPAllowAnySource bool `yaml:"pfcp_allow_any_source"`
 }
 
 // Interface is one network interface and the roles it plays.
@@ -316,6 +323,9 @@ type rawConfig struct {
 	Limits        rawLimits           `yaml:"limits"`
 	Sessions      []rawSession        `yaml:"sessions"`
 	APIAccess     `yaml:",inline"`
+
+	// Datapath hardening.
+	PFCPAllowAnySource bool `yaml:"pfcp_allow_any_source"`
 }
 
 type rawLimits struct {
@@ -336,6 +346,7 @@ type rawSession struct {
 	QFI          yaml.Node `yaml:"qfi"`
 	GTPUAddr     string    `yaml:"gtpu_address"`
 	Flows        []rawFlow `yaml:"flows"`
+	AllowAny     bool      `yaml:"allow_any_source"`
 }
 
 // rawFlow mirrors session.Flow's YAML keys.
@@ -381,6 +392,7 @@ func parse(data []byte) (*Config, []error) {
 	v.qos(&raw)
 	v.sessions(raw.Sessions)
 	v.apiAccess(raw.APIAccess)
+	v.cfg.PFCPAllowAnySource = raw.PFCPAllowAnySource
 	if len(v.errs) > 0 {
 		return nil, v.errs
 	}
@@ -1151,6 +1163,7 @@ func (v *validator) session(i int, raw *rawSession) (s session.Session, ok bool)
 	} else if s.GTPUAddr, err = parseAddr(raw.GTPUAddr, "one of gtpu_addresses"); err != nil {
 		v.addf("%s: %w", gtpuPath, err)
 	}
+	s.AllowAnySource = raw.AllowAny
 	if len(v.errs) > nerrs {
 		return s, false
 	}

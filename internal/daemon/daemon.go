@@ -155,6 +155,7 @@ func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, log *slog.Logger) *pfcp.N
 		UEPoolsOnly:               cfg.UEPoolsOnly,
 		IsLocal:                   (&localAddrs{}).has,
 		NetworkInstances:          cfg.NetworkInstances,
+		AllowAnySource:            cfg.PFCPAllowAnySource,
 		Logger:                    log,
 	})
 }

@@ -32,6 +32,9 @@ var (
 		DownlinkTEID: 0x201, QFI: 9, GTPUAddr: addrN3}
 	sessNoARP = session.Session{ID: 3, UE: netip.MustParseAddr("10.45.0.4"), UplinkTEID: 0x102, GNB: addrGNBNoARP,
 		DownlinkTEID: 0x202, GTPUAddr: addrN3}
+	// sessAnySource's uplink packets may come from any address (anti-spoofing off).
+	sessAnySource = session.Session{ID: 5, UE: netip.MustParseAddr("10.45.0.10"), UplinkTEID: 0x108, GNB: addrGNB,
+		DownlinkTEID: 0x208, GTPUAddr: addrN3, AllowAnySource: true}
 	// sessDropFAR's keys lead to FARs that drop (farSets): it is not installed as a session.
 	sessDropFAR = session.Session{ID: 4, UE: netip.MustParseAddr("10.45.0.5"), UplinkTEID: 0x103, GNB: addrGNB,
 		DownlinkTEID: 0x203, GTPUAddr: addrN3}
@@ -82,7 +85,7 @@ func farSets() []rules.RuleSet {
 
 func newSessionsEnv(t *testing.T) *testEnv {
 	e := newTestEnv(t, 1024)
-	for _, s := range []session.Session{sessPlain, sessQFI, sessNoARP} {
+	for _, s := range []session.Session{sessPlain, sessQFI, sessNoARP, sessAnySource} {
 		if err := e.dp.AddSession(s); err != nil {
 			t.Fatal(err)
 		}
@@ -293,11 +296,34 @@ func packetCases(t *testing.T) []pktCase {
 		}
 		cases = append(cases, c)
 	}
+	cases = append(cases, spoofCases(t)...)
 	cases = append(cases, notOursCases(t)...)
 	cases = append(cases, downlinkCases(t)...)
 	cases = append(cases, farCases(t)...)
 	cases = append(cases, echoCases(t)...)
 	return cases
+}
+
+// spoofCases: an uplink packet must come from its session's UE address, unless the session
+// allows any source.
+func spoofCases(t testing.TB) []pktCase {
+	other := netip.MustParseAddr("10.45.0.99")
+	spoofed := map[string]uint64{"spoofed_source": 1}
+	gpdu := func(teid uint32, src netip.Addr) []byte {
+		return outerGTP(t, gtpHdr(0x30, 255, teid, nil, innerUDP(t, src, addrDN, 1000, 2000, 64, payload)), nil)
+	}
+	return []pktCase{
+		{name: "uplink from an address that is no UE's", in: gpdu(sessPlain.UplinkTEID, other), ifindex: n3,
+			verdict: xdpDrop, counters: map[string]uint64{"ul_rx": 1}, drops: spoofed},
+		{name: "uplink from another session's UE", in: gpdu(sessPlain.UplinkTEID, sessQFI.UE), ifindex: n3,
+			verdict: xdpDrop, counters: map[string]uint64{"ul_rx": 1}, drops: spoofed},
+		{name: "uplink from the session's own UE, anti-spoofing off", in: gpdu(sessAnySource.UplinkTEID, sessAnySource.UE),
+			ifindex: n3, verdict: xdpRedirect, counters: map[string]uint64{"ul_rx": 1, "ul_tx": 1},
+			out: concat(ethBytes(macN6, macDN), innerUDP(t, sessAnySource.UE, addrDN, 1000, 2000, 63, payload))},
+		{name: "uplink from any address, anti-spoofing off", in: gpdu(sessAnySource.UplinkTEID, other),
+			ifindex: n3, verdict: xdpRedirect, counters: map[string]uint64{"ul_rx": 1, "ul_tx": 1},
+			out: concat(ethBytes(macN6, macDN), innerUDP(t, other, addrDN, 1000, 2000, 63, payload))},
+	}
 }
 
 func notOursCases(t testing.TB) []pktCase {

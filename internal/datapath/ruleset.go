@@ -105,6 +105,9 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32, meters map
 	if len(rs.PDRs) == 0 {
 		return nil, errors.New("no PDRs")
 	}
+	if rs.Source.IsValid() && (!rs.Uplink || !rs.Source.Is4() || rs.Source.IsUnspecified()) {
+		return nil, fmt.Errorf("source %s: only an uplink rule set has one, and it must be an IPv4 address", rs.Source)
+	}
 	if len(rs.PDRs) > 1 || !matchesAll(rs.PDRs[0].Filters) {
 		if set.tables, err = d.writeTables(set); err != nil {
 			return nil, err
@@ -160,6 +163,9 @@ func (d *Datapath) publish(set *installedSet) error {
 	ref := xupfRuleRef{Pdr: set.slots[0]}
 	if set.tables != nil {
 		ref.Ruleset = set.tables.id
+	}
+	if set.rs.Source.IsValid() {
+		ref.UeAddr = addrBE(set.rs.Source)
 	}
 	if set.rs.Uplink {
 		return d.objs.XupfUlRules.Put(xupfUlKey{Teid: be32(set.rs.TEID)}, ref)

@@ -85,7 +85,8 @@ const (
 	xupfDropReasonDROP_QER_MBR                xupfDropReason = 20
 	xupfDropReasonDROP_POLICER                xupfDropReason = 21
 	xupfDropReasonDROP_FAR_ACCESS_NO_TUNNEL   xupfDropReason = 22
-	xupfDropReasonDROP_MAX                    xupfDropReason = 23
+	xupfDropReasonDROP_SPOOFED_SOURCE         xupfDropReason = 23
+	xupfDropReasonDROP_MAX                    xupfDropReason = 24
 )
 
 type xupfFar struct {
@@ -181,6 +182,7 @@ type xupfRuleRef struct {
 	_       structs.HostLayout
 	Pdr     uint32
 	Ruleset uint32
+	UeAddr  uint32
 }
 
 type xupfRuleset struct {

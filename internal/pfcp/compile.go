@@ -186,10 +186,42 @@ func (n *Node) ruleSets(s *Session) []rules.RuleSet {
 		rs.PDRs = append(rs.PDRs, rp)
 	}
 	out := make([]rules.RuleSet, len(order))
+	ue := sessionUE(s)
 	for i, k := range order {
 		out[i] = *byKey[k]
+		if k.Uplink && !n.opts.AllowAnySource && fromAccess(s, out[i]) {
+			out[i].Source = ue
+		}
 	}
 	return out
+}
+
+// sessionUE is the session's UE IPv4 address when its PDRs name exactly one, else none: with
+// several (which a PDU session does not have) no one address is the source of its packets.
+func sessionUE(s *Session) netip.Addr {
+	var ue netip.Addr
+	for _, p := range s.PDRs {
+		switch {
+		case !p.UE.Is4() || p.UE == ue:
+		case ue.IsValid():
+			return netip.Addr{}
+		default:
+			ue = p.UE
+		}
+	}
+	return ue
+}
+
+// fromAccess reports whether every PDR of an uplink rule set has source interface Access: only
+// then do its packets come from the UE. GTP-U from the core or the CP function (an I-UPF's
+// downlink on N9, the SMF's packets to the UE) has other sources.
+func fromAccess(s *Session, rs rules.RuleSet) bool {
+	for _, p := range rs.PDRs {
+		if s.PDRs[uint16(p.ID)].SourceInterface != srcAccess {
+			return false
+		}
+	}
+	return true
 }
 
 // neverIPv4 reports whether a PDR's filters, present, all fail to match IPv4 packets.
@@ -238,8 +270,12 @@ func (s *Session) markingQFI(p *PDR) uint8 {
 	return 0
 }
 
-// destAccess is the Destination Interface value Access (TS 29.244 8.2.24).
-const destAccess = 0
+// The interface value Access, of Source Interface (TS 29.244 8.2.2) and Destination Interface
+// (8.2.24).
+const (
+	srcAccess  = 0
+	destAccess = 0
+)
 
 // farRule is the datapath's view of a FAR; local is the outer source address of tunnels.
 func farRule(f *FAR, local netip.Addr) rules.FAR {

@@ -66,7 +66,10 @@ type Options struct {
 	// NetworkInstances maps each accepted network instance to its interface; empty accepts
 	// every network instance.
 	NetworkInstances map[string]string
-	Logger           *slog.Logger
+	// AllowAnySource turns anti-spoofing off for every PFCP session: uplink packets may then
+	// have any inner source address, not only the session's UE address.
+	AllowAnySource bool
+	Logger         *slog.Logger
 }
 
 // Association is an established PFCP association with a peer.

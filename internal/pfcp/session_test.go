@@ -248,10 +248,11 @@ func TestEstablishmentOpen5GS(t *testing.T) {
 	want := []rules.RuleSet{
 		{Uplink: true, TEID: teids[1], PDRs: []rules.PDR{
 			{ID: 1, Precedence: 255, QFI: 1, QERs: qer1, URRs: []uint32{1}, FAR: rules.FAR{Action: rules.Forward}},
-		}},
+		}, Source: ue1}, // from Access: only the UE's address may send
 		{UE: ue1, PDRs: []rules.PDR{{ID: 2, Precedence: 65535, QFI: 1, QERs: qer1, URRs: []uint32{1},
 			FAR: rules.FAR{Action: rules.Buffer}}}},
-		// FAR 3 forwards toward Access without a tunnel: nowhere to go yet.
+		// FAR 3 forwards toward Access without a tunnel: nowhere to go yet. Its packets come
+		// from the SMF, not the UE: any source.
 		{Uplink: true, TEID: teids[3], PDRs: []rules.PDR{{ID: 3, Precedence: 1000, FAR: rules.FAR{Action: rules.AccessNoTunnel}}}},
 	}
 	if got := p.dp.sets[seid]; !reflect.DeepEqual(got, want) {

@@ -93,6 +93,10 @@ type RuleSet struct {
 	TEID   uint32     // the key when Uplink
 	UE     netip.Addr // the key otherwise
 	PDRs   []PDR
+	// Source, on an uplink rule set, is the only inner source address its packets may have:
+	// the session's UE address. Others are dropped as spoofed_source. The zero value accepts
+	// any source (the session allows it, or its UE address is unknown).
+	Source netip.Addr
 }
 
 // Key is what the datapath looks a packet up by: the uplink TEID or the downlink UE address.

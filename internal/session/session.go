@@ -31,6 +31,10 @@ type Session struct {
 	// Flows are further QoS flows of the session, each selected by SDF filters. A packet that
 	// no flow matches uses the session's own rule (TEIDs and QFI above).
 	Flows []Flow `json:"flows,omitempty" yaml:"flows,omitempty"`
+	// AllowAnySource turns anti-spoofing off for this session: its uplink packets may have any
+	// inner source address (a router behind the UE, say), not only UE. Off, the others are
+	// dropped as spoofed_source.
+	AllowAnySource bool `json:"allow_any_source,omitempty" yaml:"allow_any_source,omitempty"`
 }
 
 // Flow is a QoS flow with its own uplink and downlink PDR: packets matching one of its SDF
@@ -74,9 +78,13 @@ func (s Session) Validate() error {
 }
 
 // RuleSets turns the session into its uplink and downlink rule sets: one PDR per flow (ID =
-// position + 1) and the session's own rule (ID 0, DefaultPrecedence).
+// position + 1) and the session's own rule (ID 0, DefaultPrecedence). Uplink packets must come
+// from UE unless AllowAnySource.
 func (s Session) RuleSets() ([]rules.RuleSet, error) {
 	ul := rules.RuleSet{Uplink: true, TEID: s.UplinkTEID}
+	if !s.AllowAnySource {
+		ul.Source = s.UE
+	}
 	dl := rules.RuleSet{UE: s.UE}
 	ohc := rules.OuterHeader{TEID: s.DownlinkTEID, Peer: s.GNB, Local: s.GTPUAddr}
 	encap := rules.FAR{Action: rules.Forward, OHC: &ohc}
