@@ -35,13 +35,16 @@ int xupf_xdp(struct xdp_md *ctx)
 	if (!ip)
 		goto pass;
 
-	if (ip->protocol == IPPROTO_UDP && is_gtpu_addr(ip->daddr))
+	if (ip->protocol == IPPROTO_UDP && is_gtpu_addr(ip->daddr, ctx->ingress_ifindex))
 		return handle_gtpu(ctx, eth, ip, data_end);
 
 	key.ue_addr = ip->daddr;
 	ref = bpf_map_lookup_elem(&xupf_dl_rules, &key);
 	if (ref)
 		return handle_downlink(ctx, eth, ip, ref, data_end);
+	/* Off the fast paths: only here is a GTP-U address met on another interface looked for. */
+	if (ip->protocol == IPPROTO_UDP && is_gtpu_addr(ip->daddr, 0))
+		return refuse_gtpu(ip, data_end);
 pass:
 	count_stat(STAT_PASS);
 	return XDP_PASS;

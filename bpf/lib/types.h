@@ -11,6 +11,14 @@ struct ul_key {
 	__be32 teid;
 };
 
+/* Key of the local GTP-U address table: an address and an interface GTP-U to it is accepted
+ * on (one with the n3 role: N3 from gNBs, N9 from peer UPFs). With ifindex 0, the entry only
+ * says the address is ours, so that GTP-U arriving elsewhere is told apart and dropped. */
+struct gtpu_addr_key {
+	__be32 addr;
+	__u32 ifindex;
+};
+
 /* Key of the downlink rule table: the UE's IPv4 address. */
 struct dl_key {
 	__be32 ue_addr;

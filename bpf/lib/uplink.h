@@ -115,6 +115,21 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	return route_ipv4(ctx, 1, STAT_UL_TX, STAT_UL_KERNEL);
 }
 
+/* refuse_gtpu takes an IPv4/UDP packet to a local GTP-U address that arrived on an interface
+ * without the n3 role (the data network, say): GTP-U is dropped, never decapsulated; anything
+ * else (PFCP, fragments the kernel reassembles) is the kernel's, as on N3. */
+static __always_inline int refuse_gtpu(struct iphdr *ip, void *data_end)
+{
+	__u32 ihl_len = ipv4_hdr_len(ip, data_end);
+	struct udphdr *udp = (void *)ip + ihl_len;
+
+	if (ihl_len && !(ip->frag_off & bpf_htons(IPV4_OFFSET)) && (void *)(udp + 1) <= data_end &&
+	    udp->dest == bpf_htons(GTPU_PORT))
+		return drop(DROP_GTPU_NOT_N3);
+	count_stat(STAT_PASS);
+	return XDP_PASS;
+}
+
 /* handle_gtpu takes an IPv4/UDP packet addressed to a local GTP-U address. */
 static __always_inline int handle_gtpu(struct xdp_md *ctx, struct ethhdr *eth,
 				       struct iphdr *ip, void *data_end)

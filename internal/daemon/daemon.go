@@ -88,6 +88,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		MaxRuleSets:   cfg.Limits.MaxRuleSets,
 		MaxSDFEntries: cfg.Limits.MaxSDFEntries,
 		GTPUAddrs:     cfg.GTPUAddresses,
+		N3Interfaces:  n3Interfaces(cfg),
 		MeterAlgo:     meterAlgos[cfg.QoSAlgorithm],
 		Clock:         meterClocks[cfg.QoSClock],
 		MBRBurst:      cfg.QoSMBRBurst,
@@ -133,6 +134,15 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	log.Info("datapath ready", "sessions", len(cfg.Sessions), "max_sessions", cfg.Limits.MaxSessions,
 		"gtpu_addresses", cfg.GTPUAddresses, "bpffs", cfg.BPFFS)
 	return d, nil
+}
+
+// n3Interfaces names the interfaces with the n3 role: the only ones GTP-U is accepted on.
+func n3Interfaces(cfg *config.Config) []string {
+	var names []string
+	for _, ifc := range cfg.InterfacesWithRole(config.RoleN3) {
+		names = append(names, ifc.Name)
+	}
+	return names
 }
 
 // newPFCPNode returns the PFCP node the configuration describes, installing sessions in dp.

@@ -62,10 +62,7 @@ func TestRestartTakesOver(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	next, err := Load(Options{PinPath: pin, MaxSessions: 8, GTPUAddrs: []netip.Addr{addrN3}})
-	if err != nil {
-		t.Fatalf("load over existing pins: %v", err)
-	}
+	next := e.load(t, Options{PinPath: pin, MaxSessions: 8, GTPUAddrs: []netip.Addr{addrN3}, N3Interfaces: []string{"n3"}})
 	e.dp = next // the environment's cleanup now closes and unpins this one
 	for _, m := range []*ebpf.Map{next.objs.XupfSdfExact, next.objs.XupfSdfLpm} {
 		var key []byte
@@ -73,7 +70,7 @@ func TestRestartTakesOver(t *testing.T) {
 			t.Errorf("%s still holds entries of the earlier run (%v)", m, err)
 		}
 	}
-	err = e.do(func() error {
+	err := e.do(func() error {
 		for _, name := range []string{"n3", "n6"} {
 			a, err := next.Attach(name, XDPNative, false)
 			if err != nil {

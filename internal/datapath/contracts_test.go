@@ -422,11 +422,7 @@ func TestContractsListAndReload(t *testing.T) {
 		t.Errorf("Contracts() = %+v, want %+v", list, want)
 	}
 
-	opts := e.dp.opts
-	dp2, err := Load(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dp2 := e.load(t, e.dp.opts)
 	defer dp2.Close(false)
 	for _, dp := range []*Datapath{dp2, e.dp} { // the same maps
 		if list, err := dp.Contracts(); err != nil || len(list) != 0 {

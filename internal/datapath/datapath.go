@@ -26,6 +26,10 @@ type Options struct {
 	MaxSessions int
 	// GTPUAddrs are the local N3 addresses uplink packets are sent to.
 	GTPUAddrs []netip.Addr
+	// N3Interfaces name the interfaces with the n3 role: GTP-U (N3 from gNBs, N9 from peer
+	// UPFs) to GTPUAddrs is accepted only when it arrives on one of them. Elsewhere it is
+	// dropped as gtpu_not_n3, never decapsulated. Each must exist when Load is called.
+	N3Interfaces []string
 	// MaxRuleSets is how many TEIDs and UE addresses may have several PDRs or SDF filters
 	// (and so a classification step) at once; default DefaultMaxRuleSets.
 	MaxRuleSets int
@@ -182,7 +186,7 @@ func Load(opts Options) (*Datapath, error) {
 	if err != nil {
 		return nil, loadError(err, opts.PinPath)
 	}
-	if err := d.setGTPUAddrs(opts.GTPUAddrs); err != nil {
+	if err := d.setGTPUAddrs(opts.GTPUAddrs, opts.N3Interfaces); err != nil {
 		d.objs.Close()
 		return nil, err
 	}
@@ -231,38 +235,6 @@ func clearMap(m *ebpf.Map) error {
 	for _, k := range keys {
 		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return err
-		}
-	}
-	return nil
-}
-
-// setGTPUAddrs makes addrs the only local GTP-U addresses.
-func (d *Datapath) setGTPUAddrs(addrs []netip.Addr) error {
-	want := map[[4]byte]bool{}
-	for _, a := range addrs {
-		if !a.Is4() {
-			return fmt.Errorf("gtp-u address %s: only IPv4 is supported", a)
-		}
-		want[a.As4()] = true
-		if err := d.objs.XupfGtpuAddrs.Put(a.As4(), uint8(1)); err != nil {
-			return fmt.Errorf("add gtp-u address %s: %w", a, err)
-		}
-	}
-	var k [4]byte
-	var v uint8
-	var stale [][4]byte
-	it := d.objs.XupfGtpuAddrs.Iterate()
-	for it.Next(&k, &v) {
-		if !want[k] {
-			stale = append(stale, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("list gtp-u addresses: %w", err)
-	}
-	for _, k := range stale {
-		if err := d.objs.XupfGtpuAddrs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("remove stale gtp-u address %v: %w", netip.AddrFrom4(k), err)
 		}
 	}
 	return nil

@@ -297,6 +297,7 @@ func packetCases(t *testing.T) []pktCase {
 		cases = append(cases, c)
 	}
 	cases = append(cases, spoofCases(t)...)
+	cases = append(cases, n6GTPUCases(t)...)
 	cases = append(cases, notOursCases(t)...)
 	cases = append(cases, downlinkCases(t)...)
 	cases = append(cases, farCases(t)...)
@@ -323,6 +324,24 @@ func spoofCases(t testing.TB) []pktCase {
 		{name: "uplink from any address, anti-spoofing off", in: gpdu(sessAnySource.UplinkTEID, other),
 			ifindex: n3, verdict: xdpRedirect, counters: map[string]uint64{"ul_rx": 1, "ul_tx": 1},
 			out: concat(ethBytes(macN6, macDN), innerUDP(t, other, addrDN, 1000, 2000, 63, payload))},
+	}
+}
+
+// n6GTPUCases: GTP-U to the GTP-U address is accepted on the n3 interface only; from the data
+// network it is dropped, not decapsulated, while other UDP to that address is the kernel's.
+func n6GTPUCases(t testing.TB) []pktCase {
+	fromDN := func(dport uint16, payload []byte) []byte {
+		return serialize(t, ethernet(macDN, macN6, layers.EthernetTypeIPv4), ipv4(addrDN, addrN3, layers.IPProtocolUDP, 64),
+			&layers.UDP{SrcPort: 2152, DstPort: layers.UDPPort(dport)}, gopacket.Payload(payload))
+	}
+	notN3 := map[string]uint64{"gtpu_not_n3": 1}
+	return []pktCase{
+		{name: "G-PDU arriving on N6", in: fromDN(2152, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, ulInner(t, 64))),
+			ifindex: n6, verdict: xdpDrop, drops: notN3},
+		{name: "echo request arriving on N6", in: fromDN(2152, gtpHdr(0x32, 1, 0, []byte{0x12, 0x34, 0, 0}, nil)),
+			ifindex: n6, verdict: xdpDrop, drops: notN3},
+		{name: "PFCP to the GTP-U address arriving on N6", in: fromDN(8805, []byte("pfcp heartbeat, say")),
+			ifindex: n6, verdict: xdpPass, counters: map[string]uint64{"pass": 1}},
 	}
 }
 

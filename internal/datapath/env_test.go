@@ -81,6 +81,8 @@ func newTestEnvOpts(t testing.TB, opts Options) *testEnv {
 	if setupErr == nil {
 		opts.PinPath = fmt.Sprintf("/sys/fs/bpf/xupf-test-%d-%d", os.Getpid(), envSeq)
 		opts.GTPUAddrs = []netip.Addr{addrN3}
+		// The benchmarks' BPF_PROG_TEST_RUN, without a context, delivers packets on lo.
+		opts.N3Interfaces = []string{"n3", "lo"}
 		e.dp, setupErr = Load(opts)
 	}
 	if setupErr == nil {
@@ -186,3 +188,14 @@ func (e *testEnv) run(t testing.TB, pkt []byte, ifindex int) (uint32, []byte) {
 }
 
 func (e *testEnv) do(fn func() error) error { return testbed.InNetns(e.ns, fn) }
+
+// load loads another datapath over the environment's pins, inside its namespace (whose
+// interfaces the n3 ones are).
+func (e *testEnv) load(t testing.TB, opts Options) *Datapath {
+	t.Helper()
+	var dp *Datapath
+	if err := e.do(func() (err error) { dp, err = Load(opts); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return dp
+}

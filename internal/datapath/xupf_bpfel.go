@@ -86,7 +86,8 @@ const (
 	xupfDropReasonDROP_POLICER                xupfDropReason = 21
 	xupfDropReasonDROP_FAR_ACCESS_NO_TUNNEL   xupfDropReason = 22
 	xupfDropReasonDROP_SPOOFED_SOURCE         xupfDropReason = 23
-	xupfDropReasonDROP_MAX                    xupfDropReason = 24
+	xupfDropReasonDROP_GTPU_NOT_N3            xupfDropReason = 24
+	xupfDropReasonDROP_MAX                    xupfDropReason = 25
 )
 
 type xupfFar struct {
@@ -115,6 +116,12 @@ const (
 	xupfFarFlagFAR_F_OHC xupfFarFlag = 1
 	xupfFarFlagFAR_F_TLM xupfFarFlag = 2
 )
+
+type xupfGtpuAddrKey struct {
+	_       structs.HostLayout
+	Addr    uint32
+	Ifindex uint32
+}
 
 type xupfMeter struct {
 	_    structs.HostLayout

@@ -138,6 +138,8 @@ func newBench(cfg config, stage int) (_ *bench, err error) {
 		// Each rule set's SDF entries; the tables are not preallocated.
 		MaxSDFEntries: 32*cfg.sessions + 1024,
 		GTPUAddrs:     []netip.Addr{addrN3},
+		// BPF_PROG_TEST_RUN without a context delivers the frames on lo.
+		N3Interfaces: []string{"n3", "lo"},
 	})
 	if err != nil {
 		return nil, err
