@@ -68,7 +68,7 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 	if (far->flags & FAR_F_OHC)
 		return tunnel_ipv4(ctx, far, pdr->qfi, STAT_DL_TX, STAT_DL_KERNEL);
 	/* No tunnel (the UE is reached some other way, e.g. a local route): plain IP forwarding. */
-	return route_ipv4(ctx, 1, STAT_DL_TX, STAT_DL_KERNEL);
+	return route_ipv4(ctx, ROUTE_FORWARD, STAT_DL_TX, STAT_DL_KERNEL);
 }
 
 #endif

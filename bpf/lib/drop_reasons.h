@@ -30,6 +30,7 @@ enum drop_reason {
 	DROP_FAR_ACCESS_NO_TUNNEL, /* the FAR forwards toward Access but has no tunnel to the gNB yet */
 	DROP_SPOOFED_SOURCE,       /* uplink inner source is not the session's UE address */
 	DROP_GTPU_NOT_N3,          /* GTP-U to a local GTP-U address on an interface without the n3 role */
+	DROP_UE_TO_UPF,            /* uplink inner packet to the UPF's own address (ue_to_upf_allowed has exceptions) */
 	DROP_MAX,
 };
 

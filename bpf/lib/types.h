@@ -19,6 +19,15 @@ struct gtpu_addr_key {
 	__u32 ifindex;
 };
 
+/* Key of the table of the UPF's own services a UE may reach (ue_to_upf_allowed): local address,
+ * IP protocol and destination port (0 for protocols without ports, such as ICMP). */
+struct ue_allowed_key {
+	__be32 addr;
+	__u8 proto;
+	__u8 pad;
+	__be16 port;
+};
+
 /* Key of the downlink rule table: the UE's IPv4 address. */
 struct dl_key {
 	__be32 ue_addr;

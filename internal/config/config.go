@@ -194,6 +194,9 @@ type Config struct {
 	// have any inner source address, not only the session's UE address. Static sessions
 	// have their own switch (allow_any_source).
 	PFCPAllowAnySource bool `yaml:"pfcp_allow_any_source"`
+	// UEToUPFAllowed are the services on the UPF itself UEs may reach; every other uplink
+	// packet to one of the UPF's own addresses is dropped.
+	UEToUPFAllowed []UEToUPF `yaml:"ue_to_upf_allowed"`
 }
 
 // Interface is one network interface and the roles it plays.
@@ -325,7 +328,8 @@ type rawConfig struct {
 	APIAccess     `yaml:",inline"`
 
 	// Datapath hardening.
-	PFCPAllowAnySource bool `yaml:"pfcp_allow_any_source"`
+	PFCPAllowAnySource bool         `yaml:"pfcp_allow_any_source"`
+	UEToUPFAllowed     []rawUEToUPF `yaml:"ue_to_upf_allowed"`
 }
 
 type rawLimits struct {
@@ -393,6 +397,7 @@ func parse(data []byte) (*Config, []error) {
 	v.sessions(raw.Sessions)
 	v.apiAccess(raw.APIAccess)
 	v.cfg.PFCPAllowAnySource = raw.PFCPAllowAnySource
+	v.ueToUPF(raw.UEToUPFAllowed)
 	if len(v.errs) > 0 {
 		return nil, v.errs
 	}
@@ -491,6 +496,8 @@ func sectionOf(typ string) (string, reflect.Type) {
 		return "in a sessions entry", reflect.TypeOf(rawSession{})
 	case "config.rawFlow":
 		return "in a flows entry", reflect.TypeOf(rawFlow{})
+	case "config.rawUEToUPF":
+		return "in a ue_to_upf_allowed entry", reflect.TypeOf(rawUEToUPF{})
 	default:
 		return "at the top level", reflect.TypeOf(rawConfig{})
 	}

@@ -89,6 +89,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		MaxSDFEntries: cfg.Limits.MaxSDFEntries,
 		GTPUAddrs:     cfg.GTPUAddresses,
 		N3Interfaces:  n3Interfaces(cfg),
+		UEAllowed:     ueAllowed(cfg),
 		MeterAlgo:     meterAlgos[cfg.QoSAlgorithm],
 		Clock:         meterClocks[cfg.QoSClock],
 		MBRBurst:      cfg.QoSMBRBurst,
@@ -143,6 +144,15 @@ func n3Interfaces(cfg *config.Config) []string {
 		names = append(names, ifc.Name)
 	}
 	return names
+}
+
+// ueAllowed are the services of ue_to_upf_allowed, as the datapath takes them.
+func ueAllowed(cfg *config.Config) []datapath.UEService {
+	var out []datapath.UEService
+	for _, s := range cfg.UEToUPFAllowed {
+		out = append(out, datapath.UEService{Addr: s.Address, Protocol: config.UEToUPFProtocols[s.Protocol], Port: s.Port})
+	}
+	return out
 }
 
 // newPFCPNode returns the PFCP node the configuration describes, installing sessions in dp.

@@ -30,6 +30,10 @@ type Options struct {
 	// UPFs) to GTPUAddrs is accepted only when it arrives on one of them. Elsewhere it is
 	// dropped as gtpu_not_n3, never decapsulated. Each must exist when Load is called.
 	N3Interfaces []string
+	// UEAllowed are the services on the UPF itself UEs may reach through their tunnels
+	// (ue_to_upf_allowed). Every other uplink packet to one of the UPF's own addresses (of any
+	// interface of the namespace Load runs in) is dropped as ue_to_upf.
+	UEAllowed []UEService
 	// MaxRuleSets is how many TEIDs and UE addresses may have several PDRs or SDF filters
 	// (and so a classification step) at once; default DefaultMaxRuleSets.
 	MaxRuleSets int
@@ -111,6 +115,7 @@ type Datapath struct {
 	classIDs   map[uint32]bool                    // classes with counters in xupf_cls_stats
 	clsBufs    [2]clsBuffer
 	links      map[string]*attachment
+	stopAddrs  func() // stops keeping xupf_local_addrs up to date
 }
 
 var _ Controller = (*Datapath)(nil)
@@ -190,6 +195,10 @@ func Load(opts Options) (*Datapath, error) {
 		d.objs.Close()
 		return nil, err
 	}
+	if err := d.setUEAllowed(opts.UEAllowed); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
 	// Classification tables of an earlier run name rule set ids and classifier buffers this
 	// run will hand out again: stale entries would then match beside the new ones. Policer
 	// contracts live in the daemon's memory only: an earlier run's must not police this one's
@@ -200,6 +209,10 @@ func Load(opts Options) (*Datapath, error) {
 			d.objs.Close()
 			return nil, fmt.Errorf("clear %s left by an earlier run: %w", m, err)
 		}
+	}
+	if d.stopAddrs, err = d.watchLocalAddrs(); err != nil {
+		d.objs.Close()
+		return nil, err
 	}
 	return d, nil
 }
@@ -257,6 +270,7 @@ func (d *Datapath) Close(unpin bool) error {
 		errs = append(errs, a.link.Close())
 		delete(d.links, name)
 	}
+	d.stopAddrs()
 	errs = append(errs, d.objs.Close())
 	if unpin {
 		// Every pin (maps by name, links) lives in this directory, which is ours alone:

@@ -87,7 +87,8 @@ const (
 	xupfDropReasonDROP_FAR_ACCESS_NO_TUNNEL   xupfDropReason = 22
 	xupfDropReasonDROP_SPOOFED_SOURCE         xupfDropReason = 23
 	xupfDropReasonDROP_GTPU_NOT_N3            xupfDropReason = 24
-	xupfDropReasonDROP_MAX                    xupfDropReason = 25
+	xupfDropReasonDROP_UE_TO_UPF              xupfDropReason = 25
+	xupfDropReasonDROP_MAX                    xupfDropReason = 26
 )
 
 type xupfFar struct {
@@ -248,6 +249,14 @@ const (
 	xupfStatSTAT_MAX          xupfStat = 12
 )
 
+type xupfUeAllowedKey struct {
+	_     structs.HostLayout
+	Addr  uint32
+	Proto uint8
+	Pad   uint8
+	Port  uint16
+}
+
 type xupfUlKey struct {
 	_    structs.HostLayout
 	Teid uint32
@@ -269,6 +278,7 @@ const (
 	xupfMapXupfDrops       = "xupf_drops"
 	xupfMapXupfFars        = "xupf_fars"
 	xupfMapXupfGtpuAddrs   = "xupf_gtpu_addrs"
+	xupfMapXupfLocalAddrs  = "xupf_local_addrs"
 	xupfMapXupfMeters      = "xupf_meters"
 	xupfMapXupfPdrs        = "xupf_pdrs"
 	xupfMapXupfPoliceStats = "xupf_police_stats"
@@ -277,6 +287,7 @@ const (
 	xupfMapXupfSdfLpm      = "xupf_sdf_lpm"
 	xupfMapXupfStats       = "xupf_stats"
 	xupfMapXupfTxPorts     = "xupf_tx_ports"
+	xupfMapXupfUeAllowed   = "xupf_ue_allowed"
 	xupfMapXupfUlRules     = "xupf_ul_rules"
 	xupfMapXupfUsage       = "xupf_usage"
 	xupfProgXupfXdp        = "xupf_xdp"
@@ -358,6 +369,7 @@ type xupfMapSpecs struct {
 	XupfDrops       *ebpf.MapSpec `ebpf:"xupf_drops"`
 	XupfFars        *ebpf.MapSpec `ebpf:"xupf_fars"`
 	XupfGtpuAddrs   *ebpf.MapSpec `ebpf:"xupf_gtpu_addrs"`
+	XupfLocalAddrs  *ebpf.MapSpec `ebpf:"xupf_local_addrs"`
 	XupfMeters      *ebpf.MapSpec `ebpf:"xupf_meters"`
 	XupfPdrs        *ebpf.MapSpec `ebpf:"xupf_pdrs"`
 	XupfPoliceStats *ebpf.MapSpec `ebpf:"xupf_police_stats"`
@@ -366,6 +378,7 @@ type xupfMapSpecs struct {
 	XupfSdfLpm      *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
 	XupfStats       *ebpf.MapSpec `ebpf:"xupf_stats"`
 	XupfTxPorts     *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
+	XupfUeAllowed   *ebpf.MapSpec `ebpf:"xupf_ue_allowed"`
 	XupfUlRules     *ebpf.MapSpec `ebpf:"xupf_ul_rules"`
 	XupfUsage       *ebpf.MapSpec `ebpf:"xupf_usage"`
 }
@@ -423,6 +436,7 @@ type xupfMaps struct {
 	XupfDrops       *ebpf.Map `ebpf:"xupf_drops"`
 	XupfFars        *ebpf.Map `ebpf:"xupf_fars"`
 	XupfGtpuAddrs   *ebpf.Map `ebpf:"xupf_gtpu_addrs"`
+	XupfLocalAddrs  *ebpf.Map `ebpf:"xupf_local_addrs"`
 	XupfMeters      *ebpf.Map `ebpf:"xupf_meters"`
 	XupfPdrs        *ebpf.Map `ebpf:"xupf_pdrs"`
 	XupfPoliceStats *ebpf.Map `ebpf:"xupf_police_stats"`
@@ -431,6 +445,7 @@ type xupfMaps struct {
 	XupfSdfLpm      *ebpf.Map `ebpf:"xupf_sdf_lpm"`
 	XupfStats       *ebpf.Map `ebpf:"xupf_stats"`
 	XupfTxPorts     *ebpf.Map `ebpf:"xupf_tx_ports"`
+	XupfUeAllowed   *ebpf.Map `ebpf:"xupf_ue_allowed"`
 	XupfUlRules     *ebpf.Map `ebpf:"xupf_ul_rules"`
 	XupfUsage       *ebpf.Map `ebpf:"xupf_usage"`
 }
@@ -449,6 +464,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfDrops,
 		m.XupfFars,
 		m.XupfGtpuAddrs,
+		m.XupfLocalAddrs,
 		m.XupfMeters,
 		m.XupfPdrs,
 		m.XupfPoliceStats,
@@ -457,6 +473,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfSdfLpm,
 		m.XupfStats,
 		m.XupfTxPorts,
+		m.XupfUeAllowed,
 		m.XupfUlRules,
 		m.XupfUsage,
 	)

@@ -1,0 +1,172 @@
+package datapath
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// The datapath drops a UE's packet that the FIB would not forward (it would go to the UPF's
+// own sockets). xupf_local_addrs, every IPv4 and broadcast address of the namespace Load runs
+// in, names such a drop ue_to_upf rather than no_route; xupf_ue_allowed lists the services a UE
+// may reach on the UPF nonetheless (ue_to_upf_allowed).
+
+// UEService is a service on the UPF itself that UEs may reach through their tunnels: a local
+// address, an IP protocol and, for protocols with ports, the destination port (0 otherwise).
+type UEService struct {
+	Addr     netip.Addr
+	Protocol uint8
+	Port     uint16
+}
+
+// setUEAllowed makes services the only ones UEs may reach on the UPF.
+func (d *Datapath) setUEAllowed(services []UEService) error {
+	if err := clearMap(d.objs.XupfUeAllowed); err != nil {
+		return fmt.Errorf("clear ue_to_upf_allowed: %w", err)
+	}
+	for _, s := range services {
+		if !s.Addr.Is4() {
+			return fmt.Errorf("ue_to_upf_allowed %s: only IPv4 is supported", s.Addr)
+		}
+		k := xupfUeAllowedKey{Addr: addrBE(s.Addr), Proto: s.Protocol, Port: be16(s.Port)}
+		if err := d.objs.XupfUeAllowed.Put(k, uint8(1)); err != nil {
+			return fmt.Errorf("add ue_to_upf_allowed %s/%d port %d: %w", s.Addr, s.Protocol, s.Port, err)
+		}
+	}
+	return nil
+}
+
+func be16(v uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], v)
+	return binary.NativeEndian.Uint16(b[:])
+}
+
+// watchLocalAddrs fills xupf_local_addrs from the namespace of the calling thread and keeps
+// it up to date from netlink address events until stop is called.
+func (d *Datapath) watchLocalAddrs() (stop func(), err error) {
+	ns, err := netns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("local addresses: %w", err)
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("local addresses: %w", err)
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	updates, err := d.subscribeAddrs(ns, done)
+	if err == nil {
+		err = d.syncLocalAddrs(h) // after subscribing: no change falls in between
+	}
+	if err != nil {
+		close(done)
+		h.Close()
+		ns.Close()
+		return nil, err
+	}
+	go func() {
+		defer close(exited)
+		d.followLocalAddrs(ns, h, updates, done)
+		h.Close()
+		ns.Close()
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-exited }) }, nil
+}
+
+func (d *Datapath) subscribeAddrs(ns netns.NsHandle, done chan struct{}) (<-chan netlink.AddrUpdate, error) {
+	ch := make(chan netlink.AddrUpdate, 64)
+	err := netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{
+		Namespace: &ns,
+		ErrorCallback: func(err error) {
+			select {
+			case <-done: // the socket was closed to stop: no news
+			default:
+				d.log.Warn("local address updates", "err", err)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local addresses: subscribe to netlink: %w", err)
+	}
+	return ch, nil
+}
+
+// followLocalAddrs resynchronises the table on every address event; when the subscription
+// fails (a full socket buffer, say) it subscribes again, every second until that works, and
+// resynchronises, as events may have been lost.
+func (d *Datapath) followLocalAddrs(ns netns.NsHandle, h *netlink.Handle, updates <-chan netlink.AddrUpdate, done chan struct{}) {
+	for {
+		for range updates {
+			d.resyncLocalAddrs(h)
+		}
+		// Closed: stopped, or the subscription failed.
+		for updates = nil; updates == nil; {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Second):
+			}
+			ch, err := d.subscribeAddrs(ns, done)
+			if err != nil {
+				d.log.Error("local address updates stopped; retrying", "err", err)
+				continue
+			}
+			updates = ch
+		}
+		d.resyncLocalAddrs(h)
+	}
+}
+
+func (d *Datapath) resyncLocalAddrs(h *netlink.Handle) {
+	if err := d.syncLocalAddrs(h); err != nil {
+		d.log.Error("update the UPF's local addresses in the datapath", "err", err)
+	}
+}
+
+// syncLocalAddrs makes xupf_local_addrs the namespace's IPv4 addresses and broadcast addresses.
+func (d *Datapath) syncLocalAddrs(h *netlink.Handle) error {
+	addrs, err := h.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("list local addresses: %w", err)
+	}
+	want := map[uint32]bool{}
+	for _, a := range addrs {
+		for _, ip := range []net.IP{a.IP, a.Broadcast} {
+			if v, ok := netip.AddrFromSlice(ip.To4()); ok && !v.IsUnspecified() {
+				want[addrBE(v)] = true
+			}
+		}
+	}
+	var errs []error
+	for k := range want {
+		if err := d.objs.XupfLocalAddrs.Put(k, uint8(1)); err != nil {
+			errs = append(errs, fmt.Errorf("add local address: %w", err))
+		}
+	}
+	var k uint32
+	var v uint8
+	var stale []uint32
+	it := d.objs.XupfLocalAddrs.Iterate()
+	for it.Next(&k, &v) {
+		if !want[k] {
+			stale = append(stale, k)
+		}
+	}
+	errs = append(errs, it.Err())
+	for _, k := range stale {
+		if err := d.objs.XupfLocalAddrs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("remove local address: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
