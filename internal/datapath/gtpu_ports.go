@@ -1,12 +1,9 @@
 package datapath
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-
-	"github.com/cilium/ebpf"
 )
 
 // GTP-U is accepted only on interfaces with the n3 role: xupf_gtpu_addrs holds each local
@@ -39,29 +36,8 @@ func (d *Datapath) setGTPUAddrs(addrs []netip.Addr, n3 []string) error {
 			return fmt.Errorf("gtp-u address %s: only IPv4 is supported", a)
 		}
 		for _, ifindex := range ifindexes {
-			k := xupfGtpuAddrKey{Addr: addrBE(a), Ifindex: ifindex}
-			want[k] = true
-			if err := d.objs.XupfGtpuAddrs.Put(k, uint8(1)); err != nil {
-				return fmt.Errorf("add gtp-u address %s: %w", a, err)
-			}
+			want[xupfGtpuAddrKey{Addr: addrBE(a), Ifindex: ifindex}] = true
 		}
 	}
-	var k xupfGtpuAddrKey
-	var v uint8
-	var stale []xupfGtpuAddrKey
-	it := d.objs.XupfGtpuAddrs.Iterate()
-	for it.Next(&k, &v) {
-		if !want[k] {
-			stale = append(stale, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("list gtp-u addresses: %w", err)
-	}
-	for _, k := range stale {
-		if err := d.objs.XupfGtpuAddrs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("remove stale gtp-u address entry %+v: %w", k, err)
-		}
-	}
-	return nil
+	return setKeys(d.objs.XupfGtpuAddrs, want)
 }

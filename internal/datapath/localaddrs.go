@@ -2,14 +2,12 @@ package datapath
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -147,26 +145,5 @@ func (d *Datapath) syncLocalAddrs(h *netlink.Handle) error {
 			}
 		}
 	}
-	var errs []error
-	for k := range want {
-		if err := d.objs.XupfLocalAddrs.Put(k, uint8(1)); err != nil {
-			errs = append(errs, fmt.Errorf("add local address: %w", err))
-		}
-	}
-	var k uint32
-	var v uint8
-	var stale []uint32
-	it := d.objs.XupfLocalAddrs.Iterate()
-	for it.Next(&k, &v) {
-		if !want[k] {
-			stale = append(stale, k)
-		}
-	}
-	errs = append(errs, it.Err())
-	for _, k := range stale {
-		if err := d.objs.XupfLocalAddrs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, fmt.Errorf("remove local address: %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	return setKeys(d.objs.XupfLocalAddrs, want)
 }
