@@ -10,6 +10,7 @@ import (
 	"github.com/wmnsk/go-pfcp/message"
 
 	"github.com/xupf/xupf/internal/config"
+	"github.com/xupf/xupf/internal/pfcpclient"
 	"github.com/xupf/xupf/internal/testbed"
 )
 
@@ -28,6 +29,30 @@ func TestSpoofedSourceDropped(t *testing.T) {
 		t.Errorf("drops spoofed_source %d, want %d", got, n)
 	}
 	if got := e.uplink(sessNoQFI, n, testbed.Payload("genuine"), recvTimeout); len(got) != n {
+		t.Errorf("DN received %d of %d packets from the UE itself", len(got), n)
+	}
+}
+
+// TestSpoofedSourceDroppedPFCP: the same for a session an SMF set up Open5GS-style, whose
+// uplink PDR names no UE address (its downlink PDR does).
+func TestSpoofedSourceDroppedPFCP(t *testing.T) {
+	e := newEnv(t)
+	c, ctx := e.smfClient("smf.spoofing.test")
+	const n = 10
+	a, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, QFI: 9, GNB: testbed.GNBAddr, GNBTEID: 0x900})
+	if err != nil {
+		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
+	}
+	genuine := testbed.PFCPView(a, testbed.GNBAddr, 0x900, 9)
+	spoofed := genuine
+	spoofed.UE = netip.MustParseAddr("10.45.0.99")
+	if got := e.uplink(spoofed, n, testbed.Payload("spoofed"), time.Second); len(got) != 0 {
+		t.Errorf("DN received %d packets from spoofed source %s, want none", len(got), spoofed.UE)
+	}
+	if got := e.stats().Drops["spoofed_source"]; got != n {
+		t.Errorf("drops spoofed_source %d, want %d", got, n)
+	}
+	if got := e.uplink(genuine, n, testbed.Payload("genuine"), recvTimeout); len(got) != n {
 		t.Errorf("DN received %d of %d packets from the UE itself", len(got), n)
 	}
 }
