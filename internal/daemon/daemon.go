@@ -173,7 +173,6 @@ func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, log *slog.Logger) *pfcp.N
 		GTPUAddrs:                 cfg.GTPUAddresses,
 		UEPools:                   cfg.UEPools,
 		UEPoolsOnly:               cfg.UEPoolsOnly,
-		IsLocal:                   (&localAddrs{}).has,
 		NetworkInstances:          cfg.NetworkInstances,
 		AllowAnySource:            cfg.PFCPAllowAnySource,
 		Logger:                    log,

@@ -95,6 +95,11 @@ func TestUEToUPF(t *testing.T) {
 	}
 	lo(netlink.AddrAdd)
 	waitDrop(t, e, gpdu(udpTo(added, 8805, 64)), "ue_to_upf")
+	// PFCP asks the same table which addresses no session may claim.
+	if !e.dp.IsLocal(added) || !e.dp.IsLocal(n6Addr) || e.dp.IsLocal(addrDN) {
+		t.Errorf("IsLocal: %s %v, %s %v, %s %v; want true, true, false", added, e.dp.IsLocal(added),
+			n6Addr, e.dp.IsLocal(n6Addr), addrDN, e.dp.IsLocal(addrDN))
+	}
 	lo(netlink.AddrDel)
 	deadline := time.Now().Add(2 * time.Second)
 	for {
@@ -104,6 +109,13 @@ func TestUEToUPF(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("a removed address is still the UPF's: %s", verdictNames[ret])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The table follows netlink's event, which may come after the FIB changed.
+	for e.dp.IsLocal(added) {
+		if time.Now().After(deadline) {
+			t.Fatalf("IsLocal(%s) 2s after its removal", added)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

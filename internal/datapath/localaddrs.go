@@ -2,12 +2,14 @@ package datapath
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -149,6 +151,18 @@ func (d *Datapath) resyncLocalAddrs(h *netlink.Handle) {
 	if err := d.syncLocalAddrs(h); err != nil {
 		d.log.Error("update the UPF's local addresses in the datapath", "err", err)
 	}
+}
+
+// IsLocal reports whether a is one of the UPF's own addresses (or broadcast addresses), as
+// xupf_local_addrs holds them. When the table cannot be read, every address counts as local:
+// a caller refuses rather than lets a session claim the UPF's address.
+func (d *Datapath) IsLocal(a netip.Addr) bool {
+	if !a.Is4() {
+		return false
+	}
+	var v uint8
+	err := d.objs.XupfLocalAddrs.Lookup(addrBE(a), &v)
+	return err == nil || !errors.Is(err, ebpf.ErrKeyNotExist)
 }
 
 // syncLocalAddrs makes xupf_local_addrs the namespace's IPv4 addresses and broadcast addresses.

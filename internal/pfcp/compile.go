@@ -119,7 +119,7 @@ func (n *Node) unusableUE(a netip.Addr) string {
 	case !a.Is4() || a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.IsLinkLocalUnicast() ||
 		a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) || netip.MustParsePrefix("240.0.0.0/4").Contains(a):
 		return "is not a unicast address a UE may have"
-	case n.opts.IsLocal != nil && n.opts.IsLocal(a):
+	case n.opts.Datapath.IsLocal(a):
 		return "is an address of this UPF"
 	case n.opts.UEPoolsOnly && !containsAddr(n.opts.UEPools, a):
 		return fmt.Sprintf("is outside the UE pools %v (ue_pools_only)", n.opts.UEPools)

@@ -60,9 +60,6 @@ type Options struct {
 	UEPools []netip.Prefix
 	// UEPoolsOnly refuses a UE address an SMF gives outside UEPools.
 	UEPoolsOnly bool
-	// IsLocal reports whether an address is this UPF's own (on any interface): no session
-	// may claim it as a UE's. nil: only the other checks apply.
-	IsLocal func(netip.Addr) bool
 	// NetworkInstances maps each accepted network instance to its interface; empty accepts
 	// every network instance.
 	NetworkInstances map[string]string

@@ -213,10 +213,8 @@ func TestUEAddressesRefused(t *testing.T) {
 		{"10.45.0.7", false, ie.CauseRequestAccepted},
 		{"10.46.0.1", true, ie.CauseRequestAccepted},
 	} {
-		p := newPFCPTest(t, func(o *Options) {
-			o.IsLocal = func(a netip.Addr) bool { return a == n6 || a == n3 }
-			o.UEPoolsOnly = c.poolsOnly
-		})
+		p := newPFCPTest(t, func(o *Options) { o.UEPoolsOnly = c.poolsOnly })
+		p.dp.local = map[netip.Addr]bool{n6: true, n3: true}
 		r := p.establish(0x80, basicSession(netip.MustParseAddr(c.ue))...)
 		got, _ := r.Cause.Cause()
 		var off uint16

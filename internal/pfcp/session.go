@@ -13,12 +13,14 @@ import (
 )
 
 // Datapath is what session management needs from the datapath: every session's rule sets
-// installed all or nothing under its SEID, and its counters.
+// installed all or nothing under its SEID, and its counters; and which addresses are the
+// UPF's own (on any interface), which no session may claim as a UE's.
 type Datapath interface {
 	Install(owner uint64, sets []rules.RuleSet) error
 	Uninstall(owner uint64) ([]rules.Usage, error)
 	Usage(owner uint64) ([]rules.Usage, error)
 	KeyOwner(k rules.Key) (uint64, bool)
+	IsLocal(netip.Addr) bool
 }
 
 // FirstSEID is the first SEID this UPF gives a PFCP session. The datapath names static

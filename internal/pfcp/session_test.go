@@ -26,6 +26,7 @@ type fakeDatapath struct {
 	usage map[uint64][]rules.Usage
 	fail  error // returned by the next Install
 	panic bool  // the next Install panics
+	local map[netip.Addr]bool
 }
 
 func newFakeDatapath() *fakeDatapath {
@@ -70,6 +71,8 @@ func (f *fakeDatapath) Uninstall(owner uint64) ([]rules.Usage, error) {
 }
 
 func (f *fakeDatapath) Usage(owner uint64) ([]rules.Usage, error) { return f.usage[owner], nil }
+
+func (f *fakeDatapath) IsLocal(a netip.Addr) bool { return f.local[a] }
 
 func (f *fakeDatapath) KeyOwner(k rules.Key) (uint64, bool) {
 	o, ok := f.keys[k]
