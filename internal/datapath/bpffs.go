@@ -158,11 +158,15 @@ func LockPinPath(dir string) (*PinLock, error) {
 }
 
 // Unlock releases the lock, first removing the directory when it is empty (a start that failed
-// before pinning anything leaves nothing behind).
+// before pinning anything leaves nothing behind) and still the one locked: once Close has
+// removed it, a new instance may have made and locked another under the same name.
 func (l *PinLock) Unlock() error {
-	err := os.Remove(l.dir)
-	if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, os.ErrNotExist) {
-		err = nil
+	var err error
+	if sameFile(l.f, l.dir) {
+		err = os.Remove(l.dir)
+		if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, os.ErrNotExist) {
+			err = nil
+		}
 	}
 	return errors.Join(err, l.f.Close())
 }

@@ -52,6 +52,30 @@ func TestLockPinPathExclusive(t *testing.T) {
 	l.Unlock()
 }
 
+// TestUnlockLeavesAnotherDirectory: when the locked directory was removed (Close removes the
+// pins) and another instance made and locked a new one of the same name, Unlock leaves it.
+func TestUnlockLeavesAnotherDirectory(t *testing.T) {
+	dir := testPinDir(t)
+	l, err := LockPinPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	other, err := LockPinPath(dir)
+	if err != nil {
+		t.Fatalf("a new instance locks the directory made again: %v", err)
+	}
+	defer other.Unlock()
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("the first instance's Unlock removed the second's directory: %v", err)
+	}
+}
+
 // helperEnv makes the test binary, run as a child process by the tests below, act as
 // TestBPFFSHelper says instead of testing.
 const helperEnv = "XUPF_TEST_BPFFS_HELPER"
