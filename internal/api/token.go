@@ -28,6 +28,11 @@ func ReadToken(path string) (string, error) {
 		return "", tokenFileError(path, err)
 	}
 	defer f.Close()
+	return readToken(f, path)
+}
+
+// readToken reads the token of the open file f, named path.
+func readToken(f *os.File, path string) (string, error) {
 	data, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
 	if err != nil {
 		return "", fmt.Errorf("API token file %s: %w", path, err)
@@ -62,14 +67,15 @@ func checkToken(token string) error {
 		return fmt.Errorf("the token is %d characters long; it needs at least %d (remove the file and restart xupfd to get a new one)",
 			len(token), MinTokenLen)
 	}
-	if i := strings.IndexFunc(token, func(r rune) bool { return !isToken68(r) }); i >= 0 {
-		return fmt.Errorf("the token has a character (at offset %d) that a bearer token cannot hold; use letters, digits and -._~+/ only", i)
+	// token68: the characters below, then "=" only at the end.
+	if i := strings.IndexFunc(strings.TrimRight(token, "="), func(r rune) bool { return !isToken68(r) }); i >= 0 {
+		return fmt.Errorf("the token has a character (at offset %d) that a bearer token cannot hold; use letters, digits and -._~+/ only, and = only at the end", i)
 	}
 	return nil
 }
 
 func isToken68(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~+/=", r)
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~+/", r)
 }
 
 // LoadOrCreateToken returns the token in the file at path, first creating the file (mode
@@ -81,7 +87,17 @@ func LoadOrCreateToken(path string) (token string, created bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	info, err := os.Stat(path)
+	// Checked and read through one descriptor, not followed through a symbolic link: the
+	// file read is the file checked.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return "", false, fmt.Errorf("API token file %s is a symbolic link; point api_token_file at the file itself", path)
+	}
+	if err != nil {
+		return "", false, tokenFileError(path, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
 	if err != nil {
 		return "", false, fmt.Errorf("API token file %s: %w", path, err)
 	}
@@ -97,7 +113,7 @@ func LoadOrCreateToken(path string) (token string, created bool, err error) {
 		return "", false, fmt.Errorf("API token file %s belongs to uid %d, not to xupfd's (%d): its owner knows the token; "+
 			"remove it and restart xupfd to get a new one, or `chown %d %s` if you trust it", path, st.Uid, os.Geteuid(), os.Geteuid(), path)
 	}
-	token, err = ReadToken(path)
+	token, err = readToken(f, path)
 	return token, created, err
 }
 

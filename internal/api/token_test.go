@@ -64,6 +64,16 @@ func TestLoadOrCreateTokenRefuses(t *testing.T) {
 			"the token has a character (at offset 20) that a bearer token cannot hold"},
 		{"too large", func(t *testing.T) string { return write(t, strings.Repeat("a", 5000), 0o600) }, "is larger than 4096 bytes"},
 		{"a directory", func(t *testing.T) string { return t.TempDir() }, "is not a regular file"},
+		{"= inside", func(t *testing.T) string { return write(t, strings.Repeat("a", 20)+"="+strings.Repeat("b", 20), 0o600) },
+			"the token has a character (at offset 20)"},
+		{"a symbolic link", func(t *testing.T) string {
+			target := write(t, good, 0o600)
+			link := filepath.Join(t.TempDir(), "api-token")
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			return link
+		}, "is a symbolic link; point api_token_file at the file itself"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := api.LoadOrCreateToken(c.path(t))
@@ -98,5 +108,17 @@ func TestReadTokenMissing(t *testing.T) {
 		"(api_token_file in its configuration); point --token-file or XUPF_TOKEN_FILE at it"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %q", err, want)
+	}
+}
+
+// A token68 may end in "=" padding.
+func TestTokenPaddingAccepted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "api-token")
+	want := strings.Repeat("a", 40) + "=="
+	if err := os.WriteFile(path, []byte(want+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := api.LoadOrCreateToken(path); err != nil || got != want {
+		t.Errorf("LoadOrCreateToken = %q, %v; want %q", got, err, want)
 	}
 }
