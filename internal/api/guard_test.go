@@ -148,8 +148,9 @@ func TestGuard(t *testing.T) {
 	}
 }
 
-// A refused write changes nothing: the two calls of the review (add a class, drop all traffic
-// by default) leave the backend as it was.
+// A write with a body that is not JSON changes nothing, even with the token: adding a class
+// and dropping all traffic by default (what a cross-site text/plain POST would try) leave the
+// backend as it was, and both get 415.
 func TestGuardRefusedWritesChangeNothing(t *testing.T) {
 	b := apitest.NewBackend()
 	classes, contracts := len(b.ClassesData), len(b.ContractsData)
@@ -159,7 +160,13 @@ func TestGuardRefusedWritesChangeNothing(t *testing.T) {
 		httptest.NewRequest("PUT", "/api/v1/policer/contracts/0", strings.NewReader(`{"action": "drop"}`)),
 	} {
 		r.Header.Set("Content-Type", "text/plain")
-		h.ServeHTTP(httptest.NewRecorder(), r)
+		r.Header.Set("Authorization", "Bearer "+testToken)
+		r.Host = "127.0.0.1:8080"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if rec.Code != http.StatusUnsupportedMediaType {
+			t.Errorf("%s %s with a text/plain body: %d, want 415", r.Method, r.URL.Path, rec.Code)
+		}
 	}
 	if len(b.ClassesData) != classes || len(b.ContractsData) != contracts {
 		t.Errorf("refused writes changed the backend: %d classes (was %d), %d contracts (was %d)",
