@@ -209,6 +209,7 @@ func TestUEAddressesRefused(t *testing.T) {
 		{"255.255.255.255", false, ie.CauseMandatoryIEIncorrect},
 		{"224.0.0.1", false, ie.CauseMandatoryIEIncorrect},
 		{"169.254.1.1", false, ie.CauseMandatoryIEIncorrect},
+		{"240.0.0.1", false, ie.CauseMandatoryIEIncorrect},
 		{"10.45.0.7", true, ie.CauseMandatoryIEIncorrect}, // outside the pool 10.46.0.0/30
 		{"10.45.0.7", false, ie.CauseRequestAccepted},
 		{"10.46.0.1", true, ie.CauseRequestAccepted},
