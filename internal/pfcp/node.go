@@ -289,6 +289,7 @@ func (n *Node) handle(peer netip.AddrPort, h *message.Header, b []byte) []byte {
 	}
 	switch m := msg.(type) {
 	case *message.HeartbeatRequest:
+		n.heardFrom(peer.Addr())
 		return marshal(message.NewHeartbeatResponse(m.SequenceNumber, ie.NewRecoveryTimeStamp(n.recovery)))
 	case *message.HeartbeatResponse:
 		n.heartbeatAnswered(peer, m)

@@ -288,3 +288,17 @@ func TestServeOverUDP(t *testing.T) {
 		t.Errorf("after answering heartbeats: %+v", as)
 	}
 }
+
+// TestHeartbeatRequestsKeepAPeerAlive: a peer that sends Heartbeat Requests but leaves ours
+// unanswered is not declared lost.
+func TestHeartbeatRequestsKeepAPeerAlive(t *testing.T) {
+	n := newTestNode()
+	n.Handle(smf, bytesOf(t, smfSetup(1)))
+	for i := range 10 {
+		n.beat()
+		n.Handle(smf, bytesOf(t, message.NewHeartbeatRequest(uint32(10+i), ie.NewRecoveryTimeStamp(peerTS), nil)))
+	}
+	if as := n.Associations(); len(as) != 1 || as[0].Missed != 0 {
+		t.Errorf("associations %+v after 10 of our heartbeats unanswered and 10 of its own", as)
+	}
+}

@@ -92,6 +92,20 @@ func (n *Node) beat() (out []heartbeat, lost []string) {
 	return out, lost
 }
 
+// heardFrom counts a Heartbeat Request from addr as a sign of life of the associations addr
+// speaks for, as an answer to ours would be: a peer that sends heartbeats but does not answer
+// ours (pfcpsim, for one) is alive all the same.
+func (n *Node) heardFrom(addr netip.Addr) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for id, a := range n.assocs {
+		if n.mayActFor(id, a, addr) {
+			a.Missed = 0
+			delete(n.pending, id)
+		}
+	}
+}
+
 // heartbeatAnswered clears the missed beats of the peer whose heartbeat m answers, and notes
 // a restart of the peer.
 func (n *Node) heartbeatAnswered(peer netip.AddrPort, m *message.HeartbeatResponse) {
