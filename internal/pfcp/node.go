@@ -459,6 +459,9 @@ func (n *Node) associationRelease(peer netip.AddrPort, m *message.AssociationRel
 	// Only the SMF itself may end its association (and with it its sessions).
 	nodeID, ok := n.association(m.NodeID, peer)
 	if !ok {
+		n.log.Log(context.Background(), n.levelFor("release", peer.Addr(), slog.LevelWarn),
+			"pfcp: association release refused: no association of this Node ID from this address",
+			"peer", peer, "node_id", nodeID)
 		return marshal(message.NewAssociationReleaseResponse(m.SequenceNumber, n.nodeIDIE(),
 			ie.NewCause(ie.CauseNoEstablishedPFCPAssociation)))
 	}

@@ -1,8 +1,10 @@
 package pfcp
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"time"
 
@@ -409,6 +411,9 @@ func (n *Node) sessionCheck(s *Session, found bool, peer netip.AddrPort) uint8 {
 			"seid", s.SEID, "peer", peer, "smf", s.Peer)
 		return ie.CauseSessionContextNotFound
 	case !associated:
+		n.log.Log(context.Background(), n.levelFor("no association", from, slog.LevelWarn),
+			"pfcp: request about a session of an SMF without an association refused", "seid", s.SEID,
+			"peer", peer, "smf", s.Peer)
 		return ie.CauseNoEstablishedPFCPAssociation
 	}
 	return 0
