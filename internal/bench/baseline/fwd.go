@@ -1,21 +1,24 @@
 // Package baseline holds the evaluation suite's reference datapaths, measured in the same
 // topology as xupfd: the bare XDP forwarder (MAC rewrite and redirect, the practical ceiling
-// of any XDP datapath on the machine). The other baseline, Linux's own IP forwarding, needs
-// no program: it is the topology with no XDP on the DUT.
+// of any XDP datapath on the machine) and the minimal GTP-U datapath (decapsulation or
+// encapsulation with no lookup, what a UPF cannot do without). The other baseline, Linux's
+// own IP forwarding, needs no program: it is the topology with no XDP on the DUT.
 package baseline
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 )
 
-// Forwarder is the bare XDP forwarder attached to one interface.
+// Forwarder is one of the reference programs, attached to one interface.
 type Forwarder struct {
-	objs fwdObjects
+	prog *ebpf.Program
+	objs io.Closer
 	link link.Link
 }
 
@@ -30,38 +33,49 @@ type ForwardOptions struct {
 // LoadForwarder loads the bare forwarder without attaching it (Attach does; BPF_PROG_TEST_RUN
 // can run it as it is).
 func LoadForwarder(opts ForwardOptions) (*Forwarder, error) {
-	if len(opts.NextHop) != 6 || len(opts.OutMAC) != 6 {
-		return nil, errors.New("bare forwarder: the next hop and the egress interface need Ethernet addresses")
+	if err := opts.check(); err != nil {
+		return nil, fmt.Errorf("bare forwarder: %w", err)
 	}
-	f := &Forwarder{}
-	if err := loadFwdObjects(&f.objs, nil); err != nil {
+	var objs fwdObjects
+	if err := loadFwdObjects(&objs, nil); err != nil {
 		return nil, fmt.Errorf("bare forwarder: load: %w", err)
 	}
+	if err := opts.configure(objs.FwdConfig, objs.FwdPorts); err != nil {
+		objs.Close()
+		return nil, fmt.Errorf("bare forwarder: configure: %w", err)
+	}
+	return &Forwarder{prog: objs.XupfBenchFwd, objs: &objs}, nil
+}
+
+func (opts ForwardOptions) check() error {
+	if len(opts.NextHop) != 6 || len(opts.OutMAC) != 6 {
+		return errors.New("the next hop and the egress interface need Ethernet addresses")
+	}
+	return nil
+}
+
+// configure writes the egress of bpf/bench/fwd.h into its two maps.
+func (opts ForwardOptions) configure(config, ports *ebpf.Map) error {
 	cfg := fwdFwdCfg{Ifindex: uint32(opts.Out)}
 	copy(cfg.Dst[:], opts.NextHop)
 	copy(cfg.Src[:], opts.OutMAC)
-	if err := errors.Join(f.objs.FwdConfig.Put(uint32(0), cfg),
-		f.objs.FwdPorts.Put(uint32(0), uint32(opts.Out))); err != nil {
-		f.objs.Close()
-		return nil, fmt.Errorf("bare forwarder: configure: %w", err)
-	}
-	return f, nil
+	return errors.Join(config.Put(uint32(0), cfg), ports.Put(uint32(0), uint32(opts.Out)))
 }
 
-// Attach attaches the forwarder to the interface in, natively.
+// Attach attaches the program to the interface in, natively.
 func (f *Forwarder) Attach(in int) error {
-	l, err := link.AttachXDP(link.XDPOptions{Program: f.objs.XupfBenchFwd, Interface: in, Flags: link.XDPDriverMode})
+	l, err := link.AttachXDP(link.XDPOptions{Program: f.prog, Interface: in, Flags: link.XDPDriverMode})
 	if err != nil {
-		return fmt.Errorf("bare forwarder: attach to interface %d: %w", in, err)
+		return fmt.Errorf("baseline: attach to interface %d: %w", in, err)
 	}
 	f.link = l
 	return nil
 }
 
-// Program is the forwarder's XDP program.
-func (f *Forwarder) Program() *ebpf.Program { return f.objs.XupfBenchFwd }
+// Program is the XDP program.
+func (f *Forwarder) Program() *ebpf.Program { return f.prog }
 
-// Close detaches and unloads the forwarder.
+// Close detaches and unloads the program.
 func (f *Forwarder) Close() error {
 	var errs []error
 	if f.link != nil {
