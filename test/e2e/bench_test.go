@@ -113,17 +113,17 @@ events: {session_add: 20, session_delete: 10, handover: 20}
 	}
 }
 
-// TestBenchBaselines: the two baselines forward the same frames in the same topology, and
+// TestBenchBaselines: the three baselines forward the same frames in the same topology, and
 // the RFC 2544 mode records its search.
 func TestBenchBaselines(t *testing.T) {
 	rs := benchScenario(t, `
 name: baselines
-pipeline: {users: 4, servers: 2, routes: 2, datapath: [xdp_forwarder, kernel]}
+pipeline: {users: 4, servers: 2, routes: 2, datapath: [xdp_forwarder, gtpu_minimal, kernel]}
 traffic: {direction: [uplink, downlink], packet_size: 128}
 tester: {mode: rfc2544, duration: 200ms, warmup: 0s, sample_every: 10,
   rfc2544: {min_rate: 10kpps, max_rate: 50kpps, max_iterations: 2}}
 `)
-	if len(rs) != 4 {
+	if len(rs) != 6 {
 		t.Fatalf("%d results", len(rs))
 	}
 	for _, r := range rs {

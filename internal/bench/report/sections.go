@@ -18,6 +18,7 @@ import (
 var datapathName = map[string]string{
 	scenario.DatapathXUPF:         "xupf",
 	scenario.DatapathXDPForwarder: "bare XDP forwarder",
+	scenario.DatapathGTPU:         "minimal GTP-U",
 	scenario.DatapathKernel:       "Linux forwarding",
 }
 

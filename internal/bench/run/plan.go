@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
+	"github.com/xupf/xupf/internal/bench/baseline"
 	"github.com/xupf/xupf/internal/bench/pkt"
 	"github.com/xupf/xupf/internal/bench/scenario"
 	"github.com/xupf/xupf/internal/classifier"
@@ -41,6 +42,10 @@ const (
 	// eventUserBase numbers the users of sessions added during trials, after any scenario's.
 	eventUserBase = scenario.MaxUsers
 )
+
+// gtpuTunnel is the one tunnel the minimal GTP-U datapath puts downlink frames in: to the
+// first base station, with a TEID of its own.
+var gtpuTunnel = baseline.Tunnel{Src: testbed.N3Addr, Dst: gnbAddr(0), TEID: gnbTEIDBase - 1, QFI: qfi}
 
 // addrAt returns base + n.
 func addrAt(base netip.Addr, n int) netip.Addr {
@@ -232,10 +237,10 @@ type macs struct {
 
 // build makes the frames of direction dir for flows, for the datapath of the point, with
 // teid the uplink TEID of each user (chosen by the UPF):
-// GTP-U on uplink into xupf or the XDP forwarder, plain IPv4 otherwise; the wanted frames
-// are what leaves the far side: xupf decapsulates uplink and encapsulates downlink (to the
-// user's gNB with its TEID and a PDU Session Container with the QFI), the forwarder and
-// the kernel change only MACs (and TTL).
+// GTP-U on uplink into all but the kernel, plain IPv4 otherwise; the wanted frames are what
+// leaves the far side: xupf decapsulates uplink and encapsulates downlink (to the user's gNB
+// with its TEID and a PDU Session Container with the QFI), the minimal GTP-U datapath the
+// same but into its one tunnel, the forwarder and the kernel change only MACs (and TTL).
 func (pl plan) build(dir string, tr scenario.Traffic, datapath string, flows []flowID, teid func(user int) uint32, m macs) (frames, error) {
 	var out frames
 	for i, id := range flows {
@@ -256,12 +261,14 @@ func (pl plan) build(dir string, tr scenario.Traffic, datapath string, flows []f
 		}
 		size := frameSize(tr, i, lo, scenario.MaxPacketSize(dir))
 		want := f
-		if datapath == scenario.DatapathXUPF {
-			if dir == scenario.Uplink {
-				want.Tunnel = nil
-			} else {
-				want.Tunnel = &pkt.Tunnel{Src: testbed.N3Addr, Dst: gnbAddr(pl.gnbOf(id.user)), TEID: uint32(gnbTEIDBase + id.user), PSC: true, QFI: qfi, PDUType: pkt.PDUTypeDownlink}
-			}
+		switch {
+		case datapath != scenario.DatapathXUPF && datapath != scenario.DatapathGTPU:
+		case dir == scenario.Uplink:
+			want.Tunnel = nil
+		case datapath == scenario.DatapathGTPU:
+			want.Tunnel = &pkt.Tunnel{Src: gtpuTunnel.Src, Dst: gtpuTunnel.Dst, TEID: gtpuTunnel.TEID, PSC: true, QFI: gtpuTunnel.QFI, PDUType: pkt.PDUTypeDownlink}
+		default:
+			want.Tunnel = &pkt.Tunnel{Src: testbed.N3Addr, Dst: gnbAddr(pl.gnbOf(id.user)), TEID: uint32(gnbTEIDBase + id.user), PSC: true, QFI: qfi, PDUType: pkt.PDUTypeDownlink}
 		}
 		fr, err := pkt.Build(f, size)
 		if err != nil {

@@ -132,6 +132,11 @@ func TestBuild(t *testing.T) {
 			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink},
 			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink}, ue, srv},
 		{scenario.Uplink, scenario.DatapathKernel, nil, nil, ue, srv},
+		{scenario.Uplink, scenario.DatapathGTPU,
+			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink}, nil, ue, srv},
+		// One tunnel for every user: to the first base station, not user 3's.
+		{scenario.Downlink, scenario.DatapathGTPU, nil,
+			&pkt.Tunnel{Src: testbed.N3Addr, Dst: gnbAddr(0), TEID: gnbTEIDBase - 1, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeDownlink}, srv, ue},
 	} {
 		fr, err := pl.build(c.dir, tr, c.datapath, flows, teid, m)
 		if err != nil {

@@ -168,28 +168,17 @@ func (pt *point) startDatapath(ctx context.Context) error {
 	case scenario.DatapathXUPF:
 		return pt.startXUPF(ctx)
 	case scenario.DatapathXDPForwarder:
-		hops := []struct {
-			in, out int
-			outMAC  [6]byte
-			next    [6]byte
-			uplink  bool
-		}{{e.n3, e.n6, e.m.n6, e.m.dn, true}, {e.n6, e.n3, e.m.n3, e.m.gnb, false}}
-		for _, h := range hops {
-			// Inside upf: the devmap resolves the egress ifindex in the namespace of the
-			// thread that writes it.
-			err := e.t.Do(e.t.UPFNS, func() error {
-				f, err := baseline.LoadForwarder(baseline.ForwardOptions{Out: h.out, OutMAC: h.outMAC[:], NextHop: h.next[:]})
-				if err != nil {
-					return err
-				}
-				pt.closer = append(pt.closer, f.Close)
-				return f.Attach(h.in)
-			})
-			if err != nil {
-				return err
+		return pt.startBaseline(func(o baseline.ForwardOptions, _ bool) (*baseline.Forwarder, error) {
+			return baseline.LoadForwarder(o)
+		})
+	case scenario.DatapathGTPU:
+		return pt.startBaseline(func(o baseline.ForwardOptions, uplink bool) (*baseline.Forwarder, error) {
+			opts := baseline.GTPUOptions{ForwardOptions: o}
+			if !uplink {
+				opts.Encap = &gtpuTunnel
 			}
-		}
-		return nil
+			return baseline.LoadGTPU(opts)
+		})
 	case scenario.DatapathKernel:
 		// Frames sent into n3 and n6 by the generator's XDP_TX are only taken by a veth
 		// that runs XDP; XDP_PASS hands them to the stack, which forwards them.
@@ -208,6 +197,34 @@ func (pt *point) startDatapath(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("unknown datapath %q", pt.p.Pipeline.Datapath)
+}
+
+// startBaseline attaches a reference program, loaded by load, to n3 toward n6 (uplink) and
+// to n6 toward n3.
+func (pt *point) startBaseline(load func(o baseline.ForwardOptions, uplink bool) (*baseline.Forwarder, error)) error {
+	e := pt.env
+	hops := []struct {
+		in, out int
+		outMAC  [6]byte
+		next    [6]byte
+		uplink  bool
+	}{{e.n3, e.n6, e.m.n6, e.m.dn, true}, {e.n6, e.n3, e.m.n3, e.m.gnb, false}}
+	for _, h := range hops {
+		// Inside upf: the devmap resolves the egress ifindex in the namespace of the
+		// thread that writes it.
+		err := e.t.Do(e.t.UPFNS, func() error {
+			f, err := load(baseline.ForwardOptions{Out: h.out, OutMAC: h.outMAC[:], NextHop: h.next[:]}, h.uplink)
+			if err != nil {
+				return err
+			}
+			pt.closer = append(pt.closer, f.Close)
+			return f.Attach(h.in)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // startXUPF starts xupfd with a configuration sized for the point and installs its sessions

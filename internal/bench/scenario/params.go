@@ -331,7 +331,7 @@ func (v *validator) params(r *rawScenario) {
 	param(v, "pipeline.classifier_classes", &pl.ClassifierClasses, d.Pipeline.ClassifierClasses, intIn(0, MaxClassifierClass), ident, func(p *Point, x int) { p.Pipeline.ClassifierClasses = x })
 	param(v, "pipeline.policer", &pl.Policer, d.Pipeline.Policer, oneOf(PolicerTokenBucket, PolicerSlidingWindow, PolicerFixedWindow), ident, func(p *Point, x string) { p.Pipeline.Policer = x })
 
-	param(v, "pipeline.datapath", &pl.Datapath, d.Pipeline.Datapath, oneOf(DatapathXUPF, DatapathXDPForwarder, DatapathKernel), ident, func(p *Point, x string) { p.Pipeline.Datapath = x })
+	param(v, "pipeline.datapath", &pl.Datapath, d.Pipeline.Datapath, oneOf(DatapathXUPF, DatapathXDPForwarder, DatapathGTPU, DatapathKernel), ident, func(p *Point, x string) { p.Pipeline.Datapath = x })
 
 	param(v, "traffic.direction", &tr.Direction, d.Traffic.Direction, oneOf(Uplink, Downlink, Bidirectional), ident, func(p *Point, x string) { p.Traffic.Direction = x })
 	param(v, "traffic.packet_size", &tr.PacketSize, d.Traffic.PacketSize, packetSize, packetSizeLabel, func(p *Point, x int) { p.Traffic.PacketSize = x })

@@ -29,6 +29,10 @@ const (
 	// DatapathXDPForwarder is a bare XDP program that rewrites MACs and redirects to the
 	// other side: the practical ceiling. Frames keep their GTP-U encapsulation.
 	DatapathXDPForwarder = "xdp_forwarder"
+	// DatapathGTPU is the minimal GTP-U datapath: uplink frames are decapsulated, downlink
+	// frames all put in one tunnel (to the first base station), with no lookup: what a UPF
+	// cannot do without.
+	DatapathGTPU = "gtpu_minimal"
 	// DatapathKernel is the Linux kernel forwarding plain IPv4 (the frames are the flows'
 	// inner packets, of the same frame size).
 	DatapathKernel = "kernel"

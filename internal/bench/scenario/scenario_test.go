@@ -210,7 +210,7 @@ func TestErrors(t *testing.T) {
 		{"rate without fixed", "tester: {rate: 1Mpps}\n", []string{"tester.rate (1Mpps) is only used with mode fixed_rate"}},
 		{"rfc bounds", "tester: {rfc2544: {min_rate: 2Mpps, max_rate: 1Mpps}}\n", []string{"max_rate (1Mpps) is not above min_rate (2Mpps)"}},
 		{"handover", "events: {handover: 1}\n", []string{"events.handover needs a second gNB"}},
-		{"datapath", "pipeline: {datapath: dpdk}\n", []string{`pipeline.datapath: "dpdk": use one of xupf, xdp_forwarder, kernel`}},
+		{"datapath", "pipeline: {datapath: dpdk}\n", []string{`pipeline.datapath: "dpdk": use one of xupf, xdp_forwarder, gtpu_minimal, kernel`}},
 		{"packet size word", "traffic: {packet_size: mix}\n", []string{"traffic.packet_size", "or imix"}},
 		{"events on a baseline", "pipeline: {datapath: kernel, base_stations: 2}\nevents: {handover: 1}\n", []string{"events need sessions, which only pipeline.datapath xupf has (it is kernel)"}},
 		{"delete", "events: {session_delete: 1}\ntester: {duration: 10s}\n", []string{"deletes more sessions than there are"}},
