@@ -62,6 +62,10 @@ func benchScenario(t *testing.T, doc string) []*result.Result {
 			if tr.Sent == 0 || tr.Received == 0 || tr.Received > tr.Sent || len(tr.Softirq) == 0 {
 				t.Errorf("%s: trial %+v", r.Point.Name, tr)
 			}
+			// Every frame that arrived went through the datapath's program and the sink's.
+			if c := tr.Cost; c == nil || c.Runs < tr.Received || c.SinkRuns < tr.Received || c.RunTime <= 0 || c.SinkRunTime <= 0 {
+				t.Errorf("%s: program cost %+v for %d frames received", r.Point.Name, c, tr.Received)
+			}
 		}
 	}
 	return rs

@@ -47,6 +47,10 @@ type SinkOptions struct {
 }
 
 // Sink counts and samples the frames arriving on an interface. Create it with AttachSink and
+// Program is the sink's XDP program: its run time per frame (kernel BPF statistics) is the
+// floor every program's figure is read against.
+func (s *Sink) Program() *ebpf.Program { return s.objs.XupfBenchSink }
+
 // Close it.
 type Sink struct {
 	objs    sinkObjects

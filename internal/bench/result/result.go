@@ -130,6 +130,40 @@ type Trial struct {
 	// the generator ran: a rate without the trial's start and end, where a meter spends the
 	// burst it saved while idle.
 	Middle Window `json:"middle"`
+	// Cost is what the datapath's XDP program and the sink cost during the trial; nil when
+	// the kernel's BPF statistics could not be turned on.
+	Cost *ProgramCost `json:"cost,omitempty"`
+}
+
+// ProgramCost is the in-traffic cost of one lane's programs during a trial, from the kernel's
+// BPF statistics (kernel.bpf_stats_enabled, on for the trial only): the total run time and
+// the runs of the XDP program on the lane's ingress interface in the UPF and of the far
+// end's sink, and the accounting's own cost per run.
+type ProgramCost struct {
+	RunTime     time.Duration `json:"run_time_ns"`
+	Runs        uint64        `json:"runs"`
+	SinkRunTime time.Duration `json:"sink_run_time_ns"`
+	SinkRuns    uint64        `json:"sink_runs"`
+	// FloorNs is the figure of a program that only returns, right after the trial: the
+	// statistics' two clock reads, which every program's figure includes (ns per run, the
+	// median of a few BPF_PROG_TEST_RUN rounds with the statistics on).
+	FloorNs float64 `json:"floor_ns"`
+}
+
+// NsPerPacket is the program's mean run time less the floor; 0 when it ran no packet.
+func (c ProgramCost) NsPerPacket() float64 {
+	if c.Runs == 0 {
+		return 0
+	}
+	return float64(c.RunTime)/float64(c.Runs) - c.FloorNs
+}
+
+// SinkNsPerPacket is the same of the sink.
+func (c ProgramCost) SinkNsPerPacket() float64 {
+	if c.SinkRuns == 0 {
+		return 0
+	}
+	return float64(c.SinkRunTime)/float64(c.SinkRuns) - c.FloorNs
 }
 
 // Window is what a sink counted between two readings.

@@ -16,6 +16,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/bench/baseline"
 	"github.com/xupf/xupf/internal/bench/gen"
@@ -106,21 +108,25 @@ type lane struct {
 	tmpls []gen.Template
 	gen   *gen.Generator
 	sink  *gen.Sink
-	want  []pkt.Flow
-	cpus  []int
+	// dut is the datapath's XDP program on the lane's ingress interface in upf.
+	dut  *ebpf.Program
+	want []pkt.Flow
+	cpus []int
 	// users are the flows' users, by flow id, for the check of handed-over downlink frames.
 	users []int
 }
 
 // point is one point being measured.
 type point struct {
-	p      scenario.Point
-	opts   Options
-	env    *env
-	pl     plan
-	ctl    *control
-	api    *api.Client
-	lanes  []*lane
+	p     scenario.Point
+	opts  Options
+	env   *env
+	pl    plan
+	ctl   *control
+	api   *api.Client
+	lanes []*lane
+	// floor is the empty program whose figure is subtracted from every program's.
+	floor  *ebpf.Program
 	log    eventLog
 	closer []func() error
 	res    *result.Result
@@ -144,6 +150,10 @@ func runPoint(ctx context.Context, p scenario.Point, opts Options) (_ *result.Re
 	if err := pt.prepareLanes(); err != nil {
 		return nil, err
 	}
+	if pt.floor, err = newFloorProgram(); err != nil {
+		return nil, err
+	}
+	pt.closer = append(pt.closer, pt.floor.Close)
 	if err := pt.calibrate(ctx); err != nil {
 		return nil, err
 	}
@@ -317,7 +327,16 @@ func (pt *point) prepareLanes() error {
 			return err
 		}
 		pt.closer = append(pt.closer, s.Close)
-		pt.lanes = append(pt.lanes, &lane{dir: dir, tmpls: tmpls, gen: g, sink: s, want: fr.Want, cpus: cpus[i], users: users})
+		in := e.n6
+		if uplink {
+			in = e.n3
+		}
+		dut, err := e.attachedProgram(in)
+		if err != nil {
+			return err
+		}
+		pt.closer = append(pt.closer, dut.Close)
+		pt.lanes = append(pt.lanes, &lane{dir: dir, tmpls: tmpls, gen: g, sink: s, dut: dut, want: fr.Want, cpus: cpus[i], users: users})
 	}
 	return nil
 }

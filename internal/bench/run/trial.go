@@ -117,16 +117,23 @@ func (pt *point) trial(ctx context.Context, rate float64) ([]result.Trial, error
 			pt.ctl.events(evCtx, pt.p.Events, &pt.log)
 		}()
 	}
+	cost, err := startCost(pt.lanes, pt.floor)
+	if err != nil {
+		stopEvents()
+		evWG.Wait()
+		return nil, err
+	}
 	middle := make(chan []result.Window, 1)
 	go func() { middle <- pt.middle(te.Duration.D()) }()
 	stats, err := pt.runLanes(ctx, gen.RunOptions{Duration: te.Duration.D(), Rate: rate})
 	stopEvents()
 	evWG.Wait()
 	windows := <-middle
-	if err != nil {
+	time.Sleep(drainWait)
+	costs, costErr := cost.stop(pt.lanes)
+	if err = errors.Join(err, costErr); err != nil {
 		return nil, err
 	}
-	time.Sleep(drainWait)
 	after, err := readCPUTimes()
 	if err != nil {
 		return nil, err
@@ -146,7 +153,7 @@ func (pt *point) trial(ctx context.Context, rate float64) ([]result.Trial, error
 		st := stats[i]
 		recv := c.Packets
 		t := result.Trial{Direction: l.dir, Offered: rate, Sent: st.Sent, Received: recv,
-			Loss: rfc2544.Loss(st.Sent, recv), Generator: st, Sink: c, Softirq: soft, Middle: windows[i]}
+			Loss: rfc2544.Loss(st.Sent, recv), Generator: st, Sink: c, Softirq: soft, Middle: windows[i], Cost: costs[i]}
 		if secs := st.Elapsed.Seconds(); secs > 0 {
 			t.Rate = float64(recv) / secs
 			t.Bits = 8 * float64(c.Bytes) / secs
