@@ -5,7 +5,9 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"net/netip"
+	"time"
 
+	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/bench/baseline"
 	"github.com/xupf/xupf/internal/bench/pkt"
 	"github.com/xupf/xupf/internal/bench/scenario"
@@ -39,6 +41,12 @@ const (
 	qfi = 9
 	// gnbTEIDBase + user is the user's downlink TEID.
 	gnbTEIDBase = 0x10000000
+	// smfTEIDBase + user is the user's uplink TEID when the SMF chooses it (free5GC).
+	smfTEIDBase = 0x20000000
+	// contractBurst is how long a policer contract's burst lasts at its rate, and
+	// maxContractBurst its largest size (the API allows a little more).
+	contractBurst    = 50 * time.Millisecond
+	maxContractBurst = 1 << 30
 	// eventUserBase numbers the users of sessions added during trials, after any scenario's.
 	eventUserBase = scenario.MaxUsers
 )
@@ -96,8 +104,9 @@ func (pl plan) gnbOf(u int) int { return u % pl.p.BaseStations }
 // into PDRsPerUser contiguous ranges of UE ports, so that each PDR's SDF filter is one range.
 func (pl plan) pdrOf(f int) int { return f * pl.p.PDRsPerUser / pl.p.FlowsPerUser }
 
-// spec is the PFCP session of user u, sent to the UPF as an Open5GS SMF would: the UPF
-// chooses the uplink TEID, the SMF the UE address. Each PDR beyond the default one has
+// spec is the PFCP session of user u, sent to the UPF as the point's SMF would: Open5GS lets
+// the UPF choose the uplink TEID, free5GC chooses it (smfTEIDBase + u) and puts the UE
+// address on the uplink PDRs too; the SMF chooses the UE address. Each PDR beyond the default one has
 // SDFFiltersPerPDR filters: the first matches its flows' UE port range, the others ports
 // no flow uses. QERs: the session's QER (every PDR's) carries the MBRs when QERsPerUser ≥ 1;
 // with QERsPerUser = q ≥ 2 the first q−1 flow PDRs also apply a QER of their own with the
@@ -112,6 +121,9 @@ func (pl plan) spec(u int, gnb netip.Addr) pfcpclient.SessionSpec {
 	s := pfcpclient.SessionSpec{
 		UE: ueAddr(u), QFI: qfi, GNB: gnb, GNBTEID: uint32(gnbTEIDBase + u),
 		MBRUplink: ul, MBRDownlink: dl,
+	}
+	if pl.p.SMF == scenario.SMFFree5GC {
+		s.Style, s.UplinkTEID, s.N3 = pfcpclient.Free5GC, uint32(smfTEIDBase+u), testbed.N3Addr
 	}
 	for j := 1; j < pl.p.PDRsPerUser; j++ {
 		lo, hi := pl.portRange(j)
@@ -169,6 +181,17 @@ func (pl plan) classes() []classifier.Class {
 		out[i] = c
 	}
 	return out
+}
+
+// contract is the policer contract of class 1 (the generated packets' class), if the point
+// has one: a limit at PolicerContract with a burst of contractBurst at that rate.
+func (pl plan) contract() (api.Contract, bool) {
+	rate := pl.p.PolicerContract
+	if rate == 0 {
+		return api.Contract{}, false
+	}
+	burst := min(uint64(float64(rate/8)*contractBurst.Seconds()), maxContractBurst)
+	return api.Contract{Action: "limit", RateBPS: rate, BurstBytes: max(burst, pkt.MaxFrameSize)}, true
 }
 
 // flowID identifies flow f of user u in the generated frames.

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/bench/pkt"
 	"github.com/xupf/xupf/internal/bench/scenario"
 	"github.com/xupf/xupf/internal/pfcpclient"
@@ -85,6 +86,27 @@ func TestPDRsOfFlows(t *testing.T) {
 	// Without QERs no MBR is sent.
 	if s := newPlan(pipeline(func(p *scenario.Pipeline) { p.MBRUplink = 5000 })).spec(0, testbed.GNBAddr); s.MBRUplink != 0 {
 		t.Fatalf("MBR without QERs: %+v", s)
+	}
+}
+
+// TestFree5GCAndContract: a free5GC SMF chooses the uplink TEID; a contract limits class 1
+// with a burst of 50 ms of its rate, bounded.
+func TestFree5GCAndContract(t *testing.T) {
+	pl := newPlan(pipeline(func(p *scenario.Pipeline) { p.SMF = scenario.SMFFree5GC }))
+	if s := pl.spec(7, testbed.GNBAddr); s.Style != pfcpclient.Free5GC || s.UplinkTEID != smfTEIDBase+7 || s.N3 != testbed.N3Addr || s.UE != ueAddr(7) {
+		t.Fatalf("free5GC spec %+v", s)
+	}
+	if s := newPlan(scenario.Default().Pipeline).spec(7, testbed.GNBAddr); s.Style != pfcpclient.Open5GS || s.UplinkTEID != 0 {
+		t.Fatalf("Open5GS spec %+v", s)
+	}
+	if _, ok := pl.contract(); ok {
+		t.Fatal("a contract without policer_contract")
+	}
+	for _, c := range []struct{ rate, burst uint64 }{{8_000_000, 50_000}, {1e12, maxContractBurst}, {8000, pkt.MaxFrameSize}} {
+		got, ok := newPlan(pipeline(func(p *scenario.Pipeline) { p.PolicerContract = c.rate })).contract()
+		if want := (api.Contract{Action: "limit", RateBPS: c.rate, BurstBytes: c.burst}); !ok || got != want {
+			t.Errorf("contract %+v, want %+v", got, want)
+		}
 	}
 }
 

@@ -237,8 +237,8 @@ func (pt *point) startBaseline(load func(o baseline.ForwardOptions, uplink bool)
 	return nil
 }
 
-// startXUPF starts xupfd with a configuration sized for the point and installs its sessions
-// and classifier classes.
+// startXUPF starts xupfd with a configuration sized for the point and installs its sessions,
+// classifier classes and policer contract.
 func (pt *point) startXUPF(ctx context.Context) error {
 	e, p := pt.env, pt.p
 	dir, err := os.MkdirTemp("", "xupf-bench-")
@@ -282,6 +282,11 @@ func (pt *point) startXUPF(ctx context.Context) error {
 	for _, class := range pt.pl.classes() {
 		if _, err := pt.api.AddClass(ctx, class); err != nil {
 			return fmt.Errorf("bench: classifier class %d: %w", class.ID, err)
+		}
+	}
+	if c, ok := pt.pl.contract(); ok {
+		if _, err := pt.api.SetContract(ctx, 1, c); err != nil {
+			return fmt.Errorf("bench: policer contract of class 1: %w", err)
 		}
 	}
 	return nil

@@ -101,6 +101,12 @@ func checkPoint(p *Point) []error {
 	if pl.QERsPerUser == 0 && (pl.MBRUplink > 0 || pl.MBRDownlink > 0) {
 		add("pipeline.mbr_uplink/mbr_downlink are set but pipeline.qers_per_user is 0: an MBR lives in a QER; set qers_per_user to 1 or more, or remove the MBRs")
 	}
+	if pl.PolicerContract > 0 && pl.ClassifierClasses == 0 {
+		add("pipeline.policer_contract needs classifier classes: the policer applies to classified packets; set classifier_classes to 1 or more, or remove the contract")
+	}
+	if pl.Datapath != DatapathXUPF && (pl.PolicerContract > 0 || pl.SMF != SMFOpen5GS) {
+		add("pipeline.policer_contract and smf configure xupf, not the %s baseline; remove them or use datapath xupf", pl.Datapath)
+	}
 	if pl.QERsPerUser > 2*pl.PDRsPerUser {
 		add("pipeline.qers_per_user (%d) exceeds the user's %d PDRs (pdrs_per_user %d, both directions): a QER no PDR uses is never metered; lower qers_per_user or raise pdrs_per_user", pl.QERsPerUser, 2*pl.PDRsPerUser, pl.PDRsPerUser)
 	}

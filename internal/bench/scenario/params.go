@@ -282,6 +282,17 @@ func bitrate(s string) (uint64, error) {
 	return uint64(x), nil
 }
 
+// MaxContractRate is the policer's largest contract rate (the API's bound).
+const MaxContractRate = 1_000_000_000_000
+
+func contractRate(s string) (uint64, error) {
+	x, err := bitrate(s)
+	if err != nil || x > MaxContractRate || x%8 != 0 {
+		return 0, fmt.Errorf("use 0 (no contract) or a multiple of 8 bit/s up to 1000Gbps, e.g. 1000Gbps")
+	}
+	return x, nil
+}
+
 func bitrateLabel(x uint64) string {
 	switch {
 	case x >= 1e9 && x%1e6 == 0:
@@ -330,6 +341,9 @@ func (v *validator) params(r *rawScenario) {
 	param(v, "pipeline.mbr_downlink", &pl.MBRDownlink, d.Pipeline.MBRDownlink, bitrate, bitrateLabel, func(p *Point, x uint64) { p.Pipeline.MBRDownlink = x })
 	param(v, "pipeline.classifier_classes", &pl.ClassifierClasses, d.Pipeline.ClassifierClasses, intIn(0, MaxClassifierClass), ident, func(p *Point, x int) { p.Pipeline.ClassifierClasses = x })
 	param(v, "pipeline.policer", &pl.Policer, d.Pipeline.Policer, oneOf(PolicerTokenBucket, PolicerSlidingWindow, PolicerFixedWindow), ident, func(p *Point, x string) { p.Pipeline.Policer = x })
+
+	param(v, "pipeline.policer_contract", &pl.PolicerContract, d.Pipeline.PolicerContract, contractRate, bitrateLabel, func(p *Point, x uint64) { p.Pipeline.PolicerContract = x })
+	param(v, "pipeline.smf", &pl.SMF, d.Pipeline.SMF, oneOf(SMFOpen5GS, SMFFree5GC), ident, func(p *Point, x string) { p.Pipeline.SMF = x })
 
 	param(v, "pipeline.datapath", &pl.Datapath, d.Pipeline.Datapath, oneOf(DatapathXUPF, DatapathXDPForwarder, DatapathGTPU, DatapathKernel), ident, func(p *Point, x string) { p.Pipeline.Datapath = x })
 

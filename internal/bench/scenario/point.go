@@ -49,6 +49,16 @@ const (
 	PolicerFixedWindow   = "fixed_window"
 )
 
+// SMF layouts of the sessions (internal/pfcpclient's styles).
+const (
+	// SMFOpen5GS: the UPF chooses the uplink TEID, the SMF the UE address, which only the
+	// downlink PDRs carry.
+	SMFOpen5GS = "open5gs"
+	// SMFFree5GC: the SMF chooses the uplink TEID and the UE address, which the uplink PDRs
+	// carry too.
+	SMFFree5GC = "free5gc"
+)
+
 // Point is one fully specified benchmark run: every parameter has one value.
 type Point struct {
 	// Name is the scenario's name, then "/" and the swept settings, e.g.
@@ -91,6 +101,11 @@ type Pipeline struct {
 	ClassifierClasses int `json:"classifier_classes" yaml:"classifier_classes"`
 	// Policer is the meter algorithm (the daemon's qos_algorithm).
 	Policer string `json:"policer" yaml:"policer"`
+	// PolicerContract is the rate (bit/s) of a LIMIT policer contract on class 1, the class
+	// of the generated packets; 0 is no contract.
+	PolicerContract uint64 `json:"policer_contract,omitempty" yaml:"policer_contract,omitempty"`
+	// SMF is the layout of the sessions: SMFOpen5GS or SMFFree5GC.
+	SMF string `json:"smf,omitempty" yaml:"smf,omitempty"`
 	// Datapath is DatapathXUPF or a baseline; the baselines ignore the rest of the
 	// pipeline but the addresses (users, base stations, servers, routes).
 	Datapath string `json:"datapath" yaml:"datapath"`
@@ -166,7 +181,7 @@ func Default() Point {
 	return Point{
 		Pipeline: Pipeline{
 			Users: 1, BaseStations: 1, Servers: 1, Routes: 1, FlowsPerUser: 1,
-			PDRsPerUser: 1, SDFFiltersPerPDR: 1, Policer: PolicerTokenBucket, Datapath: DatapathXUPF,
+			PDRsPerUser: 1, SDFFiltersPerPDR: 1, Policer: PolicerTokenBucket, SMF: SMFOpen5GS, Datapath: DatapathXUPF,
 		},
 		Traffic: Traffic{
 			Direction: Uplink, PacketSize: 128, Seed: 1, PDUSessionContainer: true,

@@ -122,6 +122,8 @@ type rawPipeline struct {
 	MBRDownlink       yaml.Node `yaml:"mbr_downlink"`
 	ClassifierClasses yaml.Node `yaml:"classifier_classes"`
 	Policer           yaml.Node `yaml:"policer"`
+	PolicerContract   yaml.Node `yaml:"policer_contract"`
+	SMF               yaml.Node `yaml:"smf"`
 	Datapath          yaml.Node `yaml:"datapath"`
 }
 

@@ -153,6 +153,23 @@ traffic: {packet_size: [imix, 128], direction: downlink}
 	}
 }
 
+// TestSMFAndContract: the session layout and the policer contract are values like any other.
+func TestSMFAndContract(t *testing.T) {
+	s := mustParse(t, `
+pipeline: {smf: [open5gs, free5gc], classifier_classes: 8, policer_contract: 1000Gbps}
+`)
+	if len(s.Points) != 2 {
+		t.Fatalf("%d points", len(s.Points))
+	}
+	p := s.Points[1]
+	if p.Pipeline.SMF != SMFFree5GC || p.Pipeline.PolicerContract != 1e12 || p.Name != "scenario/smf=free5gc" {
+		t.Fatalf("point 1: %+v", p)
+	}
+	if d := Default().Pipeline; d.SMF != SMFOpen5GS || d.PolicerContract != 0 {
+		t.Fatalf("defaults %q %d", d.SMF, d.PolicerContract)
+	}
+}
+
 // TestPerUsers: counts given per users follow the users of each point.
 func TestPerUsers(t *testing.T) {
 	s := mustParse(t, `
@@ -211,6 +228,10 @@ func TestErrors(t *testing.T) {
 		{"rfc bounds", "tester: {rfc2544: {min_rate: 2Mpps, max_rate: 1Mpps}}\n", []string{"max_rate (1Mpps) is not above min_rate (2Mpps)"}},
 		{"handover", "events: {handover: 1}\n", []string{"events.handover needs a second gNB"}},
 		{"datapath", "pipeline: {datapath: dpdk}\n", []string{`pipeline.datapath: "dpdk": use one of xupf, xdp_forwarder, gtpu_minimal, kernel`}},
+		{"contract rate", "pipeline: {classifier_classes: 1, policer_contract: 1001bps}\n", []string{"pipeline.policer_contract", "multiple of 8"}},
+		{"contract without classes", "pipeline: {policer_contract: 1Gbps}\n", []string{"pipeline.policer_contract needs classifier classes"}},
+		{"smf", "pipeline: {smf: oai}\n", []string{`pipeline.smf: "oai": use one of open5gs, free5gc`}},
+		{"smf on a baseline", "pipeline: {smf: free5gc, datapath: xdp_forwarder}\n", []string{"configure xupf, not the xdp_forwarder baseline"}},
 		{"packet size word", "traffic: {packet_size: mix}\n", []string{"traffic.packet_size", "or imix"}},
 		{"events on a baseline", "pipeline: {datapath: kernel, base_stations: 2}\nevents: {handover: 1}\n", []string{"events need sessions, which only pipeline.datapath xupf has (it is kernel)"}},
 		{"delete", "events: {session_delete: 1}\ntester: {duration: 10s}\n", []string{"deletes more sessions than there are"}},
