@@ -197,10 +197,10 @@ func (pl plan) contract() (api.Contract, bool) {
 // flowID identifies flow f of user u in the generated frames.
 type flowID struct{ user, flow int }
 
-// chooseFlows returns n of the users × flows_per_user flows, chosen and ordered with seed:
-// all of them, shuffled, when n covers them.
-func chooseFlows(p scenario.Pipeline, n int, seed uint64) []flowID {
-	total := p.Users * p.FlowsPerUser
+// chooseFlows returns n of the first users' users × perUser flows, chosen and ordered with
+// seed: all of them, shuffled, when n covers them.
+func chooseFlows(users, perUser, n int, seed uint64) []flowID {
+	total := users * perUser
 	rng := rand.New(rand.NewPCG(seed, 0x78755042))
 	var idx []int
 	if n >= total {
@@ -220,7 +220,7 @@ func chooseFlows(p scenario.Pipeline, n int, seed uint64) []flowID {
 	}
 	out := make([]flowID, len(idx))
 	for i, x := range idx {
-		out[i] = flowID{user: x / p.FlowsPerUser, flow: x % p.FlowsPerUser}
+		out[i] = flowID{user: x / perUser, flow: x % perUser}
 	}
 	return out
 }

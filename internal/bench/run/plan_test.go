@@ -110,24 +110,23 @@ func TestFree5GCAndContract(t *testing.T) {
 	}
 }
 
-// TestChooseFlows: the choice is deterministic for a seed, has no repeats, and covers every
-// flow when asked for all of them.
+// TestChooseFlows: the choice is deterministic for a seed, has no repeats, stays among the
+// active users, and covers every flow when asked for all of them.
 func TestChooseFlows(t *testing.T) {
-	p := pipeline(func(p *scenario.Pipeline) { p.Users, p.FlowsPerUser = 1000, 10 })
-	a, b := chooseFlows(p, 500, 7), chooseFlows(p, 500, 7)
-	if !reflect.DeepEqual(a, b) || reflect.DeepEqual(a, chooseFlows(p, 500, 8)) {
+	a, b := chooseFlows(1000, 10, 500, 7), chooseFlows(1000, 10, 500, 7)
+	if !reflect.DeepEqual(a, b) || reflect.DeepEqual(a, chooseFlows(1000, 10, 500, 8)) {
 		t.Fatal("the choice does not follow the seed")
 	}
-	for _, n := range []int{500, 10000} {
+	for _, c := range []struct{ users, n int }{{1000, 500}, {1000, 10000}, {64, 640}} {
 		seen := map[flowID]bool{}
-		for _, f := range chooseFlows(p, n, 1) {
-			if seen[f] || f.user >= 1000 || f.flow >= 10 {
-				t.Fatalf("n=%d: flow %+v repeated or out of range", n, f)
+		for _, f := range chooseFlows(c.users, 10, c.n, 1) {
+			if seen[f] || f.user >= c.users || f.flow >= 10 {
+				t.Fatalf("%+v: flow %+v repeated or out of range", c, f)
 			}
 			seen[f] = true
 		}
-		if len(seen) != n {
-			t.Fatalf("n=%d: %d flows", n, len(seen))
+		if len(seen) != c.n {
+			t.Fatalf("%+v: %d flows", c, len(seen))
 		}
 	}
 }

@@ -295,11 +295,7 @@ func (pt *point) startXUPF(ctx context.Context) error {
 // prepareLanes builds each direction's frames, generator and sink.
 func (pt *point) prepareLanes() error {
 	e, p := pt.env, pt.p
-	n := p.Traffic.Flows
-	if n == 0 {
-		n = p.Pipeline.Users * p.Pipeline.FlowsPerUser
-	}
-	flows := chooseFlows(p.Pipeline, min(n, gen.MaxTemplates), p.Traffic.Seed)
+	flows := chooseFlows(p.Traffic.ActiveUsers, p.Pipeline.FlowsPerUser, min(p.Traffic.Flows, gen.MaxTemplates), p.Traffic.Seed)
 	teid := func(u int) uint32 { return uint32(u + 1) }
 	if pt.ctl != nil {
 		pt.ctl.setTraffic(flows, p.Pipeline.Users)

@@ -80,7 +80,10 @@ func complete(p *Point) {
 			*n = max(1, (pl.Users+(-*n)-1)/-*n)
 		}
 	}
-	if all := p.Pipeline.Users * p.Pipeline.FlowsPerUser; p.Traffic.Flows == 0 || p.Traffic.Flows > all {
+	if p.Traffic.ActiveUsers == 0 || p.Traffic.ActiveUsers > pl.Users {
+		p.Traffic.ActiveUsers = pl.Users
+	}
+	if all := p.Traffic.ActiveUsers * pl.FlowsPerUser; p.Traffic.Flows == 0 || p.Traffic.Flows > all {
 		p.Traffic.Flows = all
 	}
 }

@@ -350,6 +350,7 @@ func (v *validator) params(r *rawScenario) {
 	param(v, "traffic.direction", &tr.Direction, d.Traffic.Direction, oneOf(Uplink, Downlink, Bidirectional), ident, func(p *Point, x string) { p.Traffic.Direction = x })
 	param(v, "traffic.packet_size", &tr.PacketSize, d.Traffic.PacketSize, packetSize, packetSizeLabel, func(p *Point, x int) { p.Traffic.PacketSize = x })
 	param(v, "traffic.flows", &tr.Flows, d.Traffic.Flows, intIn(0, MaxFlows), ident, func(p *Point, x int) { p.Traffic.Flows = x })
+	param(v, "traffic.active_users", &tr.ActiveUsers, d.Traffic.ActiveUsers, intIn(0, MaxUsers), ident, func(p *Point, x int) { p.Traffic.ActiveUsers = x })
 	param(v, "traffic.seed", &tr.Seed, d.Traffic.Seed, uintAny, ident, func(p *Point, x uint64) { p.Traffic.Seed = x })
 	param(v, "traffic.pdu_session_container", &tr.PDUSessionContainer, d.Traffic.PDUSessionContainer, boolean, ident, func(p *Point, x bool) { p.Traffic.PDUSessionContainer = x })
 

@@ -119,10 +119,14 @@ type Traffic struct {
 	// IMIX ("imix" in the file).
 	PacketSize int `json:"packet_size" yaml:"packet_size"`
 	// Flows is the number of flows in the generated packet set, chosen among the
-	// users × flows_per_user flows with Seed. 0 in the file (the default) means all of them;
-	// 0 and values above users × flows_per_user are replaced by users × flows_per_user, so
-	// that one value caps the packet set across a sweep of users.
+	// active_users × flows_per_user flows with Seed. 0 in the file (the default) means all of
+	// them; 0 and values above that are replaced by it, so that one value caps the packet set
+	// across a sweep of users.
 	Flows int `json:"flows" yaml:"flows"`
+	// ActiveUsers is how many users (the first ones) the flows are chosen among; 0 in the
+	// file (the default) and values above users mean all of them. Fewer active users than
+	// installed show what the installed sessions alone cost.
+	ActiveUsers int `json:"active_users" yaml:"active_users"`
 	// Seed chooses the flows and their order.
 	Seed uint64 `json:"seed" yaml:"seed"`
 	// PDUSessionContainer adds a PDU Session Container (with the QFI) to uplink G-PDUs.

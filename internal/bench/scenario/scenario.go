@@ -131,6 +131,7 @@ type rawTraffic struct {
 	Direction           yaml.Node `yaml:"direction"`
 	PacketSize          yaml.Node `yaml:"packet_size"`
 	Flows               yaml.Node `yaml:"flows"`
+	ActiveUsers         yaml.Node `yaml:"active_users"`
 	Seed                yaml.Node `yaml:"seed"`
 	PDUSessionContainer yaml.Node `yaml:"pdu_session_container"`
 }

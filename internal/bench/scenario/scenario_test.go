@@ -25,7 +25,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := Default()
 	want.Name = "scenario"
-	want.Traffic.Flows = 1
+	want.Traffic.Flows, want.Traffic.ActiveUsers = 1, 1
 	if got := s.Points[0]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("point\n got %+v\nwant %+v", got, want)
 	}
@@ -186,6 +186,13 @@ pipeline: {users: [1, 150, 1000000], base_stations: users/100, servers: users/10
 	capped := mustParse(t, "pipeline: {users: [2, 100]}\ntraffic: {flows: 50}\n")
 	if a, b := capped.Points[0].Traffic.Flows, capped.Points[1].Traffic.Flows; a != 2 || b != 50 {
 		t.Errorf("flows capped to %d and %d, want 2 and 50", a, b)
+	}
+	// traffic.active_users narrows the flows to the first users, and caps the set too.
+	active := mustParse(t, "pipeline: {users: [10, 100], flows_per_user: 4}\ntraffic: {active_users: 64}\n")
+	for i, want := range [][2]int{{10, 40}, {64, 256}} {
+		if tr := active.Points[i].Traffic; tr.ActiveUsers != want[0] || tr.Flows != want[1] {
+			t.Errorf("point %d: active users %d, flows %d, want %v", i, tr.ActiveUsers, tr.Flows, want)
+		}
 	}
 	if _, err := Parse([]byte("pipeline: {base_stations: users/0}\n")); err == nil || !strings.Contains(err.Error(), "use users/N") {
 		t.Errorf("users/0: %v", err)
