@@ -60,6 +60,16 @@ func Write(in Input, path string) error {
 		byScenario[r.Scenario] = append(byScenario[r.Scenario], r)
 	}
 	var secs []section
+	var cost []*result.Result
+	for n, rs := range byScenario {
+		if strings.HasPrefix(n, CostPrefix) {
+			cost = append(cost, rs...)
+			delete(byScenario, n)
+		}
+	}
+	if len(cost) > 0 {
+		secs = append(secs, costSection(cost))
+	}
 	for _, b := range builders {
 		if rs, ok := byScenario[b.scenario]; ok {
 			secs = append(secs, b.build(rs))
