@@ -45,19 +45,18 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime $(FUZZTIME) ./internal/pfcp/
 
 # The evaluation suite's quick profile (needs root; under 10 minutes on the 2-vCPU VM): every
-# scenario of bench/quick and the per-module costs, then docs/benchmarks.md and its plots.
+# scenario of bench/quick (the cost-* ones make the budget table), then docs/benchmarks.md
+# and its plots.
 BENCH_OUT ?= bench-results
 bench: deps build
 	rm -rf $(BENCH_OUT)/quick
 	$(BIN)/xupf-bench run --out $(BENCH_OUT)/quick bench/quick/*.yaml
-	$(BIN)/xupf-bench modules --out $(BENCH_OUT)/quick --rounds 5
 	$(BIN)/xupf-bench report --command "make bench" $(BENCH_OUT)/quick
 
 # The full profile: longer trials, repetitions, up to 1,000,000 sessions; for a bigger machine.
 bench-full: deps build
 	rm -rf $(BENCH_OUT)/full
 	$(BIN)/xupf-bench run --out $(BENCH_OUT)/full bench/full/*.yaml
-	$(BIN)/xupf-bench modules --out $(BENCH_OUT)/full
 	$(BIN)/xupf-bench report --command "make bench-full" $(BENCH_OUT)/full
 
 # Go micro-benchmarks (needs root): ns/packet per path, PDR selection and classifier,

@@ -1,9 +1,8 @@
 // Command xupf-bench is xupf's evaluation suite: it measures the datapath against scenario
-// files (see docs/bench.md), writing a result file per point, measures the per-module cost
-// of the datapath, and draws the plots and tables of docs/benchmarks.md from the results.
+// files (see docs/bench.md), writing a result file per point, and draws the plots and
+// tables of docs/benchmarks.md from the results.
 //
 //	xupf-bench run [--out DIR] [--xupfd PATH] SCENARIO.yaml...   (as root)
-//	xupf-bench modules [--out DIR] [--rounds N]                  (as root)
 //	xupf-bench report [--doc docs/benchmarks.md] DIR
 package main
 
@@ -17,9 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
-	"github.com/xupf/xupf/internal/bench/modules"
 	"github.com/xupf/xupf/internal/bench/report"
 	"github.com/xupf/xupf/internal/bench/result"
 	"github.com/xupf/xupf/internal/bench/run"
@@ -29,9 +26,6 @@ import (
 const usage = `usage:
   xupf-bench run [--out DIR] [--xupfd PATH] [--daemon-log] SCENARIO.yaml...
       measure every point of each scenario (needs root); results go to DIR/<scenario>/
-  xupf-bench modules [--out DIR] [--rounds N] [--repeat N]
-      measure the datapath's per-module cost with BPF_PROG_TEST_RUN (needs root);
-      the rows go to DIR/modules.json
   xupf-bench report [--doc FILE] [--command TEXT] DIR
       draw the plots (PNG and SVG, in benchmarks/ beside FILE) and write FILE
       (default docs/benchmarks.md) from the results in DIR
@@ -48,8 +42,6 @@ func main() {
 	switch os.Args[1] {
 	case "run":
 		err = runCmd(ctx, os.Args[2:])
-	case "modules":
-		err = modulesCmd(ctx, os.Args[2:])
 	case "report":
 		err = reportCmd(os.Args[2:])
 	case "-h", "--help", "help":
@@ -136,39 +128,6 @@ func findXupfd(flagValue string) (string, error) {
 	return "", errors.New("run: xupfd not found next to xupf-bench or in PATH; run `make build` (binaries in bin/) or pass --xupfd")
 }
 
-func modulesCmd(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("modules", flag.ContinueOnError)
-	out := fs.String("out", "bench-results", "directory for modules.json")
-	rounds := fs.Int("rounds", 0, "measurements per row, the median is kept (default 7)")
-	repeat := fs.Int("repeat", 0, "BPF_PROG_TEST_RUN repeat count per measurement (default 50000)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 0 {
-		return usageError{"modules: takes no arguments"}
-	}
-	if *rounds < 0 || *repeat < 0 {
-		return usageError{"modules: --rounds and --repeat must be positive (or 0 for the default)"}
-	}
-	if os.Geteuid() != 0 {
-		return errors.New("modules: needs root (BPF, network namespaces); run it with sudo")
-	}
-	m := &result.Modules{Schema: result.SchemaVersion, Started: time.Now().UTC(), Machine: result.ThisMachine(),
-		Versions: result.TheseVersions(ctx)}
-	rows, err := modules.Measure(ctx, modules.Options{Rounds: *rounds, Repeat: *repeat})
-	if err != nil {
-		return err
-	}
-	m.Rows = rows
-	for _, r := range rows {
-		fmt.Printf("%-8s %-9s %-11s %8.1f ns/packet\n", r.Config, r.Direction, r.Stage, r.NsPerPacket)
-	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
-	return result.WriteModules(*out, m)
-}
-
 func reportCmd(args []string) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	doc := fs.String("doc", "docs/benchmarks.md", "the Markdown file to write; plots go to benchmarks/ beside it")
@@ -184,19 +143,9 @@ func reportCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	m, err := result.ReadModules(dir)
-	if err != nil {
+	if err := report.Write(report.Input{Results: rs, Command: *command}, *doc); err != nil {
 		return err
 	}
-	in := report.Input{Results: rs, Command: *command}
-	rows := ""
-	if m != nil {
-		in.Modules = m.Rows
-		rows = ", per-module rows"
-	}
-	if err := report.Write(in, *doc); err != nil {
-		return err
-	}
-	fmt.Printf("wrote %s (%d results%s)\n", *doc, len(rs), rows)
+	fmt.Printf("wrote %s (%d results)\n", *doc, len(rs))
 	return nil
 }

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xupf/xupf/internal/bench/modules"
 	"github.com/xupf/xupf/internal/bench/plot"
 	"github.com/xupf/xupf/internal/bench/result"
 	"github.com/xupf/xupf/internal/bench/scenario"
@@ -26,8 +25,6 @@ const ImageDir = "benchmarks"
 // Input is what a report is made of.
 type Input struct {
 	Results []*result.Result
-	// Modules are the per-module overhead rows, if measured.
-	Modules []modules.Row
 	// Command is how the results were produced, quoted in the report.
 	Command string
 }
@@ -44,7 +41,7 @@ type section struct {
 
 // Write writes path (e.g. docs/benchmarks.md) and its plots in ImageDir beside it.
 func Write(in Input, path string) error {
-	if len(in.Results) == 0 && len(in.Modules) == 0 {
+	if len(in.Results) == 0 {
 		return fmt.Errorf("report: no results")
 	}
 	imgDir := filepath.Join(filepath.Dir(path), ImageDir)
@@ -75,9 +72,6 @@ func Write(in Input, path string) error {
 			secs = append(secs, b.build(rs))
 			delete(byScenario, b.scenario)
 		}
-	}
-	if len(in.Modules) > 0 {
-		secs = append(secs, modulesSection(in.Modules))
 	}
 	sort.Strings(names)
 	for _, n := range names {

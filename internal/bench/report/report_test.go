@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/xupf/xupf/internal/bench/gen"
-	"github.com/xupf/xupf/internal/bench/modules"
 	"github.com/xupf/xupf/internal/bench/plot"
 	"github.com/xupf/xupf/internal/bench/result"
 	"github.com/xupf/xupf/internal/bench/scenario"
@@ -92,11 +91,8 @@ func TestWrite(t *testing.T) {
 			tp(1, scenario.DatapathXDPForwarder, 1, 5e6, 0),
 			handover,
 			res("my-own", 0, scenario.Downlink, 1.5e6, nil),
+			costRes("cost-common", scenario.Uplink, 30, 1e6, nil),
 		}, policer...),
-		Modules: []modules.Row{
-			{Config: "simple", Direction: "uplink", Stage: modules.Stages()[0], NsPerPacket: 50},
-			{Config: "simple", Direction: "uplink", Stage: modules.Stages()[1], NsPerPacket: 80},
-		},
 	}
 	dir := t.TempDir()
 	doc := filepath.Join(dir, "benchmarks.md")
@@ -122,7 +118,6 @@ func TestWrite(t *testing.T) {
 		"| 1.000 Gbit/s | token_bucket | 128 B | 528.000 Mbit/s | 527.000 Mbit/s | not limited: offered below 1.2 × MBR | 0.00% |",
 		// 200 answered over 2 s; 3 downlink frames lost.
 		"| 100 | 200 | 100 | 2.00 | 5.00 | 9.00 | 0 | 0 (0.00) | 190 / 180 | 0 | 3 | 100/0 |",
-		"| simple | uplink | " + modules.Stages()[1] + " | 80.0 |",
 		"## Scenario my-own",
 		"| my-own | downlink | 1.500 |",
 	} {
@@ -130,7 +125,7 @@ func TestWrite(t *testing.T) {
 			t.Errorf("report lacks %q in\n%s", want, md)
 		}
 	}
-	for _, fig := range []string{"throughput-uplink", "policer", "events-handover", "modules"} {
+	for _, fig := range []string{"throughput-uplink", "policer", "events-handover"} {
 		for _, ext := range []string{".png", ".svg"} {
 			if _, err := os.Stat(filepath.Join(dir, ImageDir, fig+ext)); err != nil {
 				t.Errorf("figure: %v", err)
@@ -140,8 +135,8 @@ func TestWrite(t *testing.T) {
 			t.Errorf("report does not show %s.svg", fig)
 		}
 	}
-	// Sections come in the builders' order, the per-module rows after the known scenarios.
-	order := []string{"## Throughput, uplink", "## Policer precision", "## Adaptation: modification", "## Per-module overhead", "## Scenario my-own"}
+	// The budget table first, then the builders' order, then other scenarios.
+	order := []string{"## Cost per packet against the budget", "## Throughput, uplink", "## Policer precision", "## Adaptation: modification", "## Scenario my-own"}
 	last := -1
 	for _, h := range order {
 		i := strings.Index(md, h)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xupf/xupf/internal/bench/modules"
 	"github.com/xupf/xupf/internal/bench/pkt"
 	"github.com/xupf/xupf/internal/bench/plot"
 	"github.com/xupf/xupf/internal/bench/result"
@@ -380,25 +379,4 @@ not arrive during the trial, whatever the reason. "answered" counts the requests
 those of the trial's last moments included, whose answers may come after it.`,
 		what, p0.Pipeline.Users, sizeLabel(p0.Traffic.PacketSize), p0.Tester.Rate/1e3, p0.Tester.Duration)
 	return section{title: "Adaptation: " + what, text: text, fig: fig, table: tb.String()}
-}
-
-// modulesSection is measurement 3: ns per packet as modules are added.
-func modulesSection(rows []modules.Row) section {
-	fig := &plot.Figure{Name: "modules", Title: "Per-module cost (BPF_PROG_TEST_RUN)", YLabel: "ns per packet",
-		Categories: modules.Stages()}
-	var series seriesSet
-	var tb strings.Builder
-	tb.WriteString("| configuration | direction | stage | ns/packet |\n|---|---|---|---|\n")
-	for _, r := range rows {
-		series.add(r.Config+", "+r.Direction, plot.Point{X: float64(slices.Index(fig.Categories, r.Stage)), Y: r.NsPerPacket})
-		fmt.Fprintf(&tb, "| %s | %s | %s | %.1f |\n", r.Config, r.Direction, r.Stage, r.NsPerPacket)
-	}
-	fig.Series = series.list
-	text := `
-Measurement 3, as in the paper's figure 5.11: the time of one packet through the datapath
-with its modules added one by one (each stage includes the ones before it), from
-BPF_PROG_TEST_RUN repeat runs, with the cost of the wrapper that restores the packet between
-runs subtracted. The stages and the two configurations are described in
-internal/bench/modules (package documentation).`
-	return section{title: "Per-module overhead", text: text, fig: fig, table: tb.String()}
 }

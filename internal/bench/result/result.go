@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,7 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xupf/xupf/internal/bench/gen"
-	"github.com/xupf/xupf/internal/bench/modules"
 	"github.com/xupf/xupf/internal/bench/rfc2544"
 	"github.com/xupf/xupf/internal/bench/scenario"
 )
@@ -256,48 +254,11 @@ func Read(path string) (*Result, error) {
 	return &r, nil
 }
 
-// ModulesFile is the name of the per-module overhead record in a results directory.
-const ModulesFile = "modules.json"
-
-// Modules is the record of a per-module overhead measurement.
-type Modules struct {
-	Schema   int           `json:"schema"`
-	Started  time.Time     `json:"started"`
-	Machine  Machine       `json:"machine"`
-	Versions Versions      `json:"versions"`
-	Rows     []modules.Row `json:"rows"`
-}
-
-// WriteModules writes m as dir/ModulesFile.
-func WriteModules(dir string, m *Modules) error {
-	return writeJSON(filepath.Join(dir, ModulesFile), m)
-}
-
-// ReadModules reads dir/ModulesFile; a directory without one gives nil and no error.
-func ReadModules(dir string) (*Modules, error) {
-	data, err := os.ReadFile(filepath.Join(dir, ModulesFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("result: %w", err)
-	}
-	var m Modules
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("result: %s: %w", ModulesFile, err)
-	}
-	if m.Schema != SchemaVersion {
-		return nil, fmt.Errorf("result: %s has schema %d; this xupf-bench reads %d", ModulesFile, m.Schema, SchemaVersion)
-	}
-	return &m, nil
-}
-
-// ReadDir reads every *.json result under dir (recursively, ModulesFile aside), in path
-// order.
+// ReadDir reads every *.json result under dir (recursively), in path order.
 func ReadDir(dir string) ([]*Result, error) {
 	var paths []string
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") && d.Name() != ModulesFile {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") {
 			paths = append(paths, p)
 		}
 		return err
