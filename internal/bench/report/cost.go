@@ -67,6 +67,7 @@ var costRows = []costRow{
 	{name: rowForwarder, scenario: "cost-common", match: datapathIs(scenario.DatapathXDPForwarder)},
 	{name: "minimal GTP-U decap / encap, no lookup", scenario: "cost-common", match: datapathIs(scenario.DatapathGTPU)},
 	{name: rowCommon, scenario: "cost-common", match: datapathIs(scenario.DatapathXUPF), budget: absNs, limit: 35, minRatio: 0.9},
+	{name: "common case, xupf chose the TEID and the UE address", scenario: "cost-ue-pool", match: anyPoint, budget: absNs, limit: 35, minRatio: 0.9},
 	{name: "common case, free5GC layout (SMF chose the TEID, UE IP on the uplink PDR)", scenario: "cost-free5gc", match: anyPoint, budget: withinNs, limit: 3, ref: rowCommon},
 	{name: "+ one MBR meter", scenario: "cost-mbr", match: anyPoint, budget: plusNs, limit: 15, ref: rowCommon},
 	{name: "8 PDRs with SDF filters", scenario: "cost-sdf", match: anyPoint, budget: plusNs, limit: 25, ref: rowCommon},

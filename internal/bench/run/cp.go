@@ -93,11 +93,11 @@ feed:
 	return result.Setup{Sessions: users, Elapsed: elapsed, Rate: float64(users) / elapsed.Seconds(), Latency: result.Summarise(lat)}, nil
 }
 
-// teid is user u's uplink TEID, chosen by the UPF.
-func (k *control) teid(u int) uint32 {
+// keys are user u's uplink TEID and UE address, as its session has them.
+func (k *control) keys(u int) (uint32, netip.Addr) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.sessions[u].UplinkTEID
+	return k.sessions[u].UplinkTEID, k.sessions[u].UE
 }
 
 // setTraffic records which users carry generated traffic: handovers move them, deletions

@@ -106,7 +106,8 @@ func (pl plan) pdrOf(f int) int { return f * pl.p.PDRsPerUser / pl.p.FlowsPerUse
 
 // spec is the PFCP session of user u, sent to the UPF as the point's SMF would: Open5GS lets
 // the UPF choose the uplink TEID, free5GC chooses it (smfTEIDBase + u) and puts the UE
-// address on the uplink PDRs too; the SMF chooses the UE address. Each PDR beyond the default one has
+// address on the uplink PDRs too; the SMF chooses the UE address (ueAddr), or asks the UPF
+// to with ue_address upf. Each PDR beyond the default one has
 // SDFFiltersPerPDR filters: the first matches its flows' UE port range, the others ports
 // no flow uses. QERs: the session's QER (every PDR's) carries the MBRs when QERsPerUser ≥ 1;
 // with QERsPerUser = q ≥ 2 the first q−1 flow PDRs also apply a QER of their own with the
@@ -121,6 +122,9 @@ func (pl plan) spec(u int, gnb netip.Addr) pfcpclient.SessionSpec {
 	s := pfcpclient.SessionSpec{
 		UE: ueAddr(u), QFI: qfi, GNB: gnb, GNBTEID: uint32(gnbTEIDBase + u),
 		MBRUplink: ul, MBRDownlink: dl,
+	}
+	if pl.p.UEAddress == scenario.UEByUPF {
+		s.UE = netip.Addr{}
 	}
 	if pl.p.SMF == scenario.SMFFree5GC {
 		s.Style, s.UplinkTEID, s.N3 = pfcpclient.Free5GC, uint32(smfTEIDBase+u), testbed.N3Addr
@@ -225,11 +229,16 @@ func chooseFlows(users, perUser, n int, seed uint64) []flowID {
 	return out
 }
 
-// endpoints are the UE's and the server's address and port of flow id.
-func (pl plan) endpoints(id flowID) (ue, srv netip.AddrPort) {
+// endpoints are the UE's and the server's address and port of flow id, whose user has the
+// address ue.
+func (pl plan) endpoints(id flowID, ue netip.Addr) (netip.AddrPort, netip.AddrPort) {
 	s := (id.user*pl.p.FlowsPerUser + id.flow) % pl.p.Servers
-	return netip.AddrPortFrom(ueAddr(id.user), uint16(uePort+id.flow)), netip.AddrPortFrom(pl.server(s), dnPort)
+	return netip.AddrPortFrom(ue, uint16(uePort+id.flow)), netip.AddrPortFrom(pl.server(s), dnPort)
 }
+
+// userKeys are the keys a user's frames carry: its uplink TEID and its address, chosen by
+// the UPF or the SMF.
+type userKeys func(user int) (teid uint32, ue netip.Addr)
 
 // imix is the simple IMIX (64, 594 and 1518-byte frames, 7:4:1), clamped to what the
 // layout allows: frame i of the set takes imix[i%12].
@@ -259,22 +268,23 @@ type macs struct {
 }
 
 // build makes the frames of direction dir for flows, for the datapath of the point, with
-// teid the uplink TEID of each user (chosen by the UPF):
+// each user's keys:
 // GTP-U on uplink into all but the kernel, plain IPv4 otherwise; the wanted frames are what
 // leaves the far side: xupf decapsulates uplink and encapsulates downlink (to the user's gNB
 // with its TEID and a PDU Session Container with the QFI), the minimal GTP-U datapath the
 // same but into its one tunnel, the forwarder and the kernel change only MACs (and TTL).
-func (pl plan) build(dir string, tr scenario.Traffic, datapath string, flows []flowID, teid func(user int) uint32, m macs) (frames, error) {
+func (pl plan) build(dir string, tr scenario.Traffic, datapath string, flows []flowID, keys userKeys, m macs) (frames, error) {
 	var out frames
 	for i, id := range flows {
-		ue, srv := pl.endpoints(id)
+		teid, addr := keys(id.user)
+		ue, srv := pl.endpoints(id, addr)
 		f := pkt.Flow{ID: uint32(i)}
 		var lo int
 		if dir == scenario.Uplink {
 			f.SrcMAC, f.DstMAC = m.gnb[:], m.n3[:]
 			f.Src, f.Dst = ue, srv
 			if datapath != scenario.DatapathKernel {
-				f.Tunnel = &pkt.Tunnel{Src: gnbAddr(pl.gnbOf(id.user)), Dst: testbed.N3Addr, TEID: teid(id.user), PSC: tr.PDUSessionContainer, QFI: qfi, PDUType: pkt.PDUTypeUplink}
+				f.Tunnel = &pkt.Tunnel{Src: gnbAddr(pl.gnbOf(id.user)), Dst: testbed.N3Addr, TEID: teid, PSC: tr.PDUSessionContainer, QFI: qfi, PDUType: pkt.PDUTypeUplink}
 			}
 			lo = scenario.MinPacketSize(dir, tr.PDUSessionContainer)
 		} else {

@@ -89,7 +89,8 @@ func TestPDRsOfFlows(t *testing.T) {
 	}
 }
 
-// TestFree5GCAndContract: a free5GC SMF chooses the uplink TEID; a contract limits class 1
+// TestFree5GCAndContract: a free5GC SMF chooses the uplink TEID, with ue_address upf the UPF
+// chooses the UE address; a contract limits class 1
 // with a burst of 50 ms of its rate, bounded.
 func TestFree5GCAndContract(t *testing.T) {
 	pl := newPlan(pipeline(func(p *scenario.Pipeline) { p.SMF = scenario.SMFFree5GC }))
@@ -98,6 +99,10 @@ func TestFree5GCAndContract(t *testing.T) {
 	}
 	if s := newPlan(scenario.Default().Pipeline).spec(7, testbed.GNBAddr); s.Style != pfcpclient.Open5GS || s.UplinkTEID != 0 {
 		t.Fatalf("Open5GS spec %+v", s)
+	}
+	// The UPF chooses the address: the SMF sends none.
+	if s := newPlan(pipeline(func(p *scenario.Pipeline) { p.UEAddress = scenario.UEByUPF })).spec(7, testbed.GNBAddr); s.UE.IsValid() {
+		t.Fatalf("UPF-chosen UE spec %+v", s)
 	}
 	if _, ok := pl.contract(); ok {
 		t.Fatal("a contract without policer_contract")
@@ -136,9 +141,11 @@ func TestBuild(t *testing.T) {
 	pl := newPlan(pipeline(func(p *scenario.Pipeline) { p.Users, p.BaseStations, p.FlowsPerUser, p.Servers = 4, 2, 2, 8 }))
 	tr := scenario.Default().Traffic
 	flows := []flowID{{user: 3, flow: 1}}
-	teid := func(u int) uint32 { return 0x100 + uint32(u) }
+	// The frames carry the user's keys as its session has them, the UE address too (which the
+	// UPF may have chosen), not the plan's own.
+	keys := func(u int) (uint32, netip.Addr) { return 0x100 + uint32(u), ueAddr(1000 + u) }
 	m := macs{gnb: [6]byte{2, 0, 0, 0, 0, 1}, n3: [6]byte{2, 0, 0, 0, 0, 2}, n6: [6]byte{2, 0, 0, 0, 0, 3}, dn: [6]byte{2, 0, 0, 0, 0, 4}}
-	ue := netip.AddrPortFrom(ueAddr(3), uePort+1)
+	ue := netip.AddrPortFrom(ueAddr(1003), uePort+1)
 	srv := netip.AddrPortFrom(pl.server(7), dnPort)
 	for _, c := range []struct {
 		dir, datapath    string
@@ -159,7 +166,7 @@ func TestBuild(t *testing.T) {
 		{scenario.Downlink, scenario.DatapathGTPU, nil,
 			&pkt.Tunnel{Src: testbed.N3Addr, Dst: gnbAddr(0), TEID: gnbTEIDBase - 1, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeDownlink}, srv, ue},
 	} {
-		fr, err := pl.build(c.dir, tr, c.datapath, flows, teid, m)
+		fr, err := pl.build(c.dir, tr, c.datapath, flows, keys, m)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -248,6 +249,10 @@ func (pt *point) startXUPF(ctx context.Context) error {
 	pt.closer = append(pt.closer, func() error { return os.RemoveAll(dir) })
 	cfg := e.t.Config(nil, httpListen)
 	cfg.QoSAlgorithm = p.Pipeline.Policer
+	if p.Pipeline.UEAddress == scenario.UEByUPF {
+		// From the block routed toward the gNB, like the addresses the SMF gives.
+		cfg.UEPools = []netip.Prefix{ueNet}
+	}
 	added := int(p.Events.SessionAdd*p.Tester.Duration.D().Seconds()+1) * (p.Tester.RFC2544.MaxIterations + 2)
 	cfg.Limits.MaxSessions = p.Pipeline.Users + added + sessionHeadroom
 	// A user with SDF filters has a rule set per TEID and per UE address.
@@ -296,10 +301,10 @@ func (pt *point) startXUPF(ctx context.Context) error {
 func (pt *point) prepareLanes() error {
 	e, p := pt.env, pt.p
 	flows := chooseFlows(p.Traffic.ActiveUsers, p.Pipeline.FlowsPerUser, min(p.Traffic.Flows, gen.MaxTemplates), p.Traffic.Seed)
-	teid := func(u int) uint32 { return uint32(u + 1) }
+	keys := func(u int) (uint32, netip.Addr) { return uint32(u + 1), ueAddr(u) }
 	if pt.ctl != nil {
 		pt.ctl.setTraffic(flows, p.Pipeline.Users)
-		teid = pt.ctl.teid
+		keys = pt.ctl.keys
 	}
 	users := make([]int, len(flows))
 	for i, f := range flows {
@@ -309,7 +314,7 @@ func (pt *point) prepareLanes() error {
 	cpus := cpuSets(len(dirs), p.Tester.GeneratorThreads)
 	for i, dir := range dirs {
 		uplink := dir == scenario.Uplink
-		fr, err := pt.pl.build(dir, p.Traffic, p.Pipeline.Datapath, flows, teid, e.m)
+		fr, err := pt.pl.build(dir, p.Traffic, p.Pipeline.Datapath, flows, keys, e.m)
 		if err != nil {
 			return err
 		}

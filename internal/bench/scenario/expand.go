@@ -107,8 +107,8 @@ func checkPoint(p *Point) []error {
 	if pl.PolicerContract > 0 && pl.ClassifierClasses == 0 {
 		add("pipeline.policer_contract needs classifier classes: the policer applies to classified packets; set classifier_classes to 1 or more, or remove the contract")
 	}
-	if pl.Datapath != DatapathXUPF && (pl.PolicerContract > 0 || pl.SMF != SMFOpen5GS) {
-		add("pipeline.policer_contract and smf configure xupf, not the %s baseline; remove them or use datapath xupf", pl.Datapath)
+	if pl.Datapath != DatapathXUPF && (pl.PolicerContract > 0 || pl.SMF != SMFOpen5GS || pl.UEAddress != UEBySMF) {
+		add("pipeline.policer_contract, smf and ue_address configure xupf, not the %s baseline; remove them or use datapath xupf", pl.Datapath)
 	}
 	if pl.QERsPerUser > 2*pl.PDRsPerUser {
 		add("pipeline.qers_per_user (%d) exceeds the user's %d PDRs (pdrs_per_user %d, both directions): a QER no PDR uses is never metered; lower qers_per_user or raise pdrs_per_user", pl.QERsPerUser, 2*pl.PDRsPerUser, pl.PDRsPerUser)

@@ -344,6 +344,7 @@ func (v *validator) params(r *rawScenario) {
 
 	param(v, "pipeline.policer_contract", &pl.PolicerContract, d.Pipeline.PolicerContract, contractRate, bitrateLabel, func(p *Point, x uint64) { p.Pipeline.PolicerContract = x })
 	param(v, "pipeline.smf", &pl.SMF, d.Pipeline.SMF, oneOf(SMFOpen5GS, SMFFree5GC), ident, func(p *Point, x string) { p.Pipeline.SMF = x })
+	param(v, "pipeline.ue_address", &pl.UEAddress, d.Pipeline.UEAddress, oneOf(UEBySMF, UEByUPF), ident, func(p *Point, x string) { p.Pipeline.UEAddress = x })
 
 	param(v, "pipeline.datapath", &pl.Datapath, d.Pipeline.Datapath, oneOf(DatapathXUPF, DatapathXDPForwarder, DatapathGTPU, DatapathKernel), ident, func(p *Point, x string) { p.Pipeline.Datapath = x })
 

@@ -59,6 +59,14 @@ const (
 	SMFFree5GC = "free5gc"
 )
 
+// Who chooses the UE addresses.
+const (
+	// UEBySMF: the SMF sends each session's UE address.
+	UEBySMF = "smf"
+	// UEByUPF: the SMF asks the UPF to choose one (CHV4) from its pool.
+	UEByUPF = "upf"
+)
+
 // Point is one fully specified benchmark run: every parameter has one value.
 type Point struct {
 	// Name is the scenario's name, then "/" and the swept settings, e.g.
@@ -106,6 +114,8 @@ type Pipeline struct {
 	PolicerContract uint64 `json:"policer_contract,omitempty" yaml:"policer_contract,omitempty"`
 	// SMF is the layout of the sessions: SMFOpen5GS or SMFFree5GC.
 	SMF string `json:"smf,omitempty" yaml:"smf,omitempty"`
+	// UEAddress is who chooses the UE addresses: UEBySMF or UEByUPF.
+	UEAddress string `json:"ue_address,omitempty" yaml:"ue_address,omitempty"`
 	// Datapath is DatapathXUPF or a baseline; the baselines ignore the rest of the
 	// pipeline but the addresses (users, base stations, servers, routes).
 	Datapath string `json:"datapath" yaml:"datapath"`
@@ -185,7 +195,7 @@ func Default() Point {
 	return Point{
 		Pipeline: Pipeline{
 			Users: 1, BaseStations: 1, Servers: 1, Routes: 1, FlowsPerUser: 1,
-			PDRsPerUser: 1, SDFFiltersPerPDR: 1, Policer: PolicerTokenBucket, SMF: SMFOpen5GS, Datapath: DatapathXUPF,
+			PDRsPerUser: 1, SDFFiltersPerPDR: 1, Policer: PolicerTokenBucket, SMF: SMFOpen5GS, UEAddress: UEBySMF, Datapath: DatapathXUPF,
 		},
 		Traffic: Traffic{
 			Direction: Uplink, PacketSize: 128, Seed: 1, PDUSessionContainer: true,

@@ -124,6 +124,7 @@ type rawPipeline struct {
 	Policer           yaml.Node `yaml:"policer"`
 	PolicerContract   yaml.Node `yaml:"policer_contract"`
 	SMF               yaml.Node `yaml:"smf"`
+	UEAddress         yaml.Node `yaml:"ue_address"`
 	Datapath          yaml.Node `yaml:"datapath"`
 }
 

@@ -156,16 +156,16 @@ traffic: {packet_size: [imix, 128], direction: downlink}
 // TestSMFAndContract: the session layout and the policer contract are values like any other.
 func TestSMFAndContract(t *testing.T) {
 	s := mustParse(t, `
-pipeline: {smf: [open5gs, free5gc], classifier_classes: 8, policer_contract: 1000Gbps}
+pipeline: {smf: [open5gs, free5gc], classifier_classes: 8, policer_contract: 1000Gbps, ue_address: upf}
 `)
 	if len(s.Points) != 2 {
 		t.Fatalf("%d points", len(s.Points))
 	}
 	p := s.Points[1]
-	if p.Pipeline.SMF != SMFFree5GC || p.Pipeline.PolicerContract != 1e12 || p.Name != "scenario/smf=free5gc" {
+	if p.Pipeline.SMF != SMFFree5GC || p.Pipeline.PolicerContract != 1e12 || p.Pipeline.UEAddress != UEByUPF || p.Name != "scenario/smf=free5gc" {
 		t.Fatalf("point 1: %+v", p)
 	}
-	if d := Default().Pipeline; d.SMF != SMFOpen5GS || d.PolicerContract != 0 {
+	if d := Default().Pipeline; d.SMF != SMFOpen5GS || d.PolicerContract != 0 || d.UEAddress != UEBySMF {
 		t.Fatalf("defaults %q %d", d.SMF, d.PolicerContract)
 	}
 }
@@ -238,7 +238,7 @@ func TestErrors(t *testing.T) {
 		{"contract rate", "pipeline: {classifier_classes: 1, policer_contract: 1001bps}\n", []string{"pipeline.policer_contract", "multiple of 8"}},
 		{"contract without classes", "pipeline: {policer_contract: 1Gbps}\n", []string{"pipeline.policer_contract needs classifier classes"}},
 		{"smf", "pipeline: {smf: oai}\n", []string{`pipeline.smf: "oai": use one of open5gs, free5gc`}},
-		{"smf on a baseline", "pipeline: {smf: free5gc, datapath: xdp_forwarder}\n", []string{"configure xupf, not the xdp_forwarder baseline"}},
+		{"smf on a baseline", "pipeline: {smf: free5gc, datapath: xdp_forwarder}\n", []string{"smf and ue_address configure xupf, not the xdp_forwarder baseline"}},
 		{"packet size word", "traffic: {packet_size: mix}\n", []string{"traffic.packet_size", "or imix"}},
 		{"events on a baseline", "pipeline: {datapath: kernel, base_stations: 2}\nevents: {handover: 1}\n", []string{"events need sessions, which only pipeline.datapath xupf has (it is kernel)"}},
 		{"delete", "events: {session_delete: 1}\ntester: {duration: 10s}\n", []string{"deletes more sessions than there are"}},
