@@ -44,7 +44,7 @@ FUZZTIME ?= 5m
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime $(FUZZTIME) ./internal/pfcp/
 
-# The evaluation suite's quick profile (needs root; under 10 minutes on the 2-vCPU VM): every
+# The evaluation suite's quick profile (needs root; 11-13 minutes on the 2-vCPU VM): every
 # scenario of bench/quick (the cost-* ones make the budget table), then docs/benchmarks.md
 # and its plots.
 BENCH_OUT ?= bench-results
