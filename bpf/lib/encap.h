@@ -57,7 +57,7 @@ static __always_inline int encap_gpdu(struct xdp_md *ctx, const struct far *far,
 		tos = (far->tos & ~IPV4_TOS_ECN) | (inner_tos & IPV4_TOS_ECN);
 
 	if ((void *)(eth + 1) > data_end)
-		return DROP_HEADROOM;
+		return DROP_INTERNAL;  /* the caller checked the inner header after it */
 	__builtin_memcpy(&eth_copy, eth, sizeof(eth_copy));
 	if (bpf_xdp_adjust_head(ctx, -(int)encap_len))
 		return DROP_HEADROOM;
@@ -69,7 +69,7 @@ static __always_inline int encap_gpdu(struct xdp_md *ctx, const struct far *far,
 	udp = (void *)(ip + 1);
 	gtp = (void *)(udp + 1);
 	if ((void *)(gtp + 1) > data_end)
-		return DROP_HEADROOM;
+		return DROP_INTERNAL;  /* encap_len bytes were just added before the inner header */
 	__builtin_memcpy(eth, &eth_copy, sizeof(*eth));
 
 	ip->version = 4;
@@ -99,7 +99,7 @@ static __always_inline int encap_gpdu(struct xdp_md *ctx, const struct far *far,
 		struct gtpu_psc *psc = (void *)(opt + 1);
 
 		if ((void *)(psc + 1) > data_end)
-			return DROP_HEADROOM;
+			return DROP_INTERNAL;  /* encap_len counts the container */
 		gtp->flags |= GTPU_FLAG_E;
 		opt->seq = 0;
 		opt->npdu = 0;
@@ -129,7 +129,7 @@ static __always_inline int tunnel_ipv4(struct xdp_md *ctx, const struct far *far
 	int reason;
 
 	if ((void *)(ip + 1) > data_end)
-		return drop(DROP_HEADROOM);  /* cannot happen: the caller checked this header */
+		return drop(DROP_INTERNAL);  /* the caller checked this header */
 	ports = l4_ports(ip, ip->ihl * 4, data_end);
 	sport = GTPU_SPORT_BASE |
 		(flow_hash(ip->saddr, ip->daddr, ip->protocol, ports) & GTPU_SPORT_MASK);

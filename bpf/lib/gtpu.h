@@ -104,7 +104,7 @@ static __always_inline int gtpu_parse_gpdu(struct gtpu_hdr *gtp, void *data_end,
 			/* len >= 4 already implies this, but the verifier tracks cur and last
 			 * separately and needs the check on cur itself. */
 			if ((void *)(psc + 1) > data_end)
-				return DROP_GTP_EXT_MALFORMED;
+				return DROP_INTERNAL;
 			g->qfi = psc->qfi & PSC_QFI_MASK;
 			g->has_qfi = 1;
 		}
@@ -150,12 +150,13 @@ static __always_inline int gtpu_echo_reply(struct xdp_md *ctx, __u32 ihl_len)
 	__be16 sport, seq = 0;
 	__u8 tos;
 
-	if ((void *)(ip + 1) > data_end)  /* checked by the caller; restated for the verifier */
-		return drop(DROP_MALFORMED_IP);
+	/* Both checked by the caller, at the same offsets; restated for the verifier. */
+	if ((void *)(ip + 1) > data_end)
+		return drop(DROP_INTERNAL);
 	udp = (void *)ip + ihl_len;
 	gtp = (void *)(udp + 1);
 	if ((void *)(gtp + 1) > data_end)
-		return drop(DROP_MALFORMED_GTP);
+		return drop(DROP_INTERNAL);
 	if (gtp->flags & (GTPU_FLAG_E | GTPU_FLAG_S | GTPU_FLAG_PN)) {
 		struct gtpu_opt *opt = (void *)(gtp + 1);
 
@@ -179,7 +180,7 @@ static __always_inline int gtpu_echo_reply(struct xdp_md *ctx, __u32 ihl_len)
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
 	if (data + ECHO_RESP_LEN > data_end)
-		return drop(DROP_HEADROOM);
+		return drop(DROP_INTERNAL);  /* adjust_tail made it exactly this long */
 
 	eth = data;
 	__builtin_memcpy(eth->h_dest, eth_copy.h_source, ETH_ALEN);

@@ -101,7 +101,7 @@ static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind,
 	int rc;
 
 	if ((void *)(ip + 1) > data_end)
-		return drop(DROP_HEADROOM);  /* cannot happen: the caller wrote this header */
+		return drop(DROP_INTERNAL);  /* the caller wrote this header */
 
 	fib.family = AF_INET;
 	fib.tos = ip->tos;

@@ -31,7 +31,7 @@ static __always_inline int decap_gpdu(struct xdp_md *ctx, struct ethhdr *eth, vo
 	data_end = (void *)(long)ctx->data_end;
 	eth = data;
 	if ((void *)(eth + 1) > data_end)
-		return DROP_HEADROOM;
+		return DROP_INTERNAL;  /* the inner IPv4 header (checked) follows */
 	__builtin_memcpy(eth, &eth_copy, sizeof(*eth));
 	return 0;
 }

@@ -88,7 +88,8 @@ const (
 	xupfDropReasonDROP_SPOOFED_SOURCE         xupfDropReason = 23
 	xupfDropReasonDROP_GTPU_NOT_N3            xupfDropReason = 24
 	xupfDropReasonDROP_UE_TO_UPF              xupfDropReason = 25
-	xupfDropReasonDROP_MAX                    xupfDropReason = 26
+	xupfDropReasonDROP_INTERNAL               xupfDropReason = 26
+	xupfDropReasonDROP_MAX                    xupfDropReason = 27
 )
 
 type xupfFar struct {
