@@ -20,7 +20,7 @@
 #include "parse.h"
 #include "types.h"
 #include "stats.h"
-#include "classify.h"  /* lowest_bit */
+#include "bits.h"
 
 #ifndef XUPF_MAX_CLASSES
 #define XUPF_MAX_CLASSES 10240

@@ -7,7 +7,7 @@
 #include "parse.h"
 #include "encap.h"
 #include "rules.h"
-#include "classify.h"
+#include "pdr_select.h"
 #include "classifier.h"
 #include "policer.h"
 #include "qos.h"

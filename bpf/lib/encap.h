@@ -1,6 +1,7 @@
-/* Outer header creation: a FAR with FAR_F_OHC puts the packet into a GTP-U tunnel, downlink
- * toward a gNB and uplink toward another UPF (N9) or the SMF. Both directions use this one
- * encapsulation, so source ports, ToS and header layout are the same on every tunnel. */
+/* GTP-U tunnel ends. Outer header creation: a FAR with FAR_F_OHC puts the packet into a
+ * GTP-U tunnel, downlink toward a gNB and uplink toward another UPF (N9) or the SMF. Both
+ * directions use this one encapsulation, so source ports, ToS and header layout are the same
+ * on every tunnel. Outer header removal: decap_gpdu takes an uplink G-PDU out of its tunnel. */
 #ifndef XUPF_ENCAP_H
 #define XUPF_ENCAP_H
 
@@ -109,6 +110,26 @@ static __always_inline int encap_gpdu(struct xdp_md *ctx, const struct far *far,
 		psc->qfi = qfi & PSC_QFI_MASK;
 		psc->next_ext = GTPU_EXT_NONE;
 	}
+	return 0;
+}
+
+/* decap_gpdu removes everything between the Ethernet header and payload, keeping the
+ * Ethernet header (route_ipv4 rewrites its addresses). Returns 0 or a drop reason. */
+static __always_inline int decap_gpdu(struct xdp_md *ctx, struct ethhdr *eth, void *payload)
+{
+	struct ethhdr eth_copy;
+	int hdr_len = payload - (void *)(eth + 1);
+	void *data, *data_end;
+
+	__builtin_memcpy(&eth_copy, eth, sizeof(eth_copy));
+	if (bpf_xdp_adjust_head(ctx, hdr_len))
+		return DROP_HEADROOM;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return DROP_INTERNAL;  /* the inner IPv4 header (checked) follows */
+	__builtin_memcpy(eth, &eth_copy, sizeof(*eth));
 	return 0;
 }
 

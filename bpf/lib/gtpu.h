@@ -1,5 +1,6 @@
-/* GTP-U (TS 29.281) header parsing, Echo Response and encapsulation; the PDU Session
- * Container extension header is TS 38.415. */
+/* GTP-U (TS 29.281): the local GTP-U addresses (xupf_gtpu_addrs), header parsing and the
+ * Echo Response; the PDU Session Container extension header is TS 38.415. Encapsulation and
+ * decapsulation are encap.h's. */
 #ifndef XUPF_GTPU_H
 #define XUPF_GTPU_H
 
@@ -34,6 +35,41 @@
 #endif
 
 #define GTPU_IE_RECOVERY 14  /* Recovery IE type (TV, one octet of restart counter) */
+
+#ifndef XUPF_MAX_GTPU_ADDRS
+#define XUPF_MAX_GTPU_ADDRS 16
+#endif
+#ifndef XUPF_MAX_N3_PORTS
+#define XUPF_MAX_N3_PORTS 16
+#endif
+
+/* Key of the local GTP-U address table: an address and an interface GTP-U to it is accepted
+ * on (one with the n3 role: N3 from gNBs, N9 from peer UPFs). With ifindex 0, the entry only
+ * says the address is ours, so that GTP-U arriving elsewhere is told apart and dropped. */
+struct gtpu_addr_key {
+	__be32 addr;
+	__u32 ifindex;
+};
+
+/* Local GTP-U addresses, each with ifindex 0 and with every n3 interface: uplink packets must be
+ * addressed to one of them and arrive on an n3 interface. The interface is part of the key of
+ * the one lookup the dispatch makes anyway, so checking it costs nothing. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XUPF_MAX_GTPU_ADDRS * (XUPF_MAX_N3_PORTS + 1));
+	__type(key, struct gtpu_addr_key);
+	__type(value, __u8);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_gtpu_addrs SEC(".maps");
+
+/* is_gtpu_addr reports whether addr is a local GTP-U address accepting GTP-U on ifindex; with
+ * ifindex 0, whether it is one at all. */
+static __always_inline int is_gtpu_addr(__be32 addr, __u32 ifindex)
+{
+	struct gtpu_addr_key key = { .addr = addr, .ifindex = ifindex };
+
+	return bpf_map_lookup_elem(&xupf_gtpu_addrs, &key) != NULL;
+}
 
 struct gtpu_hdr {
 	__u8 flags;     /* version(3) PT(1) spare(1) E(1) S(1) PN(1) */

@@ -16,9 +16,6 @@
 #ifndef XUPF_MAX_PDRS
 #define XUPF_MAX_PDRS (2 * XUPF_MAX_SESSIONS)
 #endif
-#ifndef XUPF_MAX_GTPU_ADDRS
-#define XUPF_MAX_GTPU_ADDRS 16
-#endif
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -59,30 +56,6 @@ struct {
 	__type(value, struct counters);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_usage SEC(".maps");
-
-#ifndef XUPF_MAX_N3_PORTS
-#define XUPF_MAX_N3_PORTS 16
-#endif
-
-/* Local GTP-U addresses, each with ifindex 0 and with every n3 interface: uplink packets must be
- * addressed to one of them and arrive on an n3 interface. The interface is part of the key of
- * the one lookup the dispatch makes anyway, so checking it costs nothing. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, XUPF_MAX_GTPU_ADDRS * (XUPF_MAX_N3_PORTS + 1));
-	__type(key, struct gtpu_addr_key);
-	__type(value, __u8);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} xupf_gtpu_addrs SEC(".maps");
-
-/* is_gtpu_addr reports whether addr is a local GTP-U address accepting GTP-U on ifindex; with
- * ifindex 0, whether it is one at all. */
-static __always_inline int is_gtpu_addr(__be32 addr, __u32 ifindex)
-{
-	struct gtpu_addr_key key = { .addr = addr, .ifindex = ifindex };
-
-	return bpf_map_lookup_elem(&xupf_gtpu_addrs, &key) != NULL;
-}
 
 static __always_inline struct pdr *pdr_at(__u32 slot)
 {

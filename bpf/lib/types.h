@@ -11,14 +11,6 @@ struct ul_key {
 	__be32 teid;
 };
 
-/* Key of the local GTP-U address table: an address and an interface GTP-U to it is accepted
- * on (one with the n3 role: N3 from gNBs, N9 from peer UPFs). With ifindex 0, the entry only
- * says the address is ours, so that GTP-U arriving elsewhere is told apart and dropped. */
-struct gtpu_addr_key {
-	__be32 addr;
-	__u32 ifindex;
-};
-
 /* Key of the table of the UPF's own services a UE may reach (ue_to_upf_allowed): local address,
  * IP protocol and destination port (0 for protocols without ports, such as ICMP). */
 struct ue_allowed_key {
@@ -34,7 +26,7 @@ struct dl_key {
 };
 
 /* What a TEID or UE address leads to: with ruleset 0, the one PDR slot to apply; otherwise
- * the rule set whose PDRs the packet is classified against (classify.h). */
+ * the rule set whose PDRs the packet is classified against (pdr_select.h). */
 struct rule_ref {
 	__u32 pdr;
 	__u32 ruleset;

@@ -9,32 +9,12 @@
 #include "gtpu.h"
 #include "encap.h"
 #include "rules.h"
-#include "classify.h"
+#include "pdr_select.h"
 #include "classifier.h"
 #include "policer.h"
 #include "qos.h"
 #include "route.h"
 #include "stats.h"
-
-/* decap_gpdu removes everything between the Ethernet header and payload, keeping the
- * Ethernet header (route_ipv4 rewrites its addresses). Returns 0 or a drop reason. */
-static __always_inline int decap_gpdu(struct xdp_md *ctx, struct ethhdr *eth, void *payload)
-{
-	struct ethhdr eth_copy;
-	int hdr_len = payload - (void *)(eth + 1);
-	void *data, *data_end;
-
-	__builtin_memcpy(&eth_copy, eth, sizeof(eth_copy));
-	if (bpf_xdp_adjust_head(ctx, hdr_len))
-		return DROP_HEADROOM;
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	eth = data;
-	if ((void *)(eth + 1) > data_end)
-		return DROP_INTERNAL;  /* the inner IPv4 header (checked) follows */
-	__builtin_memcpy(eth, &eth_copy, sizeof(*eth));
-	return 0;
-}
 
 static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 				       struct gtpu_hdr *gtp, void *data_end)

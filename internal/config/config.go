@@ -116,7 +116,7 @@ const (
 	MaxMaxSessions = 4194304
 
 	// MaxGTPUAddresses is the size of the datapath's local-address table
-	// (XUPF_MAX_GTPU_ADDRS in bpf/lib/rules.h).
+	// (XUPF_MAX_GTPU_ADDRS in bpf/lib/gtpu.h).
 	MaxGTPUAddresses = 16
 
 	// MaxInterfaceNameLen is the longest Linux interface name (IFNAMSIZ-1).

@@ -12,7 +12,7 @@ import (
 // check is free; GTP-U that arrives elsewhere (from the data network on N6) is dropped as
 // gtpu_not_n3 instead of being decapsulated as uplink.
 
-// maxN3Ports is XUPF_MAX_N3_PORTS (bpf/lib/rules.h): n3 interfaces the address table holds.
+// maxN3Ports is XUPF_MAX_N3_PORTS (bpf/lib/gtpu.h): n3 interfaces the address table holds.
 const maxN3Ports = 16
 
 // setGTPUAddrs makes addrs the only local GTP-U addresses, accepted on the interfaces named

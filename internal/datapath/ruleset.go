@@ -232,7 +232,7 @@ func (d *Datapath) reapTables(wait bool) {
 	d.retired = d.retired[n:]
 }
 
-// sdfFields are the classification fields, indexed by enum sdf_field (classify.h).
+// sdfFields are the classification fields, indexed by enum sdf_field (pdr_select.h).
 var sdfFields = []lbvs.Field{
 	xupfSdfFieldSDF_PROTO:       {Name: "protocol", Kind: lbvs.ExactMatch},
 	xupfSdfFieldSDF_QFI:         {Name: "qfi", Kind: lbvs.ExactMatch},

@@ -1,11 +1,12 @@
-/* PDR selection inside a rule set: Linear Bit Vector Search scoped to the rule set. Every
- * rule set (the PDRs of one TEID or one UE address, in precedence order, one bit per SDF
- * filter) has, per field, entries {rule set, field, value} -> 64-bit vector of the rules that
- * accept the value; the packet's vectors are ANDed and the lowest set bit wins. The cost is
- * one lookup per field the rule set uses, whatever the number of sessions.
- * internal/lbvs compiles the tables; internal/datapath writes them. */
-#ifndef XUPF_CLASSIFY_H
-#define XUPF_CLASSIFY_H
+/* PDR selection: which PDR of its TEID or UE address a packet applies (select_pdr), by
+ * Linear Bit Vector Search scoped to the key's rule set (classify). Every rule set (the PDRs
+ * of one TEID or one UE address, in precedence order, one bit per SDF filter) has, per
+ * field, entries {rule set, field, value} -> 64-bit vector of the rules that accept the
+ * value; the packet's vectors are ANDed and the lowest set bit wins. The cost is one lookup
+ * per field the rule set uses, whatever the number of sessions. internal/lbvs compiles the
+ * tables; internal/datapath writes them. */
+#ifndef XUPF_PDR_SELECT_H
+#define XUPF_PDR_SELECT_H
 
 #include <linux/bpf.h>
 #include <linux/ip.h>
@@ -14,6 +15,7 @@
 #include <bpf/bpf_endian.h>
 #include "parse.h"
 #include "types.h"
+#include "bits.h"
 #include "rules.h"
 
 /* The fields an SDF filter (plus the PDR's QFI) can constrain. Bit (1 << field) of
@@ -164,19 +166,6 @@ static __always_inline __u64 sdf_lpm(__u32 rs_id, __u32 field, __be32 value, __u
 	__u64 *v = bpf_map_lookup_elem(&xupf_sdf_lpm, &key);
 
 	return v ? *v : 0;
-}
-
-/* Position of the lowest set bit of a non-zero v: isolate it, multiply by a De Bruijn
- * sequence and look the top six bits up (eBPF has no find-first-set instruction). */
-static const __u8 debruijn_index[64] = {
-	0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36, 53, 51,
-	43, 22, 45, 39, 33, 30, 24, 18, 12, 5, 63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21,
-	44, 32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19, 9, 13, 8, 7, 6,
-};
-
-static __always_inline __u32 lowest_bit(__u64 v)
-{
-	return debruijn_index[((v & -v) * 0x03f79d71b4cb0a89ULL) >> 58];
 }
 
 #define SDF_AND(cond, expr)                \
