@@ -13,6 +13,7 @@ const enum drop_reason *btf_drop_reason __attribute__((unused));
 const enum stat *btf_stat __attribute__((unused));
 const enum far_action *btf_far_action __attribute__((unused));
 const enum far_flag *btf_far_flag __attribute__((unused));
+const enum direction *btf_direction __attribute__((unused));
 const enum sdf_field *btf_sdf_field __attribute__((unused));
 const enum cls_field *btf_cls_field __attribute__((unused));
 const enum meter_algo *btf_meter_algo __attribute__((unused));

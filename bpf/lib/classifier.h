@@ -31,7 +31,7 @@
 #endif
 
 enum cls_field {
-	CLS_DIRECTION = 0,  /* exact: CLS_DIR_UPLINK or CLS_DIR_DOWNLINK */
+	CLS_DIRECTION = 0,  /* exact: enum direction (types.h) */
 	CLS_SRC_MAC,        /* exact: the received frame's source MAC */
 	CLS_DST_MAC,        /* exact: the received frame's destination MAC */
 	CLS_ETHERTYPE,      /* exact: the received frame's ethertype */
@@ -43,11 +43,6 @@ enum cls_field {
 	CLS_FIELD_MAX,
 };
 #define CLS_EXACT_FIELDS (CLS_PROTO + 1)
-
-enum cls_direction {
-	CLS_DIR_UPLINK = 1,    /* "ingress": from the UE, classified on the inner packet */
-	CLS_DIR_DOWNLINK = 2,  /* "egress": toward the UE, classified before encapsulation */
-};
 
 /* Load-time settings: the fields some class uses, the vector words in use (0: no classes,
  * the classifier is off) and the buffer this program reads. */
@@ -131,7 +126,7 @@ struct cls_pkt {
 	__u64 src_mac, dst_mac;
 	__be32 src_ip, dst_ip;
 	__u16 ethertype, src_port, dst_port;  /* host order */
-	__u8 direction, proto, has_ports;
+	__u8 direction, proto, has_ports;  /* direction: enum direction */
 };
 
 static __always_inline __u64 mac_u64(const unsigned char *m)
@@ -141,12 +136,13 @@ static __always_inline __u64 mac_u64(const unsigned char *m)
 }
 
 /* cls_pkt_fill reads the frame's Ethernet header eth and the user packet ip (header known
- * to be in the packet, ihl_len bytes long). */
+ * to be in the packet, ihl_len bytes long) travelling in direction dir: uplink ("ingress") it
+ * is the inner packet, downlink ("egress") the packet before encapsulation. */
 static __always_inline void cls_pkt_fill(struct cls_pkt *p, const struct ethhdr *eth,
 					 struct iphdr *ip, __u32 ihl_len, void *data_end,
-					 __u8 direction)
+					 enum direction dir)
 {
-	p->direction = direction;
+	p->direction = dir;
 	p->src_mac = mac_u64(eth->h_source);
 	p->dst_mac = mac_u64(eth->h_dest);
 	p->ethertype = bpf_ntohs(eth->h_proto);

@@ -109,11 +109,13 @@ struct sdf_pkt {
 };
 
 /* sdf_pkt_fill reads ip (whose header and ihl_len bytes are known to be in the packet) into
- * p; uplink says the UE is the source. Ports and SPI are read only when some rule set uses
+ * p; on the uplink the UE is the source. Ports and SPI are read only when some rule set uses
  * them. */
 static __always_inline void sdf_pkt_fill(struct sdf_pkt *p, struct iphdr *ip, __u32 ihl_len,
-					 void *data_end, int uplink)
+					 void *data_end, enum direction dir)
 {
+	int uplink = dir == DIR_UPLINK;
+
 	p->proto = ip->protocol;
 	p->tos = ip->tos;
 	p->remote = uplink ? ip->daddr : ip->saddr;
@@ -207,10 +209,10 @@ static __always_inline __s64 classify(__u32 rs_id, const struct sdf_pkt *p)
 
 /* select_pdr returns the PDR that applies to the packet whose IPv4 header is ip: the
  * classification winner of the key's rule set, or the key's one PDR without a classification
- * step. uplink says the packet comes from the UE, with the QFI of its PDU Session Container
- * when has_qfi. NULL: no PDR matches. */
+ * step. An uplink packet (from the UE) comes with the QFI of its PDU Session Container when
+ * has_qfi. NULL: no PDR matches. */
 static __always_inline struct pdr *select_pdr(const struct rule_ref *ref, struct iphdr *ip,
-					      __u32 ihl_len, void *data_end, int uplink,
+					      __u32 ihl_len, void *data_end, enum direction dir,
 					      __u8 has_qfi, __u8 qfi)
 {
 	struct pdr *pdr;
@@ -219,13 +221,13 @@ static __always_inline struct pdr *select_pdr(const struct rule_ref *ref, struct
 		struct sdf_pkt p = { .qfi = qfi, .has_qfi = has_qfi };
 		__s64 slot;
 
-		sdf_pkt_fill(&p, ip, ihl_len, data_end, uplink);
+		sdf_pkt_fill(&p, ip, ihl_len, data_end, dir);
 		slot = classify(ref->ruleset, &p);
 		return slot < 0 ? NULL : pdr_at(slot);
 	}
 	pdr = pdr_at(ref->pdr);
 	/* A downlink PDR's QFI is a marking; an uplink one's must be on the packet. */
-	if (pdr && uplink && pdr->qfi && (!has_qfi || qfi != pdr->qfi))
+	if (pdr && dir == DIR_UPLINK && pdr->qfi && (!has_qfi || qfi != pdr->qfi))
 		return NULL;
 	return pdr;
 }

@@ -6,6 +6,13 @@
 
 #include <linux/types.h>
 
+/* A packet's direction: the one encoding every module uses (PDR selection, the classifier's
+ * direction field, whose table values these are: internal/classifier DirUplink, DirDownlink). */
+enum direction {
+	DIR_UPLINK = 1,    /* from the UE: N3 (or N9) in, decapsulated */
+	DIR_DOWNLINK = 2,  /* toward the UE: N6 in, encapsulated */
+};
+
 /* Key of the uplink rule table: the TEID of the local F-TEID, as on the wire. */
 struct ul_key {
 	__be32 teid;

@@ -54,13 +54,13 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	 * session's name (and be billed to it). */
 	if (ref->ue_addr && inner->saddr != ref->ue_addr)
 		return drop(DROP_SPOOFED_SOURCE);
-	pdr = select_pdr(ref, inner, inner->ihl * 4, data_end, 1, g.has_qfi, g.qfi);
+	pdr = select_pdr(ref, inner, inner->ihl * 4, data_end, DIR_UPLINK, g.has_qfi, g.qfi);
 	if (!pdr)
 		return drop(DROP_NO_PDR_MATCH);
 	if (cfg_cls_words) {
 		struct cls_pkt cp;
 
-		cls_pkt_fill(&cp, eth, inner, inner->ihl * 4, data_end, CLS_DIR_UPLINK);
+		cls_pkt_fill(&cp, eth, inner, inner->ihl * 4, data_end, DIR_UPLINK);
 		meta.class_id = classify_traffic(&cp);
 		count_class(meta.class_id, inner_len);
 	}

@@ -118,7 +118,8 @@ func prefixValue(p netip.Prefix) *[2]uint64 {
 	return &[2]uint64{uint64(a[0])<<24 | uint64(a[1])<<16 | uint64(a[2])<<8 | uint64(a[3]), uint64(p.Bits())}
 }
 
-// Direction values in packets (enum cls_direction).
+// Direction values in packets: enum direction (bpf/lib/types.h), checked by a test in
+// internal/datapath.
 const (
 	DirUplink   = 1
 	DirDownlink = 2

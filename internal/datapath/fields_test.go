@@ -7,7 +7,8 @@ import (
 )
 
 // TestClassifierFieldOrder: internal/classifier numbers its fields as enum cls_field does in
-// bpf/lib/classifier.h; the tables it compiles are written by those numbers.
+// bpf/lib/classifier.h, and its directions as enum direction; the tables it compiles are
+// written by those numbers.
 func TestClassifierFieldOrder(t *testing.T) {
 	pairs := []struct {
 		goIndex int
@@ -28,6 +29,10 @@ func TestClassifierFieldOrder(t *testing.T) {
 		if p.goIndex != int(p.c) {
 			t.Errorf("classifier field %d is %d in classifier.h", p.goIndex, p.c)
 		}
+	}
+	if classifier.DirUplink != int(xupfDirectionDIR_UPLINK) || classifier.DirDownlink != int(xupfDirectionDIR_DOWNLINK) {
+		t.Errorf("classifier directions %d/%d, enum direction %d/%d", classifier.DirUplink, classifier.DirDownlink,
+			xupfDirectionDIR_UPLINK, xupfDirectionDIR_DOWNLINK)
 	}
 	if classifier.MaxClasses != len(xupfClsVec{}.W)*64 {
 		t.Errorf("classifier.MaxClasses %d, datapath vectors hold %d", classifier.MaxClasses, len(xupfClsVec{}.W)*64)

@@ -54,6 +54,13 @@ type xupfCounters struct {
 	Bytes   uint64
 }
 
+type xupfDirection uint32
+
+const (
+	xupfDirectionDIR_UPLINK   xupfDirection = 1
+	xupfDirectionDIR_DOWNLINK xupfDirection = 2
+)
+
 type xupfDlKey struct {
 	_      structs.HostLayout
 	UeAddr uint32
@@ -293,6 +300,7 @@ const (
 	xupfMapXupfUsage       = "xupf_usage"
 	xupfProgXupfXdp        = "xupf_xdp"
 	xupfVarBtfClsField     = "btf_cls_field"
+	xupfVarBtfDirection    = "btf_direction"
 	xupfVarBtfDropReason   = "btf_drop_reason"
 	xupfVarBtfFarAction    = "btf_far_action"
 	xupfVarBtfFarFlag      = "btf_far_flag"
@@ -389,6 +397,7 @@ type xupfMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfVariableSpecs struct {
 	BtfClsField     *ebpf.VariableSpec `ebpf:"btf_cls_field"`
+	BtfDirection    *ebpf.VariableSpec `ebpf:"btf_direction"`
 	BtfDropReason   *ebpf.VariableSpec `ebpf:"btf_drop_reason"`
 	BtfFarAction    *ebpf.VariableSpec `ebpf:"btf_far_action"`
 	BtfFarFlag      *ebpf.VariableSpec `ebpf:"btf_far_flag"`
@@ -485,6 +494,7 @@ func (m *xupfMaps) Close() error {
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfVariables struct {
 	BtfClsField     *ebpf.Variable `ebpf:"btf_cls_field"`
+	BtfDirection    *ebpf.Variable `ebpf:"btf_direction"`
 	BtfDropReason   *ebpf.Variable `ebpf:"btf_drop_reason"`
 	BtfFarAction    *ebpf.Variable `ebpf:"btf_far_action"`
 	BtfFarFlag      *ebpf.Variable `ebpf:"btf_far_flag"`
