@@ -44,7 +44,7 @@ int xupf_xdp(struct xdp_md *ctx)
 	if (ref)
 		return handle_downlink(ctx, eth, ip, ref, data_end);
 	/* Off the fast paths: only here is a GTP-U address met on another interface looked for. */
-	if (ip->protocol == IPPROTO_UDP && is_gtpu_addr(ip->daddr, 0))
+	if (ip->protocol == IPPROTO_UDP && is_gtpu_addr(ip->daddr, GTPU_ANY_IFINDEX))
 		return refuse_gtpu(ip, data_end);
 pass:
 	count_stat(STAT_PASS);

@@ -85,8 +85,10 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_cls_lpm SEC(".maps");
 
-/* Per buffer: [0] the vector of all classes (the start), [1 + f] the wildcard vector of
- * exact field f (the classes that accept any value). */
+/* Per buffer: [CLS_VEC_ALL] the vector of all classes (the start), [CLS_VEC_WILD(f)] the
+ * wildcard vector of exact field f (the classes that accept any value). */
+#define CLS_VEC_ALL 0
+#define CLS_VEC_WILD(field) (1 + (field))
 #define CLS_VECS_PER_BUF (1 + CLS_EXACT_FIELDS)
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -187,14 +189,15 @@ static __always_inline const struct cls_vec *cls_exact(__u32 field, __u64 value)
 	struct cls_exact_key key = { .buf = cfg_cls_buf, .field = field, .value = value };
 	const struct cls_vec *v = bpf_map_lookup_elem(&xupf_cls_exact, &key);
 
-	return v ? v : cls_vec_at(1 + field);
+	return v ? v : cls_vec_at(CLS_VEC_WILD(field));
 }
 
-static __always_inline const struct cls_vec *cls_lpm(__u32 field, __be32 value, __u32 bits,
-						     int present)
+/* cls_lpm looks up the first bits of value; with bits 0 (a value the packet does not have)
+ * only the zero-length entry, the classes that accept anything, can match. */
+static __always_inline const struct cls_vec *cls_lpm(__u32 field, __be32 value, __u32 bits)
 {
 	struct cls_lpm_key key = {
-		.prefixlen = 64 + (present ? bits : 0),
+		.prefixlen = 64 + bits,
 		.buf = cfg_cls_buf,
 		.field = field,
 		.value = value,
@@ -222,7 +225,7 @@ static __always_inline __u32 classify_traffic(const struct cls_pkt *p)
 	if (!cfg_cls_words)
 		return 0;
 	vec = bpf_map_lookup_elem(&xupf_cls_scratch, &zero);
-	base = cls_vec_at(0);
+	base = cls_vec_at(CLS_VEC_ALL);
 	if (!vec || !base)
 		return 0;
 	for (__u32 i = 0; i < CLS_WORDS; i++) {
@@ -235,10 +238,10 @@ static __always_inline __u32 classify_traffic(const struct cls_pkt *p)
 	CLS_AND(CLS_DST_MAC, cls_exact(CLS_DST_MAC, p->dst_mac));
 	CLS_AND(CLS_ETHERTYPE, cls_exact(CLS_ETHERTYPE, p->ethertype));
 	CLS_AND(CLS_PROTO, cls_exact(CLS_PROTO, p->proto));
-	CLS_AND(CLS_SRC_IP, cls_lpm(CLS_SRC_IP, p->src_ip, 32, 1));
-	CLS_AND(CLS_DST_IP, cls_lpm(CLS_DST_IP, p->dst_ip, 32, 1));
-	CLS_AND(CLS_SRC_PORT, cls_lpm(CLS_SRC_PORT, bpf_htonl((__u32)p->src_port << 16), 16, p->has_ports));
-	CLS_AND(CLS_DST_PORT, cls_lpm(CLS_DST_PORT, bpf_htonl((__u32)p->dst_port << 16), 16, p->has_ports));
+	CLS_AND(CLS_SRC_IP, cls_lpm(CLS_SRC_IP, p->src_ip, 32));
+	CLS_AND(CLS_DST_IP, cls_lpm(CLS_DST_IP, p->dst_ip, 32));
+	CLS_AND(CLS_SRC_PORT, cls_lpm(CLS_SRC_PORT, bpf_htonl((__u32)p->src_port << 16), p->has_ports ? 16 : 0));
+	CLS_AND(CLS_DST_PORT, cls_lpm(CLS_DST_PORT, bpf_htonl((__u32)p->dst_port << 16), p->has_ports ? 16 : 0));
 
 	for (__u32 i = 0; i < CLS_WORDS; i++) {
 		__u64 w;

@@ -32,7 +32,7 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 	if (tot_len < ihl_len || tot_len > (__u32)(data_end - (void *)ip))
 		return drop(DROP_MALFORMED_DL_IP);
 
-	pdr = select_pdr(ref, ip, ihl_len, data_end, DIR_DOWNLINK, 0, 0);
+	pdr = select_pdr(ref, ip, ihl_len, data_end, DIR_DOWNLINK, PSC_NONE);
 	if (!pdr)
 		return drop(DROP_NO_PDR_MATCH);
 	if (cfg_cls_words) {

@@ -27,6 +27,8 @@
 #define GTPU_EXT_PDU_SESSION_CONTAINER 0x85
 #define PDU_TYPE_DL_SESSION_INFO 0  /* TS 38.415 PDU type, high nibble of the first octet */
 #define PSC_QFI_MASK 0x3f           /* QFI: low six bits of the second octet */
+/* No QFI: a PDR's qfi of 0, and encapsulation without a PDU Session Container. */
+#define QFI_NONE 0
 
 /* Longest extension-header chain the datapath walks; a longer one is a counted drop. Real
  * gNBs send one (the PDU Session Container), sometimes two. */
@@ -62,8 +64,11 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_gtpu_addrs SEC(".maps");
 
+/* The ifindex of the entry each local GTP-U address has whatever its interfaces. */
+#define GTPU_ANY_IFINDEX 0
+
 /* is_gtpu_addr reports whether addr is a local GTP-U address accepting GTP-U on ifindex; with
- * ifindex 0, whether it is one at all. */
+ * GTPU_ANY_IFINDEX, whether it is one at all. */
 static __always_inline int is_gtpu_addr(__be32 addr, __u32 ifindex)
 {
 	struct gtpu_addr_key key = { .addr = addr, .ifindex = ifindex };
@@ -93,10 +98,18 @@ struct gtpu_psc {
 	__u8 next_ext;
 } __attribute__((packed));
 
+/* The QFI of a packet's PDU Session Container, when it has one (an uplink G-PDU may). */
+struct psc_qfi {
+	__u8 qfi;
+	__u8 present;  /* 0: no container, qfi means nothing */
+};
+
+/* A packet without a PDU Session Container: every downlink packet. */
+#define PSC_NONE ((struct psc_qfi){ .qfi = QFI_NONE, .present = 0 })
+
 struct gtpu_gpdu {
-	void *payload;  /* the T-PDU (inner packet) */
-	__u8 qfi;       /* from the PDU Session Container, when has_qfi */
-	__u8 has_qfi;
+	void *payload;       /* the T-PDU (inner packet) */
+	struct psc_qfi psc;  /* from the PDU Session Container */
 };
 
 /* gtpu_parse_gpdu walks the optional fields and extension headers of the G-PDU at gtp and
@@ -107,8 +120,7 @@ static __always_inline int gtpu_parse_gpdu(struct gtpu_hdr *gtp, void *data_end,
 	__u8 *cur = (void *)(gtp + 1);
 	__u8 next = GTPU_EXT_NONE;
 
-	g->has_qfi = 0;
-	g->qfi = 0;
+	g->psc = PSC_NONE;
 	if (gtp->flags & (GTPU_FLAG_E | GTPU_FLAG_S | GTPU_FLAG_PN)) {
 		struct gtpu_opt *opt = (void *)cur;
 
@@ -141,8 +153,8 @@ static __always_inline int gtpu_parse_gpdu(struct gtpu_hdr *gtp, void *data_end,
 			 * separately and needs the check on cur itself. */
 			if ((void *)(psc + 1) > data_end)
 				return DROP_INTERNAL;
-			g->qfi = psc->qfi & PSC_QFI_MASK;
-			g->has_qfi = 1;
+			g->psc.qfi = psc->qfi & PSC_QFI_MASK;
+			g->psc.present = 1;
 		}
 		next = *last;
 		cur = last + 1;

@@ -16,6 +16,7 @@
 #include "parse.h"
 #include "types.h"
 #include "bits.h"
+#include "gtpu.h"
 #include "rules.h"
 
 /* The fields an SDF filter (plus the PDR's QFI) can constrain. Bit (1 << field) of
@@ -154,13 +155,12 @@ static __always_inline __u64 sdf_exact(__u32 rs_id, __u32 field, __u32 value, __
 	return v ? *v : wild;
 }
 
-/* sdf_lpm looks value up; with present == 0 only the zero-length entry (the rules that
- * accept anything) can match. */
-static __always_inline __u64 sdf_lpm(__u32 rs_id, __u32 field, __be32 value, __u32 bits,
-				     int present)
+/* sdf_lpm looks up the first bits of value; with bits 0 (a value the packet does not have)
+ * only the zero-length entry, the rules that accept anything, can match. */
+static __always_inline __u64 sdf_lpm(__u32 rs_id, __u32 field, __be32 value, __u32 bits)
 {
 	struct sdf_lpm_key key = {
-		.prefixlen = SDF_LPM_KEY_BITS + (present ? bits : 0),
+		.prefixlen = SDF_LPM_KEY_BITS + bits,
 		.ruleset = rs_id,
 		.field = field,
 		.value = value,
@@ -195,13 +195,13 @@ static __always_inline __s64 classify(__u32 rs_id, const struct sdf_pkt *p)
 		p->has_qfi ? sdf_exact(rs_id, SDF_QFI, p->qfi, rs->wild[SDF_QFI]) : rs->wild[SDF_QFI]);
 	SDF_AND(fields & (1 << SDF_SPI),
 		p->has_spi ? sdf_exact(rs_id, SDF_SPI, p->spi, rs->wild[SDF_SPI]) : rs->wild[SDF_SPI]);
-	SDF_AND(fields & (1 << SDF_REMOTE_ADDR), sdf_lpm(rs_id, SDF_REMOTE_ADDR, p->remote, 32, 1));
-	SDF_AND(fields & (1 << SDF_LOCAL_ADDR), sdf_lpm(rs_id, SDF_LOCAL_ADDR, p->local, 32, 1));
+	SDF_AND(fields & (1 << SDF_REMOTE_ADDR), sdf_lpm(rs_id, SDF_REMOTE_ADDR, p->remote, 32));
+	SDF_AND(fields & (1 << SDF_LOCAL_ADDR), sdf_lpm(rs_id, SDF_LOCAL_ADDR, p->local, 32));
 	SDF_AND(fields & (1 << SDF_REMOTE_PORT),
-		sdf_lpm(rs_id, SDF_REMOTE_PORT, bpf_htonl((__u32)p->remote_port << 16), 16, p->has_ports));
+		sdf_lpm(rs_id, SDF_REMOTE_PORT, bpf_htonl((__u32)p->remote_port << 16), p->has_ports ? 16 : 0));
 	SDF_AND(fields & (1 << SDF_LOCAL_PORT),
-		sdf_lpm(rs_id, SDF_LOCAL_PORT, bpf_htonl((__u32)p->local_port << 16), 16, p->has_ports));
-	SDF_AND(fields & (1 << SDF_TOS), sdf_lpm(rs_id, SDF_TOS, bpf_htonl((__u32)p->tos << 24), 8, 1));
+		sdf_lpm(rs_id, SDF_LOCAL_PORT, bpf_htonl((__u32)p->local_port << 16), p->has_ports ? 16 : 0));
+	SDF_AND(fields & (1 << SDF_TOS), sdf_lpm(rs_id, SDF_TOS, bpf_htonl((__u32)p->tos << 24), 8));
 	if (!v)
 		return -1;
 	return rs->pdr[lowest_bit(v) & (SDF_MAX_RULES - 1)];
@@ -209,16 +209,15 @@ static __always_inline __s64 classify(__u32 rs_id, const struct sdf_pkt *p)
 
 /* select_pdr returns the PDR that applies to the packet whose IPv4 header is ip: the
  * classification winner of the key's rule set, or the key's one PDR without a classification
- * step. An uplink packet (from the UE) comes with the QFI of its PDU Session Container when
- * has_qfi. NULL: no PDR matches. */
+ * step. psc is the packet's PDU Session Container (PSC_NONE downlink). NULL: no PDR matches. */
 static __always_inline struct pdr *select_pdr(const struct rule_ref *ref, struct iphdr *ip,
 					      __u32 ihl_len, void *data_end, enum direction dir,
-					      __u8 has_qfi, __u8 qfi)
+					      struct psc_qfi psc)
 {
 	struct pdr *pdr;
 
 	if (ref->ruleset) {
-		struct sdf_pkt p = { .qfi = qfi, .has_qfi = has_qfi };
+		struct sdf_pkt p = { .qfi = psc.qfi, .has_qfi = psc.present };
 		__s64 slot;
 
 		sdf_pkt_fill(&p, ip, ihl_len, data_end, dir);
@@ -227,7 +226,7 @@ static __always_inline struct pdr *select_pdr(const struct rule_ref *ref, struct
 	}
 	pdr = pdr_at(ref->pdr);
 	/* A downlink PDR's QFI is a marking; an uplink one's must be on the packet. */
-	if (pdr && dir == DIR_UPLINK && pdr->qfi && (!has_qfi || qfi != pdr->qfi))
+	if (pdr && dir == DIR_UPLINK && pdr->qfi && (!psc.present || psc.qfi != pdr->qfi))
 		return NULL;
 	return pdr;
 }

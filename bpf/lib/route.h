@@ -56,6 +56,10 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_ue_allowed SEC(".maps");
 
+/* bpf_fib_lookup without BPF_FIB_LOOKUP_* flags: policy rules, the tables and the
+ * neighbours, as the kernel would forward the packet. */
+#define FIB_LOOKUP_AS_FORWARDED 0
+
 /* What route_ipv4 is given. */
 enum route_kind {
 	ROUTE_BUILT,    /* an outer header built here: its TTL is its own */
@@ -113,7 +117,7 @@ static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind,
 
 	/* The FIB comes before the TTL check: a UE's expiring packet to the UPF itself would be
 	 * delivered, not expired, by the kernel. */
-	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), FIB_LOOKUP_AS_FORWARDED);
 	switch (rc) {
 	case BPF_FIB_LKUP_RET_SUCCESS:
 		break;
@@ -159,7 +163,8 @@ static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind,
 	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
 	count_stat(tx_stat);
-	return bpf_redirect_map(&xupf_tx_ports, fib.ifindex, 0);
+	/* The flags are the action should the port have gone since the lookup above. */
+	return bpf_redirect_map(&xupf_tx_ports, fib.ifindex, XDP_ABORTED);
 }
 
 #endif

@@ -54,7 +54,7 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	 * session's name (and be billed to it). */
 	if (ref->ue_addr && inner->saddr != ref->ue_addr)
 		return drop(DROP_SPOOFED_SOURCE);
-	pdr = select_pdr(ref, inner, inner->ihl * 4, data_end, DIR_UPLINK, g.has_qfi, g.qfi);
+	pdr = select_pdr(ref, inner, inner->ihl * 4, data_end, DIR_UPLINK, g.psc);
 	if (!pdr)
 		return drop(DROP_NO_PDR_MATCH);
 	if (cfg_cls_words) {
@@ -91,7 +91,7 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	 * instead: route_ipv4 hands it to the kernel decapsulated, which answers ICMP Time
 	 * Exceeded to the UE, as for any uplink packet. */
 	if ((far->flags & FAR_F_OHC) && ttl > 1)
-		return tunnel_ipv4(ctx, far, 0, STAT_UL_TX, STAT_UL_KERNEL);
+		return tunnel_ipv4(ctx, far, QFI_NONE, STAT_UL_TX, STAT_UL_KERNEL);
 	return route_ipv4(ctx, ROUTE_FROM_UE, STAT_UL_TX, STAT_UL_KERNEL);
 }
 
