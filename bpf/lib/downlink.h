@@ -57,7 +57,7 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 		return drop(reason);
 	/* The policer comes last, so that only packets that will be forwarded use its tokens;
 	 * one it refuses gives back what the QERs charged. */
-	if (cfg_cls_words) {
+	if (cfg_policer) {
 		reason = police(meta.class_id, tot_len);
 		if (reason) {
 			qos_refund(pdr, tot_len);

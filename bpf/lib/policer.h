@@ -25,6 +25,11 @@ enum police_action {
 /* The key of the default contract. */
 #define POLICE_DEFAULT_CLASS 0
 
+/* Load-time switch: the daemon loads the policer only while a contract exists and classes do
+ * (the class ids come from the classifier); off, the verifier drops it, and packets of a
+ * classifier without contracts cost no contract lookups. */
+volatile const __u32 cfg_policer = 0;
+
 /* Not preallocated: a replaced element is freed only after the packets that may still read it
  * are done (RCU), rather than going straight back to a free list for the next update. */
 struct {

@@ -73,7 +73,7 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 		return drop(reason);
 	/* The policer comes last, so that only packets that will be forwarded use its tokens;
 	 * one it refuses gives back what the QERs charged. */
-	if (cfg_cls_words) {
+	if (cfg_policer) {
 		reason = police(meta.class_id, inner_len);
 		if (reason) {
 			qos_refund(pdr, inner_len);

@@ -55,6 +55,11 @@ func (d *Datapath) SetClasses(c classifier.Compiled) error {
 	}
 	cfg := d.prog
 	cfg.clsFields, cfg.clsWords, cfg.clsBuf = c.Fields, uint32(c.Words), buf
+	contracts, err := d.anyContract()
+	if err != nil {
+		return errors.Join(err, d.clearClsBuffer(buf))
+	}
+	cfg.policer = contracts && cfg.clsWords != 0
 	if err := d.swapProgram(cfg); err != nil {
 		return errors.Join(err, d.clearClsBuffer(buf))
 	}

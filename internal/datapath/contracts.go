@@ -150,7 +150,29 @@ func (d *Datapath) SetContract(c Contract) error {
 		}
 		return fmt.Errorf("contract for class %d: write it (contracts full?): %w", c.Class, err)
 	}
+	// The first contract turns the policer on. Should that fail, the contract goes again.
+	if err := d.ensurePolicer(); err != nil {
+		if created {
+			d.deleteKey(d.objs.XupfContracts, c.Class)
+			d.deleteKey(d.objs.XupfPoliceStats, c.Class)
+		}
+		return fmt.Errorf("contract for class %d: %w", c.Class, err)
+	}
 	return nil
+}
+
+// anyContract says whether xupf_contracts holds a contract. The caller holds d.mu.
+func (d *Datapath) anyContract() (bool, error) {
+	var (
+		class uint32
+		m     xupfMeter
+	)
+	it := d.objs.XupfContracts.Iterate()
+	found := it.Next(&class, &m)
+	if err := it.Err(); err != nil {
+		return false, fmt.Errorf("list contracts: %w", err)
+	}
+	return found, nil
 }
 
 // DeleteContract removes the contract of class, and its counters; ErrNotFound when it has
@@ -168,6 +190,11 @@ func (d *Datapath) DeleteContract(class uint32) error {
 	// and finds them or nothing, which the datapath allows for.
 	if err := d.objs.XupfPoliceStats.Delete(class); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("delete the counters of the contract for class %d: %w", class, err)
+	}
+	// The last contract turns the policer off. Should that fail, the running program finds
+	// no contract and lets every packet pass, as without the policer.
+	if err := d.ensurePolicer(); err != nil {
+		d.log.Warn("policer left on without contracts", "err", err)
 	}
 	return nil
 }

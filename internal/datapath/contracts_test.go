@@ -430,3 +430,63 @@ func TestContractsListAndReload(t *testing.T) {
 		}
 	}
 }
+
+// The policer has its own load-time switch: it is in the program only while a contract and
+// classes exist. Classes without contracts leave it out; the first contract swaps it in, the
+// last one's deletion out again; packets are policed only while it is in.
+func TestPolicerSwitch(t *testing.T) {
+	e := newPolicerEnv(t, TokenBucket)
+	policer := func(want bool) {
+		t.Helper()
+		e.dp.mu.Lock()
+		got := e.dp.prog.policer
+		e.dp.mu.Unlock()
+		if got != want {
+			t.Fatalf("policer in the program: %v, want %v", got, want)
+		}
+	}
+	in, out := policedUL(t, portUL, 100)
+	passes := pktCase{in: in, out: out, ifindex: n3, verdict: xdpRedirect,
+		counters: map[string]uint64{"ul_rx": 1, "ul_tx": 1, "cls_hit": 1}}
+	policer(false)
+	runCase(t, e, passes)
+	setContract(t, e, Contract{Class: classUL, Action: PoliceDrop})
+	policer(true)
+	runCase(t, e, pktCase{in: in, ifindex: n3, verdict: xdpDrop,
+		counters: map[string]uint64{"ul_rx": 1, "cls_hit": 1}, drops: map[string]uint64{"policer": 1}})
+	setContract(t, e, Contract{Class: DefaultContractClass, Action: PolicePass})
+	if err := e.dp.DeleteContract(classUL); err != nil {
+		t.Fatal(err)
+	}
+	policer(true) // the default contract is left
+	if err := e.dp.DeleteContract(DefaultContractClass); err != nil {
+		t.Fatal(err)
+	}
+	policer(false)
+	runCase(t, e, passes)
+	// Without classes it goes out even with a contract; classes bring it back.
+	setContract(t, e, Contract{Class: classUL, Action: PoliceDrop})
+	policer(true)
+	none, err := classifier.Compile(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dp.SetClasses(none); err != nil {
+		t.Fatal(err)
+	}
+	policer(false)
+	r, err := (classifier.Class{ID: classUL, Direction: "ingress", Protocol: "udp", DstPort: "2000"}).Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := classifier.Compile([]classifier.Rule{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dp.SetClasses(one); err != nil {
+		t.Fatal(err)
+	}
+	policer(true)
+	runCase(t, e, pktCase{in: in, ifindex: n3, verdict: xdpDrop,
+		counters: map[string]uint64{"ul_rx": 1, "cls_hit": 1}, drops: map[string]uint64{"policer": 1}})
+}

@@ -14,6 +14,7 @@ type progConfig struct {
 	clsFields uint32 // cfg_cls_fields: traffic-classifier fields some class uses
 	clsWords  uint32 // cfg_cls_words: 64-bit words of class vectors; 0 = no classes
 	clsBuf    uint32 // cfg_cls_buf: the classifier table buffer the program reads
+	policer   bool   // cfg_policer: the policer is on (some contract exists, and classes do)
 }
 
 // ensureSDFFields makes the loaded program classify on every field in mask. Fields are only
@@ -24,6 +25,23 @@ func (d *Datapath) ensureSDFFields(mask uint32) error {
 	}
 	cfg := d.prog
 	cfg.sdfFields |= mask
+	return d.swapProgram(cfg)
+}
+
+// ensurePolicer swaps in a program with the policer on or off as it should be: on while a
+// contract exists and classes do (a contract polices the classifier's classes; without any
+// the policer would only cost lookups). The caller holds d.mu.
+func (d *Datapath) ensurePolicer() error {
+	on, err := d.anyContract()
+	if err != nil {
+		return err
+	}
+	on = on && d.prog.clsWords != 0
+	if on == d.prog.policer {
+		return nil
+	}
+	cfg := d.prog
+	cfg.policer = on
 	return d.swapProgram(cfg)
 }
 
@@ -52,18 +70,24 @@ func (d *Datapath) swapProgram(cfg progConfig) error {
 	d.objs.XupfXdp = prog
 	d.prog = cfg
 	d.log.Debug("datapath program swapped", "sdf_fields", fmt.Sprintf("%#x", cfg.sdfFields),
-		"cls_fields", fmt.Sprintf("%#x", cfg.clsFields), "cls_words", cfg.clsWords, "cls_buf", cfg.clsBuf)
+		"cls_fields", fmt.Sprintf("%#x", cfg.clsFields), "cls_words", cfg.clsWords, "cls_buf", cfg.clsBuf,
+		"policer", cfg.policer)
 	return old.Close()
 }
 
 // loadProgram loads the XDP program specialised to cfg, using the maps already pinned.
 func (d *Datapath) loadProgram(cfg progConfig) (*ebpf.Program, error) {
 	spec := d.spec.Copy()
+	policer := uint32(0)
+	if cfg.policer {
+		policer = 1
+	}
 	for name, v := range map[string]uint32{
 		xupfVarCfgSdfFields: cfg.sdfFields,
 		xupfVarCfgClsFields: cfg.clsFields,
 		xupfVarCfgClsWords:  cfg.clsWords,
 		xupfVarCfgClsBuf:    cfg.clsBuf,
+		xupfVarCfgPolicer:   policer,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("set %s: %w", name, err)

@@ -314,6 +314,7 @@ const (
 	xupfVarCfgClsFields    = "cfg_cls_fields"
 	xupfVarCfgClsWords     = "cfg_cls_words"
 	xupfVarCfgMeterAlgo    = "cfg_meter_algo"
+	xupfVarCfgPolicer      = "cfg_policer"
 	xupfVarCfgSdfFields    = "cfg_sdf_fields"
 )
 
@@ -411,6 +412,7 @@ type xupfVariableSpecs struct {
 	CfgClsFields    *ebpf.VariableSpec `ebpf:"cfg_cls_fields"`
 	CfgClsWords     *ebpf.VariableSpec `ebpf:"cfg_cls_words"`
 	CfgMeterAlgo    *ebpf.VariableSpec `ebpf:"cfg_meter_algo"`
+	CfgPolicer      *ebpf.VariableSpec `ebpf:"cfg_policer"`
 	CfgSdfFields    *ebpf.VariableSpec `ebpf:"cfg_sdf_fields"`
 }
 
@@ -508,6 +510,7 @@ type xupfVariables struct {
 	CfgClsFields    *ebpf.Variable `ebpf:"cfg_cls_fields"`
 	CfgClsWords     *ebpf.Variable `ebpf:"cfg_cls_words"`
 	CfgMeterAlgo    *ebpf.Variable `ebpf:"cfg_meter_algo"`
+	CfgPolicer      *ebpf.Variable `ebpf:"cfg_policer"`
 	CfgSdfFields    *ebpf.Variable `ebpf:"cfg_sdf_fields"`
 }
 
