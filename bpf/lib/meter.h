@@ -3,7 +3,7 @@
  * chosen at load time (cfg_meter_algo), on one of three clocks (cfg_clock).
  *
  * Exactness. Rates up to 1 Tbit/s (1.25e11 bytes/s; QER MBRs from 1 kbit/s) and bursts up to
- * 4.6 GB (MaxMeterBurst, meters.go) are computed without overflow or rounding drift:
+ * 4.6 GB (MaxBurst, internal/meter) are computed without overflow or rounding drift:
  *  - token bucket: tokens are kept in byte-nanoseconds (bytes x 1e9), so a refill adds
  *    elapsed_ns x rate exactly and a packet takes len x 1e9: no division on either path, and
  *    the refill is clamped to the room left before multiplying;

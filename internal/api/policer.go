@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+
+	"github.com/xupf/xupf/internal/meter"
 )
 
 // The policer's contract actions.
@@ -18,12 +20,11 @@ const (
 )
 
 // Bounds of a limit. The rate is metered in bytes per second, hence its multiple of 8; the
-// bounds are the datapath's meter bounds (datapath.MaxMeterRate bytes/s and
-// datapath.MaxMeterBurst bytes).
+// bounds are the meters' (meter.MaxRate bytes/s, meter.MaxBurst bytes).
 const (
 	MinContractRateBPS = 8
-	MaxContractRateBPS = 1_000_000_000_000 // 1 Tbit/s
-	MaxContractBurst   = 4_611_686_018
+	MaxContractRateBPS = meter.MaxRate * 8 // 1 Tbit/s
+	MaxContractBurst   = meter.MaxBurst
 )
 
 // DefaultContractClass is the class id of the default contract.

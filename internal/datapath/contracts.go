@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/xupf/xupf/internal/meter"
 )
 
 // PoliceAction is what a policer contract does with the packets of its class (enum
@@ -40,8 +42,8 @@ const DefaultContractClass = 0
 type Contract struct {
 	Class  uint32
 	Action PoliceAction
-	Rate   uint64 // bytes per second, 1 to MaxMeterRate
-	Burst  uint64 // bytes, 1 to MaxMeterBurst; a packet larger than the burst never passes
+	Rate   uint64 // bytes per second, 1 to meter.MaxRate
+	Burst  uint64 // bytes, 1 to meter.MaxBurst; a packet larger than the burst never passes
 }
 
 // PoliceCounters are what a contract let through and dropped, summed over CPUs.
@@ -77,10 +79,11 @@ func contractEntry(c Contract) (xupfMeter, error) {
 		if len(errs) > 0 {
 			return xupfMeter{}, errors.Join(errs...)
 		}
-		m, err := meterEntry(c.Rate, c.Burst)
+		s, err := meter.New(c.Rate, c.Burst)
 		if err != nil {
 			return xupfMeter{}, err
 		}
+		m := meterEntry(s)
 		m.Action = uint32(c.Action)
 		return m, nil
 	case PolicePass, PoliceDrop:

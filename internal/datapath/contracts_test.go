@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xupf/xupf/internal/classifier"
+	"github.com/xupf/xupf/internal/meter"
 )
 
 // The policer's tests: classes over sessPlain's traffic, contracts on them, packets through
@@ -374,9 +375,9 @@ func TestContractErrors(t *testing.T) {
 			"contract for class 1: rate: a limit needs a rate in bytes/s\nburst: a limit needs a burst in bytes"},
 		{Contract{Class: 1, Action: PoliceLimit, Rate: 1000},
 			"contract for class 1: burst: a limit needs a burst in bytes"},
-		{Contract{Class: 1, Action: PoliceLimit, Rate: MaxMeterRate + 1, Burst: 1},
+		{Contract{Class: 1, Action: PoliceLimit, Rate: meter.MaxRate + 1, Burst: 1},
 			"contract for class 1: rate 125000000001 bytes/s: use 1 to 125000000000 (1 Tbit/s)"},
-		{Contract{Class: 1, Action: PoliceLimit, Rate: 1, Burst: MaxMeterBurst + 1},
+		{Contract{Class: 1, Action: PoliceLimit, Rate: 1, Burst: meter.MaxBurst + 1},
 			"contract for class 1: burst 4611686019 bytes: use 1 to 4611686018"},
 		{Contract{Class: 2, Action: PolicePass, Rate: 1000},
 			"contract for class 2: rate: a pass contract has no rate; set one with PoliceLimit only"},

@@ -1,9 +1,11 @@
 package datapath
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/xupf/xupf/internal/classifier"
+	"github.com/xupf/xupf/internal/meter"
 )
 
 // TestClassifierFieldOrder: internal/classifier numbers its fields as enum cls_field does in
@@ -36,5 +38,50 @@ func TestClassifierFieldOrder(t *testing.T) {
 	}
 	if classifier.MaxClasses != len(xupfClsVec{}.W)*64 {
 		t.Errorf("classifier.MaxClasses %d, datapath vectors hold %d", classifier.MaxClasses, len(xupfClsVec{}.W)*64)
+	}
+}
+
+// TestMeterMatchesC: internal/meter's algorithms are enum meter_algo's, and its State is
+// struct meter's fields but the lock and the policer's action, each of which meterEntry
+// copies.
+func TestMeterMatchesC(t *testing.T) {
+	for _, p := range []struct {
+		algo meter.Algo
+		c    xupfMeterAlgo
+	}{
+		{meter.TokenBucket, xupfMeterAlgoMETER_TOKEN_BUCKET},
+		{meter.SlidingWindow, xupfMeterAlgoMETER_SLIDING_WINDOW},
+		{meter.FixedWindow, xupfMeterAlgoMETER_FIXED_WINDOW},
+	} {
+		if uint32(p.algo) != uint32(p.c) {
+			t.Errorf("meter algo %d is %d in meter.h", p.algo, p.c)
+		}
+	}
+	st := reflect.TypeOf(meter.State{})
+	var c []string
+	for f := range reflect.TypeOf(xupfMeter{}).Fields() {
+		if f.Name != "_" && f.Name != "Lock" && f.Name != "Action" {
+			c = append(c, f.Name)
+		}
+	}
+	if st.NumField() != len(c) {
+		t.Fatalf("meter.State has %d fields, struct meter %d: %v", st.NumField(), len(c), c)
+	}
+	// Every field set to a distinct value comes through meterEntry.
+	var s meter.State
+	sv := reflect.ValueOf(&s).Elem()
+	for i := range sv.NumField() {
+		if sv.Field(i).Kind() == reflect.Int64 {
+			sv.Field(i).SetInt(int64(i + 1))
+		} else {
+			sv.Field(i).SetUint(uint64(i + 1))
+		}
+	}
+	e := reflect.ValueOf(meterEntry(s))
+	for i := range sv.NumField() {
+		name := st.Field(i).Name
+		if got, want := e.FieldByName(name).Interface(), sv.Field(i).Interface(); got != want {
+			t.Errorf("meterEntry: %s is %v, want %v", name, got, want)
+		}
 	}
 }

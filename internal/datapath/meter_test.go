@@ -8,74 +8,10 @@ import (
 	"time"
 
 	"github.com/xupf/xupf/internal/classifier"
+	"github.com/xupf/xupf/internal/meter"
 	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/sdf"
 )
-
-// meterModel is the plain reference of meter.h's three algorithms on one CPU: exact integer
-// arithmetic, written for reading rather than speed. The datapath must give the same verdict
-// for every packet.
-type meterModel struct {
-	algo MeterAlgo
-	m    xupfMeter
-}
-
-func (r *meterModel) pass(size uint32, now uint64) bool {
-	m := &r.m
-	switch r.algo {
-	case SlidingWindow:
-		if now < m.Base {
-			m.Base, m.Start = now, -int64(m.Window)
-		} else if now-m.Base >= 1<<40 {
-			if delta := now - m.Base; delta >= m.Window>>swShift {
-				m.Start = -int64(m.Window)
-			} else {
-				m.Start -= int64(delta << swShift)
-			}
-			m.Start = max(m.Start, -int64(m.Window))
-			m.Base = now
-		}
-		t := int64((now - m.Base) << swShift)
-		tx := int64((uint64(size) * 1_000_000_000 << swShift) / m.Rate)
-		m.Start = min(m.Start, t)
-		if m.Start+tx > t {
-			return false
-		}
-		m.Start = max(m.Start, t-int64(m.Window))
-		m.Start += tx
-		return true
-	case FixedWindow:
-		if now < m.Wstart {
-			m.Wstart, m.Count = now, 0
-		} else if now-m.Wstart >= m.Wlen {
-			m.Wstart, m.Count = now-(now-m.Wstart)%m.Wlen, 0
-		}
-		if m.Count+int64(size) > int64(m.Burst) {
-			return false
-		}
-		m.Count += int64(size)
-		return true
-	}
-	if now < m.Last {
-		m.Last = now
-	} else if now-m.Last >= 1000 {
-		elapsed := now - m.Last
-		m.Last = now
-		if room := int64(m.Burst*1_000_000_000) - m.Tokens; room > 0 {
-			add := uint64(room)
-			if elapsed < uint64(room)/m.Rate+1 {
-				add = elapsed * m.Rate
-			}
-			m.Tokens += int64(add)
-		}
-	}
-	need := int64(size) * 1_000_000_000
-	if m.Tokens < need {
-		return false
-	}
-	m.Tokens -= need
-	return true
-}
 
 var meterAlgos = map[string]MeterAlgo{"token bucket": TokenBucket, "sliding window": SlidingWindow, "fixed window": FixedWindow}
 
@@ -188,7 +124,7 @@ func TestMeterSequences(t *testing.T) {
 
 // TestMeterMatchesModel sends random traffic (sizes 64 to 1500, gaps around the packet's
 // time at the rate, idle periods and clock jumps back) at rates from 1 kbit/s to 100 Gbit/s
-// and checks every verdict against meterModel.
+// and checks every verdict against meter.Model.
 func TestMeterMatchesModel(t *testing.T) {
 	rates := []uint64{1, 64, 1000, 100_000, 10_000_000, 100_000_000} // kbit/s: 1 kbit/s to 100 Gbit/s
 	for name, algo := range meterAlgos {
@@ -200,7 +136,7 @@ func TestMeterMatchesModel(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				model := meterModel{algo: algo, m: m}
+				model := meter.Model{Algo: meter.Algo(algo), State: m}
 				rng := rand.New(rand.NewPCG(kbps, uint64(algo)))
 				// 1000 s after boot, or 208 days: the sliding window's origin (0 for a
 				// fresh meter) is then too far behind to shift in one step.
@@ -216,7 +152,7 @@ func TestMeterMatchesModel(t *testing.T) {
 					default:
 						now += uint64(rng.Int64N(int64(2*txNS + 2)))
 					}
-					want := model.pass(size, now)
+					want := model.Pass(size, now)
 					if got := e.send(size, now); got != want {
 						t.Fatalf("%d kbit/s, packet %d (%d bytes at %d ns): forwarded %v, model says %v",
 							kbps, i, size, now, got, want)

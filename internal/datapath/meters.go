@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/xupf/xupf/internal/meter"
 	"github.com/xupf/xupf/internal/rules"
 )
 
@@ -13,9 +14,9 @@ import (
 type MeterAlgo uint32
 
 const (
-	TokenBucket   = MeterAlgo(xupfMeterAlgoMETER_TOKEN_BUCKET)
-	SlidingWindow = MeterAlgo(xupfMeterAlgoMETER_SLIDING_WINDOW)
-	FixedWindow   = MeterAlgo(xupfMeterAlgoMETER_FIXED_WINDOW)
+	TokenBucket   = MeterAlgo(meter.TokenBucket)
+	SlidingWindow = MeterAlgo(meter.SlidingWindow)
+	FixedWindow   = MeterAlgo(meter.FixedWindow)
 )
 
 // Clock is the time source of the meters (cfg_clock).
@@ -27,15 +28,6 @@ const (
 	ClockUser   = Clock(xupfMeterClockCLOCK_USER)   // xupf_clock, written by RunClock or SetClock
 )
 
-// MaxMeterBurst is the largest burst a meter holds: token buckets count byte-nanoseconds in
-// a signed 64-bit integer, and a full bucket stays below 2^62 so that a refund racing a
-// refill (each adds up to a burst) cannot overflow it.
-const MaxMeterBurst = (1 << 62) / 1_000_000_000
-
-// MaxMeterRate is the highest meter rate, 1 Tbit/s in bytes/s: every product and shift of
-// meter.h stays exact below it.
-const MaxMeterRate = 125_000_000_000
-
 // MinMBRBurst is the smallest burst a QER's meter gets, whatever its rate: two full-size
 // packets, so that a low rate still lets a packet of the largest common size through.
 const MinMBRBurst = 3000
@@ -44,47 +36,22 @@ const MinMBRBurst = 3000
 // meter's burst is MBR × this.
 const DefaultMBRBurst = 50 * time.Millisecond
 
-// meterEntry is a fresh meter for rate bytes/s and burst bytes: full bucket, open windows.
-func meterEntry(rate, burst uint64) (xupfMeter, error) {
-	switch {
-	case rate == 0 || rate > MaxMeterRate:
-		return xupfMeter{}, fmt.Errorf("rate %d bytes/s: use 1 to %d (1 Tbit/s)", rate, uint64(MaxMeterRate))
-	case burst == 0 || burst > MaxMeterBurst:
-		return xupfMeter{}, fmt.Errorf("burst %d bytes: use 1 to %d", burst, uint64(MaxMeterBurst))
+// meterEntry is s as a xupf_meters or xupf_contracts value.
+func meterEntry(s meter.State) xupfMeter {
+	return xupfMeter{
+		Rate: s.Rate, Burst: s.Burst,
+		Tokens: s.Tokens, Last: s.Last,
+		Base: s.Base, Start: s.Start, Window: s.Window,
+		Wstart: s.Wstart, Wlen: s.Wlen, Count: s.Count,
 	}
-	scaled := burst * 1_000_000_000 // byte-nanoseconds: fits, burst ≤ MaxMeterBurst
-	ns, rem := scaled/rate, scaled%rate
-	if ns > maxMeterWindow {
-		// The sliding window keeps burst/rate in 1/1024 ns beside times that must not
-		// overflow: about 13 days of burst is the most it holds.
-		return xupfMeter{}, fmt.Errorf("burst %d bytes at %d bytes/s lasts %v: use a burst that lasts at most %v",
-			burst, rate, time.Duration(ns), time.Duration(maxMeterWindow))
-	}
-	m := xupfMeter{
-		Rate:   rate,
-		Burst:  burst,
-		Tokens: int64(scaled),
-		// burst / rate in 1/2^swShift ns, without shifting scaled (which would overflow)
-		Window: max(1, ns<<swShift+(rem<<swShift)/rate),
-		Wlen:   max(1, ns),
-	}
-	m.Start = -int64(m.Window) // a window behind the origin: the whole burst is available
-	return m, nil
 }
-
-// swShift is SW_SHIFT (meter.h): sliding-window times are in 1/2^swShift ns.
-const swShift = 10
-
-// maxMeterWindow is the longest burst/rate in ns: shifted by swShift it stays below 2^60, so
-// the sliding window's start plus its window cannot overflow.
-const maxMeterWindow = 1 << 50
 
 // mbrMeter is the meter a QER's MBR in kbit/s gets: kbit/s × 125 bytes/s (exact), and a burst
 // of MBR × d (at least MinMBRBurst).
-func mbrMeter(kbps uint64, d time.Duration) (xupfMeter, error) {
+func mbrMeter(kbps uint64, d time.Duration) (meter.State, error) {
 	rate := kbps * 125
 	burst := max(uint64(MinMBRBurst), uint64(float64(rate)*d.Seconds()))
-	return meterEntry(rate, min(burst, MaxMeterBurst))
+	return meter.New(rate, min(burst, meter.MaxBurst))
 }
 
 // meterKey names one meter of an owner: a QER in one direction.
@@ -133,7 +100,7 @@ func (d *Datapath) assignMeters(owner uint64, sets []rules.RuleSet) (map[meterKe
 					return nil, nil, fmt.Errorf("QER %d: meter table full (limits.max_sessions): %w", q.ID, err)
 				}
 				taken = append(taken, slot)
-				if err := d.objs.XupfMeters.Put(slot, m); err != nil {
+				if err := d.objs.XupfMeters.Put(slot, meterEntry(m)); err != nil {
 					d.releaseMeters(taken)
 					return nil, nil, fmt.Errorf("QER %d: write meter: %w", q.ID, err)
 				}

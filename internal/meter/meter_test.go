@@ -1,0 +1,105 @@
+package meter
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestNewBounds(t *testing.T) {
+	for _, tt := range []struct {
+		rate, burst uint64
+		err         string
+	}{
+		{0, 1, "rate 0 bytes/s"},
+		{MaxRate + 1, 1, "rate 125000000001 bytes/s"},
+		{1, 0, "burst 0 bytes"},
+		{1, MaxBurst + 1, "burst 4611686019 bytes"},
+		{1, 2_000_000, "lasts 555h33m20s"}, // 2e6 s of burst at 1 byte/s: past MaxWindow
+		{1, 1, ""},
+		{MaxRate, MaxBurst, ""},
+	} {
+		s, err := New(tt.rate, tt.burst)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("New(%d, %d): %v, want an error with %q", tt.rate, tt.burst, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("New(%d, %d): %v", tt.rate, tt.burst, err)
+			continue
+		}
+		// Fresh: a full bucket, the sliding window a whole window behind, an empty fixed window.
+		if s.Tokens != int64(tt.burst*nsPerSec) || s.Start != -int64(s.Window) || s.Count != 0 {
+			t.Errorf("New(%d, %d) = %+v: not full", tt.rate, tt.burst, s)
+		}
+	}
+}
+
+// At 1000 bytes/s with a burst of 3000 bytes every algorithm passes three 1000-byte packets
+// at once and refuses the fourth; after burst/rate (3 s) the burst is back.
+func TestModelBurstAndRate(t *testing.T) {
+	for _, algo := range []Algo{TokenBucket, SlidingWindow, FixedWindow} {
+		s, err := New(1000, 3000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := Model{Algo: algo, State: s}
+		const t0 = 1_000_000_000_000
+		var got []bool
+		for _, now := range []uint64{t0, t0, t0, t0, t0 + 3*nsPerSec, t0 + 3*nsPerSec, t0 + 3*nsPerSec, t0 + 3*nsPerSec} {
+			got = append(got, m.Pass(1000, now))
+		}
+		want := []bool{true, true, true, false, true, true, true, false}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("algo %d: verdicts %v, want %v", algo, got, want)
+				break
+			}
+		}
+	}
+}
+
+// Once the burst is spent the token bucket and the sliding window pass the rate; the fixed
+// window passes nothing until its window ends.
+func TestModelSteadyRate(t *testing.T) {
+	for _, tt := range []struct {
+		algo   Algo
+		passed int
+	}{{TokenBucket, 9}, {SlidingWindow, 9}, {FixedWindow, 0}} {
+		s, err := New(1000, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := Model{Algo: tt.algo, State: s}
+		now := uint64(1_000_000_000_000)
+		if !m.Pass(1000, now) {
+			t.Fatalf("algo %d: the first packet is refused", tt.algo)
+		}
+		passed := 0
+		for range 19 { // offered: 2 × the rate, within the first window: 0.95 s earn 950 bytes
+			now += nsPerSec / 20
+			if m.Pass(100, now) {
+				passed++
+			}
+		}
+		if passed < tt.passed-1 || passed > tt.passed {
+			t.Errorf("algo %d: %d of 19 packets at twice the rate passed, want about %d", tt.algo, passed, tt.passed)
+		}
+	}
+}
+
+// A clock that goes back restarts time without credit (token bucket, sliding window) or opens
+// a new window (fixed window); nothing overflows at the largest rate and burst.
+func TestModelClockBackAndExtremes(t *testing.T) {
+	for _, algo := range []Algo{TokenBucket, SlidingWindow, FixedWindow} {
+		s, err := New(MaxRate, MaxBurst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := Model{Algo: algo, State: s}
+		if !m.Pass(1500, 1<<54) || !m.Pass(1500, 1<<30) || !m.Pass(1500, 1<<54) {
+			t.Errorf("algo %d: a packet far within the burst is refused", algo)
+		}
+	}
+}
