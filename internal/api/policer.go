@@ -9,26 +9,26 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/xupf/xupf/internal/meter"
+	"github.com/xupf/xupf/internal/policer"
 )
 
-// The policer's contract actions.
+// The policer's contract actions: internal/policer's names (policer.Action.String).
 const (
 	ActionPass  = "pass"
 	ActionDrop  = "drop"
 	ActionLimit = "limit"
 )
 
-// Bounds of a limit. The rate is metered in bytes per second, hence its multiple of 8; the
-// bounds are the meters' (meter.MaxRate bytes/s, meter.MaxBurst bytes).
+// Bounds of a limit: internal/policer's. The rate is metered in bytes per second, hence its
+// multiple of 8.
 const (
-	MinContractRateBPS = 8
-	MaxContractRateBPS = meter.MaxRate * 8 // 1 Tbit/s
-	MaxContractBurst   = meter.MaxBurst
+	MinContractRateBPS = policer.MinRateBPS
+	MaxContractRateBPS = policer.MaxRateBPS // 1 Tbit/s
+	MaxContractBurst   = policer.MaxBurst
 )
 
 // DefaultContractClass is the class id of the default contract.
-const DefaultContractClass = 0
+const DefaultContractClass = policer.DefaultClass
 
 // ContractName names the contract of class in messages: "contract for class 3", or "default
 // contract".

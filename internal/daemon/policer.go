@@ -5,27 +5,21 @@ import (
 
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/datapath"
+	"github.com/xupf/xupf/internal/policer"
 )
 
 // policerDatapath is what the policer needs of the datapath: *datapath.Datapath, or a fake in
 // tests. The policer is keyed by the classifier's class ids, and the daemon reaches both
 // through one datapath (classDatapath).
 type policerDatapath interface {
-	SetContract(c datapath.Contract) error
+	SetContract(c policer.Contract) error
 	DeleteContract(class uint32) error
-	Contract(class uint32) (datapath.ContractInfo, error)
-	Contracts() ([]datapath.ContractInfo, error)
-}
-
-// policeActions are the API's contract actions in the datapath's terms.
-var policeActions = map[string]datapath.PoliceAction{
-	api.ActionPass:  datapath.PolicePass,
-	api.ActionDrop:  datapath.PoliceDrop,
-	api.ActionLimit: datapath.PoliceLimit,
+	Contract(class uint32) (policer.Info, error)
+	Contracts() ([]policer.Info, error)
 }
 
 // apiContract is a datapath contract in the API's terms: bit/s for bytes/s.
-func apiContract(c datapath.ContractInfo) api.ContractInfo {
+func apiContract(c policer.Info) api.ContractInfo {
 	return api.ContractInfo{
 		Class:    c.Class,
 		Contract: api.Contract{Action: c.Action.String(), RateBPS: c.Rate * 8, BurstBytes: c.Burst},
@@ -77,8 +71,9 @@ func (d *Daemon) SetContract(class uint32, c api.Contract) (api.ContractInfo, er
 	// (with its counters), not one set or deleted by a request in between.
 	d.classMu.Lock()
 	defer d.classMu.Unlock()
-	err := d.classDP.SetContract(datapath.Contract{
-		Class: class, Action: policeActions[c.Action], Rate: c.RateBPS / 8, Burst: c.BurstBytes,
+	action, _ := policer.ParseAction(c.Action) // c.Check accepted it
+	err := d.classDP.SetContract(policer.Contract{
+		Class: class, Action: action, Rate: c.RateBPS / 8, Burst: c.BurstBytes,
 	})
 	if err != nil {
 		return api.ContractInfo{}, err

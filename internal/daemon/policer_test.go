@@ -12,22 +12,23 @@ import (
 
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/datapath"
+	"github.com/xupf/xupf/internal/policer"
 )
 
 // fakePolicer keeps contracts as the datapath does: a replaced contract keeps its counters,
 // a deleted one loses them.
 type fakePolicer struct {
 	mu        sync.Mutex
-	contracts map[uint32]datapath.ContractInfo
+	contracts map[uint32]policer.Info
 	setErr    error // returned by SetContract and DeleteContract when set
 	readErr   error // returned by Contract and Contracts when set
 }
 
 func newFakePolicer() fakePolicer {
-	return fakePolicer{contracts: map[uint32]datapath.ContractInfo{}}
+	return fakePolicer{contracts: map[uint32]policer.Info{}}
 }
 
-func (f *fakePolicer) SetContract(c datapath.Contract) error {
+func (f *fakePolicer) SetContract(c policer.Contract) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.setErr != nil {
@@ -52,33 +53,33 @@ func (f *fakePolicer) DeleteContract(class uint32) error {
 	return nil
 }
 
-func (f *fakePolicer) Contract(class uint32) (datapath.ContractInfo, error) {
+func (f *fakePolicer) Contract(class uint32) (policer.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.readErr != nil {
-		return datapath.ContractInfo{}, f.readErr
+		return policer.Info{}, f.readErr
 	}
 	c, ok := f.contracts[class]
 	if !ok {
-		return datapath.ContractInfo{}, fmt.Errorf("class %d has no contract: %w", class, datapath.ErrNotFound)
+		return policer.Info{}, fmt.Errorf("class %d has no contract: %w", class, datapath.ErrNotFound)
 	}
 	return c, nil
 }
 
-func (f *fakePolicer) Contracts() ([]datapath.ContractInfo, error) {
+func (f *fakePolicer) Contracts() ([]policer.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.readErr != nil {
 		return nil, f.readErr
 	}
-	var out []datapath.ContractInfo
+	var out []policer.Info
 	for _, class := range slices.Sorted(maps.Keys(f.contracts)) {
 		out = append(out, f.contracts[class])
 	}
 	return out, nil
 }
 
-func (f *fakePolicer) setCounters(class uint32, c datapath.PoliceCounters) {
+func (f *fakePolicer) setCounters(class uint32, c policer.Counters) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	info := f.contracts[class]
@@ -101,7 +102,7 @@ func TestDaemonContracts(t *testing.T) {
 		t.Fatalf("SetContract(3) = %+v, %v; want %+v", info, err, want)
 	}
 	// The datapath meters bytes per second.
-	if got, want := dp.contracts[3].Contract, (datapath.Contract{Class: 3, Action: datapath.PoliceLimit,
+	if got, want := dp.contracts[3].Contract, (policer.Contract{Class: 3, Action: policer.Limit,
 		Rate: 1_250_000, Burst: 65536}); got != want {
 		t.Errorf("datapath contract %+v, want %+v", got, want)
 	}
@@ -110,7 +111,7 @@ func TestDaemonContracts(t *testing.T) {
 	}
 
 	// Counters come from the datapath, and carry on when the contract is replaced.
-	counters := datapath.PoliceCounters{PassedPackets: 9, PassedBytes: 9000, DroppedPackets: 1, DroppedBytes: 1000}
+	counters := policer.Counters{PassedPackets: 9, PassedBytes: 9000, DroppedPackets: 1, DroppedBytes: 1000}
 	dp.setCounters(3, counters)
 	pass := api.Contract{Action: "pass"}
 	info, err = c.SetContract(ctx, 3, pass)
@@ -202,15 +203,12 @@ func TestDaemonContractErrors(t *testing.T) {
 	}
 }
 
-// The API's names are the datapath's (its bounds are internal/meter's): a contract that passes
-// api.Contract.Check is one the datapath takes.
-func TestContractBoundsMatchDatapath(t *testing.T) {
-	if api.DefaultContractClass != datapath.DefaultContractClass {
-		t.Error("the default contract's class differs")
-	}
-	for name, a := range policeActions {
-		if a.String() != name {
-			t.Errorf("action %q is %v in the datapath", name, a)
+// The API's action names are internal/policer's: a contract that passes api.Contract.Check
+// is one the policer takes (its bounds and default class are policer's constants).
+func TestContractActionsMatchPolicer(t *testing.T) {
+	for _, name := range []string{api.ActionPass, api.ActionDrop, api.ActionLimit} {
+		if a, ok := policer.ParseAction(name); !ok || a.String() != name {
+			t.Errorf("action %q is %v, %v in the policer", name, a, ok)
 		}
 	}
 }

@@ -9,54 +9,24 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/xupf/xupf/internal/meter"
+	"github.com/xupf/xupf/internal/policer"
 )
 
-// PoliceAction is what a policer contract does with the packets of its class (enum
-// police_action, bpf/lib/policer.h).
-type PoliceAction uint32
+// The policer's contract model is internal/policer's; these names stay for the callers of
+// the datapath.
+type (
+	PoliceAction   = policer.Action
+	Contract       = policer.Contract
+	PoliceCounters = policer.Counters
+	ContractInfo   = policer.Info
+)
 
 const (
-	PolicePass  = PoliceAction(xupfPoliceActionPOLICE_PASS)  // every packet goes on
-	PoliceDrop  = PoliceAction(xupfPoliceActionPOLICE_DROP)  // every packet is dropped
-	PoliceLimit = PoliceAction(xupfPoliceActionPOLICE_LIMIT) // packets within the rate and burst go on
+	PolicePass           = policer.Pass
+	PoliceDrop           = policer.Drop
+	PoliceLimit          = policer.Limit
+	DefaultContractClass = policer.DefaultClass
 )
-
-func (a PoliceAction) String() string {
-	switch a {
-	case PolicePass:
-		return "pass"
-	case PoliceDrop:
-		return "drop"
-	case PoliceLimit:
-		return "limit"
-	}
-	return fmt.Sprintf("PoliceAction(%d)", uint32(a))
-}
-
-// DefaultContractClass is the class id of the default contract: the one for packets that
-// match no class, or whose class has no contract of its own.
-const DefaultContractClass = 0
-
-// Contract is the policer's contract for one traffic class (the classifier's class id, or
-// DefaultContractClass). Rate and Burst are set with PoliceLimit only.
-type Contract struct {
-	Class  uint32
-	Action PoliceAction
-	Rate   uint64 // bytes per second, 1 to meter.MaxRate
-	Burst  uint64 // bytes, 1 to meter.MaxBurst; a packet larger than the burst never passes
-}
-
-// PoliceCounters are what a contract let through and dropped, summed over CPUs.
-type PoliceCounters struct {
-	PassedPackets, PassedBytes   uint64
-	DroppedPackets, DroppedBytes uint64
-}
-
-// ContractInfo is a contract with its counters.
-type ContractInfo struct {
-	Contract
-	Counters PoliceCounters
-}
 
 // noContractError is ErrNotFound for a class without a contract.
 type noContractError struct{ class uint32 }
@@ -67,39 +37,19 @@ func (e noContractError) Is(target error) bool { return target == ErrNotFound }
 // contractEntry is c's xupf_contracts value: for a limit, a fresh meter (full bucket, open
 // windows); for pass and drop, the action alone.
 func contractEntry(c Contract) (xupfMeter, error) {
-	switch c.Action {
-	case PoliceLimit:
-		var errs []error
-		if c.Rate == 0 {
-			errs = append(errs, errors.New("rate: a limit needs a rate in bytes/s"))
-		}
-		if c.Burst == 0 {
-			errs = append(errs, errors.New("burst: a limit needs a burst in bytes"))
-		}
-		if len(errs) > 0 {
-			return xupfMeter{}, errors.Join(errs...)
-		}
+	if err := c.Validate(); err != nil {
+		return xupfMeter{}, err
+	}
+	var m xupfMeter
+	if c.Action == PoliceLimit {
 		s, err := meter.New(c.Rate, c.Burst)
 		if err != nil {
 			return xupfMeter{}, err
 		}
-		m := meterEntry(s)
-		m.Action = uint32(c.Action)
-		return m, nil
-	case PolicePass, PoliceDrop:
-		var errs []error
-		if c.Rate != 0 {
-			errs = append(errs, fmt.Errorf("rate: a %s contract has no rate; set one with PoliceLimit only", c.Action))
-		}
-		if c.Burst != 0 {
-			errs = append(errs, fmt.Errorf("burst: a %s contract has no burst; set one with PoliceLimit only", c.Action))
-		}
-		if len(errs) > 0 {
-			return xupfMeter{}, errors.Join(errs...)
-		}
-		return xupfMeter{Action: uint32(c.Action)}, nil
+		m = meterEntry(s)
 	}
-	return xupfMeter{}, fmt.Errorf("action %d: use PolicePass, PoliceDrop or PoliceLimit", uint32(c.Action))
+	m.Action = uint32(c.Action)
+	return m, nil
 }
 
 // contractOf is the contract a xupf_contracts entry holds.

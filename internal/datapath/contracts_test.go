@@ -154,7 +154,7 @@ func TestPolicerActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []ContractInfo{{Contract{Class: classDL, Action: PolicePass}, want}}; !equalContracts(list, want) {
+	if want := []ContractInfo{{Contract: Contract{Class: classDL, Action: PolicePass}, Counters: want}}; !equalContracts(list, want) {
 		t.Errorf("Contracts() = %+v, want %+v", list, want)
 	}
 }
@@ -380,11 +380,11 @@ func TestContractErrors(t *testing.T) {
 		{Contract{Class: 1, Action: PoliceLimit, Rate: 1, Burst: meter.MaxBurst + 1},
 			"contract for class 1: burst 4611686019 bytes: use 1 to 4611686018"},
 		{Contract{Class: 2, Action: PolicePass, Rate: 1000},
-			"contract for class 2: rate: a pass contract has no rate; set one with PoliceLimit only"},
+			"contract for class 2: rate: a pass contract has no rate; set one with Limit only"},
 		{Contract{Class: 0, Action: PoliceDrop, Rate: 1, Burst: 1},
-			"contract for class 0: rate: a drop contract has no rate; set one with PoliceLimit only\n" +
-				"burst: a drop contract has no burst; set one with PoliceLimit only"},
-		{Contract{Class: 3, Action: 7}, "contract for class 3: action 7: use PolicePass, PoliceDrop or PoliceLimit"},
+			"contract for class 0: rate: a drop contract has no rate; set one with Limit only\n" +
+				"burst: a drop contract has no burst; set one with Limit only"},
+		{Contract{Class: 3, Action: 7}, "contract for class 3: action 7: use Pass, Drop or Limit"},
 	} {
 		if err := e.dp.SetContract(tt.c); err == nil || err.Error() != tt.want {
 			t.Errorf("SetContract(%+v) = %v, want %q", tt.c, err, tt.want)

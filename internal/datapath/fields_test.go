@@ -6,6 +6,7 @@ import (
 
 	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/meter"
+	"github.com/xupf/xupf/internal/policer"
 )
 
 // TestClassifierFieldOrder: internal/classifier numbers its fields as enum cls_field does in
@@ -41,9 +42,9 @@ func TestClassifierFieldOrder(t *testing.T) {
 	}
 }
 
-// TestMeterMatchesC: internal/meter's algorithms are enum meter_algo's, and its State is
-// struct meter's fields but the lock and the policer's action, each of which meterEntry
-// copies.
+// TestMeterMatchesC: internal/meter's algorithms are enum meter_algo's and internal/policer's
+// actions enum police_action's; meter.State is struct meter's fields but the lock and the
+// policer's action, each of which meterEntry copies.
 func TestMeterMatchesC(t *testing.T) {
 	for _, p := range []struct {
 		algo meter.Algo
@@ -55,6 +56,18 @@ func TestMeterMatchesC(t *testing.T) {
 	} {
 		if uint32(p.algo) != uint32(p.c) {
 			t.Errorf("meter algo %d is %d in meter.h", p.algo, p.c)
+		}
+	}
+	for _, p := range []struct {
+		a policer.Action
+		c xupfPoliceAction
+	}{
+		{policer.Pass, xupfPoliceActionPOLICE_PASS},
+		{policer.Drop, xupfPoliceActionPOLICE_DROP},
+		{policer.Limit, xupfPoliceActionPOLICE_LIMIT},
+	} {
+		if uint32(p.a) != uint32(p.c) {
+			t.Errorf("policer action %v is %d in policer.h", p.a, p.c)
 		}
 	}
 	st := reflect.TypeOf(meter.State{})
