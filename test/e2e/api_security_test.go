@@ -14,7 +14,7 @@ import (
 	"github.com/xupf/xupf/internal/testbed"
 )
 
-// TestAPIAccess replays the review's attack on the real daemon: from inside its namespace, a
+// TestAPIAccess replays the known attack on the real daemon: from inside its namespace, a
 // client without the token adds a class and sets the default contract to drop, and a web
 // page's cross-origin text/plain POST arrives with a foreign Host. All are refused and the
 // traffic goes on; the operator's way in (the token file, read by xupfctl) still works.

@@ -31,7 +31,7 @@ const (
 	timesRate
 )
 
-// costRow is one row of the budget table (issue 13): which points it reads, and its budget.
+// costRow is one row of the fast-path budget table: which points it reads, and its budget.
 type costRow struct {
 	name     string
 	scenario string
@@ -208,7 +208,7 @@ func costSection(rs []*result.Result) section {
 		}
 	}
 	text := `
-Issue 13's budget table, measured in traffic: for each case, the mean time the datapath's
+The fast-path budget table, measured in traffic: for each case, the mean time the datapath's
 XDP program took per packet during the trial (the kernel's BPF statistics, run time over
 runs, on for the trial only), less the floor: the same figure of an empty program measured
 right after the trial, which is the statistics' own two clock reads (about 45 ns here).
