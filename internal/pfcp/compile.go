@@ -170,9 +170,6 @@ func (n *Node) ruleSets(s *Session) []rules.RuleSet {
 		if p.FTEID != nil {
 			k = rules.Key{Uplink: true, TEID: p.FTEID.TEID}
 			rp.QFI = p.QFI
-			if p.UE.IsValid() {
-				rp.Filters = fromUE(rp.Filters, p.UE)
-			}
 		} else {
 			k = rules.Key{UE: p.UE}
 			rp.QFI = s.markingQFI(p)
@@ -188,12 +185,30 @@ func (n *Node) ruleSets(s *Session) []rules.RuleSet {
 	out := make([]rules.RuleSet, len(order))
 	ue := sessionUE(s)
 	for i, k := range order {
-		out[i] = *byKey[k]
-		if k.Uplink && !n.opts.AllowAnySource && fromAccess(s, out[i]) {
-			out[i].Source = ue
+		rs := byKey[k]
+		if k.Uplink && !n.opts.AllowAnySource && fromAccess(s, *rs) {
+			rs.Source = ue
 		}
+		if k.Uplink {
+			narrowToUE(s, rs)
+		}
+		out[i] = *rs
 	}
 	return out
+}
+
+// narrowToUE narrows the filters of an uplink rule set's PDRs that name a UE address to packets
+// from it: a PDI with both an F-TEID and a UE IP address matches only packets from that UE.
+// When the rule set's Source is that address, the datapath already drops every other source
+// before it selects a PDR, so the filters stay as they are: a PDR that matches everything
+// spares its key the classification step (free5GC's uplink PDR, "permit out ip from any to
+// assigned" with the UE's address, is as cheap as Open5GS's).
+func narrowToUE(s *Session, rs *rules.RuleSet) {
+	for j := range rs.PDRs {
+		if ue := s.PDRs[uint16(rs.PDRs[j].ID)].UE; ue.IsValid() && ue != rs.Source {
+			rs.PDRs[j].Filters = fromUE(rs.PDRs[j].Filters, ue)
+		}
+	}
 }
 
 // sessionUE is the session's UE IPv4 address when its PDRs name exactly one, else none: with

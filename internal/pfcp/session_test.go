@@ -299,9 +299,11 @@ func TestEstablishmentFree5GC(t *testing.T) {
 	}
 	ul := got[0].PDRs[0]
 	wantQERs := []rules.QER{{ID: 1, MBRUL: 5000, MBRDL: 5000}, {ID: 2, MBRUL: 1000, MBRDL: 1000}}
+	// The UE address on the uplink PDR is the rule set's Source, which the datapath checks
+	// before it selects a PDR: the filter is left matching everything, with no classification.
 	if !slices.Equal(ul.QERs, wantQERs) || !slices.Equal(ul.URRs, []uint32{1, 2}) || len(ul.Filters) != 1 ||
-		ul.Filters[0].Local != netip.PrefixFrom(ue1, 32) {
-		t.Errorf("uplink PDR %+v: want both QERs and URRs, and its filter narrowed to the UE", ul)
+		ul.Filters[0].Local.IsValid() || !ul.Filters[0].MatchesAll() || got[0].Source != ue1 {
+		t.Errorf("uplink PDR %+v, source %s: want both QERs and URRs, a filter matching all and the UE as source", ul, got[0].Source)
 	}
 	dlRule := got[1].PDRs[0]
 	if dlRule.QFI != 5 || dlRule.FAR.Action != rules.Drop {
@@ -309,6 +311,22 @@ func TestEstablishmentFree5GC(t *testing.T) {
 	}
 	if ni := p.n.ss.byID[seid].PDRs[1].NetworkInstance; ni != "internet.apn" {
 		t.Errorf("DNS-encoded network instance decoded as %q", ni)
+	}
+}
+
+// TestUplinkUEFilterWithoutSourceCheck: with anti-spoofing off (pfcp_allow_any_source), an
+// uplink PDR naming the UE address must narrow its filters to it itself.
+func TestUplinkUEFilterWithoutSourceCheck(t *testing.T) {
+	p := newPFCPTest(t, func(o *Options) { o.AllowAnySource = true })
+	ul := ie.NewCreatePDR(ie.NewPDRID(1), ie.NewPrecedence(32),
+		ie.NewPDI(ie.NewSourceInterface(ie.SrcInterfaceAccess), ie.NewFTEID(0x01, 0x1234, n3.AsSlice(), nil, 0),
+			ie.NewUEIPAddress(0x02, ue1.String(), "", 0, 0), ie.NewSDFFilter("permit out ip from any to assigned", "", "", "", 1)),
+		ie.NewOuterHeaderRemoval(0, 0), ie.NewFARID(1))
+	seid, _ := p.mustEstablish(0x53, ul, dlPDR(2, ue1, 2), forwardFAR(1, ie.DstInterfaceCore),
+		forwardFAR(2, ie.DstInterfaceAccess, ohc(0x500, gnb)))
+	rs := p.dp.sets[seid][0]
+	if f := rs.PDRs[0].Filters; rs.Source.IsValid() || len(f) != 1 || f[0].Local != netip.PrefixFrom(ue1, 32) {
+		t.Errorf("uplink rule set %+v: want no source check and the filter narrowed to the UE", rs)
 	}
 }
 
