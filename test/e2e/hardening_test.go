@@ -11,6 +11,7 @@ import (
 
 	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/pfcpclient"
+	"github.com/xupf/xupf/internal/session"
 	"github.com/xupf/xupf/internal/testbed"
 )
 
@@ -19,17 +20,24 @@ import (
 // through.
 func TestSpoofedSourceDropped(t *testing.T) {
 	e := newEnv(t)
+	e.checkSpoofedDropped(sessNoQFI)
+}
+
+// checkSpoofedDropped sends uplink packets on genuine's TEID from another source, which must
+// all be dropped as spoofed_source, then from genuine's UE address, which must all arrive.
+func (e *env) checkSpoofedDropped(genuine session.Session) {
+	e.t.Helper()
 	const n = 10
-	spoofed := sessNoQFI
-	spoofed.UE = netip.MustParseAddr("10.45.0.99") // sent on sessNoQFI's TEID
+	spoofed := genuine
+	spoofed.UE = netip.MustParseAddr("10.45.0.99") // sent on genuine's TEID
 	if got := e.uplink(spoofed, n, testbed.Payload("spoofed"), time.Second); len(got) != 0 {
-		t.Errorf("DN received %d packets from spoofed source %s, want none", len(got), spoofed.UE)
+		e.t.Errorf("DN received %d packets from spoofed source %s, want none", len(got), spoofed.UE)
 	}
 	if got := e.stats().Drops["spoofed_source"]; got != n {
-		t.Errorf("drops spoofed_source %d, want %d", got, n)
+		e.t.Errorf("drops spoofed_source %d, want %d", got, n)
 	}
-	if got := e.uplink(sessNoQFI, n, testbed.Payload("genuine"), recvTimeout); len(got) != n {
-		t.Errorf("DN received %d of %d packets from the UE itself", len(got), n)
+	if got := e.uplink(genuine, n, testbed.Payload("genuine"), recvTimeout); len(got) != n {
+		e.t.Errorf("DN received %d of %d packets from the UE itself", len(got), n)
 	}
 }
 
@@ -38,23 +46,11 @@ func TestSpoofedSourceDropped(t *testing.T) {
 func TestSpoofedSourceDroppedPFCP(t *testing.T) {
 	e := newEnv(t)
 	c, ctx := e.smfClient("smf.spoofing.test")
-	const n = 10
 	a, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, QFI: 9, GNB: testbed.GNBAddr, GNBTEID: 0x900})
 	if err != nil {
 		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
 	}
-	genuine := testbed.PFCPView(a, testbed.GNBAddr, 0x900, 9)
-	spoofed := genuine
-	spoofed.UE = netip.MustParseAddr("10.45.0.99")
-	if got := e.uplink(spoofed, n, testbed.Payload("spoofed"), time.Second); len(got) != 0 {
-		t.Errorf("DN received %d packets from spoofed source %s, want none", len(got), spoofed.UE)
-	}
-	if got := e.stats().Drops["spoofed_source"]; got != n {
-		t.Errorf("drops spoofed_source %d, want %d", got, n)
-	}
-	if got := e.uplink(genuine, n, testbed.Payload("genuine"), recvTimeout); len(got) != n {
-		t.Errorf("DN received %d of %d packets from the UE itself", len(got), n)
-	}
+	e.checkSpoofedDropped(testbed.PFCPView(a, testbed.GNBAddr, 0x900, 9))
 }
 
 // TestUEToUPFDropped: a UE sends, through its tunnel, a PFCP Association Setup Request to the
