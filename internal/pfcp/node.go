@@ -357,7 +357,12 @@ func (n *Node) allowed(nodeID string, addr netip.Addr) bool {
 	if containsAddr(n.opts.AllowedPeers, addr) || containsAddr(n.opts.PeerAddresses[nodeID], addr) {
 		return true
 	}
-	return slices.ContainsFunc(n.opts.SMFPeers, func(p netip.AddrPort) bool { return p.Addr().Unmap() == addr })
+	return n.isSMFPeer(addr)
+}
+
+// isSMFPeer reports whether addr is one of the SMFs this UPF associates with (SMFPeers).
+func (n *Node) isSMFPeer(addr netip.Addr) bool {
+	return slices.ContainsFunc(n.opts.SMFPeers, func(p netip.AddrPort) bool { return p.Addr().Unmap() == addr.Unmap() })
 }
 
 func containsAddr(l []netip.Prefix, addr netip.Addr) bool {
@@ -389,7 +394,7 @@ func (n *Node) admit(nodeID string, addr netip.Addr) string {
 	defer n.mu.Unlock()
 	a := n.assocs[nodeID]
 	_, listed := n.opts.PeerAddresses[nodeID]
-	configured := listed || slices.ContainsFunc(n.opts.SMFPeers, func(p netip.AddrPort) bool { return p.Addr().Unmap() == addr.Unmap() })
+	configured := listed || n.isSMFPeer(addr)
 	last, known := n.recoveries[nodeID]
 	switch {
 	case listed && !n.mayActFor(nodeID, a, addr):
