@@ -8,32 +8,26 @@
 #include "parse.h"
 #include "gtpu.h"
 #include "encap.h"
-#include "rules.h"
-#include "pdr_select.h"
-#include "classifier.h"
-#include "policer.h"
-#include "qos.h"
+#include "pipeline.h"
 #include "route.h"
 #include "stats.h"
 
 static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 				       struct gtpu_hdr *gtp, void *data_end)
 {
-	struct gtpu_gpdu g;
-	struct pkt_meta meta = {};
+	struct pkt p = { .eth = eth, .data_end = data_end, .dir = DIR_UPLINK };
 	struct ul_key key = { .teid = gtp->teid };
 	struct rule_ref *ref;
+	struct gtpu_gpdu g;
 	struct iphdr *inner;
-	struct pdr *pdr;
-	struct far *far;
-	__u32 inner_len;
-	int reason;
-	__u8 ttl;
+	struct pdr *pdr = NULL;
+	struct far *far = NULL;
+	int rc, verdict;
 
 	count_stat(STAT_UL_RX);
-	reason = gtpu_parse_gpdu(gtp, data_end, &g);
-	if (reason)
-		return drop(reason);
+	rc = gtpu_parse_gpdu(gtp, data_end, &g);
+	if (rc)
+		return drop(rc);
 
 	inner = g.payload;
 	if ((void *)inner + 1 > data_end)
@@ -42,10 +36,12 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 		return drop(DROP_INNER_NOT_IPV4);
 	if ((void *)(inner + 1) > data_end)
 		return drop(DROP_MALFORMED_INNER);
-	inner_len = bpf_ntohs(inner->tot_len);
-	if (inner->ihl < 5 || inner_len < inner->ihl * 4 ||
-	    inner_len > (__u32)(data_end - (void *)inner))
+	p.len = bpf_ntohs(inner->tot_len);
+	if (inner->ihl < 5 || p.len < inner->ihl * 4 || p.len > (__u32)(data_end - (void *)inner))
 		return drop(DROP_MALFORMED_INNER);
+	p.ip = inner;
+	p.ihl_len = inner->ihl * 4;
+	p.psc = g.psc;
 
 	ref = bpf_map_lookup_elem(&xupf_ul_rules, &key);
 	if (!ref)
@@ -54,43 +50,18 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	 * session's name (and be billed to it). */
 	if (ref->ue_addr && inner->saddr != ref->ue_addr)
 		return drop(DROP_SPOOFED_SOURCE);
-	pdr = select_pdr(ref, inner, inner->ihl * 4, data_end, DIR_UPLINK, g.psc);
-	if (!pdr)
-		return drop(DROP_NO_PDR_MATCH);
-	if (cfg_cls_words) {
-		struct cls_pkt cp;
+	verdict = apply_pdr(&p, ref, &pdr, &far);
+	if (verdict > 0)
+		return drop(verdict);
 
-		cls_pkt_fill(&cp, eth, inner, inner->ihl * 4, data_end, DIR_UPLINK);
-		meta.class_id = classify_traffic(&cp);
-		count_class(meta.class_id, inner_len);
-	}
-	far = far_of(pdr);
-	reason = far_drop_reason(far);
-	if (reason)
-		return drop(reason);
-	reason = qos_check(pdr, inner_len);
-	if (reason)
-		return drop(reason);
-	/* The policer comes last, so that only packets that will be forwarded use its tokens;
-	 * one it refuses gives back what the QERs charged. */
-	if (cfg_policer) {
-		reason = police(meta.class_id, inner_len);
-		if (reason) {
-			qos_refund(pdr, inner_len);
-			return drop(reason);
-		}
-	}
-	count_usage(pdr, inner_len);
-	ttl = inner->ttl;
-
-	reason = decap_gpdu(ctx, eth, g.payload);
-	if (reason)
-		return drop(reason);
+	rc = decap_gpdu(ctx, eth, g.payload);
+	if (rc)
+		return drop(rc);
 	/* With a tunnel the packet leaves in it, without a PDU Session Container (the incoming
 	 * one, if any, went with the outer headers). An expiring packet takes the route below
 	 * instead: route_ipv4 hands it to the kernel decapsulated, which answers ICMP Time
 	 * Exceeded to the UE, as for any uplink packet. */
-	if ((far->flags & FAR_F_OHC) && ttl > 1)
+	if (verdict == 0 && far && (far->flags & FAR_F_OHC))
 		return tunnel_ipv4(ctx, far, QFI_NONE, STAT_UL_TX, STAT_UL_KERNEL);
 	return route_ipv4(ctx, ROUTE_FROM_UE, STAT_UL_TX, STAT_UL_KERNEL);
 }

@@ -282,3 +282,23 @@ func TestMatchAllFilterNeedsNoRuleSet(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiringNotCharged: a packet whose TTL runs out here goes to the kernel uncharged, in both
+// directions alike: usage counts only what is forwarded.
+func TestExpiringNotCharged(t *testing.T) {
+	e := newTestEnv(t, 16)
+	s := sessPlain
+	if err := e.dp.AddSession(s); err != nil {
+		t.Fatal(err)
+	}
+	ul := outerGTP(t, gtpHdr(0x30, 255, s.UplinkTEID, nil, ulInner(t, 1)), nil)
+	if ret, _ := e.run(t, ul, e.n3); ret != xdpPass {
+		t.Fatalf("uplink TTL 1: verdict %s", verdictNames[ret])
+	}
+	if ret, _ := e.run(t, dlIn(t, s, 1), e.n6); ret != xdpPass {
+		t.Fatalf("downlink TTL 1: verdict %s", verdictNames[ret])
+	}
+	if _, u, err := e.dp.Session(s.ID); err != nil || u != (session.Usage{}) {
+		t.Fatalf("usage after expiring packets %+v, %v; want none", u, err)
+	}
+}

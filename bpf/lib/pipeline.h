@@ -1,0 +1,81 @@
+/* The rules a user packet goes through, whichever way it travels (apply_pdr): PDR selection,
+ * the traffic class, the FAR's verdict, QERs, the policer and usage, in that order in both
+ * directions. uplink.h and downlink.h keep only what differs: parsing, the key lookup,
+ * decapsulation and encapsulation. */
+#ifndef XUPF_PIPELINE_H
+#define XUPF_PIPELINE_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include "types.h"
+#include "gtpu.h"
+#include "rules.h"
+#include "pdr_select.h"
+#include "classifier.h"
+#include "policer.h"
+#include "qos.h"
+
+/* A user packet as the rules see it: the IP packet a UE sent or is sent (on the uplink the
+ * inner one, still in its tunnel). */
+struct pkt {
+	struct ethhdr *eth;    /* the received frame's Ethernet header */
+	struct iphdr *ip;      /* the user packet: its header and ihl_len bytes are in the frame */
+	void *data_end;
+	__u32 ihl_len;
+	__u32 len;             /* its total length: what QERs, the policer and usage count */
+	enum direction dir;
+	struct psc_qfi psc;    /* uplink: the PDU Session Container's QFI; downlink PSC_NONE */
+	struct pkt_meta meta;  /* what one module learns for the ones after it */
+};
+
+/* apply_pdr's answer for a packet whose TTL runs out here: not an error, the kernel's to
+ * answer (ICMP Time Exceeded), and not charged. Drop reasons are positive. */
+#define PKT_EXPIRING (-1)
+
+/* apply_pdr applies the rules of ref (a TEID's or a UE address's) to p. It returns 0 with
+ * *pdrp and *farp set when the packet is to be forwarded, and has then charged it to the
+ * QERs, the policer and usage; PKT_EXPIRING when its TTL runs out; otherwise the drop
+ * reason. Only a packet that will be forwarded is charged: the TTL check comes before the
+ * QERs, and a packet the policer refuses gets back what the QERs charged. */
+static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
+				     struct pdr **pdrp, struct far **farp)
+{
+	struct pdr *pdr;
+	struct far *far;
+	int reason;
+
+	pdr = select_pdr(ref, p->ip, p->ihl_len, p->data_end, p->dir, p->psc);
+	if (!pdr)
+		return DROP_NO_PDR_MATCH;
+	if (cfg_cls_words) {
+		struct cls_pkt cp;
+
+		cls_pkt_fill(&cp, p->eth, p->ip, p->ihl_len, p->data_end, p->dir);
+		p->meta.class_id = classify_traffic(&cp);
+		count_class(p->meta.class_id, p->len);
+	}
+	far = far_of(pdr);
+	reason = far_drop_reason(far);
+	if (reason || !far)
+		return reason ? reason : DROP_FAR_DROP;
+	if (p->ip->ttl <= 1)
+		return PKT_EXPIRING;
+	reason = qos_check(pdr, p->len);
+	if (reason)
+		return reason;
+	/* The policer comes last, so that only packets that will be forwarded use its tokens. */
+	if (cfg_policer) {
+		reason = police(p->meta.class_id, p->len);
+		if (reason) {
+			qos_refund(pdr, p->len);
+			return reason;
+		}
+	}
+	count_usage(pdr, p->len);
+	*pdrp = pdr;
+	*farp = far;
+	return 0;
+}
+
+#endif
