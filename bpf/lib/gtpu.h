@@ -1,4 +1,4 @@
-/* GTP-U (TS 29.281): the local GTP-U addresses (xupf_gtpu_addrs), header parsing and the
+/* GTP-U (TS 29.281): the local GTP-U addresses, header parsing and the
  * Echo Response; the PDU Session Container extension header is TS 38.415. Encapsulation and
  * decapsulation are encap.h's. */
 #ifndef XUPF_GTPU_H
@@ -45,35 +45,43 @@
 #define XUPF_MAX_N3_PORTS 16
 #endif
 
-/* Key of the local GTP-U address table: an address and an interface GTP-U to it is accepted
- * on (one with the n3 role: N3 from gNBs, N9 from peer UPFs). With ifindex 0, the entry only
- * says the address is ours, so that GTP-U arriving elsewhere is told apart and dropped. */
-struct gtpu_addr_key {
-	__be32 addr;
-	__u32 ifindex;
-};
+/* The local GTP-U addresses and the interfaces GTP-U is accepted on (those with the n3 role:
+ * N3 from gNBs, N9 from peer UPFs), set when the program is loaded from the configuration.
+ * Every uplink packet is checked against them, so they are compares against constants rather
+ * than a map lookup: the verifier knows the counts and drops the compares past them, so one
+ * address on one interface costs two compares. */
+volatile const __u32 cfg_gtpu_naddrs = 0;
+volatile const __be32 cfg_gtpu_addrs[XUPF_MAX_GTPU_ADDRS] = {};
+volatile const __u32 cfg_n3_nports = 0;
+volatile const __u32 cfg_n3_ifindex[XUPF_MAX_N3_PORTS] = {};
 
-/* Local GTP-U addresses, each with ifindex 0 and with every n3 interface: uplink packets must be
- * addressed to one of them and arrive on an n3 interface. The interface is part of the key of
- * the one lookup the dispatch makes anyway, so checking it costs nothing. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, XUPF_MAX_GTPU_ADDRS * (XUPF_MAX_N3_PORTS + 1));
-	__type(key, struct gtpu_addr_key);
-	__type(value, __u8);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} xupf_gtpu_addrs SEC(".maps");
-
-/* The ifindex of the entry each local GTP-U address has whatever its interfaces. */
+/* With this ifindex, is_gtpu_addr asks whether an address is a local GTP-U address at all. */
 #define GTPU_ANY_IFINDEX 0
 
 /* is_gtpu_addr reports whether addr is a local GTP-U address accepting GTP-U on ifindex; with
- * GTPU_ANY_IFINDEX, whether it is one at all. */
+ * GTPU_ANY_IFINDEX, whether it is one at all (so that GTP-U arriving elsewhere is told apart
+ * and dropped). */
 static __always_inline int is_gtpu_addr(__be32 addr, __u32 ifindex)
 {
-	struct gtpu_addr_key key = { .addr = addr, .ifindex = ifindex };
+	int i, ours = 0;
 
-	return bpf_map_lookup_elem(&xupf_gtpu_addrs, &key) != NULL;
+#pragma unroll
+	for (i = 0; i < XUPF_MAX_GTPU_ADDRS; i++) {
+		if (i >= cfg_gtpu_naddrs)
+			break;
+		if (addr == cfg_gtpu_addrs[i])
+			ours = 1;
+	}
+	if (!ours || ifindex == GTPU_ANY_IFINDEX)
+		return ours;
+#pragma unroll
+	for (i = 0; i < XUPF_MAX_N3_PORTS; i++) {
+		if (i >= cfg_n3_nports)
+			break;
+		if (ifindex == cfg_n3_ifindex[i])
+			return 1;
+	}
+	return 0;
 }
 
 struct gtpu_hdr {

@@ -160,6 +160,9 @@ func Load(opts Options) (*Datapath, error) {
 	spec.Maps[xupfMapXupfRulesets].MaxEntries = uint32(opts.MaxRuleSets + spareRuleSets + 1) // id 0: none
 	spec.Maps[xupfMapXupfSdfExact].MaxEntries = uint32(opts.MaxSDFEntries)
 	spec.Maps[xupfMapXupfSdfLpm].MaxEntries = uint32(opts.MaxSDFEntries)
+	if err := setGTPUAddrs(spec, opts.GTPUAddrs, opts.N3Interfaces); err != nil {
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
 	nm, err := namesFromSpec(spec)
 	if err != nil {
 		return nil, err
@@ -190,10 +193,6 @@ func Load(opts Options) (*Datapath, error) {
 	})
 	if err != nil {
 		return nil, loadError(err, opts.PinPath)
-	}
-	if err := d.setGTPUAddrs(opts.GTPUAddrs, opts.N3Interfaces); err != nil {
-		d.objs.Close()
-		return nil, err
 	}
 	if err := d.setUEAllowed(opts.UEAllowed); err != nil {
 		d.objs.Close()

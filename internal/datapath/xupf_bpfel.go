@@ -126,12 +126,6 @@ const (
 	xupfFarFlagFAR_F_TLM xupfFarFlag = 2
 )
 
-type xupfGtpuAddrKey struct {
-	_       structs.HostLayout
-	Addr    uint32
-	Ifindex uint32
-}
-
 type xupfMeter struct {
 	_    structs.HostLayout
 	Lock struct {
@@ -285,7 +279,6 @@ const (
 	xupfMapXupfDlRules     = "xupf_dl_rules"
 	xupfMapXupfDrops       = "xupf_drops"
 	xupfMapXupfFars        = "xupf_fars"
-	xupfMapXupfGtpuAddrs   = "xupf_gtpu_addrs"
 	xupfMapXupfLocalAddrs  = "xupf_local_addrs"
 	xupfMapXupfMeters      = "xupf_meters"
 	xupfMapXupfPdrs        = "xupf_pdrs"
@@ -313,7 +306,11 @@ const (
 	xupfVarCfgClsBuf       = "cfg_cls_buf"
 	xupfVarCfgClsFields    = "cfg_cls_fields"
 	xupfVarCfgClsWords     = "cfg_cls_words"
+	xupfVarCfgGtpuAddrs    = "cfg_gtpu_addrs"
+	xupfVarCfgGtpuNaddrs   = "cfg_gtpu_naddrs"
 	xupfVarCfgMeterAlgo    = "cfg_meter_algo"
+	xupfVarCfgN3Ifindex    = "cfg_n3_ifindex"
+	xupfVarCfgN3Nports     = "cfg_n3_nports"
 	xupfVarCfgPolicer      = "cfg_policer"
 	xupfVarCfgSdfFields    = "cfg_sdf_fields"
 )
@@ -378,7 +375,6 @@ type xupfMapSpecs struct {
 	XupfDlRules     *ebpf.MapSpec `ebpf:"xupf_dl_rules"`
 	XupfDrops       *ebpf.MapSpec `ebpf:"xupf_drops"`
 	XupfFars        *ebpf.MapSpec `ebpf:"xupf_fars"`
-	XupfGtpuAddrs   *ebpf.MapSpec `ebpf:"xupf_gtpu_addrs"`
 	XupfLocalAddrs  *ebpf.MapSpec `ebpf:"xupf_local_addrs"`
 	XupfMeters      *ebpf.MapSpec `ebpf:"xupf_meters"`
 	XupfPdrs        *ebpf.MapSpec `ebpf:"xupf_pdrs"`
@@ -411,7 +407,11 @@ type xupfVariableSpecs struct {
 	CfgClsBuf       *ebpf.VariableSpec `ebpf:"cfg_cls_buf"`
 	CfgClsFields    *ebpf.VariableSpec `ebpf:"cfg_cls_fields"`
 	CfgClsWords     *ebpf.VariableSpec `ebpf:"cfg_cls_words"`
+	CfgGtpuAddrs    *ebpf.VariableSpec `ebpf:"cfg_gtpu_addrs"`
+	CfgGtpuNaddrs   *ebpf.VariableSpec `ebpf:"cfg_gtpu_naddrs"`
 	CfgMeterAlgo    *ebpf.VariableSpec `ebpf:"cfg_meter_algo"`
+	CfgN3Ifindex    *ebpf.VariableSpec `ebpf:"cfg_n3_ifindex"`
+	CfgN3Nports     *ebpf.VariableSpec `ebpf:"cfg_n3_nports"`
 	CfgPolicer      *ebpf.VariableSpec `ebpf:"cfg_policer"`
 	CfgSdfFields    *ebpf.VariableSpec `ebpf:"cfg_sdf_fields"`
 }
@@ -447,7 +447,6 @@ type xupfMaps struct {
 	XupfDlRules     *ebpf.Map `ebpf:"xupf_dl_rules"`
 	XupfDrops       *ebpf.Map `ebpf:"xupf_drops"`
 	XupfFars        *ebpf.Map `ebpf:"xupf_fars"`
-	XupfGtpuAddrs   *ebpf.Map `ebpf:"xupf_gtpu_addrs"`
 	XupfLocalAddrs  *ebpf.Map `ebpf:"xupf_local_addrs"`
 	XupfMeters      *ebpf.Map `ebpf:"xupf_meters"`
 	XupfPdrs        *ebpf.Map `ebpf:"xupf_pdrs"`
@@ -475,7 +474,6 @@ func (m *xupfMaps) Close() error {
 		m.XupfDlRules,
 		m.XupfDrops,
 		m.XupfFars,
-		m.XupfGtpuAddrs,
 		m.XupfLocalAddrs,
 		m.XupfMeters,
 		m.XupfPdrs,
@@ -509,7 +507,11 @@ type xupfVariables struct {
 	CfgClsBuf       *ebpf.Variable `ebpf:"cfg_cls_buf"`
 	CfgClsFields    *ebpf.Variable `ebpf:"cfg_cls_fields"`
 	CfgClsWords     *ebpf.Variable `ebpf:"cfg_cls_words"`
+	CfgGtpuAddrs    *ebpf.Variable `ebpf:"cfg_gtpu_addrs"`
+	CfgGtpuNaddrs   *ebpf.Variable `ebpf:"cfg_gtpu_naddrs"`
 	CfgMeterAlgo    *ebpf.Variable `ebpf:"cfg_meter_algo"`
+	CfgN3Ifindex    *ebpf.Variable `ebpf:"cfg_n3_ifindex"`
+	CfgN3Nports     *ebpf.Variable `ebpf:"cfg_n3_nports"`
 	CfgPolicer      *ebpf.Variable `ebpf:"cfg_policer"`
 	CfgSdfFields    *ebpf.Variable `ebpf:"cfg_sdf_fields"`
 }
