@@ -15,9 +15,10 @@
  *    burst / rate.
  *
  * Concurrency. One meter may be hit from every CPU (a per-CPU meter would multiply the rate by
- * the number of CPUs). Only what must change together is done under the meter's spin lock: the
- * refill (time and tokens), the window realignment, the rebase. The per-packet part is one
- * atomic add, undone when it overdraws. */
+ * the number of CPUs). The per-packet part is one atomic add, undone when it overdraws. A
+ * token bucket refills without the lock: the CPU whose compare-and-swap moves the refill time
+ * adds the tokens of the time it moved over, so no time is counted twice; the windows'
+ * realignment and rebase happen under the meter's spin lock. */
 #ifndef XUPF_METER_H
 #define XUPF_METER_H
 
@@ -41,9 +42,6 @@ volatile const __u32 cfg_meter_algo = METER_TOKEN_BUCKET;
 volatile const __u32 cfg_clock = CLOCK_KTIME;
 
 #define NSEC_PER_SEC 1000000000ULL
-/* A token bucket refills at most every METER_REFILL_NS: the lock is taken once per refill,
- * not once per packet. No token is lost: the next refill adds the whole time since the last. */
-#define METER_REFILL_NS 1000
 /* Sliding-window times are in 1/2^SW_SHIFT ns; the origin moves when it is SW_REBASE_NS old. */
 #define SW_SHIFT 10
 #define SW_REBASE_NS (1ULL << 40)
@@ -67,6 +65,12 @@ struct meter {
 	/* token bucket */
 	__s64 tokens;     /* byte-nanoseconds; at most burst x 1e9 */
 	__u64 last;       /* clock of the last refill */
+	/* The least time between refills, a 64th of burst / rate within [1 us, 1 ms] (Go
+	 * computes it): a refill is an atomic compare-and-swap and add beside the packet's own
+	 * atomic add, so a meter hit more often than this refills once per interval, not once
+	 * per packet. No token is lost (a refill adds the whole time since the last); tokens just
+	 * come in steps of at most a 64th of the burst. */
+	__u64 refill;
 	/* sliding window (the papers' algorithm: the window's start moves by each packet's
 	 * transmission time and may lag the clock by at most the window, burst / rate) */
 	__u64 base;       /* clock origin of start */
@@ -91,36 +95,33 @@ static __always_inline __u64 meter_now(void)
 	return bpf_ktime_get_ns();
 }
 
-/* tb_refill adds the tokens earned since the last refill, capped at the burst. A clock that
- * went backwards restarts the count from now. */
+/* tb_refill adds the tokens earned since the last refill, capped at the burst, when the
+ * meter's refill interval has passed. Of the CPUs that get here at once, the one whose
+ * compare-and-swap moves last to now adds the tokens of [last, now); the others go on with the
+ * tokens there are. A clock that went backwards restarts the count from now. */
 static __always_inline void tb_refill(struct meter *m, __u64 now)
 {
-	__s64 cap, room;
-	__u64 add, elapsed;
+	__u64 last = m->last, add, elapsed;
+	__s64 room;
 
-	bpf_spin_lock(&m->lock);
-	if (now < m->last) {
-		m->last = now;
-	} else if (now - m->last >= METER_REFILL_NS) {
-		elapsed = now - m->last;
-		m->last = now;
-		cap = (__s64)(m->burst * NSEC_PER_SEC);
-		room = cap - m->tokens;
-		if (room > 0) {
-			/* elapsed x rate only when it cannot exceed the room (so cannot overflow) */
-			add = elapsed >= (__u64)room / m->rate + 1 ? (__u64)room : elapsed * m->rate;
-			__sync_fetch_and_add(&m->tokens, (__s64)add);
-		}
+	if (now >= last && now - last < m->refill)
+		return;
+	if (__sync_val_compare_and_swap(&m->last, last, now) != last || now < last)
+		return;
+	elapsed = now - last;
+	room = (__s64)(m->burst * NSEC_PER_SEC) - m->tokens;
+	if (room > 0) {
+		/* elapsed x rate only when it cannot exceed the room (so cannot overflow) */
+		add = elapsed >= (__u64)room / m->rate + 1 ? (__u64)room : elapsed * m->rate;
+		__sync_fetch_and_add(&m->tokens, (__s64)add);
 	}
-	bpf_spin_unlock(&m->lock);
 }
 
 static __always_inline int tb_pass(struct meter *m, __u32 len, __u64 now)
 {
 	__s64 need = (__s64)len * (__s64)NSEC_PER_SEC;
 
-	if (now < m->last || now - m->last >= METER_REFILL_NS)
-		tb_refill(m, now);
+	tb_refill(m, now);
 	if (__sync_fetch_and_add(&m->tokens, -need) < need) {
 		__sync_fetch_and_add(&m->tokens, need);
 		return 0;

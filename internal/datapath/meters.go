@@ -40,7 +40,7 @@ const DefaultMBRBurst = 50 * time.Millisecond
 func meterEntry(s meter.State) xupfMeter {
 	return xupfMeter{
 		Rate: s.Rate, Burst: s.Burst,
-		Tokens: s.Tokens, Last: s.Last,
+		Tokens: s.Tokens, Last: s.Last, Refill: s.Refill,
 		Base: s.Base, Start: s.Start, Window: s.Window,
 		Wstart: s.Wstart, Wlen: s.Wlen, Count: s.Count,
 	}

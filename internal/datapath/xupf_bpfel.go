@@ -137,6 +137,7 @@ type xupfMeter struct {
 	Burst  uint64
 	Tokens int64
 	Last   uint64
+	Refill uint64
 	Base   uint64
 	Start  int64
 	Window uint64

@@ -33,8 +33,13 @@ const nsPerSec = 1_000_000_000 // NSEC_PER_SEC
 // SWShift is SW_SHIFT: sliding-window times are in 1/2^SWShift ns.
 const SWShift = 10
 
-// RefillNS is METER_REFILL_NS: a token bucket refills at most this often.
-const RefillNS = 1000
+// A token bucket refills at most every Refill ns: a 64th of burst / rate, within
+// [MinRefillNS, MaxRefillNS] (struct meter's refill).
+const (
+	refillDiv   = 64
+	MinRefillNS = 1_000
+	MaxRefillNS = 1_000_000
+)
 
 // RebaseNS is SW_REBASE_NS: the sliding window's origin moves when it is this old.
 const RebaseNS = 1 << 40
@@ -50,6 +55,7 @@ type State struct {
 
 	Tokens int64  // token bucket: byte-nanoseconds, at most Burst × 1e9
 	Last   uint64 // token bucket: clock of the last refill
+	Refill uint64 // token bucket: the least time between refills, ns
 
 	Base   uint64 // sliding window: clock origin of Start
 	Start  int64  // sliding window: window start, (clock - Base) << SWShift
@@ -80,6 +86,7 @@ func New(rate, burst uint64) (State, error) {
 		Rate:   rate,
 		Burst:  burst,
 		Tokens: int64(scaled),
+		Refill: min(max(ns/refillDiv, MinRefillNS), MaxRefillNS),
 		// burst / rate in 1/2^SWShift ns, without shifting scaled (which would overflow)
 		Window: max(1, ns<<SWShift+(rem<<SWShift)/rate),
 		Wlen:   max(1, ns),
@@ -136,7 +143,7 @@ func (r *Model) Pass(size uint32, now uint64) bool {
 	}
 	if now < m.Last {
 		m.Last = now
-	} else if now-m.Last >= RefillNS {
+	} else if now-m.Last >= m.Refill {
 		elapsed := now - m.Last
 		m.Last = now
 		if room := int64(m.Burst*nsPerSec) - m.Tokens; room > 0 {

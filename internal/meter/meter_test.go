@@ -103,3 +103,46 @@ func TestModelClockBackAndExtremes(t *testing.T) {
 		}
 	}
 }
+
+// A token bucket refills at most every Refill ns (a 64th of burst / rate, within bounds): a
+// packet before the interval is up finds no new tokens, and the refill after it adds the whole
+// time since the last one, so nothing is lost.
+func TestModelRefillInterval(t *testing.T) {
+	for _, tt := range []struct{ rate, burst, refill uint64 }{
+		{100_000_000, 6_400_000, 1_000_000}, // 64 ms of burst: 1 ms, the most
+		{100_000_000, 640_000, 100_000},     // 6.4 ms: 100 µs
+		{1_000_000_000, 1000, MinRefillNS},  // 1 µs of burst: the least
+	} {
+		s, err := New(tt.rate, tt.burst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Refill != tt.refill {
+			t.Errorf("New(%d, %d).Refill = %d, want %d", tt.rate, tt.burst, s.Refill, tt.refill)
+		}
+	}
+
+	s, err := New(100_000_000, 6_400_000) // 100 bytes/µs, refills every ms
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Model{Algo: TokenBucket, State: s}
+	const t0 = 1_000_000_000_000
+	count := func(now uint64) int {
+		n := 0
+		for m.Pass(1000, now) {
+			n++
+		}
+		return n
+	}
+	m.State.Last = t0
+	if n := count(t0); n != 6400 {
+		t.Fatalf("a full bucket passed %d packets, want 6400", n)
+	}
+	if n := count(t0 + 999_999); n != 0 {
+		t.Errorf("before the refill interval %d packets passed, want 0", n)
+	}
+	if n := count(t0 + 1_500_000); n != 150 {
+		t.Errorf("after 1.5 ms %d packets passed, want 150 (the whole time since the last refill)", n)
+	}
+}
