@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -64,28 +63,25 @@ func newTestEnvOpts(t testing.TB, opts Options) *testEnv {
 	t.Helper()
 	requireRoot(t)
 	e := &testEnv{}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
+	envSeq++
+	var err error
+	if e.ns, err = testbed.NewNetns(); err != nil {
 		t.Fatal(err)
 	}
-	defer orig.Close()
-	envSeq++
-	e.ns, err = netns.New() // switches this thread into the new namespace
-	if err != nil {
-		t.Fatalf("create netns: %v", err)
-	}
 	t.Cleanup(func() { e.ns.Close() })
-	setupErr := e.setupNetwork()
-	if setupErr == nil {
+	err = e.do(func() error {
+		if err := e.setupNetwork(); err != nil {
+			return err
+		}
 		opts.PinPath = fmt.Sprintf("/sys/fs/bpf/xupf-test-%d-%d", os.Getpid(), envSeq)
 		opts.GTPUAddrs = []netip.Addr{addrN3}
 		// The benchmarks' BPF_PROG_TEST_RUN, without a context, delivers packets on lo.
 		opts.N3Interfaces = []string{"n3", "lo"}
-		e.dp, setupErr = Load(opts)
-	}
-	if setupErr == nil {
+		dp, err := Load(opts)
+		if err != nil {
+			return err
+		}
+		e.dp = dp
 		t.Cleanup(func() {
 			if err := e.dp.Close(true); err != nil {
 				t.Errorf("close datapath: %v", err)
@@ -93,15 +89,13 @@ func newTestEnvOpts(t testing.TB, opts Options) *testEnv {
 		})
 		for _, name := range []string{"n3", "n6"} {
 			if _, err := e.dp.Attach(name, XDPNative, false); err != nil {
-				setupErr = err
+				return err
 			}
 		}
-	}
-	if err := netns.Set(orig); err != nil {
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
-	}
-	if setupErr != nil {
-		t.Fatal(setupErr)
 	}
 	return e
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/xupf/xupf/internal/nlns"
 )
 
 // The datapath drops a UE's packet that the FIB would not forward (it would go to the UPF's
@@ -57,11 +59,7 @@ func (d *Datapath) watchLocalAddrs() (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("local addresses: %w", err)
 	}
-	newHandle := func() (*netlink.Handle, error) { return netlink.NewHandleAt(ns) }
-	if inProcessNS(ns) {
-		newHandle = func() (*netlink.Handle, error) { return netlink.NewHandle() }
-	}
-	h, err := newHandle()
+	h, err := nlns.Handle(ns)
 	if err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("local addresses: %w", err)
@@ -87,26 +85,10 @@ func (d *Datapath) watchLocalAddrs() (stop func(), err error) {
 	return func() { once.Do(func() { close(done); <-exited }) }, nil
 }
 
-// inProcessNS reports whether ns is the process's own network namespace (its main thread's,
-// where xupfd runs): netlink then needs no setns, which takes CAP_SYS_ADMIN, a capability
-// xupfd runs without. Tests load the datapath from a thread in another namespace.
-func inProcessNS(ns netns.NsHandle) bool {
-	self, err := netns.GetFromPath("/proc/self/ns/net")
-	if err != nil {
-		return false
-	}
-	defer self.Close()
-	return ns.Equal(self)
-}
-
 func (d *Datapath) subscribeAddrs(ns netns.NsHandle, done chan struct{}) (<-chan netlink.AddrUpdate, error) {
 	ch := make(chan netlink.AddrUpdate, 64)
-	var in *netns.NsHandle // nil: the calling thread's, which is the process's
-	if !inProcessNS(ns) {
-		in = &ns
-	}
 	err := netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{
-		Namespace: in,
+		Namespace: nlns.Subscription(ns),
 		ErrorCallback: func(err error) {
 			select {
 			case <-done: // the socket was closed to stop: no news

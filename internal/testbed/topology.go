@@ -196,6 +196,26 @@ func (t *Topology) Do(ns string, fn func() error) error {
 	return InNetns(h, fn)
 }
 
+// NewNetns creates a network namespace; the calling thread stays in its own. InNetns runs
+// code there.
+func NewNetns() (netns.NsHandle, error) {
+	self, err := netns.Get()
+	if err != nil {
+		return netns.None(), fmt.Errorf("testbed: current netns: %w", err)
+	}
+	defer self.Close()
+	var ns netns.NsHandle
+	err = InNetns(self, func() error {
+		var err error
+		ns, err = netns.New() // moves the thread, which InNetns moves back
+		return err
+	})
+	if err != nil {
+		return netns.None(), fmt.Errorf("testbed: create netns: %w", err)
+	}
+	return ns, nil
+}
+
 // InNetns runs fn on a locked OS thread inside the namespace target and moves the thread back
 // afterwards.
 func InNetns(target netns.NsHandle, fn func() error) error {
