@@ -19,6 +19,7 @@ const enum cls_field *btf_cls_field __attribute__((unused));
 const enum meter_algo *btf_meter_algo __attribute__((unused));
 const enum meter_clock *btf_meter_clock __attribute__((unused));
 const enum police_action *btf_police_action __attribute__((unused));
+const enum nexthop_kind *btf_nexthop_kind __attribute__((unused));
 
 SEC("xdp")
 int xupf_xdp(struct xdp_md *ctx)

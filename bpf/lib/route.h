@@ -1,5 +1,7 @@
-/* Routing: the kernel FIB picks the next hop and its MAC, a devmap redirects. Anything the
- * fast path cannot finish goes to the kernel (XDP_PASS), which knows how. */
+/* Routing: one lookup in xupf_routes, a route table whose entries hold their next hop resolved
+ * down to the MACs (internal/router keeps it from the kernel's tables or from the
+ * configuration), then a devmap redirect. Anything the fast path cannot finish goes to the
+ * kernel (XDP_PASS), which knows how. */
 #ifndef XUPF_ROUTE_H
 #define XUPF_ROUTE_H
 
@@ -11,10 +13,6 @@
 #include "parse.h"
 #include "types.h"
 #include "stats.h"
-
-#ifndef AF_INET
-#define AF_INET 2
-#endif
 
 #ifndef XUPF_MAX_PORTS
 #define XUPF_MAX_PORTS 64
@@ -36,9 +34,25 @@ struct {
 #define XUPF_MAX_UE_ALLOWED 64
 #endif
 
+#ifndef XUPF_MAX_ROUTES
+#define XUPF_MAX_ROUTES 1048576  /* Load sets its own (DefaultMaxRoutes) */
+#endif
+
+/* Routes and, for on-link destinations, a /32 per known neighbour, each with its next hop
+ * resolved (struct nexthop). An update replaces an entry's value whole (RCU), so a packet
+ * never meets half a next hop. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, XUPF_MAX_ROUTES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct route_key);
+	__type(value, struct nexthop);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_routes SEC(".maps");
+
 /* Every IPv4 address of every interface in the UPF's namespace, and their broadcast
- * addresses: the daemon keeps it up to date from netlink. Read only when the FIB will not
- * forward an uplink packet, to name the drop (ue_to_upf rather than no_route). */
+ * addresses: the daemon keeps it up to date from netlink. Read only when no route forwards an
+ * uplink packet, to name the drop (ue_to_upf rather than no_route). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, XUPF_MAX_LOCAL_ADDRS);
@@ -56,10 +70,6 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_ue_allowed SEC(".maps");
 
-/* bpf_fib_lookup without BPF_FIB_LOOKUP_* flags: policy rules, the tables and the
- * neighbours, as the kernel would forward the packet. */
-#define FIB_LOOKUP_AS_FORWARDED 0
-
 /* What route_ipv4 is given. */
 enum route_kind {
 	ROUTE_BUILT,    /* an outer header built here: its TTL is its own */
@@ -67,8 +77,8 @@ enum route_kind {
 	ROUTE_FROM_UE,  /* the same, decapsulated from a UE's tunnel: never for the UPF itself */
 };
 
-/* not_forwarded decides on a packet from a UE that the FIB will not forward (NOT_FWDED:
- * local, broadcast or no route; FWD_DISABLED: the kernel could only deliver it locally).
+/* not_forwarded decides on a packet from a UE that no route forwards (NH_KERNEL: local,
+ * broadcast, multicast, or no route at all): the kernel could only deliver it locally.
  * Handed to the kernel it would reach the UPF's own sockets (PFCP, the API, SSH…), so it is
  * dropped: ue_to_upf when the destination is the UPF's (a local or broadcast address,
  * loopback, multicast), no_route otherwise; only a service in xupf_ue_allowed goes to the
@@ -98,73 +108,58 @@ static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind,
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	struct bpf_fib_lookup fib = {};
 	struct ethhdr *eth = data;
 	struct iphdr *ip = (void *)(eth + 1);
 	int forwarding = kind != ROUTE_BUILT;
-	int rc;
+	struct route_key key = { .prefixlen = 32 };
+	struct nexthop *nh;
+	__u8 nh_kind = NH_KERNEL;
 
 	if ((void *)(ip + 1) > data_end)
 		return drop(DROP_INTERNAL);  /* the caller wrote this header */
 
-	fib.family = AF_INET;
-	fib.tos = ip->tos;
-	fib.l4_protocol = ip->protocol;
-	fib.tot_len = bpf_ntohs(ip->tot_len);
-	fib.ipv4_src = ip->saddr;
-	fib.ipv4_dst = ip->daddr;
-	fib.ifindex = ctx->ingress_ifindex;
-
-	/* The FIB comes before the TTL check: a UE's expiring packet to the UPF itself would be
+	/* The route comes before the TTL check: a UE's expiring packet to the UPF itself would be
 	 * delivered, not expired, by the kernel. */
-	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), FIB_LOOKUP_AS_FORWARDED);
-	switch (rc) {
-	case BPF_FIB_LKUP_RET_SUCCESS:
-		break;
-	case BPF_FIB_LKUP_RET_BLACKHOLE:
-	case BPF_FIB_LKUP_RET_UNREACHABLE:
-	case BPF_FIB_LKUP_RET_PROHIBIT:
+	key.addr = ip->daddr;
+	nh = bpf_map_lookup_elem(&xupf_routes, &key);
+	if (nh)
+		nh_kind = nh->kind;
+	if (nh_kind == NH_NO_ROUTE)
 		return drop(DROP_NO_ROUTE);
-	case BPF_FIB_LKUP_RET_NOT_FWDED:
-	case BPF_FIB_LKUP_RET_FWD_DISABLED:
-		if (kind == ROUTE_FROM_UE)
-			return not_forwarded(ip, data_end, kernel_stat);
-		break;
-	}
+	if (nh_kind == NH_KERNEL && kind == ROUTE_FROM_UE)
+		return not_forwarded(ip, data_end, kernel_stat);
 	if (forwarding && ip->ttl <= 1) {
 		count_stat(STAT_FIB_TTL);
 		count_stat(kernel_stat);
 		return XDP_PASS;
 	}
-	switch (rc) {
-	case BPF_FIB_LKUP_RET_SUCCESS:
-		break;
-	case BPF_FIB_LKUP_RET_NO_NEIGH:
-		/* The kernel resolves the neighbour and sends this packet; later ones take the
-		 * fast path. */
-		count_stat(STAT_FIB_NO_NEIGH);
-		count_stat(kernel_stat);
-		return XDP_PASS;
-	default:
-		/* NOT_FWDED (local), FWD_DISABLED (not from a UE), UNSUPP_LWT, FRAG_NEEDED: the
-		 * kernel's call. */
+	/* Local (not from a UE), or over the MTU: the kernel delivers, or fragments or answers
+	 * ICMP Fragmentation Needed. The MTU comes before the neighbour, as in the kernel. */
+	if (!nh || nh_kind == NH_KERNEL || bpf_ntohs(ip->tot_len) > nh->mtu) {
 		count_stat(kernel_stat);
 		return XDP_PASS;
 	}
-
+	if (nh_kind != NH_FORWARD) {
+		/* The kernel resolves the neighbour and sends this packet; later ones take the
+		 * fast path once the router has the neighbour. */
+		count_stat(STAT_FIB_NO_NEIGH);
+		count_stat(kernel_stat);
+		return XDP_PASS;
+	}
 	/* Only interfaces we are attached to are in the devmap; for any other the kernel
-	 * forwards, and the packet is left as it came so its TTL is not taken twice. */
-	if (!bpf_map_lookup_elem(&xupf_tx_ports, &fib.ifindex)) {
+	 * forwards, and the packet is left as it came so its TTL is not taken twice. The helper
+	 * only picks the target (the redirect happens when the program returns), and its flags
+	 * are what it returns without one: so this one devmap lookup is also the check. */
+	if (bpf_redirect_map(&xupf_tx_ports, nh->ifindex, XDP_PASS) != XDP_REDIRECT) {
 		count_stat(kernel_stat);
 		return XDP_PASS;
 	}
 	if (forwarding)
 		ipv4_decrease_ttl(ip);
-	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, nh->dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, nh->smac, ETH_ALEN);
 	count_stat(tx_stat);
-	/* The flags are the action should the port have gone since the lookup above. */
-	return bpf_redirect_map(&xupf_tx_ports, fib.ifindex, XDP_ABORTED);
+	return XDP_REDIRECT;
 }
 
 #endif

@@ -43,6 +43,34 @@ struct rule_ref {
 	__be32 ue_addr;
 };
 
+/* Key of the route table (xupf_routes, an LPM trie): prefix length, then the IPv4 prefix as on
+ * the wire. */
+struct route_key {
+	__u32 prefixlen;
+	__be32 addr;
+};
+
+/* What a route leads to, as route_ipv4 acts on it. The control plane (internal/router) keeps
+ * every entry resolved: a packet needs one lookup. */
+enum nexthop_kind {
+	/* Not forwarded here: local and broadcast addresses, multicast, routes of other types.
+	 * A missing route means the same; 0 so that a zeroed entry never forwards. */
+	NH_KERNEL = 0,
+	NH_NO_ROUTE = 1,    /* blackhole, unreachable or prohibit: dropped as no_route */
+	NH_UNRESOLVED = 2,  /* the next hop's neighbour entry is missing or not valid yet */
+	NH_FORWARD = 3,     /* resolved: rewrite the MACs and redirect to ifindex */
+};
+
+/* The value of a route: a next hop resolved down to the frame to send. */
+struct nexthop {
+	__u8 kind;          /* enum nexthop_kind */
+	__u8 pad[3];
+	__u32 ifindex;      /* out interface (NH_UNRESOLVED, NH_FORWARD) */
+	__u32 mtu;          /* the route's MTU, else the out interface's: longer packets go to the kernel */
+	__u8 dmac[6];       /* NH_FORWARD: the neighbour's MAC */
+	__u8 smac[6];       /* NH_FORWARD: the out interface's MAC */
+};
+
 /* How many MBR meters one PDR applies (one per QER with an MBR in its direction). */
 #define PDR_MAX_METERS 4
 

@@ -77,8 +77,8 @@ func programSize(b *testing.B, prog *ebpf.Program) (int, uint32) {
 }
 
 // benchPacket runs pkt b.N times and reports the kernel-measured ns per packet. Without a
-// context the packet arrives "on" the namespace's loopback device: the FIB lookup does not
-// depend on the ingress device here.
+// context the packet arrives "on" the namespace's loopback device: routing does not depend
+// on the ingress device.
 func benchPacket(b *testing.B, e *testEnv, pkt []byte, verdict uint32) {
 	var total time.Duration
 	err := e.do(func() error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xupf/xupf/internal/router"
 	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/session"
 )
@@ -46,7 +47,12 @@ type Options struct {
 	// MBRBurst is how long a QER's MBR may be exceeded in a burst (the meter's burst is MBR ×
 	// MBRBurst, at least MinMBRBurst bytes); default DefaultMBRBurst.
 	MBRBurst time.Duration
-	Logger   *slog.Logger
+	// PrivateRoutes makes the routes and neighbours the datapath forwards with its own
+	// (router.mode: private, set through Router()); otherwise they mirror the kernel's.
+	PrivateRoutes bool
+	// MaxRoutes sizes xupf_routes; default DefaultMaxRoutes.
+	MaxRoutes int
+	Logger    *slog.Logger
 }
 
 // Defaults of the classification limits.
@@ -116,6 +122,8 @@ type Datapath struct {
 	clsBufs    [2]clsBuffer
 	links      map[string]*attachment
 	stopAddrs  func() // stops keeping xupf_local_addrs up to date
+	router     *router.Router
+	stopRouter func() // stops following netlink for the router
 }
 
 var _ Controller = (*Datapath)(nil)
@@ -133,6 +141,9 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	if opts.MBRBurst == 0 {
 		opts.MBRBurst = DefaultMBRBurst
+	}
+	if opts.MaxRoutes == 0 {
+		opts.MaxRoutes = DefaultMaxRoutes
 	}
 	if opts.MaxSessions <= 0 {
 		return nil, fmt.Errorf("load datapath: max sessions must be positive, got %d", opts.MaxSessions)
@@ -157,6 +168,7 @@ func Load(opts Options) (*Datapath, error) {
 			return nil, fmt.Errorf("load datapath: set %s: %w", name, err)
 		}
 	}
+	spec.Maps[xupfMapXupfRoutes].MaxEntries = uint32(opts.MaxRoutes)
 	spec.Maps[xupfMapXupfRulesets].MaxEntries = uint32(opts.MaxRuleSets + spareRuleSets + 1) // id 0: none
 	spec.Maps[xupfMapXupfSdfExact].MaxEntries = uint32(opts.MaxSDFEntries)
 	spec.Maps[xupfMapXupfSdfLpm].MaxEntries = uint32(opts.MaxSDFEntries)
@@ -209,7 +221,16 @@ func Load(opts Options) (*Datapath, error) {
 			return nil, fmt.Errorf("clear %s left by an earlier run: %w", m, err)
 		}
 	}
+	if d.router, err = router.New(routeTable{d.objs.XupfRoutes}, opts.PrivateRoutes, opts.Logger); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
 	if d.stopAddrs, err = d.watchLocalAddrs(); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	if d.stopRouter, err = d.followRoutes(); err != nil {
+		d.stopAddrs()
 		d.objs.Close()
 		return nil, err
 	}
@@ -269,6 +290,7 @@ func (d *Datapath) Close(unpin bool) error {
 		errs = append(errs, a.link.Close())
 		delete(d.links, name)
 	}
+	d.stopRouter()
 	d.stopAddrs()
 	errs = append(errs, d.objs.Close())
 	if unpin {

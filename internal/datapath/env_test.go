@@ -6,17 +6,19 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/xupf/xupf/internal/router"
 	"github.com/xupf/xupf/internal/testbed"
 )
 
 // testEnv is a network namespace with an N3 and an N6 veth, static neighbours and routes, and
-// the datapath loaded and attached there: bpf_fib_lookup in BPF_PROG_TEST_RUN resolves in
-// the namespace of the calling thread, so packets run through it see this network.
+// the datapath loaded and attached there: Load has the router mirror this namespace's routes
+// and neighbours into xupf_routes, so packets run through the program see this network.
 //
 //	n3 10.0.1.1/24 (02:00:00:00:01:01) -- n3p  gNB 10.0.1.2 at 02:00:00:00:01:02
 //	                                             another UPF (N9) 10.0.1.4 at 02:00:00:00:01:04
@@ -193,3 +195,23 @@ func (e *testEnv) load(t testing.TB, opts Options) *Datapath {
 	}
 	return dp
 }
+
+// waitRoute waits until the router's entry for p (found or not) satisfies ok: the router
+// follows netlink events, so a change made in the namespace takes effect a moment later.
+func (e *testEnv) waitRoute(t testing.TB, p netip.Prefix, ok func(nh router.Nexthop, found bool) bool) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		nh, found := e.dp.Router().Entries()[p]
+		if ok(nh, found) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("route %s: %+v (found %v) after 3s", p, nh, found)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+func present(_ router.Nexthop, found bool) bool { return found }
+func absent(_ router.Nexthop, found bool) bool  { return !found }

@@ -70,12 +70,14 @@ func TestUEToUPF(t *testing.T) {
 	if err := e.do(func() error { return netlink.RouteDel(defaultRoute) }); err != nil {
 		t.Fatal(err)
 	}
+	e.waitRoute(t, netip.MustParsePrefix("0.0.0.0/0"), absent)
 	runCase(t, e, pktCase{name: "no route at all", in: gpdu(udpTo(addrDN, 2000, 64)), ifindex: n3, verdict: xdpDrop,
 		out:      concat(ethBytes(macGNB, macN3), udpTo(addrDN, 2000, 64)),
 		counters: map[string]uint64{"ul_rx": 1}, drops: map[string]uint64{"no_route": 1}})
 	if err := e.do(func() error { return netlink.RouteAdd(defaultRoute) }); err != nil {
 		t.Fatal(err)
 	}
+	e.waitRoute(t, netip.MustParsePrefix("0.0.0.0/0"), present)
 
 	// An address added later, on any interface, is the UPF's too as soon as netlink says so;
 	// removed, it is an ordinary destination again.

@@ -16,7 +16,7 @@ import (
 	"github.com/xupf/xupf/internal/nlns"
 )
 
-// The datapath drops a UE's packet that the FIB would not forward (it would go to the UPF's
+// The datapath drops a UE's packet that no route forwards (it would go to the UPF's
 // own sockets). xupf_local_addrs, every IPv4 and broadcast address of the namespace Load runs
 // in, names such a drop ue_to_upf rather than no_route; xupf_ue_allowed lists the services a UE
 // may reach on the UPF nonetheless (ue_to_upf_allowed).
@@ -154,12 +154,18 @@ func (d *Datapath) syncLocalAddrs(h *netlink.Handle) error {
 		return fmt.Errorf("list local addresses: %w", err)
 	}
 	want := map[uint32]bool{}
+	var local []netip.Addr
 	for _, a := range addrs {
 		for _, ip := range []net.IP{a.IP, a.Broadcast} {
 			if v, ok := netip.AddrFromSlice(ip.To4()); ok && !v.IsUnspecified() {
 				want[addrBE(v)] = true
+				local = append(local, v)
 			}
 		}
 	}
-	return setKeys(d.objs.XupfLocalAddrs, want)
+	if err := setKeys(d.objs.XupfLocalAddrs, want); err != nil {
+		return err
+	}
+	// The router never forwards to them either: in private mode no local table says so.
+	return d.router.SetLocal(local)
 }

@@ -26,6 +26,13 @@ func addrBE(a netip.Addr) uint32 {
 	return binary.NativeEndian.Uint32(b[:])
 }
 
+// addrFromBE is addrBE's inverse.
+func addrFromBE(v uint32) netip.Addr {
+	var b [4]byte
+	binary.NativeEndian.PutUint32(b[:], v)
+	return netip.AddrFrom4(b)
+}
+
 // Install makes sets the rules of owner (a static session's id or a PFCP session's SEID),
 // replacing whatever it had. The new rule sets are written beside the old ones (fresh PDR/FAR
 // slots and classification tables) and published by replacing the TEID and UE entries, so a
@@ -366,9 +373,7 @@ func (d *Datapath) Prune() error {
 	var staleDL []xupfDlKey
 	it = d.objs.XupfDlRules.Iterate()
 	for it.Next(&dl, &ref) {
-		var b [4]byte
-		binary.NativeEndian.PutUint32(b[:], dl.UeAddr)
-		if _, ok := d.keys[rules.Key{UE: netip.AddrFrom4(b)}]; !ok {
+		if _, ok := d.keys[rules.Key{UE: addrFromBE(dl.UeAddr)}]; !ok {
 			staleDL = append(staleDL, dl)
 		}
 	}

@@ -162,6 +162,25 @@ const (
 	xupfMeterClockCLOCK_USER   xupfMeterClock = 2
 )
 
+type xupfNexthop struct {
+	_       structs.HostLayout
+	Kind    uint8
+	Pad     [3]uint8
+	Ifindex uint32
+	Mtu     uint32
+	Dmac    [6]uint8
+	Smac    [6]uint8
+}
+
+type xupfNexthopKind uint32
+
+const (
+	xupfNexthopKindNH_KERNEL     xupfNexthopKind = 0
+	xupfNexthopKindNH_NO_ROUTE   xupfNexthopKind = 1
+	xupfNexthopKindNH_UNRESOLVED xupfNexthopKind = 2
+	xupfNexthopKindNH_FORWARD    xupfNexthopKind = 3
+)
+
 type xupfPdr struct {
 	_          structs.HostLayout
 	Far        uint32
@@ -187,6 +206,12 @@ type xupfPoliceCounters struct {
 	PassedBytes    uint64
 	DroppedPackets uint64
 	DroppedBytes   uint64
+}
+
+type xupfRouteKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      uint32
 }
 
 type xupfRuleRef struct {
@@ -284,6 +309,7 @@ const (
 	xupfMapXupfMeters      = "xupf_meters"
 	xupfMapXupfPdrs        = "xupf_pdrs"
 	xupfMapXupfPoliceStats = "xupf_police_stats"
+	xupfMapXupfRoutes      = "xupf_routes"
 	xupfMapXupfRulesets    = "xupf_rulesets"
 	xupfMapXupfSdfExact    = "xupf_sdf_exact"
 	xupfMapXupfSdfLpm      = "xupf_sdf_lpm"
@@ -300,6 +326,7 @@ const (
 	xupfVarBtfFarFlag      = "btf_far_flag"
 	xupfVarBtfMeterAlgo    = "btf_meter_algo"
 	xupfVarBtfMeterClock   = "btf_meter_clock"
+	xupfVarBtfNexthopKind  = "btf_nexthop_kind"
 	xupfVarBtfPoliceAction = "btf_police_action"
 	xupfVarBtfSdfField     = "btf_sdf_field"
 	xupfVarBtfStat         = "btf_stat"
@@ -380,6 +407,7 @@ type xupfMapSpecs struct {
 	XupfMeters      *ebpf.MapSpec `ebpf:"xupf_meters"`
 	XupfPdrs        *ebpf.MapSpec `ebpf:"xupf_pdrs"`
 	XupfPoliceStats *ebpf.MapSpec `ebpf:"xupf_police_stats"`
+	XupfRoutes      *ebpf.MapSpec `ebpf:"xupf_routes"`
 	XupfRulesets    *ebpf.MapSpec `ebpf:"xupf_rulesets"`
 	XupfSdfExact    *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
 	XupfSdfLpm      *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
@@ -401,6 +429,7 @@ type xupfVariableSpecs struct {
 	BtfFarFlag      *ebpf.VariableSpec `ebpf:"btf_far_flag"`
 	BtfMeterAlgo    *ebpf.VariableSpec `ebpf:"btf_meter_algo"`
 	BtfMeterClock   *ebpf.VariableSpec `ebpf:"btf_meter_clock"`
+	BtfNexthopKind  *ebpf.VariableSpec `ebpf:"btf_nexthop_kind"`
 	BtfPoliceAction *ebpf.VariableSpec `ebpf:"btf_police_action"`
 	BtfSdfField     *ebpf.VariableSpec `ebpf:"btf_sdf_field"`
 	BtfStat         *ebpf.VariableSpec `ebpf:"btf_stat"`
@@ -452,6 +481,7 @@ type xupfMaps struct {
 	XupfMeters      *ebpf.Map `ebpf:"xupf_meters"`
 	XupfPdrs        *ebpf.Map `ebpf:"xupf_pdrs"`
 	XupfPoliceStats *ebpf.Map `ebpf:"xupf_police_stats"`
+	XupfRoutes      *ebpf.Map `ebpf:"xupf_routes"`
 	XupfRulesets    *ebpf.Map `ebpf:"xupf_rulesets"`
 	XupfSdfExact    *ebpf.Map `ebpf:"xupf_sdf_exact"`
 	XupfSdfLpm      *ebpf.Map `ebpf:"xupf_sdf_lpm"`
@@ -479,6 +509,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfMeters,
 		m.XupfPdrs,
 		m.XupfPoliceStats,
+		m.XupfRoutes,
 		m.XupfRulesets,
 		m.XupfSdfExact,
 		m.XupfSdfLpm,
@@ -501,6 +532,7 @@ type xupfVariables struct {
 	BtfFarFlag      *ebpf.Variable `ebpf:"btf_far_flag"`
 	BtfMeterAlgo    *ebpf.Variable `ebpf:"btf_meter_algo"`
 	BtfMeterClock   *ebpf.Variable `ebpf:"btf_meter_clock"`
+	BtfNexthopKind  *ebpf.Variable `ebpf:"btf_nexthop_kind"`
 	BtfPoliceAction *ebpf.Variable `ebpf:"btf_police_action"`
 	BtfSdfField     *ebpf.Variable `ebpf:"btf_sdf_field"`
 	BtfStat         *ebpf.Variable `ebpf:"btf_stat"`

@@ -1,0 +1,284 @@
+package router
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/xupf/xupf/internal/nlns"
+)
+
+// Follow fills the router's state from the network namespace ns and keeps it up to date from
+// netlink until stop is called: the interfaces always; the main and local routing tables and
+// the IPv4 neighbours too unless the router is private. It subscribes before it lists, so no
+// change falls in between; when a subscription fails (a full socket buffer loses events) it
+// subscribes again and lists everything anew. Follow owns ns: it is closed when Follow fails
+// or stop returns.
+func (r *Router) Follow(ns netns.NsHandle) (stop func(), err error) {
+	h, err := nlns.Handle(ns)
+	if err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("router: %w", err)
+	}
+	f := &follower{r: r, ns: ns, h: h, done: make(chan struct{})}
+	s, err := f.subscribe()
+	if err == nil {
+		err = f.resync()
+		if err != nil {
+			close(s.stop)
+		}
+	}
+	if err != nil {
+		h.Close()
+		ns.Close()
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		f.run(s)
+		h.Close()
+		ns.Close()
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(f.done); <-exited }) }, nil
+}
+
+type follower struct {
+	r    *Router
+	ns   netns.NsHandle
+	h    *netlink.Handle
+	done chan struct{}
+}
+
+// subscriptions are the netlink subscriptions of one round; closing stop ends them. A nil
+// channel is one the router does not follow (private mode): it never delivers.
+type subscriptions struct {
+	routes chan netlink.RouteUpdate
+	neighs chan netlink.NeighUpdate
+	links  chan netlink.LinkUpdate
+	stop   chan struct{}
+}
+
+// subscribeBuffer is each subscription's channel size; what netlink sends while the router
+// writes waits in the socket's buffer, which a lost event shows up as an error in.
+const subscribeBuffer = 256
+
+func (f *follower) subscribe() (subscriptions, error) {
+	s := subscriptions{links: make(chan netlink.LinkUpdate, subscribeBuffer), stop: make(chan struct{})}
+	onErr := func(err error) {
+		select {
+		case <-s.stop: // closed to stop: no news
+		default:
+			f.r.log.Warn("router: netlink updates", "err", err)
+		}
+	}
+	ns := nlns.Subscription(f.ns)
+	err := netlink.LinkSubscribeWithOptions(s.links, s.stop, netlink.LinkSubscribeOptions{Namespace: ns, ErrorCallback: onErr})
+	if err == nil && !f.r.private {
+		s.routes = make(chan netlink.RouteUpdate, subscribeBuffer)
+		err = netlink.RouteSubscribeWithOptions(s.routes, s.stop, netlink.RouteSubscribeOptions{Namespace: ns, ErrorCallback: onErr})
+	}
+	if err == nil && !f.r.private {
+		s.neighs = make(chan netlink.NeighUpdate, subscribeBuffer)
+		err = netlink.NeighSubscribeWithOptions(s.neighs, s.stop, netlink.NeighSubscribeOptions{Namespace: ns, ErrorCallback: onErr})
+	}
+	if err != nil {
+		close(s.stop)
+		return subscriptions{}, fmt.Errorf("router: subscribe to netlink: %w", err)
+	}
+	return s, nil
+}
+
+// run follows s until stopped; a failed subscription is replaced, every second until that
+// works, and everything is listed anew, as events may have been lost.
+func (f *follower) run(s subscriptions) {
+	for {
+		f.follow(s)
+		close(s.stop)
+		for s.stop = nil; s.stop == nil; {
+			select {
+			case <-f.done:
+				return
+			case <-time.After(time.Second):
+			}
+			var err error
+			if s, err = f.subscribe(); err != nil {
+				f.r.log.Error("router: netlink updates stopped; retrying", "err", err)
+				continue
+			}
+			if err := f.resync(); err != nil {
+				f.r.log.Error("router: resynchronise", "err", err)
+			}
+		}
+	}
+}
+
+// follow applies events until stopped or a subscription ends. Neighbour events are applied
+// as they come; a route or link event has the routes and links listed again (the kernel
+// removes routes without telling when a link goes down). Events already queued are taken
+// together, so a burst costs one write.
+func (f *follower) follow(s subscriptions) {
+	for {
+		var relist bool
+		var neighs []netlink.NeighUpdate
+		select {
+		case <-f.done:
+			return
+		case _, ok := <-s.routes:
+			if !ok {
+				return
+			}
+			relist = true
+		case _, ok := <-s.links:
+			if !ok {
+				return
+			}
+			relist = true
+		case u, ok := <-s.neighs:
+			if !ok {
+				return
+			}
+			neighs = append(neighs, u)
+		}
+		closed := false
+	drain:
+		for !closed {
+			select {
+			case _, ok := <-s.routes:
+				relist, closed = true, !ok
+			case _, ok := <-s.links:
+				relist, closed = true, !ok
+			case u, ok := <-s.neighs:
+				neighs, closed = append(neighs, u), !ok
+			default:
+				break drain
+			}
+		}
+		err := f.r.update(func(st *state) error {
+			for _, u := range neighs {
+				applyNeigh(st, u)
+			}
+			if relist {
+				return f.list(st, false)
+			}
+			return nil
+		})
+		if err != nil {
+			f.r.log.Error("router: update the route table", "err", err)
+		}
+		if closed {
+			return
+		}
+	}
+}
+
+// resync lists everything followed and rewrites what changed.
+func (f *follower) resync() error {
+	return f.r.update(func(st *state) error { return f.list(st, true) })
+}
+
+// list replaces the links and routes of st by the kernel's, and with neighs the neighbours.
+func (f *follower) list(st *state, neighs bool) error {
+	links, err := f.h.LinkList()
+	if err != nil {
+		return fmt.Errorf("router: list links: %w", err)
+	}
+	st.setLinks(linksOf(links))
+	if f.r.private {
+		return nil
+	}
+	routes, err := f.h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return fmt.Errorf("router: list routes: %w", err)
+	}
+	clear(st.routes)
+	for _, nr := range routes {
+		if r, ok := routeOf(nr); ok {
+			st.routes[keyOf(r)] = r
+		}
+	}
+	if !neighs {
+		return nil
+	}
+	list, err := f.h.NeighList(0, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("router: list neighbours: %w", err)
+	}
+	clear(st.neighs)
+	for _, n := range list {
+		applyNeigh(st, netlink.NeighUpdate{Type: unix.RTM_NEWNEIGH, Neigh: n})
+	}
+	return nil
+}
+
+func linksOf(links []netlink.Link) []Link {
+	out := make([]Link, 0, len(links))
+	for _, l := range links {
+		a := l.Attrs()
+		out = append(out, Link{Index: a.Index, Name: a.Name, MAC: a.HardwareAddr, MTU: a.MTU})
+	}
+	return out
+}
+
+// routeOf is the route the datapath follows for a kernel route, if it follows it: the main
+// and local tables only, IPv4, no ToS selector, and of a multipath route the first next hop.
+func routeOf(nr netlink.Route) (Route, bool) {
+	if nr.Family != netlink.FAMILY_V4 || nr.Tos != 0 ||
+		nr.Table != unix.RT_TABLE_MAIN && nr.Table != unix.RT_TABLE_LOCAL {
+		return Route{}, false
+	}
+	r := Route{Prefix: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Ifindex: nr.LinkIndex, Gateway: addrOf(nr.Gw),
+		MTU: nr.MTU, Priority: nr.Priority, LocalTable: nr.Table == unix.RT_TABLE_LOCAL}
+	if nr.Dst != nil {
+		ones, _ := nr.Dst.Mask.Size()
+		r.Prefix = netip.PrefixFrom(addrOf(nr.Dst.IP), ones)
+		if !r.Prefix.IsValid() {
+			return Route{}, false
+		}
+	}
+	if len(nr.MultiPath) > 0 {
+		r.Ifindex, r.Gateway = nr.MultiPath[0].LinkIndex, addrOf(nr.MultiPath[0].Gw)
+	}
+	switch {
+	case nr.Flags&unix.RTNH_F_DEAD != 0:
+		return Route{}, false
+	case nr.Type == unix.RTN_BLACKHOLE, nr.Type == unix.RTN_UNREACHABLE, nr.Type == unix.RTN_PROHIBIT:
+		r.Type = Drop
+	case nr.Type != unix.RTN_UNICAST, nr.Encap != nil:
+		r.Type = Local
+	}
+	return r, true
+}
+
+func addrOf(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip.To4())
+	return a
+}
+
+// applyNeigh applies one neighbour event: an entry the kernel would send to (NUD_VALID: also
+// stale, delay and probe, which it sends to while it checks) is a next hop; any other state,
+// or a deletion, is none.
+func applyNeigh(st *state, u netlink.NeighUpdate) {
+	if u.Family != netlink.FAMILY_V4 {
+		return
+	}
+	a := addrOf(u.IP)
+	if !a.IsValid() {
+		return
+	}
+	k := neighKey{a, u.LinkIndex}
+	const valid = netlink.NUD_PERMANENT | netlink.NUD_NOARP | netlink.NUD_REACHABLE |
+		netlink.NUD_PROBE | netlink.NUD_STALE | netlink.NUD_DELAY
+	if u.Type == unix.RTM_NEWNEIGH && u.State&valid != 0 && len(u.HardwareAddr) == 6 {
+		st.neighs[k] = u.HardwareAddr
+		return
+	}
+	delete(st.neighs, k)
+}

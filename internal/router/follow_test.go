@@ -1,0 +1,183 @@
+package router
+
+import (
+	"maps"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/xupf/xupf/internal/testbed"
+)
+
+// lockedTable is a fakeTable the follower's goroutine and the test share.
+type lockedTable struct {
+	mu sync.Mutex
+	fakeTable
+}
+
+func (l *lockedTable) Put(p netip.Prefix, nh Nexthop) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fakeTable.Put(p, nh)
+}
+
+func (l *lockedTable) Delete(p netip.Prefix) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fakeTable.Delete(p)
+}
+
+// newNS returns a new network namespace and a netlink handle in it; the calling thread stays
+// where it was.
+func newNS(t *testing.T) (netns.NsHandle, *netlink.Handle) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces")
+	}
+	ns, err := testbed.NewNetns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return ns, h
+}
+
+// follow starts a mirroring router in ns over a fresh table.
+func follow(t *testing.T, ns netns.NsHandle) *Router {
+	t.Helper()
+	fd, err := unix.Dup(int(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(&lockedTable{fakeTable: fakeTable{m: map[netip.Prefix]Nexthop{}}}, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := r.Follow(netns.NsHandle(fd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return r
+}
+
+// waitEntry waits until r's entry for p is want (nil: no entry).
+func waitEntry(t *testing.T, r *Router, p netip.Prefix, want *Nexthop) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		got, ok := r.Entries()[p]
+		if want == nil && !ok || want != nil && ok && got == *want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: entry %+v (present %v) after 3s, want %+v", p, got, ok, want)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFollowMirrorsTheKernel: netlink events become entries: neighbours added, changed and
+// deleted; routes added, replaced and deleted; a link going down.
+func TestFollowMirrorsTheKernel(t *testing.T) {
+	ns, h := newNS(t)
+	mac, m1, m2 := net.HardwareAddr{2, 0, 0, 0, 1, 1}, net.HardwareAddr{2, 0, 0, 0, 1, 2}, net.HardwareAddr{2, 0, 0, 0, 1, 3}
+	must(t, h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a", HardwareAddr: mac, MTU: 1400}, PeerName: "ap"}))
+	a, err := h.LinkByName("a")
+	must(t, err)
+	ap, err := h.LinkByName("ap")
+	must(t, err)
+	must(t, h.LinkSetUp(ap))
+	must(t, h.LinkSetUp(a))
+	addr, _ := netlink.ParseAddr("10.0.1.1/24")
+	must(t, h.AddrAdd(a, addr))
+	idx := a.Attrs().Index
+
+	r := follow(t, ns)
+	onLink := pfx("10.0.1.0/24")
+	unresolved := Nexthop{Kind: Unresolved, Ifindex: idx, MTU: 1400, Src: [6]byte(mac)}
+	waitEntry(t, r, onLink, &unresolved)
+	waitEntry(t, r, pfx("10.0.1.1/32"), &Nexthop{Kind: Kernel})
+
+	gw := pfx("10.0.1.2/32")
+	neigh := func(m net.HardwareAddr) *netlink.Neigh {
+		return &netlink.Neigh{LinkIndex: idx, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+			IP: net.IP{10, 0, 1, 2}, HardwareAddr: m}
+	}
+	fwd := func(m net.HardwareAddr) *Nexthop {
+		nh := unresolved
+		nh.Kind, nh.Dst = Forward, [6]byte(m)
+		return &nh
+	}
+	must(t, h.NeighAdd(neigh(m1)))
+	waitEntry(t, r, gw, fwd(m1))
+	must(t, h.NeighSet(neigh(m2)))
+	waitEntry(t, r, gw, fwd(m2))
+
+	dn := pfx("192.0.2.0/24")
+	_, dst, _ := net.ParseCIDR(dn.String())
+	route := &netlink.Route{LinkIndex: idx, Dst: dst, Gw: net.IP{10, 0, 1, 2}}
+	must(t, h.RouteAdd(route))
+	waitEntry(t, r, dn, fwd(m2))
+	route.Gw = net.IP{10, 0, 1, 3} // no neighbour entry
+	must(t, h.RouteReplace(route))
+	waitEntry(t, r, dn, &unresolved)
+	must(t, h.RouteReplace(&netlink.Route{Dst: dst, Type: unix.RTN_BLACKHOLE}))
+	waitEntry(t, r, dn, &Nexthop{Kind: NoRoute})
+	must(t, h.RouteDel(&netlink.Route{Dst: dst, Type: unix.RTN_BLACKHOLE}))
+	waitEntry(t, r, dn, nil)
+
+	must(t, h.NeighDel(neigh(m2)))
+	waitEntry(t, r, gw, nil)
+
+	route.Gw = net.IP{10, 0, 1, 2}
+	must(t, h.NeighAdd(neigh(m1)))
+	must(t, h.RouteAdd(route))
+	waitEntry(t, r, dn, fwd(m1))
+	// Down, the link loses its routes (without a netlink event for each) and neighbours.
+	must(t, h.LinkSetDown(a))
+	for _, p := range []netip.Prefix{dn, onLink, gw} {
+		waitEntry(t, r, p, nil)
+	}
+}
+
+// TestFollowPrivateIgnoresKernelRoutes: a private router follows the links only.
+func TestFollowPrivateIgnoresKernelRoutes(t *testing.T) {
+	ns, h := newNS(t)
+	must(t, h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a"}, PeerName: "ap"}))
+	a, err := h.LinkByName("a")
+	must(t, err)
+	must(t, h.LinkSetUp(a))
+	addr, _ := netlink.ParseAddr("10.0.1.1/24")
+	must(t, h.AddrAdd(a, addr))
+	fd, err := unix.Dup(int(ns))
+	must(t, err)
+	tbl := &lockedTable{fakeTable: fakeTable{m: map[netip.Prefix]Nexthop{}}}
+	r, err := New(tbl, true, nil)
+	must(t, err)
+	stop, err := r.Follow(netns.NsHandle(fd))
+	must(t, err)
+	defer stop()
+	if got, want := r.Entries(), fixed; !maps.Equal(got, want) {
+		t.Errorf("entries %v, want only the fixed ones %v", got, want)
+	}
+}

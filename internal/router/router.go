@@ -1,0 +1,303 @@
+// Package router keeps the datapath's route table: every entry is a prefix with its next hop
+// resolved down to the frame to send (out interface, MTU, MACs), so the datapath forwards a
+// packet with one LPM lookup instead of a FIB and a neighbour lookup.
+//
+// The routes, neighbours and interfaces come either from the kernel (Mirror: ip route, ARP and
+// the links stay the source of truth) or from the configuration and the API (private mode:
+// Router.AddRoute and friends). Either way Router.resolve turns them into entries and only the
+// entries that changed are written.
+package router
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/netip"
+	"sync"
+)
+
+// Kind is what the datapath does with a packet an entry matches: bpf/lib/types.h enum
+// nexthop_kind, value for value.
+type Kind uint8
+
+const (
+	// Kernel: not forwarded here (a local or broadcast address, multicast, another route
+	// type); the kernel delivers or refuses it. A missing entry means the same.
+	Kernel Kind = iota
+	// NoRoute: blackhole, unreachable or prohibit; dropped as no_route.
+	NoRoute
+	// Unresolved: the next hop has no valid neighbour entry; the kernel resolves it.
+	Unresolved
+	// Forward: rewrite the MACs and send out of Ifindex.
+	Forward
+)
+
+var kindNames = [...]string{Kernel: "kernel", NoRoute: "no_route", Unresolved: "unresolved", Forward: "forward"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Nexthop is an entry's value: what a packet to the prefix becomes.
+type Nexthop struct {
+	Kind    Kind
+	Ifindex int
+	MTU     int
+	Dst     [6]byte // the neighbour's MAC (Forward)
+	Src     [6]byte // the out interface's MAC (Forward)
+}
+
+// Table is where the entries go: the datapath's xupf_routes.
+type Table interface {
+	Put(netip.Prefix, Nexthop) error
+	Delete(netip.Prefix) error
+	Entries() (map[netip.Prefix]Nexthop, error)
+}
+
+// RouteType is what a route does.
+type RouteType uint8
+
+const (
+	// Unicast forwards to Gateway, or with no gateway to the destination itself (on link).
+	Unicast RouteType = iota
+	// Drop is a blackhole, unreachable or prohibit route.
+	Drop
+	// Local is a route the kernel finishes: local, broadcast, multicast, throw, or one with
+	// a lightweight tunnel encapsulation.
+	Local
+)
+
+// Route is one route. Of several routes to the same prefix, a LocalTable one wins, then the
+// lowest Priority: the kernel's order (its local table is looked up before the main one).
+type Route struct {
+	Prefix     netip.Prefix
+	Type       RouteType
+	Gateway    netip.Addr // invalid: the destination is on link
+	Ifindex    int
+	MTU        int // 0: the interface's
+	Priority   int
+	LocalTable bool
+}
+
+// Neighbour is a resolved neighbour entry: the MAC of Addr on the interface Ifindex.
+type Neighbour struct {
+	Addr    netip.Addr
+	Ifindex int
+	MAC     net.HardwareAddr
+}
+
+type neighKey struct {
+	addr    netip.Addr
+	ifindex int
+}
+
+// Link is what a next hop needs of an interface.
+type Link struct {
+	Index int
+	Name  string
+	MAC   net.HardwareAddr
+	MTU   int
+}
+
+// fixed are entries every table has unless a route of the same prefix says otherwise: the
+// datapath never sends multicast or the limited broadcast to a unicast next hop, nor what
+// the kernel never routes off the host (loopback, "this network"), whether lo is up or not.
+var fixed = map[netip.Prefix]Nexthop{
+	netip.MustParsePrefix("0.0.0.0/8"):          {Kind: Kernel},
+	netip.MustParsePrefix("127.0.0.0/8"):        {Kind: Kernel},
+	netip.MustParsePrefix("224.0.0.0/4"):        {Kind: Kernel},
+	netip.MustParsePrefix("255.255.255.255/32"): {Kind: Kernel},
+}
+
+// state is what the entries are resolved from.
+type state struct {
+	routes map[routeKey]Route
+	neighs map[neighKey]net.HardwareAddr
+	links  map[int]Link
+	local  map[netip.Addr]bool // the UPF's own addresses: never forwarded
+}
+
+// routeKey tells routes apart as the kernel does within its main and local tables.
+type routeKey struct {
+	prefix     netip.Prefix
+	priority   int
+	localTable bool
+}
+
+func newState() state {
+	return state{routes: map[routeKey]Route{}, neighs: map[neighKey]net.HardwareAddr{},
+		links: map[int]Link{}, local: map[netip.Addr]bool{}}
+}
+
+func keyOf(r Route) routeKey {
+	return routeKey{prefix: r.Prefix, priority: r.Priority, localTable: r.LocalTable}
+}
+
+// resolve computes every entry of the table from s.
+func (s *state) resolve() map[netip.Prefix]Nexthop {
+	best := map[netip.Prefix]Route{}
+	for _, r := range s.routes {
+		if b, ok := best[r.Prefix]; !ok || r.LocalTable && !b.LocalTable ||
+			r.LocalTable == b.LocalTable && r.Priority < b.Priority {
+			best[r.Prefix] = r
+		}
+	}
+	out := maps.Clone(fixed)
+	for p, r := range best {
+		out[p] = s.nexthop(r)
+	}
+	// An on-link route's destinations each have their own neighbour entry: a /32 per known
+	// neighbour makes one lookup enough, but only where that route is the one the
+	// destination's longest match finds.
+	for k, mac := range s.neighs {
+		host := netip.PrefixFrom(k.addr, 32)
+		if _, ok := best[host]; ok {
+			continue
+		}
+		r, ok := longestMatch(best, k.addr)
+		if !ok || r.Type != Unicast || r.Gateway.IsValid() || r.Ifindex != k.ifindex {
+			continue
+		}
+		if nh := out[r.Prefix]; nh.Kind == Unresolved {
+			nh.Kind, nh.Dst = Forward, [6]byte(mac)
+			out[host] = nh
+		}
+	}
+	for a := range s.local {
+		out[netip.PrefixFrom(a, 32)] = Nexthop{Kind: Kernel}
+	}
+	return out
+}
+
+func longestMatch(routes map[netip.Prefix]Route, a netip.Addr) (Route, bool) {
+	for bits := 32; bits >= 0; bits-- {
+		p, _ := a.Prefix(bits)
+		if r, ok := routes[p]; ok {
+			return r, true
+		}
+	}
+	return Route{}, false
+}
+
+// nexthop resolves one route.
+func (s *state) nexthop(r Route) Nexthop {
+	switch r.Type {
+	case Drop:
+		return Nexthop{Kind: NoRoute}
+	case Local:
+		return Nexthop{Kind: Kernel}
+	}
+	l, ok := s.links[r.Ifindex]
+	if !ok || len(l.MAC) != 6 {
+		// An interface without an Ethernet address (a tunnel, say): the kernel's.
+		return Nexthop{Kind: Kernel}
+	}
+	nh := Nexthop{Kind: Unresolved, Ifindex: r.Ifindex, MTU: l.MTU, Src: [6]byte(l.MAC)}
+	if r.MTU > 0 {
+		nh.MTU = r.MTU
+	}
+	if r.Gateway.IsValid() {
+		if mac, ok := s.neighs[neighKey{r.Gateway, r.Ifindex}]; ok {
+			nh.Kind, nh.Dst = Forward, [6]byte(mac)
+		}
+	}
+	return nh
+}
+
+// Router writes the entries resolved from its state into a Table, only those that changed.
+type Router struct {
+	mu        sync.Mutex
+	table     Table
+	log       *slog.Logger
+	st        state
+	installed map[netip.Prefix]Nexthop
+	// private: routes and neighbours come from AddRoute and AddNeighbour, not the kernel.
+	private bool
+}
+
+// New returns a Router writing into table. It takes the table as it is: the entries of an
+// earlier run keep forwarding until the first write (Follow's) replaces or deletes them.
+func New(table Table, private bool, log *slog.Logger) (*Router, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	installed, err := table.Entries()
+	if err != nil {
+		return nil, err
+	}
+	return &Router{table: table, log: log, st: newState(), installed: installed, private: private}, nil
+}
+
+// update changes the state with fn, then writes the entries that changed. The caller holds
+// no lock.
+func (r *Router) update(fn func(*state) error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := fn(&r.st); err != nil {
+		return err
+	}
+	return r.write()
+}
+
+// write brings the table to the entries of the state: new and changed ones first, so a
+// destination never falls back to a shorter prefix in between, then the ones gone. The
+// caller holds r.mu.
+func (r *Router) write() error {
+	want := r.st.resolve()
+	var errs []error
+	for p, nh := range want {
+		if old, ok := r.installed[p]; ok && old == nh {
+			continue
+		}
+		if err := r.table.Put(p, nh); err != nil {
+			errs = append(errs, fmt.Errorf("route %s: %w", p, err))
+			continue
+		}
+		r.installed[p] = nh
+	}
+	for p := range r.installed {
+		if _, ok := want[p]; ok {
+			continue
+		}
+		if err := r.table.Delete(p); err != nil {
+			errs = append(errs, fmt.Errorf("delete route %s: %w", p, err))
+			continue
+		}
+		delete(r.installed, p)
+	}
+	return errors.Join(errs...)
+}
+
+// Entries returns the entries the table holds.
+func (r *Router) Entries() map[netip.Prefix]Nexthop {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.installed)
+}
+
+// SetLocal makes addrs the UPF's own addresses: a /32 each that the datapath never forwards
+// (a UE's packet to one is then dropped as ue_to_upf, not sent to the kernel).
+func (r *Router) SetLocal(addrs []netip.Addr) error {
+	return r.update(func(s *state) error {
+		clear(s.local)
+		for _, a := range addrs {
+			if a.Is4() {
+				s.local[a] = true
+			}
+		}
+		return nil
+	})
+}
+
+// setLinks replaces what is known of the interfaces.
+func (s *state) setLinks(links []Link) {
+	clear(s.links)
+	for _, l := range links {
+		s.links[l.Index] = l
+	}
+}

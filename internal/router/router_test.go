@@ -1,0 +1,193 @@
+package router
+
+import (
+	"maps"
+	"net"
+	"net/netip"
+	"testing"
+)
+
+var (
+	macN3  = net.HardwareAddr{2, 0, 0, 0, 1, 1}
+	macGNB = net.HardwareAddr{2, 0, 0, 0, 1, 2}
+	macN6  = net.HardwareAddr{2, 0, 0, 0, 2, 1}
+	macDN  = net.HardwareAddr{2, 0, 0, 0, 2, 2}
+	macDN2 = net.HardwareAddr{2, 0, 0, 0, 2, 3}
+)
+
+const n3, n6 = 3, 6
+
+func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+func addr(s string) netip.Addr  { return netip.MustParseAddr(s) }
+
+// fakeTable records the router's writes.
+type fakeTable struct {
+	m            map[netip.Prefix]Nexthop
+	puts, delete int
+}
+
+func (f *fakeTable) Put(p netip.Prefix, nh Nexthop) error { f.m[p] = nh; f.puts++; return nil }
+func (f *fakeTable) Delete(p netip.Prefix) error          { delete(f.m, p); f.delete++; return nil }
+func (f *fakeTable) Entries() (map[netip.Prefix]Nexthop, error) {
+	return maps.Clone(f.m), nil
+}
+
+// testState is the datapath tests' network: n3 10.0.1.1/24 with the gNB 10.0.1.2 resolved,
+// n6 10.0.2.1/24 with the DN router 10.0.2.2, default via 10.0.2.2, a blackhole.
+func testState() state {
+	s := newState()
+	s.setLinks([]Link{{Index: n3, Name: "n3", MAC: macN3, MTU: 1500}, {Index: n6, Name: "n6", MAC: macN6, MTU: 9000}})
+	for _, r := range []Route{
+		{Prefix: pfx("10.0.1.0/24"), Ifindex: n3},
+		{Prefix: pfx("10.0.2.0/24"), Ifindex: n6},
+		{Prefix: pfx("0.0.0.0/0"), Ifindex: n6, Gateway: addr("10.0.2.2")},
+		{Prefix: pfx("198.51.100.0/24"), Type: Drop},
+		{Prefix: pfx("10.0.1.1/32"), Type: Local, LocalTable: true, Ifindex: n3},
+	} {
+		s.routes[keyOf(r)] = r
+	}
+	s.neighs[neighKey{addr("10.0.1.2"), n3}] = macGNB
+	s.neighs[neighKey{addr("10.0.2.2"), n6}] = macDN
+	return s
+}
+
+func TestResolve(t *testing.T) {
+	fwd := func(ifindex, mtu int, src, dst net.HardwareAddr) Nexthop {
+		return Nexthop{Kind: Forward, Ifindex: ifindex, MTU: mtu, Src: [6]byte(src), Dst: [6]byte(dst)}
+	}
+	unresolved := func(ifindex, mtu int, src net.HardwareAddr) Nexthop {
+		return Nexthop{Kind: Unresolved, Ifindex: ifindex, MTU: mtu, Src: [6]byte(src)}
+	}
+	base := map[netip.Prefix]Nexthop{
+		pfx("0.0.0.0/8"):          {Kind: Kernel},
+		pfx("127.0.0.0/8"):        {Kind: Kernel},
+		pfx("224.0.0.0/4"):        {Kind: Kernel},
+		pfx("255.255.255.255/32"): {Kind: Kernel},
+		pfx("10.0.1.0/24"):        unresolved(n3, 1500, macN3),
+		pfx("10.0.1.2/32"):        fwd(n3, 1500, macN3, macGNB),
+		pfx("10.0.2.0/24"):        unresolved(n6, 9000, macN6),
+		pfx("10.0.2.2/32"):        fwd(n6, 9000, macN6, macDN),
+		pfx("0.0.0.0/0"):          fwd(n6, 9000, macN6, macDN),
+		pfx("198.51.100.0/24"):    {Kind: NoRoute},
+		pfx("10.0.1.1/32"):        {Kind: Kernel},
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*state)
+		want   func(map[netip.Prefix]Nexthop)
+	}{
+		{"as set up", func(*state) {}, func(map[netip.Prefix]Nexthop) {}},
+		{"gateway unresolved", func(s *state) { delete(s.neighs, neighKey{addr("10.0.2.2"), n6}) },
+			func(w map[netip.Prefix]Nexthop) {
+				w[pfx("0.0.0.0/0")] = unresolved(n6, 9000, macN6)
+				delete(w, pfx("10.0.2.2/32"))
+			}},
+		{"neighbour changed", func(s *state) { s.neighs[neighKey{addr("10.0.2.2"), n6}] = macDN2 },
+			func(w map[netip.Prefix]Nexthop) {
+				w[pfx("0.0.0.0/0")] = fwd(n6, 9000, macN6, macDN2)
+				w[pfx("10.0.2.2/32")] = fwd(n6, 9000, macN6, macDN2)
+			}},
+		{"a neighbour on another interface than the on-link route's is not a next hop",
+			func(s *state) { s.neighs[neighKey{addr("10.0.1.9"), n6}] = macDN }, func(map[netip.Prefix]Nexthop) {}},
+		{"a neighbour outside every on-link route is not a next hop",
+			func(s *state) { s.neighs[neighKey{addr("192.0.2.1"), n6}] = macDN }, func(map[netip.Prefix]Nexthop) {}},
+		{"a more specific route takes a neighbour's address from the on-link route",
+			func(s *state) {
+				r := Route{Prefix: pfx("10.0.1.0/25"), Ifindex: n6, Gateway: addr("10.0.2.2")}
+				s.routes[keyOf(r)] = r
+			},
+			func(w map[netip.Prefix]Nexthop) {
+				w[pfx("10.0.1.0/25")] = fwd(n6, 9000, macN6, macDN)
+				delete(w, pfx("10.0.1.2/32"))
+			}},
+		{"the route's MTU wins over the interface's",
+			func(s *state) {
+				r := Route{Prefix: pfx("0.0.0.0/0"), Ifindex: n6, Gateway: addr("10.0.2.2"), MTU: 1400}
+				s.routes[keyOf(r)] = r
+			},
+			func(w map[netip.Prefix]Nexthop) { w[pfx("0.0.0.0/0")] = fwd(n6, 1400, macN6, macDN) }},
+		{"of two routes to a prefix the lower priority wins",
+			func(s *state) {
+				r := Route{Prefix: pfx("0.0.0.0/0"), Type: Drop, Priority: 100}
+				s.routes[keyOf(r)] = r
+			}, func(map[netip.Prefix]Nexthop) {}},
+		{"the local table wins over the main one",
+			func(s *state) {
+				r := Route{Prefix: pfx("10.0.2.2/32"), Type: Local, LocalTable: true}
+				s.routes[keyOf(r)] = r
+			},
+			func(w map[netip.Prefix]Nexthop) { w[pfx("10.0.2.2/32")] = Nexthop{Kind: Kernel} }},
+		{"an interface without an Ethernet address is the kernel's",
+			func(s *state) { s.links[n6] = Link{Index: n6, Name: "tun0", MTU: 1400} },
+			func(w map[netip.Prefix]Nexthop) {
+				for _, p := range []string{"0.0.0.0/0", "10.0.2.0/24"} {
+					w[pfx(p)] = Nexthop{Kind: Kernel}
+				}
+				delete(w, pfx("10.0.2.2/32"))
+			}},
+		{"a local address is never forwarded", func(s *state) { s.local[addr("10.0.2.1")] = true },
+			func(w map[netip.Prefix]Nexthop) { w[pfx("10.0.2.1/32")] = Nexthop{Kind: Kernel} }},
+		{"a route to a multicast prefix wins over the fixed one",
+			func(s *state) {
+				r := Route{Prefix: pfx("224.0.0.0/4"), Ifindex: n6, Gateway: addr("10.0.2.2")}
+				s.routes[keyOf(r)] = r
+			},
+			func(w map[netip.Prefix]Nexthop) { w[pfx("224.0.0.0/4")] = fwd(n6, 9000, macN6, macDN) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := testState()
+			c.change(&s)
+			want := maps.Clone(base)
+			c.want(want)
+			got := s.resolve()
+			for p, nh := range want {
+				if g, ok := got[p]; !ok || g != nh {
+					t.Errorf("%s: got %+v (present %v), want %+v", p, g, ok, nh)
+				}
+			}
+			for p, nh := range got {
+				if _, ok := want[p]; !ok {
+					t.Errorf("%s: unexpected entry %+v", p, nh)
+				}
+			}
+		})
+	}
+}
+
+// TestWriteOnlyChanges: the router writes the entries that changed and deletes the ones gone,
+// and takes over the table's entries from an earlier run.
+func TestWriteOnlyChanges(t *testing.T) {
+	stale := pfx("203.0.113.0/24")
+	tbl := &fakeTable{m: map[netip.Prefix]Nexthop{stale: {Kind: NoRoute}}}
+	r, err := New(tbl, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := testState()
+	if err := r.update(func(s *state) error { *s = st; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tbl.m[stale]; ok || tbl.delete != 1 {
+		t.Errorf("the earlier run's entry was not deleted: %v, %d deletes", tbl.m, tbl.delete)
+	}
+	if !maps.Equal(tbl.m, st.resolve()) || !maps.Equal(r.Entries(), tbl.m) {
+		t.Fatalf("table %v, want %v", tbl.m, st.resolve())
+	}
+	tbl.puts, tbl.delete = 0, 0
+	err = r.update(func(s *state) error { s.neighs[neighKey{addr("10.0.2.2"), n6}] = macDN2; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tbl.puts != 2 || tbl.delete != 0 {
+		t.Errorf("a neighbour change wrote %d entries and deleted %d; want 2 (the default route and the /32) and 0",
+			tbl.puts, tbl.delete)
+	}
+	tbl.puts = 0
+	err = r.update(func(s *state) error { delete(s.neighs, neighKey{addr("10.0.1.2"), n3}); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tbl.puts != 0 || tbl.delete != 1 {
+		t.Errorf("a neighbour deletion wrote %d entries and deleted %d; want 0 and 1", tbl.puts, tbl.delete)
+	}
+}
