@@ -68,10 +68,11 @@ func newRootCmd(getenv func(string) string) *cobra.Command {
 	opts := &options{}
 	root := &cobra.Command{
 		Use:   "xupfctl",
-		Short: "Inspect and configure a running xupfd: status, sessions, PFCP associations, traffic classes, policer contracts and counters",
+		Short: "Inspect and configure a running xupfd: status, sessions, PFCP associations, traffic classes, policer contracts, routes and counters",
 		Long: `xupfctl talks to the HTTP API of xupfd, the xupf user-plane daemon: it shows its
 state, its PDU sessions, its PFCP associations with SMFs and the XDP datapath's counters,
-and configures the traffic classifier's classes and the policer's contracts. "xupfctl pfcp
+and configures the traffic classifier's classes, the policer's contracts and, in the
+router's private mode, the routes and neighbours. "xupfctl pfcp
 session" instead acts as a minimal SMF toward a UPF's PFCP endpoint, to create, modify and
 delete sessions.
 
@@ -93,6 +94,7 @@ Shell completion (including session ids for "session show" and class ids for
   xupfctl classifier add --id 3 --priority 100 --protocol udp --dst-port 5060
   xupfctl classifier list
   xupfctl policer set --class 3 --limit --rate 10mbit --burst 64kb
+  xupfctl route add 0.0.0.0/0 --via 203.0.113.1 --dev n6
   ` + serverEnv + `=http://192.0.2.5:8080 xupfctl stats
   source <(xupfctl completion bash)`,
 		// Errors are printed once, by run, in a single format.
@@ -127,7 +129,7 @@ Shell completion (including session ids for "session show" and class ids for
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(newStatusCmd(opts), newSessionCmd(opts), newClassifierCmd(opts), newPolicerCmd(opts),
-		newPFCPCmd(opts), newStatsCmd(opts))
+		newRouteCmd(opts), newNeighCmd(opts), newPFCPCmd(opts), newStatsCmd(opts))
 	return root
 }
 

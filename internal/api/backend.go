@@ -71,6 +71,23 @@ type Backend interface {
 	// has none.
 	DeleteContract(class uint32) error
 
+	// Routes returns the datapath's routes (private, or as mirrored), in any order.
+	Routes() ([]Route, error)
+	// AddRoute adds a private route or replaces the one to its prefix, and returns it as
+	// stored. ErrInvalid (the text naming the field) for an invalid route; ErrConflict when
+	// the router mirrors the kernel.
+	AddRoute(r Route) (Route, error)
+	// DeleteRoute deletes the private route to prefix: ErrNotFound, ErrInvalid, ErrConflict
+	// as for AddRoute.
+	DeleteRoute(prefix string) error
+	// Neighbours returns the neighbour entries next hops are resolved with, in any order.
+	Neighbours() ([]Neighbour, error)
+	// AddNeighbour adds a static neighbour or replaces the one of its address and interface;
+	// errors as for AddRoute.
+	AddNeighbour(n Neighbour) (Neighbour, error)
+	// DeleteNeighbour deletes a static neighbour; errors as for DeleteRoute.
+	DeleteNeighbour(iface, address string) error
+
 	// Associations returns the established PFCP associations, in any order.
 	Associations() []pfcp.Association
 }

@@ -94,6 +94,8 @@ func TestSpecSchemasMatchTypes(t *testing.T) {
 		"Class":           reflect.TypeFor[classifier.Class](),
 		"ClassInfo":       reflect.TypeFor[ClassInfo](),
 		"Contract":        reflect.TypeFor[Contract](),
+		"Route":           reflect.TypeFor[Route](),
+		"Neighbour":       reflect.TypeFor[Neighbour](),
 		"ContractInfo":    reflect.TypeFor[ContractInfo](),
 		"PoliceCounters":  reflect.TypeFor[PoliceCounters](),
 		"Association":     reflect.TypeFor[pfcp.Association](),

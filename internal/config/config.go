@@ -197,6 +197,9 @@ type Config struct {
 	// UEToUPFAllowed are the services on the UPF itself UEs may reach; every other uplink
 	// packet to one of the UPF's own addresses is dropped.
 	UEToUPFAllowed []UEToUPF `yaml:"ue_to_upf_allowed"`
+
+	// Router says where the datapath's routes and neighbours come from.
+	Router Router `yaml:"router"`
 }
 
 // Interface is one network interface and the roles it plays.
@@ -259,6 +262,7 @@ func Default() *Config {
 		Limits: Limits{MaxSessions: DefaultMaxSessions, MaxRuleSets: DefaultMaxRuleSets, MaxSDFEntries: DefaultMaxSDFEntries,
 			MaxAssociations: DefaultMaxAssociations, MaxSessionsPerAssociation: DefaultMaxSessions},
 		APIAccess: APIAccess{TokenFile: DefaultAPITokenFile},
+		Router:    Router{Mode: RouterMirror, MaxRoutes: DefaultMaxRoutes},
 	}
 }
 
@@ -330,6 +334,8 @@ type rawConfig struct {
 	// Datapath hardening.
 	PFCPAllowAnySource bool         `yaml:"pfcp_allow_any_source"`
 	UEToUPFAllowed     []rawUEToUPF `yaml:"ue_to_upf_allowed"`
+
+	Router rawRouter `yaml:"router"`
 }
 
 type rawLimits struct {
@@ -398,6 +404,7 @@ func parse(data []byte) (*Config, []error) {
 	v.apiAccess(raw.APIAccess)
 	v.cfg.PFCPAllowAnySource = raw.PFCPAllowAnySource
 	v.ueToUPF(raw.UEToUPFAllowed)
+	v.router(raw.Router)
 	if len(v.errs) > 0 {
 		return nil, v.errs
 	}
@@ -498,6 +505,12 @@ func sectionOf(typ string) (string, reflect.Type) {
 		return "in a flows entry", reflect.TypeOf(rawFlow{})
 	case "config.rawUEToUPF":
 		return "in a ue_to_upf_allowed entry", reflect.TypeOf(rawUEToUPF{})
+	case "config.rawRouter":
+		return "under router", reflect.TypeOf(rawRouter{})
+	case "config.rawRoute":
+		return "in a router.routes entry", reflect.TypeOf(rawRoute{})
+	case "config.rawNeighbour":
+		return "in a router.neighbours entry", reflect.TypeOf(rawNeighbour{})
 	default:
 		return "at the top level", reflect.TypeOf(rawConfig{})
 	}

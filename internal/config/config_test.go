@@ -53,6 +53,7 @@ func TestLoadExample(t *testing.T) {
 		Limits: Limits{MaxSessions: 100000, MaxRuleSets: 100000, MaxSDFEntries: 262144, MaxAssociations: 64,
 			MaxSessionsPerAssociation: 100000},
 		APIAccess: APIAccess{TokenFile: "/var/lib/xupf/api-token"},
+		Router:    Router{Mode: "mirror", MaxRoutes: 1048576},
 		Sessions: []session.Session{
 			{
 				ID:           1,
@@ -98,7 +99,7 @@ func TestExampleShowsDefaults(t *testing.T) {
 		PFCPAllowedPeers: cfg.PFCPAllowedPeers, PFCPHeartbeatInterval: cfg.PFCPHeartbeatInterval,
 		PFCPHeartbeatRetries: cfg.PFCPHeartbeatRetries, PFCPLostPeerSessions: cfg.PFCPLostPeerSessions,
 		QoSAlgorithm: cfg.QoSAlgorithm, QoSClock: cfg.QoSClock, QoSMBRBurst: cfg.QoSMBRBurst,
-		LogLevel: cfg.LogLevel, Limits: cfg.Limits, APIAccess: cfg.APIAccess}
+		LogLevel: cfg.LogLevel, Limits: cfg.Limits, APIAccess: cfg.APIAccess, Router: cfg.Router}
 	if !reflect.DeepEqual(&got, def) {
 		t.Errorf("example settings %+v differ from Default() %+v", got, *def)
 	}

@@ -93,6 +93,8 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		MeterAlgo:     meterAlgos[cfg.QoSAlgorithm],
 		Clock:         meterClocks[cfg.QoSClock],
 		MBRBurst:      cfg.QoSMBRBurst,
+		PrivateRoutes: cfg.Router.Mode == config.RouterPrivate,
+		MaxRoutes:     cfg.Router.MaxRoutes,
 		Logger:        log,
 	})
 	if err != nil {
@@ -123,6 +125,9 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 			Name: a.Name, Ifindex: a.Ifindex, Roles: iface.Roles, XDPMode: string(a.Mode),
 		})
 		log.Info("attached", "interface", a.Name, "ifindex", a.Ifindex, "roles", iface.Roles, "xdp_mode", a.Mode)
+	}
+	if err := d.installRoutes(); err != nil {
+		return nil, err
 	}
 	for _, s := range cfg.Sessions {
 		if err := dp.AddSession(s); err != nil {

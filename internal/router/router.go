@@ -15,6 +15,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 )
 
@@ -71,6 +72,27 @@ const (
 	// a lightweight tunnel encapsulation.
 	Local
 )
+
+var routeTypeNames = [...]string{Unicast: "unicast", Drop: "blackhole", Local: "local"}
+
+func (t RouteType) String() string {
+	if int(t) < len(routeTypeNames) {
+		return routeTypeNames[t]
+	}
+	return fmt.Sprintf("type(%d)", uint8(t))
+}
+
+// ParseRouteType is RouteType's inverse for the private types, as the configuration and the
+// API name them.
+func ParseRouteType(s string) (RouteType, error) {
+	switch s {
+	case "", "unicast":
+		return Unicast, nil
+	case "blackhole":
+		return Drop, nil
+	}
+	return 0, fmt.Errorf("type: %q is not a route type; use unicast or blackhole", s)
+}
 
 // Route is one route. Of several routes to the same prefix, a LocalTable one wins, then the
 // lowest Priority: the kernel's order (its local table is looked up before the main one).
@@ -270,8 +292,15 @@ func (r *Router) write() error {
 		}
 		delete(r.installed, p)
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrTable, errors.Join(errs...))
+	}
+	return nil
 }
+
+// ErrTable marks a failed write to the Table (a full table, say), as against a change the
+// router refused.
+var ErrTable = errors.New("write the route table")
 
 // Entries returns the entries the table holds.
 func (r *Router) Entries() map[netip.Prefix]Nexthop {
@@ -300,4 +329,182 @@ func (s *state) setLinks(links []Link) {
 	for _, l := range links {
 		s.links[l.Index] = l
 	}
+}
+
+// ErrMirror is returned by the route and neighbour changes of a router that mirrors the
+// kernel: change the kernel's tables instead.
+var ErrMirror = errors.New("routes and neighbours mirror the kernel's (router.mode: mirror): " +
+	"change them with `ip route` and `ip neigh`, or set router.mode: private")
+
+// ErrNotFound is returned for a route or neighbour the router does not have.
+var ErrNotFound = errors.New("not found")
+
+// Private reports whether routes and neighbours come from AddRoute and AddNeighbour.
+func (r *Router) Private() bool { return r.private }
+
+// LinkByName returns the interface of that name, as the router last listed the interfaces.
+func (r *Router) LinkByName(name string) (Link, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.st.links {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return Link{}, false
+}
+
+// LinkName is the name of the interface ifindex, or its number when the router does not know it.
+func (r *Router) LinkName(ifindex int) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l, ok := r.st.links[ifindex]; ok {
+		return l.Name
+	}
+	return fmt.Sprintf("ifindex %d", ifindex)
+}
+
+// Check says what is wrong with rt as a private route, naming the field; nil when it is valid.
+func (rt Route) Check() error {
+	switch {
+	case !rt.Prefix.IsValid() || !rt.Prefix.Addr().Is4():
+		return fmt.Errorf("prefix: %s is not an IPv4 prefix; use e.g. 0.0.0.0/0 or 192.0.2.0/24", rt.Prefix)
+	case rt.Prefix.Masked() != rt.Prefix:
+		return fmt.Errorf("prefix: %s has host bits set; use %s", rt.Prefix, rt.Prefix.Masked())
+	case rt.LocalTable || rt.Priority != 0:
+		return errors.New("a private route has no table or priority")
+	case rt.MTU < 0 || rt.MTU > 65535:
+		return fmt.Errorf("mtu: %d is out of range; use 68 to 65535, or 0 for the interface's", rt.MTU)
+	}
+	switch rt.Type {
+	case Drop:
+		if rt.Gateway.IsValid() || rt.Ifindex != 0 || rt.MTU != 0 {
+			return errors.New("a blackhole route has no via, interface or mtu")
+		}
+	case Unicast:
+		if rt.Ifindex <= 0 {
+			return errors.New("interface: missing; name the interface the route leaves by")
+		}
+		if rt.Gateway.IsValid() && (!rt.Gateway.Is4() || rt.Gateway.IsUnspecified() || rt.Gateway.IsMulticast()) {
+			return fmt.Errorf("via: %s is not a unicast IPv4 address", rt.Gateway)
+		}
+		if rt.MTU != 0 && rt.MTU < 68 {
+			return fmt.Errorf("mtu: %d is below IPv4's minimum; use 68 to 65535, or 0 for the interface's", rt.MTU)
+		}
+	default:
+		return fmt.Errorf("type: %s routes are the kernel's; use unicast or blackhole", rt.Type)
+	}
+	return nil
+}
+
+// Check says what is wrong with n as a static neighbour; nil when it is valid.
+func (n Neighbour) Check() error {
+	switch {
+	case !n.Addr.Is4() || n.Addr.IsUnspecified() || n.Addr.IsMulticast():
+		return fmt.Errorf("address: %s is not a unicast IPv4 address", n.Addr)
+	case n.Ifindex <= 0:
+		return errors.New("interface: missing; name the interface the neighbour is on")
+	case len(n.MAC) != 6:
+		return fmt.Errorf("mac: %q is not an Ethernet address; use e.g. 02:00:00:00:02:02", n.MAC)
+	case n.MAC[0]&1 != 0 || [6]byte(n.MAC) == [6]byte{}:
+		return fmt.Errorf("mac: %s is not a unicast Ethernet address", n.MAC)
+	}
+	return nil
+}
+
+// AddRoute adds a private route or replaces the one to the same prefix.
+func (r *Router) AddRoute(rt Route) error {
+	if !r.private {
+		return ErrMirror
+	}
+	if err := rt.Check(); err != nil {
+		return err
+	}
+	return r.update(func(s *state) error {
+		if rt.Type == Unicast {
+			if _, ok := s.links[rt.Ifindex]; !ok {
+				return fmt.Errorf("interface: ifindex %d does not exist", rt.Ifindex)
+			}
+		}
+		s.routes[keyOf(rt)] = rt
+		return nil
+	})
+}
+
+// DeleteRoute deletes the private route to p; ErrNotFound when there is none.
+func (r *Router) DeleteRoute(p netip.Prefix) error {
+	if !r.private {
+		return ErrMirror
+	}
+	return r.update(func(s *state) error {
+		k := routeKey{prefix: p}
+		if _, ok := s.routes[k]; !ok {
+			return fmt.Errorf("route %s: %w", p, ErrNotFound)
+		}
+		delete(s.routes, k)
+		return nil
+	})
+}
+
+// Routes returns the routes the router resolves (private or mirrored), sorted by prefix.
+func (r *Router) Routes() []Route {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := slices.Collect(maps.Values(r.st.routes))
+	slices.SortFunc(out, func(a, b Route) int {
+		if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
+			return c
+		}
+		return a.Prefix.Bits() - b.Prefix.Bits()
+	})
+	return out
+}
+
+// AddNeighbour adds a static neighbour or replaces the one of the same address and interface.
+func (r *Router) AddNeighbour(n Neighbour) error {
+	if !r.private {
+		return ErrMirror
+	}
+	if err := n.Check(); err != nil {
+		return err
+	}
+	return r.update(func(s *state) error {
+		if _, ok := s.links[n.Ifindex]; !ok {
+			return fmt.Errorf("interface: ifindex %d does not exist", n.Ifindex)
+		}
+		s.neighs[neighKey{n.Addr, n.Ifindex}] = slices.Clone(n.MAC)
+		return nil
+	})
+}
+
+// DeleteNeighbour deletes a static neighbour; ErrNotFound when there is none.
+func (r *Router) DeleteNeighbour(addr netip.Addr, ifindex int) error {
+	if !r.private {
+		return ErrMirror
+	}
+	return r.update(func(s *state) error {
+		k := neighKey{addr, ifindex}
+		if _, ok := s.neighs[k]; !ok {
+			return fmt.Errorf("neighbour %s: %w", addr, ErrNotFound)
+		}
+		delete(s.neighs, k)
+		return nil
+	})
+}
+
+// Neighbours returns the neighbours the router resolves with (static or mirrored), sorted.
+func (r *Router) Neighbours() []Neighbour {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Neighbour, 0, len(r.st.neighs))
+	for k, mac := range r.st.neighs {
+		out = append(out, Neighbour{Addr: k.addr, Ifindex: k.ifindex, MAC: slices.Clone(mac)})
+	}
+	slices.SortFunc(out, func(a, b Neighbour) int {
+		if c := a.Addr.Compare(b.Addr); c != 0 {
+			return c
+		}
+		return a.Ifindex - b.Ifindex
+	})
+	return out
 }

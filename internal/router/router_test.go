@@ -1,9 +1,11 @@
 package router
 
 import (
+	"errors"
 	"maps"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -189,5 +191,71 @@ func TestWriteOnlyChanges(t *testing.T) {
 	}
 	if tbl.puts != 0 || tbl.delete != 1 {
 		t.Errorf("a neighbour deletion wrote %d entries and deleted %d; want 0 and 1", tbl.puts, tbl.delete)
+	}
+}
+
+// TestPrivate: private routes and neighbours become entries; what is not valid, or a change
+// to a mirroring router, is refused with what to fix.
+func TestPrivate(t *testing.T) {
+	newRouter := func(private bool) *Router {
+		r, err := New(&fakeTable{m: map[netip.Prefix]Nexthop{}}, private, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.st.setLinks([]Link{{Index: n6, Name: "n6", MAC: macN6, MTU: 1500}})
+		return r
+	}
+	if err := newRouter(false).AddRoute(Route{Prefix: pfx("0.0.0.0/0"), Ifindex: n6}); !errors.Is(err, ErrMirror) {
+		t.Errorf("a route added to a mirroring router: %v, want ErrMirror", err)
+	}
+	r := newRouter(true)
+	def := Route{Prefix: pfx("0.0.0.0/0"), Ifindex: n6, Gateway: addr("10.0.2.2")}
+	if err := r.AddRoute(def); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddNeighbour(Neighbour{Addr: addr("10.0.2.2"), Ifindex: n6, MAC: macDN}); err != nil {
+		t.Fatal(err)
+	}
+	want := Nexthop{Kind: Forward, Ifindex: n6, MTU: 1500, Src: [6]byte(macN6), Dst: [6]byte(macDN)}
+	if got := r.Entries()[def.Prefix]; got != want {
+		t.Errorf("default route %+v, want %+v", got, want)
+	}
+	if err := r.DeleteNeighbour(addr("10.0.2.2"), n6); err != nil || r.Entries()[def.Prefix].Kind != Unresolved {
+		t.Errorf("after the neighbour's deletion (%v): %+v, want unresolved", err, r.Entries()[def.Prefix])
+	}
+	if err := r.DeleteRoute(def.Prefix); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Entries()[def.Prefix]; ok || !errors.Is(r.DeleteRoute(def.Prefix), ErrNotFound) {
+		t.Errorf("a deleted route is still there, or deletes twice")
+	}
+	for _, c := range []struct {
+		route Route
+		want  string
+	}{
+		{Route{Prefix: pfx("10.0.0.1/8"), Ifindex: n6}, "prefix: 10.0.0.1/8 has host bits set; use 10.0.0.0/8"},
+		{Route{Prefix: pfx("2001:db8::/32"), Ifindex: n6}, "is not an IPv4 prefix"},
+		{Route{Prefix: pfx("10.0.0.0/8")}, "interface: missing"},
+		{Route{Prefix: pfx("10.0.0.0/8"), Ifindex: 99}, "interface: ifindex 99 does not exist"},
+		{Route{Prefix: pfx("10.0.0.0/8"), Ifindex: n6, MTU: 20}, "mtu: 20 is below IPv4's minimum"},
+		{Route{Prefix: pfx("10.0.0.0/8"), Ifindex: n6, Gateway: addr("224.0.0.1")}, "via: 224.0.0.1 is not a unicast IPv4 address"},
+		{Route{Prefix: pfx("10.0.0.0/8"), Type: Drop, Ifindex: n6}, "a blackhole route has no via, interface or mtu"},
+		{Route{Prefix: pfx("10.0.0.0/8"), Type: Local}, "type: local routes are the kernel's"},
+	} {
+		if err := r.AddRoute(c.route); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error with %q", c.route, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		n    Neighbour
+		want string
+	}{
+		{Neighbour{Addr: addr("10.0.2.2"), Ifindex: n6, MAC: net.HardwareAddr{1, 0, 0x5e, 0, 0, 1}}, "is not a unicast Ethernet address"},
+		{Neighbour{Addr: addr("10.0.2.2"), Ifindex: n6, MAC: net.HardwareAddr{1, 2}}, "is not an Ethernet address"},
+		{Neighbour{Addr: addr("0.0.0.0"), Ifindex: n6, MAC: macDN}, "is not a unicast IPv4 address"},
+	} {
+		if err := r.AddNeighbour(c.n); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error with %q", c.n, err, c.want)
+		}
 	}
 }

@@ -47,9 +47,14 @@ type Backend struct {
 	ContractsData []api.ContractInfo
 	// AssociationsData is served as is; Err does not apply (Associations cannot fail).
 	AssociationsData []pfcp.Association
-	Err              error
+	// RoutesData and NeighboursData are served unsorted; AddRoute, DeleteRoute,
+	// AddNeighbour and DeleteNeighbour change them (replacing by prefix, and by interface and
+	// address), checking nothing.
+	RoutesData     []api.Route
+	NeighboursData []api.Neighbour
+	Err            error
 
-	mu sync.Mutex // guards ClassesData and ContractsData against concurrent requests
+	mu sync.Mutex // guards ClassesData, ContractsData, RoutesData and NeighboursData against concurrent requests
 }
 
 var _ api.Backend = (*Backend)(nil)
@@ -513,4 +518,76 @@ func SelfSignedCert(t testing.TB) (certPath, keyPath string) {
 		}
 	}
 	return certPath, keyPath
+}
+
+// Routes returns RoutesData, or Err.
+func (b *Backend) Routes() ([]api.Route, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.RoutesData), b.Err
+}
+
+// AddRoute replaces the route of r's prefix in RoutesData or appends r, or returns Err.
+func (b *Backend) AddRoute(r api.Route) (api.Route, error) {
+	if b.Err != nil {
+		return api.Route{}, b.Err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.RoutesData = put(b.RoutesData, r, func(o api.Route) bool { return o.Prefix == r.Prefix })
+	return r, nil
+}
+
+// DeleteRoute removes the route to prefix from RoutesData, or returns Err or api.ErrNotFound.
+func (b *Backend) DeleteRoute(prefix string) error {
+	return remove(b, &b.RoutesData, func(o api.Route) bool { return o.Prefix == prefix }, "route "+prefix)
+}
+
+// Neighbours returns NeighboursData, or Err.
+func (b *Backend) Neighbours() ([]api.Neighbour, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.NeighboursData), b.Err
+}
+
+// AddNeighbour replaces the neighbour of n's interface and address or appends n, or returns Err.
+func (b *Backend) AddNeighbour(n api.Neighbour) (api.Neighbour, error) {
+	if b.Err != nil {
+		return api.Neighbour{}, b.Err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.NeighboursData = put(b.NeighboursData, n, func(o api.Neighbour) bool {
+		return o.Interface == n.Interface && o.Address == n.Address
+	})
+	return n, nil
+}
+
+// DeleteNeighbour removes a neighbour from NeighboursData, or returns Err or api.ErrNotFound.
+func (b *Backend) DeleteNeighbour(iface, address string) error {
+	return remove(b, &b.NeighboursData, func(o api.Neighbour) bool { return o.Interface == iface && o.Address == address },
+		"neighbour "+address+" on "+iface)
+}
+
+// put replaces the element of list same finds by v, or appends v.
+func put[T any](list []T, v T, same func(T) bool) []T {
+	if i := slices.IndexFunc(list, same); i >= 0 {
+		list[i] = v
+		return list
+	}
+	return append(list, v)
+}
+
+func remove[T any](b *Backend, list *[]T, same func(T) bool, what string) error {
+	if b.Err != nil {
+		return b.Err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := slices.IndexFunc(*list, same)
+	if i < 0 {
+		return fmt.Errorf("%s: %w", what, api.ErrNotFound)
+	}
+	*list = slices.Delete(*list, i, i+1)
+	return nil
 }
