@@ -31,7 +31,7 @@ func (r *Router) Follow(ns netns.NsHandle) (stop func(), err error) {
 	if err == nil {
 		err = f.resync()
 		if err != nil {
-			close(s.stop)
+			s.close()
 		}
 	}
 	if err != nil {
@@ -57,13 +57,35 @@ type follower struct {
 	done chan struct{}
 }
 
-// subscriptions are the netlink subscriptions of one round; closing stop ends them. A nil
-// channel is one the router does not follow (private mode): it never delivers.
+// subscriptions are the netlink subscriptions of one round; close ends them. A nil channel
+// is one the router does not follow (private mode): it never delivers.
 type subscriptions struct {
 	routes chan netlink.RouteUpdate
 	neighs chan netlink.NeighUpdate
 	links  chan netlink.LinkUpdate
 	stop   chan struct{}
+	once   *sync.Once
+}
+
+// close closes the sockets, once, and drains the channels until netlink closes them: its
+// receiving goroutines may be blocked sending an event no one reads any more.
+func (s subscriptions) close() {
+	s.once.Do(func() {
+		close(s.stop)
+		drain(s.routes)
+		drain(s.neighs)
+		drain(s.links)
+	})
+}
+
+// drain reads ch until it is closed, in the background; nil is no subscription.
+func drain[T any](ch chan T) {
+	if ch != nil {
+		go func() {
+			for range ch {
+			}
+		}()
+	}
 }
 
 // subscribeBuffer is each subscription's channel size; what netlink sends while the router
@@ -71,7 +93,7 @@ type subscriptions struct {
 const subscribeBuffer = 256
 
 func (f *follower) subscribe() (subscriptions, error) {
-	s := subscriptions{links: make(chan netlink.LinkUpdate, subscribeBuffer), stop: make(chan struct{})}
+	s := subscriptions{stop: make(chan struct{}), once: &sync.Once{}}
 	onErr := func(err error) {
 		select {
 		case <-s.stop: // closed to stop: no news
@@ -79,18 +101,27 @@ func (f *follower) subscribe() (subscriptions, error) {
 			f.r.log.Warn("router: netlink updates", "err", err)
 		}
 	}
+	// A channel is kept only once its subscription works: only then does netlink close it.
 	ns := nlns.Subscription(f.ns)
-	err := netlink.LinkSubscribeWithOptions(s.links, s.stop, netlink.LinkSubscribeOptions{Namespace: ns, ErrorCallback: onErr})
-	if err == nil && !f.r.private {
-		s.routes = make(chan netlink.RouteUpdate, subscribeBuffer)
-		err = netlink.RouteSubscribeWithOptions(s.routes, s.stop, netlink.RouteSubscribeOptions{Namespace: ns, ErrorCallback: onErr})
+	links := make(chan netlink.LinkUpdate, subscribeBuffer)
+	err := netlink.LinkSubscribeWithOptions(links, s.stop, netlink.LinkSubscribeOptions{Namespace: ns, ErrorCallback: onErr})
+	if err == nil {
+		s.links = links
 	}
 	if err == nil && !f.r.private {
-		s.neighs = make(chan netlink.NeighUpdate, subscribeBuffer)
-		err = netlink.NeighSubscribeWithOptions(s.neighs, s.stop, netlink.NeighSubscribeOptions{Namespace: ns, ErrorCallback: onErr})
+		routes := make(chan netlink.RouteUpdate, subscribeBuffer)
+		if err = netlink.RouteSubscribeWithOptions(routes, s.stop, netlink.RouteSubscribeOptions{Namespace: ns, ErrorCallback: onErr}); err == nil {
+			s.routes = routes
+		}
+	}
+	if err == nil && !f.r.private {
+		neighs := make(chan netlink.NeighUpdate, subscribeBuffer)
+		if err = netlink.NeighSubscribeWithOptions(neighs, s.stop, netlink.NeighSubscribeOptions{Namespace: ns, ErrorCallback: onErr}); err == nil {
+			s.neighs = neighs
+		}
 	}
 	if err != nil {
-		close(s.stop)
+		s.close()
 		return subscriptions{}, fmt.Errorf("router: subscribe to netlink: %w", err)
 	}
 	return s, nil
@@ -101,7 +132,7 @@ func (f *follower) subscribe() (subscriptions, error) {
 func (f *follower) run(s subscriptions) {
 	for {
 		f.follow(s)
-		close(s.stop)
+		s.close()
 		for s.stop = nil; s.stop == nil; {
 			select {
 			case <-f.done:

@@ -181,3 +181,36 @@ func TestFollowPrivateIgnoresKernelRoutes(t *testing.T) {
 		t.Errorf("entries %v, want only the fixed ones %v", got, want)
 	}
 }
+
+// TestFollowResyncsAfterALostSubscription: when the subscriptions end (as on a receive error,
+// a full socket buffer say), events are lost; the router subscribes again and lists
+// everything, so a neighbour added meanwhile still becomes an entry.
+func TestFollowResyncsAfterALostSubscription(t *testing.T) {
+	ns, h := newNS(t)
+	must(t, h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a"}, PeerName: "ap"}))
+	a, err := h.LinkByName("a")
+	must(t, err)
+	must(t, h.LinkSetUp(a))
+	addr, _ := netlink.ParseAddr("10.0.1.1/24")
+	must(t, h.AddrAdd(a, addr))
+
+	r, err := New(&lockedTable{fakeTable: fakeTable{m: map[netip.Prefix]Nexthop{}}}, false, nil)
+	must(t, err)
+	fh, err := netlink.NewHandleAt(ns)
+	must(t, err)
+	defer fh.Close()
+	f := &follower{r: r, ns: ns, h: fh, done: make(chan struct{})}
+	s, err := f.subscribe()
+	must(t, err)
+	must(t, f.resync())
+	exited := make(chan struct{})
+	go func() { defer close(exited); f.run(s) }()
+	defer func() { close(f.done); <-exited }()
+
+	s.close() // the subscriptions are lost
+	must(t, h.NeighAdd(&netlink.Neigh{LinkIndex: a.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+		IP: net.IP{10, 0, 1, 2}, HardwareAddr: net.HardwareAddr{2, 0, 0, 0, 1, 2}}))
+	nh := Nexthop{Kind: Forward, Ifindex: a.Attrs().Index, MTU: a.Attrs().MTU, Src: [6]byte(a.Attrs().HardwareAddr),
+		Dst: [6]byte{2, 0, 0, 0, 1, 2}}
+	waitEntry(t, r, pfx("10.0.1.2/32"), &nh)
+}
