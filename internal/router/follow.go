@@ -231,7 +231,13 @@ func (f *follower) list(st *state, neighs bool) error {
 	}
 	clear(st.routes)
 	for _, nr := range routes {
-		if r, ok := routeOf(nr); ok {
+		r, ok := routeOf(nr)
+		if !ok {
+			continue
+		}
+		// Routes appended to one prefix and metric (ip route append) are listed in the
+		// kernel's order, and the kernel uses the first.
+		if _, dup := st.routes[keyOf(r)]; !dup {
 			st.routes[keyOf(r)] = r
 		}
 	}

@@ -146,8 +146,16 @@ func TestFollowMirrorsTheKernel(t *testing.T) {
 	must(t, h.RouteDel(&netlink.Route{Dst: dst, Type: unix.RTN_BLACKHOLE}))
 	waitEntry(t, r, dn, nil)
 
+	// Appended after a first route to the same prefix and metric, a second one is not used.
+	other := pfx("198.51.100.0/24")
+	_, otherDst, _ := net.ParseCIDR(other.String())
+	must(t, h.RouteAdd(&netlink.Route{LinkIndex: idx, Dst: otherDst, Gw: net.IP{10, 0, 1, 2}}))
+	must(t, h.RouteAppend(&netlink.Route{LinkIndex: idx, Dst: otherDst, Gw: net.IP{10, 0, 1, 3}}))
+	waitEntry(t, r, other, fwd(m2))
+
 	must(t, h.NeighDel(neigh(m2)))
 	waitEntry(t, r, gw, nil)
+	waitEntry(t, r, other, &unresolved)
 
 	route.Gw = net.IP{10, 0, 1, 2}
 	must(t, h.NeighAdd(neigh(m1)))
