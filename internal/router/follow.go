@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -152,40 +153,30 @@ func (f *follower) run(s subscriptions) {
 }
 
 // follow applies events until stopped or a subscription ends. Neighbour events are applied
-// as they come; a route or link event has the routes and links listed again (the kernel
-// removes routes without telling when a link goes down). Events already queued are taken
-// together, so a burst costs one write.
+// as they come; a route event has the routes listed again, a link event the links and the
+// routes (the kernel removes a down link's routes without an event for each). Events already
+// queued are taken together, so a burst costs one write.
 func (f *follower) follow(s subscriptions) {
 	for {
-		var relist bool
+		var routes, links, closed bool
 		var neighs []netlink.NeighUpdate
 		select {
 		case <-f.done:
 			return
 		case _, ok := <-s.routes:
-			if !ok {
-				return
-			}
-			relist = true
+			routes, closed = true, !ok
 		case _, ok := <-s.links:
-			if !ok {
-				return
-			}
-			relist = true
+			links, closed = true, !ok
 		case u, ok := <-s.neighs:
-			if !ok {
-				return
-			}
-			neighs = append(neighs, u)
+			neighs, closed = append(neighs, u), !ok
 		}
-		closed := false
 	drain:
 		for !closed {
 			select {
 			case _, ok := <-s.routes:
-				relist, closed = true, !ok
+				routes, closed = true, !ok
 			case _, ok := <-s.links:
-				relist, closed = true, !ok
+				links, closed = true, !ok
 			case u, ok := <-s.neighs:
 				neighs, closed = append(neighs, u), !ok
 			default:
@@ -196,10 +187,14 @@ func (f *follower) follow(s subscriptions) {
 			for _, u := range neighs {
 				applyNeigh(st, u)
 			}
-			if relist {
-				return f.list(st, false)
+			var err error
+			if links {
+				err = f.listLinks(st)
 			}
-			return nil
+			if err == nil && (routes || links) {
+				err = f.listRoutes(st)
+			}
+			return err
 		})
 		if err != nil {
 			f.r.log.Error("router: update the route table", "err", err)
@@ -212,16 +207,24 @@ func (f *follower) follow(s subscriptions) {
 
 // resync lists everything followed and rewrites what changed.
 func (f *follower) resync() error {
-	return f.r.update(func(st *state) error { return f.list(st, true) })
+	return f.r.update(func(st *state) error {
+		return errors.Join(f.listLinks(st), f.listRoutes(st), f.listNeighs(st))
+	})
 }
 
-// list replaces the links and routes of st by the kernel's, and with neighs the neighbours.
-func (f *follower) list(st *state, neighs bool) error {
+// listLinks replaces the links of st by the kernel's.
+func (f *follower) listLinks(st *state) error {
 	links, err := f.h.LinkList()
 	if err != nil {
 		return fmt.Errorf("router: list links: %w", err)
 	}
 	st.setLinks(linksOf(links))
+	return nil
+}
+
+// listRoutes replaces the routes of st by the kernel's main and local tables (none in
+// private mode).
+func (f *follower) listRoutes(st *state) error {
 	if f.r.private {
 		return nil
 	}
@@ -241,7 +244,12 @@ func (f *follower) list(st *state, neighs bool) error {
 			st.routes[keyOf(r)] = r
 		}
 	}
-	if !neighs {
+	return nil
+}
+
+// listNeighs replaces the neighbours of st by the kernel's (none in private mode).
+func (f *follower) listNeighs(st *state) error {
+	if f.r.private {
 		return nil
 	}
 	list, err := f.h.NeighList(0, netlink.FAMILY_V4)
