@@ -52,8 +52,10 @@ func TestRouteCases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.waitRoute(t, mtuNet, present)
-	e.waitRoute(t, otherNet, present)
+	// Route and neighbour events come on sockets of their own, in any order: wait for both.
+	resolved := func(nh router.Nexthop, found bool) bool { return found && nh.Kind == router.Forward }
+	e.waitRoute(t, mtuNet, resolved)
+	e.waitRoute(t, otherNet, resolved)
 
 	long := strings.Repeat("x", 100) // 128-byte inner packet: over the MTU of 100
 	toKernel := func(name string, inner []byte) pktCase {

@@ -183,19 +183,30 @@ func (f *follower) follow(s subscriptions) {
 				break drain
 			}
 		}
-		err := f.r.update(func(st *state) error {
-			for _, u := range neighs {
-				applyNeigh(st, u)
-			}
-			var err error
-			if links {
-				err = f.listLinks(st)
-			}
-			if err == nil && (routes || links) {
-				err = f.listRoutes(st)
-			}
-			return err
-		})
+		var err error
+		if routes || links {
+			err = f.r.update(func(st *state) error {
+				for _, u := range neighs {
+					applyNeigh(st, u)
+				}
+				if links {
+					if err := f.listLinks(st); err != nil {
+						return err
+					}
+				}
+				return f.listRoutes(st)
+			})
+		} else {
+			err = f.r.updateNeighs(func(st *state) ([]neighKey, error) {
+				var keys []neighKey
+				for _, u := range neighs {
+					if k, ok := applyNeigh(st, u); ok {
+						keys = append(keys, k)
+					}
+				}
+				return keys, nil
+			})
+		}
 		if err != nil {
 			f.r.log.Error("router: update the route table", "err", err)
 		}
@@ -307,23 +318,24 @@ func addrOf(ip net.IP) netip.Addr {
 	return a
 }
 
-// applyNeigh applies one neighbour event: an entry the kernel would send to (NUD_VALID: also
-// stale, delay and probe, which it sends to while it checks) is a next hop; any other state,
-// or a deletion, is none.
-func applyNeigh(st *state, u netlink.NeighUpdate) {
+// applyNeigh applies one neighbour event and returns the neighbour it is about, if IPv4: an
+// entry the kernel would send to (NUD_VALID: also stale, delay and probe, which it sends to
+// while it checks) is a next hop; any other state, or a deletion, is none.
+func applyNeigh(st *state, u netlink.NeighUpdate) (neighKey, bool) {
 	if u.Family != netlink.FAMILY_V4 {
-		return
+		return neighKey{}, false
 	}
 	a := addrOf(u.IP)
 	if !a.IsValid() {
-		return
+		return neighKey{}, false
 	}
 	k := neighKey{a, u.LinkIndex}
 	const valid = netlink.NUD_PERMANENT | netlink.NUD_NOARP | netlink.NUD_REACHABLE |
 		netlink.NUD_PROBE | netlink.NUD_STALE | netlink.NUD_DELAY
 	if u.Type == unix.RTM_NEWNEIGH && u.State&valid != 0 && len(u.HardwareAddr) == 6 {
 		st.neighs[k] = u.HardwareAddr
-		return
+	} else {
+		delete(st.neighs, k)
 	}
-	delete(st.neighs, k)
+	return k, true
 }

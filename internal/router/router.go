@@ -160,40 +160,71 @@ func keyOf(r Route) routeKey {
 	return routeKey{prefix: r.Prefix, priority: r.Priority, localTable: r.LocalTable}
 }
 
-// resolve computes every entry of the table from s.
-func (s *state) resolve() map[netip.Prefix]Nexthop {
-	best := map[netip.Prefix]Route{}
+// index is what a neighbour change needs of the last full resolution: the winning route of
+// each prefix, and the prefixes of the routes via each gateway.
+type index struct {
+	best map[netip.Prefix]Route
+	via  map[neighKey][]netip.Prefix
+}
+
+// resolve computes every entry of the table from s, and the index of the result.
+func (s *state) resolve() (map[netip.Prefix]Nexthop, index) {
+	idx := index{best: map[netip.Prefix]Route{}, via: map[neighKey][]netip.Prefix{}}
 	for _, r := range s.routes {
-		if b, ok := best[r.Prefix]; !ok || r.LocalTable && !b.LocalTable ||
+		if b, ok := idx.best[r.Prefix]; !ok || r.LocalTable && !b.LocalTable ||
 			r.LocalTable == b.LocalTable && r.Priority < b.Priority {
-			best[r.Prefix] = r
+			idx.best[r.Prefix] = r
 		}
 	}
 	out := maps.Clone(fixed)
-	for p, r := range best {
+	for p, r := range idx.best {
 		out[p] = s.nexthop(r)
+		if r.Type == Unicast && r.Gateway.IsValid() {
+			k := neighKey{r.Gateway, r.Ifindex}
+			idx.via[k] = append(idx.via[k], p)
+		}
 	}
-	// An on-link route's destinations each have their own neighbour entry: a /32 per known
-	// neighbour makes one lookup enough, but only where that route is the one the
-	// destination's longest match finds.
-	for k, mac := range s.neighs {
-		host := netip.PrefixFrom(k.addr, 32)
-		if _, ok := best[host]; ok {
-			continue
-		}
-		r, ok := longestMatch(best, k.addr)
-		if !ok || r.Type != Unicast || r.Gateway.IsValid() || r.Ifindex != k.ifindex {
-			continue
-		}
-		if nh := out[r.Prefix]; nh.Kind == Unresolved {
-			nh.Kind, nh.Dst = Forward, [6]byte(mac)
-			out[host] = nh
+	for k := range s.neighs {
+		if nh, ok := s.hostEntry(idx.best, k.addr); ok {
+			out[netip.PrefixFrom(k.addr, 32)] = nh
 		}
 	}
 	for a := range s.local {
 		out[netip.PrefixFrom(a, 32)] = Nexthop{Kind: Kernel}
 	}
-	return out
+	return out, idx
+}
+
+// hostEntry is the /32 entry of a neighbour's address, if it has one. An on-link route's
+// destinations each have their own neighbour entry: a /32 per known neighbour makes one
+// lookup enough, but only where that route is the one the address's longest match finds,
+// on the neighbour's interface, and the address is no local one, no route's and in no
+// fixed prefix (those never are next hops).
+func (s *state) hostEntry(best map[netip.Prefix]Route, a netip.Addr) (Nexthop, bool) {
+	host := netip.PrefixFrom(a, 32)
+	if _, ok := best[host]; ok || s.local[a] || inFixed(a) {
+		return Nexthop{}, false
+	}
+	r, ok := longestMatch(best, a)
+	if !ok || r.Type != Unicast || r.Gateway.IsValid() {
+		return Nexthop{}, false
+	}
+	mac, ok := s.neighs[neighKey{a, r.Ifindex}]
+	nh := s.nexthop(r)
+	if !ok || nh.Kind != Unresolved {
+		return Nexthop{}, false
+	}
+	nh.Kind, nh.Dst = Forward, [6]byte(mac)
+	return nh, true
+}
+
+func inFixed(a netip.Addr) bool {
+	for p := range fixed {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 func longestMatch(routes map[netip.Prefix]Route, a netip.Addr) (Route, bool) {
@@ -238,6 +269,7 @@ type Router struct {
 	log       *slog.Logger
 	st        state
 	installed map[netip.Prefix]Nexthop
+	idx       index // of the last full resolution
 	// private: routes and neighbours come from AddRoute and AddNeighbour, not the kernel.
 	private bool
 }
@@ -266,11 +298,52 @@ func (r *Router) update(fn func(*state) error) error {
 	return r.write()
 }
 
-// write brings the table to the entries of the state: new and changed ones first, so a
-// destination never falls back to a shorter prefix in between, then the ones gone. The
-// caller holds r.mu.
+// updateNeighs changes the neighbours only, with fn, which returns the keys it changed: only
+// the entries those can change are resolved again (the routes via them and their /32s), not
+// the whole table, so a neighbour change costs the same with 10 routes or 100,000.
+func (r *Router) updateNeighs(fn func(*state) ([]neighKey, error)) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys, err := fn(&r.st)
+	if err != nil {
+		return err
+	}
+	want := map[netip.Prefix]Nexthop{}
+	var gone []netip.Prefix
+	for _, k := range keys {
+		for _, p := range r.idx.via[k] {
+			want[p] = r.st.nexthop(r.idx.best[p])
+		}
+		host := netip.PrefixFrom(k.addr, 32)
+		if _, ok := r.idx.best[host]; ok || r.st.local[k.addr] || inFixed(k.addr) {
+			continue // the route's, local or fixed entry: no neighbour's
+		}
+		if nh, ok := r.st.hostEntry(r.idx.best, k.addr); ok {
+			want[host] = nh
+		} else {
+			gone = append(gone, host)
+		}
+	}
+	return r.apply(want, gone)
+}
+
+// write brings the whole table to the entries of the state. The caller holds r.mu.
 func (r *Router) write() error {
-	want := r.st.resolve()
+	want, idx := r.st.resolve()
+	r.idx = idx
+	var gone []netip.Prefix
+	for p := range r.installed {
+		if _, ok := want[p]; !ok {
+			gone = append(gone, p)
+		}
+	}
+	return r.apply(want, gone)
+}
+
+// apply writes the entries of want that differ from the installed ones, first, so a
+// destination never falls back to a shorter prefix in between, then deletes gone. The
+// caller holds r.mu.
+func (r *Router) apply(want map[netip.Prefix]Nexthop, gone []netip.Prefix) error {
 	var errs []error
 	for p, nh := range want {
 		if old, ok := r.installed[p]; ok && old == nh {
@@ -282,8 +355,8 @@ func (r *Router) write() error {
 		}
 		r.installed[p] = nh
 	}
-	for p := range r.installed {
-		if _, ok := want[p]; ok {
+	for _, p := range gone {
+		if _, ok := r.installed[p]; !ok {
 			continue
 		}
 		if err := r.table.Delete(p); err != nil {
@@ -468,12 +541,13 @@ func (r *Router) AddNeighbour(n Neighbour) error {
 	if err := n.Check(); err != nil {
 		return err
 	}
-	return r.update(func(s *state) error {
+	return r.updateNeighs(func(s *state) ([]neighKey, error) {
 		if _, ok := s.links[n.Ifindex]; !ok {
-			return fmt.Errorf("interface: ifindex %d does not exist", n.Ifindex)
+			return nil, fmt.Errorf("interface: ifindex %d does not exist", n.Ifindex)
 		}
-		s.neighs[neighKey{n.Addr, n.Ifindex}] = slices.Clone(n.MAC)
-		return nil
+		k := neighKey{n.Addr, n.Ifindex}
+		s.neighs[k] = slices.Clone(n.MAC)
+		return []neighKey{k}, nil
 	})
 }
 
@@ -482,13 +556,13 @@ func (r *Router) DeleteNeighbour(addr netip.Addr, ifindex int) error {
 	if !r.private {
 		return ErrMirror
 	}
-	return r.update(func(s *state) error {
+	return r.updateNeighs(func(s *state) ([]neighKey, error) {
 		k := neighKey{addr, ifindex}
 		if _, ok := s.neighs[k]; !ok {
-			return fmt.Errorf("neighbour %s: %w", addr, ErrNotFound)
+			return nil, fmt.Errorf("neighbour %s: %w", addr, ErrNotFound)
 		}
 		delete(s.neighs, k)
-		return nil
+		return []neighKey{k}, nil
 	})
 }
 

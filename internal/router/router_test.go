@@ -3,6 +3,7 @@ package router
 import (
 	"errors"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
@@ -141,7 +142,7 @@ func TestResolve(t *testing.T) {
 			c.change(&s)
 			want := maps.Clone(base)
 			c.want(want)
-			got := s.resolve()
+			got, _ := s.resolve()
 			for p, nh := range want {
 				if g, ok := got[p]; !ok || g != nh {
 					t.Errorf("%s: got %+v (present %v), want %+v", p, g, ok, nh)
@@ -172,11 +173,15 @@ func TestWriteOnlyChanges(t *testing.T) {
 	if _, ok := tbl.m[stale]; ok || tbl.delete != 1 {
 		t.Errorf("the earlier run's entry was not deleted: %v, %d deletes", tbl.m, tbl.delete)
 	}
-	if !maps.Equal(tbl.m, st.resolve()) || !maps.Equal(r.Entries(), tbl.m) {
-		t.Fatalf("table %v, want %v", tbl.m, st.resolve())
+	if want, _ := st.resolve(); !maps.Equal(tbl.m, want) || !maps.Equal(r.Entries(), tbl.m) {
+		t.Fatalf("table %v, want %v", tbl.m, want)
 	}
 	tbl.puts, tbl.delete = 0, 0
-	err = r.update(func(s *state) error { s.neighs[neighKey{addr("10.0.2.2"), n6}] = macDN2; return nil })
+	err = r.updateNeighs(func(s *state) ([]neighKey, error) {
+		k := neighKey{addr("10.0.2.2"), n6}
+		s.neighs[k] = macDN2
+		return []neighKey{k}, nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +190,11 @@ func TestWriteOnlyChanges(t *testing.T) {
 			tbl.puts, tbl.delete)
 	}
 	tbl.puts = 0
-	err = r.update(func(s *state) error { delete(s.neighs, neighKey{addr("10.0.1.2"), n3}); return nil })
+	err = r.updateNeighs(func(s *state) ([]neighKey, error) {
+		k := neighKey{addr("10.0.1.2"), n3}
+		delete(s.neighs, k)
+		return []neighKey{k}, nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,6 +265,106 @@ func TestPrivate(t *testing.T) {
 	} {
 		if err := r.AddNeighbour(c.n); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error with %q", c.n, err, c.want)
+		}
+	}
+}
+
+// bigState is testState with 100,000 routes (/24s via the DN router) and 1,000 neighbours
+// on an on-link /16.
+func bigState() state {
+	s := testState()
+	for i := range 100000 {
+		r := Route{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{20 + byte(i>>16), byte(i >> 8), byte(i), 0}), 24),
+			Ifindex: n6, Gateway: addr("10.0.2.2")}
+		s.routes[keyOf(r)] = r
+	}
+	onLink := Route{Prefix: pfx("10.1.0.0/16"), Ifindex: n3}
+	s.routes[keyOf(onLink)] = onLink
+	for i := range 1000 {
+		s.neighs[neighKey{netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), n3}] = macGNB
+	}
+	return s
+}
+
+// BenchmarkResolve: one resolution of the whole table, what a route or link change costs,
+// with bigState.
+func BenchmarkResolve(b *testing.B) {
+	s := bigState()
+	for b.Loop() {
+		if out, _ := s.resolve(); len(out) < 101000 {
+			b.Fatal("entries missing")
+		}
+	}
+}
+
+// BenchmarkNeighbourChange: a neighbour's MAC changing, with bigState, written to a table:
+// the on-link neighbour's /32 alone (the DN router's would rewrite its 100,000 routes).
+func BenchmarkNeighbourChange(b *testing.B) {
+	r, err := New(&fakeTable{m: map[netip.Prefix]Nexthop{}}, false, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := bigState()
+	if err := r.update(func(s *state) error { *s = st; return nil }); err != nil {
+		b.Fatal(err)
+	}
+	k := neighKey{addr("10.1.0.7"), n3}
+	i := 0
+	for b.Loop() {
+		i++
+		err := r.updateNeighs(func(s *state) ([]neighKey, error) {
+			s.neighs[k] = []net.HardwareAddr{macGNB, macDN}[i%2]
+			return []neighKey{k}, nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestNeighbourChangesAreIncremental: random neighbour changes, each written through
+// updateNeighs (only the entries it can change), leave the table as a full resolution would.
+func TestNeighbourChangesAreIncremental(t *testing.T) {
+	tbl := &fakeTable{m: map[netip.Prefix]Nexthop{}}
+	r, err := New(tbl, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := testState()
+	for _, rt := range []Route{
+		{Prefix: pfx("10.0.1.0/28"), Ifindex: n6, Gateway: addr("10.0.2.2")}, // takes 10.0.1.2 from the on-link /24
+		{Prefix: pfx("10.0.1.5/32"), Type: Drop},
+		{Prefix: pfx("192.0.2.0/24"), Ifindex: n3, Gateway: addr("10.0.1.20")},
+		{Prefix: pfx("192.0.3.0/24"), Ifindex: n6, Gateway: addr("10.0.1.20")}, // a gateway not on n6's subnet
+	} {
+		st.routes[keyOf(rt)] = rt
+	}
+	st.local[addr("10.0.2.1")] = true
+	if err := r.update(func(s *state) error { *s = st; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	addrs := []netip.Addr{addr("10.0.1.2"), addr("10.0.1.5"), addr("10.0.1.20"), addr("10.0.1.30"),
+		addr("10.0.2.1"), addr("10.0.2.2"), addr("10.0.2.9"), addr("192.0.2.1"), addr("224.0.0.5")}
+	macs := []net.HardwareAddr{macGNB, macDN, macDN2}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 2000 {
+		k := neighKey{addrs[rng.IntN(len(addrs))], []int{n3, n6}[rng.IntN(2)]}
+		mac := macs[rng.IntN(len(macs))]
+		del := rng.IntN(3) == 0
+		err := r.updateNeighs(func(s *state) ([]neighKey, error) {
+			if del {
+				delete(s.neighs, k)
+			} else {
+				s.neighs[k] = mac
+			}
+			return []neighKey{k}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := r.st.resolve()
+		if !maps.Equal(tbl.m, want) {
+			t.Fatalf("change %d (%v on %d, delete %v): table\n%v\nwant\n%v", i, k.addr, k.ifindex, del, tbl.m, want)
 		}
 	}
 }
