@@ -158,38 +158,17 @@ func (f *follower) run(s subscriptions) {
 // queued are taken together, so a burst costs one write.
 func (f *follower) follow(s subscriptions) {
 	for {
-		var routes, links, closed bool
-		var neighs []netlink.NeighUpdate
-		select {
-		case <-f.done:
+		b, stop := f.next(s)
+		if stop {
 			return
-		case _, ok := <-s.routes:
-			routes, closed = true, !ok
-		case _, ok := <-s.links:
-			links, closed = true, !ok
-		case u, ok := <-s.neighs:
-			neighs, closed = append(neighs, u), !ok
-		}
-	drain:
-		for !closed {
-			select {
-			case _, ok := <-s.routes:
-				routes, closed = true, !ok
-			case _, ok := <-s.links:
-				links, closed = true, !ok
-			case u, ok := <-s.neighs:
-				neighs, closed = append(neighs, u), !ok
-			default:
-				break drain
-			}
 		}
 		var err error
-		if routes || links {
+		if b.routes || b.links {
 			err = f.r.update(func(st *state) error {
-				for _, u := range neighs {
+				for _, u := range b.neighs {
 					applyNeigh(st, u)
 				}
-				if links {
+				if b.links {
 					if err := f.listLinks(st); err != nil {
 						return err
 					}
@@ -199,7 +178,7 @@ func (f *follower) follow(s subscriptions) {
 		} else {
 			err = f.r.updateNeighs(func(st *state) ([]neighKey, error) {
 				var keys []neighKey
-				for _, u := range neighs {
+				for _, u := range b.neighs {
 					if k, ok := applyNeigh(st, u); ok {
 						keys = append(keys, k)
 					}
@@ -210,11 +189,45 @@ func (f *follower) follow(s subscriptions) {
 		if err != nil {
 			f.r.log.Error("router: update the route table", "err", err)
 		}
-		if closed {
+		if b.closed {
 			return
 		}
 	}
 }
+
+// batch is what the events taken together call for; closed: a subscription ended.
+type batch struct {
+	routes, links, closed bool
+	neighs                []netlink.NeighUpdate
+}
+
+// next waits for an event, then takes those already queued too; stop reports f.done.
+func (f *follower) next(s subscriptions) (b batch, stop bool) {
+	var queued <-chan struct{} // nil while waiting for the first event, then always ready
+	for !b.closed {
+		select {
+		case <-f.done:
+			return b, true
+		case _, ok := <-s.routes:
+			b.routes, b.closed = true, !ok
+		case _, ok := <-s.links:
+			b.links, b.closed = true, !ok
+		case u, ok := <-s.neighs:
+			b.neighs, b.closed = append(b.neighs, u), !ok
+		case <-queued:
+			return b, false
+		}
+		queued = ready
+	}
+	return b, false
+}
+
+// ready is a channel that always receives: a select's default that can be switched on.
+var ready = func() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // resync lists everything followed and rewrites what changed.
 func (f *follower) resync() error {

@@ -54,6 +54,18 @@ func newNS(t *testing.T) (netns.NsHandle, *netlink.Handle) {
 	return ns, h
 }
 
+// addLink adds a veth "a", up, with 10.0.1.1/24.
+func addLink(t *testing.T, h *netlink.Handle) netlink.Link {
+	t.Helper()
+	must(t, h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a"}, PeerName: "ap"}))
+	a, err := h.LinkByName("a")
+	must(t, err)
+	must(t, h.LinkSetUp(a))
+	addr, _ := netlink.ParseAddr("10.0.1.1/24")
+	must(t, h.AddrAdd(a, addr))
+	return a
+}
+
 // follow starts a mirroring router in ns over a fresh table.
 func follow(t *testing.T, ns netns.NsHandle) *Router {
 	t.Helper()
@@ -171,12 +183,7 @@ func TestFollowMirrorsTheKernel(t *testing.T) {
 // TestFollowPrivateIgnoresKernelRoutes: a private router follows the links only.
 func TestFollowPrivateIgnoresKernelRoutes(t *testing.T) {
 	ns, h := newNS(t)
-	must(t, h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a"}, PeerName: "ap"}))
-	a, err := h.LinkByName("a")
-	must(t, err)
-	must(t, h.LinkSetUp(a))
-	addr, _ := netlink.ParseAddr("10.0.1.1/24")
-	must(t, h.AddrAdd(a, addr))
+	addLink(t, h)
 	fd, err := unix.Dup(int(ns))
 	must(t, err)
 	tbl := &lockedTable{fakeTable: fakeTable{m: map[netip.Prefix]Nexthop{}}}
@@ -195,12 +202,7 @@ func TestFollowPrivateIgnoresKernelRoutes(t *testing.T) {
 // everything, so a neighbour added meanwhile still becomes an entry.
 func TestFollowResyncsAfterALostSubscription(t *testing.T) {
 	ns, h := newNS(t)
-	must(t, h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a"}, PeerName: "ap"}))
-	a, err := h.LinkByName("a")
-	must(t, err)
-	must(t, h.LinkSetUp(a))
-	addr, _ := netlink.ParseAddr("10.0.1.1/24")
-	must(t, h.AddrAdd(a, addr))
+	a := addLink(t, h)
 
 	r, err := New(&lockedTable{fakeTable: fakeTable{m: map[netip.Prefix]Nexthop{}}}, false, nil)
 	must(t, err)
