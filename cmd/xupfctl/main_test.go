@@ -124,6 +124,11 @@ PFCP DROP REASON     VALUE
 amplification_limit  12
 undecodable_header   0
 unhandled_type       0
+
+PFCP REPORTS  VALUE
+accepted      2
+sent          3
+timed_out     1
 `,
 		},
 		{

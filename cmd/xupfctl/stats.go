@@ -38,6 +38,8 @@ func renderStats(w io.Writer, st api.Stats) error {
 	writeCounterSection(tw, "DROP REASON", st.Drops)
 	fmt.Fprintln(tw)
 	writeCounterSection(tw, "PFCP DROP REASON", st.PFCPDrops)
+	fmt.Fprintln(tw)
+	writeCounterSection(tw, "PFCP REPORTS", st.PFCPReports)
 	return flush(tw)
 }
 

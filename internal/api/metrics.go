@@ -15,6 +15,7 @@ type collector struct {
 	packets  *prometheus.Desc
 	drops    *prometheus.Desc
 	pfcpDrop *prometheus.Desc
+	reports  *prometheus.Desc
 	sessions *prometheus.Desc
 	assocs   *prometheus.Desc
 	clsPkts  *prometheus.Desc
@@ -35,6 +36,9 @@ func newCollector(b Backend) *collector {
 		pfcpDrop: prometheus.NewDesc("xupf_pfcp_drops_total",
 			"PFCP datagrams left unanswered, by reason.",
 			[]string{"reason"}, nil),
+		reports: prometheus.NewDesc("xupf_pfcp_reports_total",
+			"Session Report Requests sent to SMFs, by outcome.",
+			[]string{"outcome"}, nil),
 		sessions: prometheus.NewDesc("xupf_sessions",
 			"PDU sessions installed in the datapath, static and PFCP ones.",
 			nil, nil),
@@ -61,6 +65,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.packets
 	ch <- c.drops
 	ch <- c.pfcpDrop
+	ch <- c.reports
 	ch <- c.sessions
 	ch <- c.assocs
 	ch <- c.clsPkts
@@ -88,6 +93,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, v := range st.PFCPDrops {
 		ch <- prometheus.MustNewConstMetric(c.pfcpDrop, prometheus.CounterValue, float64(v), name)
+	}
+	for outcome, v := range st.PFCPReports {
+		ch <- prometheus.MustNewConstMetric(c.reports, prometheus.CounterValue, float64(v), outcome)
 	}
 
 	c.collectClasses(ch)

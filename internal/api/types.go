@@ -108,6 +108,8 @@ type Stats struct {
 	Drops    map[string]uint64 `json:"drops" yaml:"drops"`
 	// PFCPDrops are the PFCP datagrams left unanswered, by reason (pfcp.DropReason).
 	PFCPDrops map[string]uint64 `json:"pfcp_drops" yaml:"pfcp_drops"`
+	// PFCPReports are the Session Report Requests sent to SMFs, by outcome.
+	PFCPReports map[string]uint64 `json:"pfcp_reports" yaml:"pfcp_reports"`
 }
 
 // Error is the body of every non-2xx response.

@@ -134,5 +134,6 @@ func (d *Daemon) Stats() (api.Stats, error) {
 	if err != nil {
 		return api.Stats{}, err
 	}
-	return api.Stats{Counters: st.Counters, Drops: st.Drops, PFCPDrops: d.pfcpNode.Drops()}, nil
+	return api.Stats{Counters: st.Counters, Drops: st.Drops, PFCPDrops: d.pfcpNode.Drops(),
+		PFCPReports: d.pfcpNode.Reports()}, nil
 }

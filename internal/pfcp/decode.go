@@ -595,5 +595,44 @@ func decodeBAR(c children, b *BAR) error {
 		}
 		b.SuggestedPackets = v
 	}
+	if x := c.first(ie.DLBufferingDuration); x != nil {
+		if len(x.Payload) < 1 {
+			return incorrectIE(x.Type, where, errors.New("empty"))
+		}
+		d := bufferingDuration(x.Payload[0])
+		b.BufferingDuration = &d
+	}
+	if x := c.first(ie.DLBufferingSuggestedPacketCount); x != nil {
+		var v uint16
+		switch len(x.Payload) { // one octet, or two for counts above 255
+		case 1:
+			v = uint16(x.Payload[0])
+		case 2:
+			v = binary.BigEndian.Uint16(x.Payload)
+		default:
+			return incorrectIE(x.Type, where, errors.New("not one or two octets"))
+		}
+		b.BufferingPackets = &v
+	}
 	return nil
+}
+
+// bufferingDuration decodes a DL Buffering Duration octet (TS 29.244 8.2.29, as GPRS Timer
+// in TS 24.008): a unit in bits 6-8 and a value in bits 1-5.
+func bufferingDuration(b uint8) time.Duration {
+	value := time.Duration(b & 0x1f)
+	switch b >> 5 {
+	case 0:
+		return value * 2 * time.Second
+	case 2:
+		return value * 10 * time.Minute
+	case 3:
+		return value * time.Hour
+	case 4:
+		return value * 10 * time.Hour
+	case 7:
+		return InfiniteBuffering
+	default: // 1, and the values the specification reads as 1
+		return value * time.Minute
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -163,8 +164,14 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) (sent, answers []
 		}
 	}()
 	defer conn.Close()
+	n.conn.Store(conn) // the node's own requests go from the socket read here
 
-	c, err := pfcpclient.Dial(conn.LocalAddr().(*net.UDPAddr).AddrPort(), pfcpclient.Options{NodeID: smfNode})
+	var upSEID atomic.Uint64
+	answer := func(*message.SessionReportRequest) pfcpclient.ReportAnswer {
+		return pfcpclient.ReportAnswer{SEID: upSEID.Load(), IEs: []*ie.IE{ie.NewUpdateBARWithinSessionReportResponse(
+			ie.NewBARID(pfcpclient.BARID), ie.NewDLBufferingDuration(20*time.Second), ie.NewDLBufferingSuggestedPacketCount(300))}}
+	}
+	c, err := pfcpclient.Dial(conn.LocalAddr().(*net.UDPAddr).AddrPort(), pfcpclient.Options{NodeID: smfNode, OnReport: answer})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -185,8 +192,9 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) (sent, answers []
 			if err != nil {
 				return err
 			}
-			return errorsOf(c.SetDownlink(ctx, s, gnb2, 0x600), c.SetDownlinkBuffering(ctx, s),
-				c.DropDownlink(ctx, s), c.Delete(ctx, s))
+			upSEID.Store(s.UPSEID)
+			return errorsOf(c.SetDownlink(ctx, s, gnb2, 0x600), reportAnswered(ctx, n, s.UPSEID),
+				c.SetDownlinkBuffering(ctx, s), c.DropDownlink(ctx, s), c.Delete(ctx, s))
 		},
 		func() error { return c.Release(ctx) },
 	}
@@ -198,6 +206,24 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) (sent, answers []
 	mu.Lock()
 	defer mu.Unlock()
 	return sent, answers
+}
+
+// reportAnswered has n send a Session Report Request (an Error Indication Report) for
+// session seid and waits for the SMF's answer.
+func reportAnswered(ctx context.Context, n *Node, seid uint64) error {
+	accepted := n.Reports()["accepted"]
+	eir := ie.NewErrorIndicationReport(ie.NewFTEID(0x01, 0x600, gnb2.AsSlice(), nil, 0))
+	if err := n.Report(seid, ReportErrorIndication, eir); err != nil {
+		return err
+	}
+	for n.Reports()["accepted"] == accepted {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("session report unanswered: %w", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 func errorsOf(errs ...error) error {

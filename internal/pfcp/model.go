@@ -2,6 +2,7 @@ package pfcp
 
 import (
 	"maps"
+	"math"
 	"net/netip"
 	"time"
 
@@ -136,7 +137,15 @@ type BAR struct {
 	NotificationDelay uint8 `json:"downlink_data_notification_delay,omitempty" yaml:"downlink_data_notification_delay,omitempty"`
 	// SuggestedPackets is the suggested buffering packets count.
 	SuggestedPackets uint8 `json:"suggested_buffering_packets,omitempty" yaml:"suggested_buffering_packets,omitempty"`
+	// BufferingDuration and BufferingPackets are what the SMF's Session Report Response last
+	// allowed (TS 29.244 8.2.29, 8.2.30): how long and how many packets to buffer. nil is not
+	// given; a duration of 0 stops buffering, InfiniteBuffering has no end.
+	BufferingDuration *time.Duration `json:"dl_buffering_duration,omitempty" yaml:"dl_buffering_duration,omitempty"`
+	BufferingPackets  *uint16        `json:"dl_buffering_suggested_packets,omitempty" yaml:"dl_buffering_suggested_packets,omitempty"`
 }
+
+// InfiniteBuffering is a DL Buffering Duration without end.
+const InfiniteBuffering = time.Duration(math.MaxInt64)
 
 // clone copies s deeply enough that changing the copy's rule maps or rules leaves s as it
 // was: a modification works on a clone and keeps it only when everything succeeded.

@@ -3,10 +3,12 @@
 package pfcp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"runtime/debug"
 	"slices"
@@ -48,6 +50,13 @@ type Options struct {
 	// DeleteSessionsOfLostPeers deletes a lost peer's sessions; by default they keep
 	// forwarding, as the SMF may come back and carry on with them.
 	DeleteSessionsOfLostPeers bool
+	// ReportTimeout (T1) is how long a Session Report Request waits for its answer before it
+	// is sent again, ReportRetries (N1) how many times it is sent again before it is given
+	// up, and MaxReportsPerSMF how many may wait for an answer from one SMF; 0 takes
+	// DefaultReportTimeout, DefaultReportRetries, DefaultMaxReportsPerSMF.
+	ReportTimeout    time.Duration
+	ReportRetries    int
+	MaxReportsPerSMF int
 
 	// Datapath is where sessions are installed.
 	Datapath Datapath
@@ -98,6 +107,9 @@ type Node struct {
 	strangers  tokenBucket               // answers to addresses without an association
 	drops      [numDropReasons]atomic.Uint64
 	seq        uint32 // of the last request this node sent
+	reports    reportState
+	// conn is the PFCP socket while Serve runs: the requests this node initiates go from it.
+	conn atomic.Pointer[net.UDPConn]
 
 	smu sync.Mutex // guards ss; taken before mu when both are needed
 	ss  sessionState
@@ -122,6 +134,9 @@ func NewNode(opts Options) *Node {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	opts.ReportTimeout = cmp.Or(opts.ReportTimeout, DefaultReportTimeout)
+	opts.ReportRetries = cmp.Or(opts.ReportRetries, DefaultReportRetries)
+	opts.MaxReportsPerSMF = cmp.Or(opts.MaxReportsPerSMF, DefaultMaxReportsPerSMF)
 	for _, p := range opts.AllowedPeers {
 		if p.Bits() == 0 {
 			opts.Logger.Warn("pfcp: any address may associate as an SMF (pfcp_allowed_peers has " + p.String() +
@@ -138,7 +153,8 @@ func NewNode(opts Options) *Node {
 		// Sequence numbers start at random, so that answers to this UPF's requests are not
 		// easy to forge.
 		seq:      rand.Uint32() & 0xffffff,
-		answered: newResponseCache(responseLifetime)}
+		answered: newResponseCache(responseLifetime),
+		reports:  reportState{bySeq: map[uint32]*pendingReport{}, perPeer: map[string]int{}}}
 	n.ss = sessionState{byID: map[uint64]*Session{}, bySMF: map[smfSEID]uint64{}, perPeer: map[string]int{}, nextSEID: FirstSEID,
 		alloc: newAllocator(opts.UEPools, func(k rules.Key) bool {
 			if opts.Datapath == nil {
@@ -192,10 +208,12 @@ const (
 	DropAmplification                   // the answer to an address without an association was over the limits
 	DropUnhandled                       // a message type this UPF does not handle
 	DropMalformed                       // a message other than a request whose IEs do not decode
+	DropUnrequested                     // a response to no request of this node's
 	numDropReasons
 )
 
-var dropNames = [numDropReasons]string{"undecodable_header", "amplification_limit", "unhandled_type", "malformed"}
+var dropNames = [numDropReasons]string{"undecodable_header", "amplification_limit", "unhandled_type", "malformed",
+	"unrequested_response"}
 
 func (r DropReason) String() string { return dropNames[r] }
 
@@ -309,6 +327,9 @@ func (n *Node) handle(peer netip.AddrPort, h *message.Header, b []byte) []byte {
 		return n.answerOnce(peer, m.SequenceNumber, b, func() []byte { return n.sessionModification(peer, m) })
 	case *message.SessionDeletionRequest:
 		return n.answerOnce(peer, m.SequenceNumber, b, func() []byte { return n.sessionDeletion(peer, m) })
+	case *message.SessionReportResponse:
+		n.handleReportResponse(peer, m)
+		return nil
 	}
 	n.drops[DropUnhandled].Add(1)
 	n.log.Debug("pfcp: message type not handled", "peer", peer, "type", msg.MessageTypeName())

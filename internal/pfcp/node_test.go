@@ -199,10 +199,12 @@ func TestMalformedAndVersion(t *testing.T) {
 	if resp := n.Handle(smf, []byte{0x20}); resp != nil {
 		t.Errorf("answered a 1-byte datagram")
 	}
-	n.Handle(smf, bytesOf(t, message.NewSessionReportResponse(0, 0, 1, 9, 0, ie.NewCause(ie.CauseRequestAccepted))))
+	n.Handle(smf, bytesOf(t, message.NewPFDManagementRequest(9)))
+	n.Handle(smf, bytesOf(t, message.NewSessionReportResponse(0, 0, 1, 11, 0, ie.NewCause(ie.CauseRequestAccepted))))
 	hb := bytesOf(t, message.NewHeartbeatResponse(10, ie.NewRecoveryTimeStamp(peerTS)))
 	n.Handle(smf, hb[:len(hb)-2]) // its IE cut short, the header length not: it does not parse
-	want := map[string]uint64{"undecodable_header": 1, "amplification_limit": 0, "unhandled_type": 1, "malformed": 1}
+	want := map[string]uint64{"undecodable_header": 1, "amplification_limit": 0, "unhandled_type": 1, "malformed": 1,
+		"unrequested_response": 1}
 	if got := n.Drops(); !maps.Equal(got, want) {
 		t.Errorf("drops %v, want %v", got, want)
 	}

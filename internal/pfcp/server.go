@@ -19,6 +19,8 @@ const maxMessage = 65535
 func (n *Node) Serve(ctx context.Context, conn *net.UDPConn) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	n.conn.Store(conn)
+	defer n.conn.Store(nil)
 	go n.heartbeats(ctx, conn)
 	for _, smf := range n.opts.SMFPeers {
 		go n.initiate(ctx, conn, smf)

@@ -17,11 +17,13 @@ import (
 	"github.com/wmnsk/go-pfcp/ie"
 	"github.com/wmnsk/go-pfcp/message"
 
+	"github.com/xupf/xupf/internal/pfcpclient"
 	"github.com/xupf/xupf/internal/rules"
 )
 
 // TestWiresharkDecodesEverythingWeSend writes every kind of message this node sends (each
-// response, and its own heartbeat and association setup requests) into a capture and has Wireshark's PFCP dissector
+// response, its own heartbeat, association setup and session report requests, and our SMF
+// client's answer to a report) into a capture and has Wireshark's PFCP dissector
 // read it: no packet may be malformed or carry an error-level expert note.
 func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 	tshark, err := exec.LookPath("tshark")
@@ -68,6 +70,14 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 		sent = append(sent, hb.msg)
 	}
 	sent = append(sent, n.setupRequest(netip.MustParseAddrPort("192.0.2.20:8805")))
+	sent = append(sent, reportRequests(t, n)...)
+	// What our SMF client answers a report with (an Update BAR).
+	clientSent, _ := recordConversation(t, pfcpclient.Open5GS)
+	for _, b := range clientSent {
+		if b[1] == message.MsgTypeSessionReportResponse {
+			sent = append(sent, b)
+		}
+	}
 
 	path := filepath.Join(t.TempDir(), "pfcp.pcap")
 	f, err := os.Create(path)
@@ -95,7 +105,8 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 	if c := strings.Count(text, "Packet Forwarding Control Protocol"); c != len(sent) {
 		t.Errorf("Wireshark saw %d PFCP messages, want %d", c, len(sent))
 	}
-	for _, ieName := range []string{"Created PDR", "UE IP Address", "Failed Rule ID", "Usage Report", "Volume Measurement", "Offending IE"} {
+	for _, ieName := range []string{"Created PDR", "UE IP Address", "Failed Rule ID", "Usage Report", "Volume Measurement", "Offending IE",
+		"Report Type", "Error Indication Report", "Downlink Data Report", "Update BAR", "DL Buffering Duration"} {
 		if !strings.Contains(text, ieName) {
 			t.Errorf("no %s IE in what was sent: the capture does not cover it", ieName)
 		}
@@ -106,6 +117,36 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 			t.Errorf("Wireshark reports %q:\n%s", bad, text[max(0, i-1500):min(len(text), i+300)])
 		}
 	}
+}
+
+// reportRequests are the Session Report Requests the node sends, of each type, for a session
+// it establishes.
+func reportRequests(t *testing.T, n *Node) [][]byte {
+	m, c, _ := cause(t, n.Handle(smf, bytesOf(t, establishment(30, 0x53, basicSession(ue1)...))))
+	if c != ie.CauseRequestAccepted {
+		t.Fatalf("establishment: cause %d", c)
+	}
+	f, _ := m.(*message.SessionEstablishmentResponse).UPFSEID.FSEID()
+	var out [][]byte
+	for _, r := range []struct {
+		t   ReportType
+		ies []*ie.IE
+	}{
+		{ReportErrorIndication, []*ie.IE{ie.NewErrorIndicationReport(ie.NewFTEID(0x01, 0x500, gnb.AsSlice(), nil, 0))}},
+		{ReportDownlinkData, []*ie.IE{ie.NewDownlinkDataReport(ie.NewPDRID(2))}},
+	} {
+		n.mu.Lock()
+		p, err := n.newReport(f.SEID, 0x53, smfNode, r.t, r.ies)
+		if err == nil {
+			n.forgetReport(n.seq, p)
+		}
+		n.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p.msg)
+	}
+	return out
 }
 
 func udpFrame(t *testing.T, payload []byte) []byte {

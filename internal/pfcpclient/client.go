@@ -36,7 +36,23 @@ type Options struct {
 	// "xupfctl pfcp session" command does. Without it a UPF that follows the specification
 	// deletes them when the Node ID associates again.
 	RetainSessions bool
-	Logger         *slog.Logger
+	// OnReport answers the UPF's Session Report Requests; nil answers each with Request
+	// accepted. A retransmission of a request gets the answer the request got, without
+	// another call. It runs on the goroutine that reads the socket: it must not wait for
+	// the answer to a request of this client.
+	OnReport func(*message.SessionReportRequest) ReportAnswer
+	Logger   *slog.Logger
+}
+
+// ReportAnswer is the Session Report Response to send.
+type ReportAnswer struct {
+	// SEID is the UPF's SEID of the session (the response's header); 0 when the request
+	// names no session this SMF knows.
+	SEID uint64
+	// Cause is the response's cause; 0 is Request accepted.
+	Cause uint8
+	// IEs follow the cause, e.g. an Update BAR.
+	IEs []*ie.IE
 }
 
 // Client talks to one UPF.
@@ -53,6 +69,9 @@ type Client struct {
 	seq     uint32
 	waiting map[uint32]chan message.Message
 	done    chan struct{}
+	// reports are the answers to the last UPF requests, for their retransmissions; only the
+	// reading goroutine uses it.
+	reports answerCache
 }
 
 // Dial opens a socket toward the UPF at upf and starts answering it.
@@ -114,11 +133,15 @@ func (c *Client) read() {
 			c.log.Warn("pfcp client: undecodable message", "err", err)
 			continue
 		}
-		if hb, ok := m.(*message.HeartbeatRequest); ok {
-			resp := message.NewHeartbeatResponse(hb.SequenceNumber, ie.NewRecoveryTimeStamp(c.recovery))
+		switch m := m.(type) {
+		case *message.HeartbeatRequest:
+			resp := message.NewHeartbeatResponse(m.SequenceNumber, ie.NewRecoveryTimeStamp(c.recovery))
 			if b, err := marshal(resp); err == nil {
 				c.conn.Write(b)
 			}
+			continue
+		case *message.SessionReportRequest:
+			c.answerReport(m, buf[:n])
 			continue
 		}
 		c.mu.Lock()

@@ -448,9 +448,10 @@ func NewBackend() *Backend {
 			PFCPSession(pfcp.FirstSEID+1, 0x20, "10.45.0.20", 0x4001, 0x5001, 10, 20),
 		},
 		StatsData: api.Stats{
-			Counters:  map[string]uint64{"ul_rx": 1042, "dl_tx": 2088, "pass": 0},
-			Drops:     map[string]uint64{"unknown_teid": 2, "malformed_gtp": 0},
-			PFCPDrops: map[string]uint64{"undecodable_header": 0, "amplification_limit": 12, "unhandled_type": 0},
+			Counters:    map[string]uint64{"ul_rx": 1042, "dl_tx": 2088, "pass": 0},
+			Drops:       map[string]uint64{"unknown_teid": 2, "malformed_gtp": 0},
+			PFCPDrops:   map[string]uint64{"undecodable_header": 0, "amplification_limit": 12, "unhandled_type": 0},
+			PFCPReports: map[string]uint64{"sent": 3, "accepted": 2, "timed_out": 1},
 		},
 		ClassesData:      Classes(),
 		ContractsData:    Contracts(),
