@@ -1,7 +1,7 @@
 /* Uplink (N3 -> N6, or N9): GTP-U to a local address -> rules of the TEID -> remove the outer
  * headers -> route the inner packet, or with outer header creation push a new outer
  * IPv4/UDP/GTP-U toward the FAR's peer (another UPF, the SMF) and route that. Also answers
- * GTP-U Echo Requests. */
+ * GTP-U Echo Requests and hands Error Indications to the kernel, for xupfd. */
 #ifndef XUPF_UPLINK_H
 #define XUPF_UPLINK_H
 
@@ -120,6 +120,11 @@ static __always_inline int handle_gtpu(struct xdp_md *ctx, struct ethhdr *eth,
 		return handle_gpdu(ctx, eth, gtp, data_end);
 	case GTPU_ECHO_REQUEST:
 		return gtpu_echo_reply(ctx, ihl_len);
+	case GTPU_ERROR_INDICATION:
+		/* xupfd reads it from its GTP-U socket and reports it to the SMF (ERIR): rare, and
+		 * checked against the session's tunnels there. */
+		count_stat(STAT_PASS);
+		return XDP_PASS;
 	default:
 		return drop(DROP_GTP_MSG_TYPE);
 	}

@@ -129,6 +129,10 @@ PFCP REPORTS  VALUE
 accepted      2
 sent          3
 timed_out     1
+
+GTP-U SIGNALLING           VALUE
+end_marker_sent            4
+error_indication_reported  1
 `,
 		},
 		{

@@ -40,6 +40,8 @@ func renderStats(w io.Writer, st api.Stats) error {
 	writeCounterSection(tw, "PFCP DROP REASON", st.PFCPDrops)
 	fmt.Fprintln(tw)
 	writeCounterSection(tw, "PFCP REPORTS", st.PFCPReports)
+	fmt.Fprintln(tw)
+	writeCounterSection(tw, "GTP-U SIGNALLING", st.GTPU)
 	return flush(tw)
 }
 

@@ -16,6 +16,7 @@ type collector struct {
 	drops    *prometheus.Desc
 	pfcpDrop *prometheus.Desc
 	reports  *prometheus.Desc
+	gtpu     *prometheus.Desc
 	sessions *prometheus.Desc
 	assocs   *prometheus.Desc
 	clsPkts  *prometheus.Desc
@@ -39,6 +40,9 @@ func newCollector(b Backend) *collector {
 		reports: prometheus.NewDesc("xupf_pfcp_reports_total",
 			"Session Report Requests sent to SMFs, by outcome.",
 			[]string{"outcome"}, nil),
+		gtpu: prometheus.NewDesc("xupf_gtpu_signalling_total",
+			"GTP-U signalling xupfd received and sent itself (Error Indication, End Marker), by event.",
+			[]string{"event"}, nil),
 		sessions: prometheus.NewDesc("xupf_sessions",
 			"PDU sessions installed in the datapath, static and PFCP ones.",
 			nil, nil),
@@ -66,6 +70,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.drops
 	ch <- c.pfcpDrop
 	ch <- c.reports
+	ch <- c.gtpu
 	ch <- c.sessions
 	ch <- c.assocs
 	ch <- c.clsPkts
@@ -96,6 +101,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for outcome, v := range st.PFCPReports {
 		ch <- prometheus.MustNewConstMetric(c.reports, prometheus.CounterValue, float64(v), outcome)
+	}
+	for event, v := range st.GTPU {
+		ch <- prometheus.MustNewConstMetric(c.gtpu, prometheus.CounterValue, float64(v), event)
 	}
 
 	c.collectClasses(ch)

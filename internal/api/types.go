@@ -110,6 +110,8 @@ type Stats struct {
 	PFCPDrops map[string]uint64 `json:"pfcp_drops" yaml:"pfcp_drops"`
 	// PFCPReports are the Session Report Requests sent to SMFs, by outcome.
 	PFCPReports map[string]uint64 `json:"pfcp_reports" yaml:"pfcp_reports"`
+	// GTPU is the GTP-U signalling xupfd received and sent itself, by event.
+	GTPU map[string]uint64 `json:"gtpu_signalling" yaml:"gtpu_signalling"`
 }
 
 // Error is the body of every non-2xx response.

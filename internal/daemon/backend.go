@@ -135,5 +135,5 @@ func (d *Daemon) Stats() (api.Stats, error) {
 		return api.Stats{}, err
 	}
 	return api.Stats{Counters: st.Counters, Drops: st.Drops, PFCPDrops: d.pfcpNode.Drops(),
-		PFCPReports: d.pfcpNode.Reports()}, nil
+		PFCPReports: d.pfcpNode.Reports(), GTPU: d.gtpu.Counters()}, nil
 }

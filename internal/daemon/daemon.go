@@ -19,6 +19,7 @@ import (
 	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/datapath"
+	"github.com/xupf/xupf/internal/gtpu"
 	"github.com/xupf/xupf/internal/pfcp"
 )
 
@@ -38,6 +39,9 @@ type Daemon struct {
 	pfcpConn *net.UDPConn
 	// pfcpNode answers the SMFs on pfcp_listen; Run serves it.
 	pfcpNode *pfcp.Node
+	// gtpu is the GTP-U signalling socket on each GTP-U address, made by New with the
+	// datapath (which hands it Error Indications) and served by Run.
+	gtpu *gtpu.Endpoint
 	// stopClock stops advancing the meters' user clock (qos_clock: user).
 	stopClock func()
 
@@ -101,6 +105,9 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		return nil, err
 	}
 	d.dp, d.pfcpNode = dp, newPFCPNode(cfg, dp, log)
+	if d.gtpu, err = gtpu.Listen(cfg.GTPUAddresses, log); err != nil {
+		return nil, err
+	}
 	if cfg.QoSClock == config.ClockUser {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -237,6 +244,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go func() { httpErr <- serveAPI(srv, ln) }()
 	pfcpErr := make(chan error, 1)
 	go func() { pfcpErr <- d.pfcpNode.Serve(ctx, conn) }() // closes conn when ctx is done
+	gtpuDone := make(chan struct{})
+	go func() {
+		defer close(gtpuDone)
+		if d.gtpu != nil {
+			d.gtpu.Serve(ctx, func(_ netip.AddrPort, ei gtpu.ErrorIndication) bool {
+				return d.pfcpNode.ErrorIndication(ei.TEID, ei.Peer)
+			})
+		}
+	}()
 	d.log.Info("http api listening", "address", ln.Addr().String(), "tls", srv.TLSConfig != nil)
 	d.log.Info("pfcp listening", "address", conn.LocalAddr().String(), "node_id", d.cfg.PFCPNodeID,
 		"allowed_peers", d.cfg.PFCPAllowedPeers, "heartbeat_interval", d.cfg.PFCPHeartbeatInterval,
@@ -268,6 +284,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if !pfcpDone {
 		<-pfcpErr // Serve returns once its socket is closed
 	}
+	<-gtpuDone
 	return runErr
 }
 
@@ -291,6 +308,9 @@ func (d *Daemon) Close() error {
 	if d.httpLn != nil {
 		d.httpLn.Close()
 		d.pfcpConn.Close()
+	}
+	if d.gtpu != nil {
+		d.gtpu.Close()
 	}
 	d.stopClock()
 	var err error

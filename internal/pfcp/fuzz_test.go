@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,6 +113,11 @@ func checkNodeMatchesDatapath(t *testing.T, n *Node, dp *fakeDatapath) {
 		}
 		st, su := allocated(s)
 		teids, ues = teids+len(st), ues+len(su)
+	}
+	for tn, id := range n.ss.byTunnel {
+		if s := n.ss.byID[id]; s == nil || !slices.Contains(s.tunnels(), tn) {
+			t.Fatalf("tunnel %v indexed for session 0x%x, which does not have it", tn, id)
+		}
 	}
 	if len(n.ss.alloc.teids) != teids || len(n.ss.alloc.ues) != ues {
 		t.Fatalf("allocator holds %d TEIDs and %d UE addresses, sessions use %d and %d",

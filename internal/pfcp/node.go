@@ -155,7 +155,8 @@ func NewNode(opts Options) *Node {
 		seq:      rand.Uint32() & 0xffffff,
 		answered: newResponseCache(responseLifetime),
 		reports:  reportState{bySeq: map[uint32]*pendingReport{}, perPeer: map[string]int{}}}
-	n.ss = sessionState{byID: map[uint64]*Session{}, bySMF: map[smfSEID]uint64{}, perPeer: map[string]int{}, nextSEID: FirstSEID,
+	n.ss = sessionState{byID: map[uint64]*Session{}, bySMF: map[smfSEID]uint64{}, perPeer: map[string]int{},
+		byTunnel: map[tunnel]uint64{}, nextSEID: FirstSEID,
 		alloc: newAllocator(opts.UEPools, func(k rules.Key) bool {
 			if opts.Datapath == nil {
 				return false

@@ -200,3 +200,42 @@ func TestSessionReportBounded(t *testing.T) {
 		t.Errorf("report after the others were given up: %v", err)
 	}
 }
+
+// TestErrorIndicationReported: an Error Indication about a tunnel a session's FAR sends into
+// becomes an ERIR report to its SMF with the tunnel as Remote F-TEID; about any other
+// tunnel, or one the session left, it is not the node's to report.
+func TestErrorIndicationReported(t *testing.T) {
+	r := newReportTest(t)
+	if r.n.ErrorIndication(0x501, gnb) || r.n.ErrorIndication(0x500, gnb2) {
+		t.Error("an error indication about no session's tunnel was taken")
+	}
+	if !r.n.ErrorIndication(0x500, gnb) {
+		t.Fatal("the error indication about the session's downlink tunnel was not taken")
+	}
+	req, from := r.receive()
+	if req.ReportType.Payload[0] != byte(ReportErrorIndication) || req.ErrorIndicationReport == nil {
+		t.Fatalf("report type %x, Error Indication Report %v", req.ReportType.Payload, req.ErrorIndicationReport)
+	}
+	f, err := req.ErrorIndicationReport.FTEID()
+	if err != nil || f.TEID != 0x500 || !f.IPv4Address.Equal(gnb.AsSlice()) {
+		t.Errorf("Remote F-TEID %+v %v, want TEID 0x500 at %s", f, err, gnb)
+	}
+	r.answer(from, req.SequenceNumber, ie.NewCause(ie.CauseRequestAccepted))
+
+	// A handover moves the session to another tunnel.
+	m, c, _ := cause(t, r.n.Handle(from, bytesOf(t, message.NewSessionModificationRequest(0, 0, r.seid, 3, 0,
+		ie.NewUpdateFAR(ie.NewFARID(2), ie.NewUpdateForwardingParameters(ohc(0x600, gnb2)))))))
+	if c != ie.CauseRequestAccepted {
+		t.Fatalf("modification: %v cause %d", m, c)
+	}
+	if r.n.ErrorIndication(0x500, gnb) || !r.n.ErrorIndication(0x600, gnb2) {
+		t.Error("after the handover the old tunnel is still the session's, or the new one is not")
+	}
+	r.receive()
+	if _, c, _ := cause(t, r.n.Handle(from, bytesOf(t, message.NewSessionDeletionRequest(0, 0, r.seid, 4, 0)))); c != ie.CauseRequestAccepted {
+		t.Fatalf("deletion: cause %d", c)
+	}
+	if r.n.ErrorIndication(0x600, gnb2) {
+		t.Error("the tunnel of a deleted session is still indexed")
+	}
+}

@@ -31,9 +31,12 @@ const FirstSEID = 1 << 32
 
 // sessionState is the sessions of this node; Node.smu guards it.
 type sessionState struct {
-	byID     map[uint64]*Session
-	bySMF    map[smfSEID]uint64
-	perPeer  map[string]int // sessions per peer Node ID
+	byID    map[uint64]*Session
+	bySMF   map[smfSEID]uint64
+	perPeer map[string]int // sessions per peer Node ID
+	// byTunnel names the session of each tunnel its FARs send into, for the Error
+	// Indications peers send about them.
+	byTunnel map[tunnel]uint64
 	nextSEID uint64
 	alloc    *allocator
 }
@@ -135,6 +138,7 @@ func (n *Node) sessionEstablishment(from netip.AddrPort, m *message.SessionEstab
 		return refuse(err)
 	}
 	n.ss.byID[s.SEID] = s
+	n.ss.setTunnels(nil, s)
 	n.ss.bySMF[smfSEID{peer, cpSEID}] = s.SEID
 	n.ss.perPeer[peer]++
 	n.log.Info("pfcp: session established", "seid", s.SEID, "cp_seid", cpSEID, "peer", peer, "pdrs", len(s.PDRs))
@@ -371,6 +375,7 @@ func (n *Node) sessionModification(peer netip.AddrPort, m *message.SessionModifi
 		return respond(re.ies()...)
 	}
 	n.ss.byID[s.SEID] = s
+	n.ss.setTunnels(old, s)
 	n.log.Debug("pfcp: session modified", "seid", s.SEID)
 	return respond(append([]*ie.IE{ie.NewCause(ie.CauseRequestAccepted)}, createdPDRs(old, s)...)...)
 }
@@ -424,6 +429,7 @@ func (n *Node) deleteSession(s *Session) ([]rules.Usage, error) {
 	usage, err := n.opts.Datapath.Uninstall(s.SEID)
 	n.ss.alloc.release(s, nil)
 	delete(n.ss.byID, s.SEID)
+	n.ss.setTunnels(s, nil)
 	delete(n.ss.bySMF, smfSEID{s.Peer, s.CPSEID})
 	if n.ss.perPeer[s.Peer]--; n.ss.perPeer[s.Peer] <= 0 {
 		delete(n.ss.perPeer, s.Peer)

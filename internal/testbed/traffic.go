@@ -56,6 +56,20 @@ func (t *Topology) SendUplinkFrom(s session.Session, uePort uint16, n int, paylo
 	return nil
 }
 
+// SendFromGNB sends one datagram from the gNB's GTP-U socket to the UPF's GTP-U address:
+// GTP-U signalling a test builds itself.
+func (t *Topology) SendFromGNB(b []byte) error {
+	t.gnbMu.Lock()
+	defer t.gnbMu.Unlock()
+	if t.gnbConn == nil {
+		return errors.New("testbed: topology closed")
+	}
+	if _, err := t.gnbConn.WriteToUDP(b, net.UDPAddrFromAddrPort(netip.AddrPortFrom(N3Addr, GTPUPort))); err != nil {
+		return fmt.Errorf("testbed: send from the gNB: %w", err)
+	}
+	return nil
+}
+
 // Receiver collects UDP datagrams on one socket of the topology.
 type Receiver struct {
 	conn   *net.UDPConn

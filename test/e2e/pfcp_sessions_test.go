@@ -14,11 +14,16 @@ import (
 
 // smfClient associates an SMF with the daemon from the gnb namespace.
 func (e *env) smfClient(nodeID string) (*pfcpclient.Client, context.Context) {
+	return e.smfClientWith(pfcpclient.Options{NodeID: nodeID})
+}
+
+// smfClientWith is smfClient with the client's options.
+func (e *env) smfClientWith(opts pfcpclient.Options) (*pfcpclient.Client, context.Context) {
 	e.t.Helper()
 	var c *pfcpclient.Client
 	err := e.topo.Do(e.topo.GNBNS, func() error {
 		var err error
-		c, err = pfcpclient.Dial(testbed.PFCPAddr, pfcpclient.Options{NodeID: nodeID})
+		c, err = pfcpclient.Dial(testbed.PFCPAddr, opts)
 		return err
 	})
 	if err != nil {

@@ -452,6 +452,7 @@ func NewBackend() *Backend {
 			Drops:       map[string]uint64{"unknown_teid": 2, "malformed_gtp": 0},
 			PFCPDrops:   map[string]uint64{"undecodable_header": 0, "amplification_limit": 12, "unhandled_type": 0},
 			PFCPReports: map[string]uint64{"sent": 3, "accepted": 2, "timed_out": 1},
+			GTPU:        map[string]uint64{"error_indication_reported": 1, "end_marker_sent": 4},
 		},
 		ClassesData:      Classes(),
 		ContractsData:    Contracts(),
