@@ -104,10 +104,11 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	if err != nil {
 		return nil, err
 	}
-	d.dp, d.pfcpNode = dp, newPFCPNode(cfg, dp, log)
+	d.dp = dp
 	if d.gtpu, err = gtpu.Listen(cfg.GTPUAddresses, log); err != nil {
 		return nil, err
 	}
+	d.pfcpNode = newPFCPNode(cfg, dp, d.gtpu, log)
 	if cfg.QoSClock == config.ClockUser {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -167,8 +168,9 @@ func ueAllowed(cfg *config.Config) []datapath.UEService {
 	return out
 }
 
-// newPFCPNode returns the PFCP node the configuration describes, installing sessions in dp.
-func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, log *slog.Logger) *pfcp.Node {
+// newPFCPNode returns the PFCP node the configuration describes, installing sessions in dp
+// and sending End Markers through em (nil: none).
+func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, em pfcp.EndMarkerSender, log *slog.Logger) *pfcp.Node {
 	return pfcp.NewNode(pfcp.Options{
 		NodeID:                    cfg.PFCPNodeID,
 		AllowedPeers:              cfg.PFCPAllowedPeers,
@@ -181,6 +183,7 @@ func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, log *slog.Logger) *pfcp.N
 		HeartbeatRetries:          cfg.PFCPHeartbeatRetries,
 		DeleteSessionsOfLostPeers: cfg.PFCPLostPeerSessions == config.LostPeerDelete,
 		Datapath:                  dp,
+		EndMarkers:                em,
 		Address:                   n4Address(cfg),
 		GTPUAddrs:                 cfg.GTPUAddresses,
 		UEPools:                   cfg.UEPools,

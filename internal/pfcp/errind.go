@@ -12,13 +12,21 @@ type tunnel struct {
 	teid uint32
 }
 
-// tunnels are the tunnels of s's FARs with an outer header to create (placeholders, TEID 0
-// or no address, are no tunnel).
+// tunnel is the tunnel f forwards into, if it does: a FAR that buffers or drops sends
+// nothing, and its outer header may be a placeholder (TEID 0, no address).
+func (f *FAR) tunnel() (tunnel, bool) {
+	if o := f.OHC; f.Apply&ApplyForward != 0 && o != nil && o.TEID != 0 && o.Peer.IsValid() && !o.Peer.IsUnspecified() {
+		return tunnel{o.Peer, o.TEID}, true
+	}
+	return tunnel{}, false
+}
+
+// tunnels are the tunnels s's FARs forward into.
 func (s *Session) tunnels() []tunnel {
 	var out []tunnel
 	for _, f := range s.FARs {
-		if o := f.OHC; o != nil && o.TEID != 0 && o.Peer.IsValid() && !o.Peer.IsUnspecified() {
-			out = append(out, tunnel{o.Peer, o.TEID})
+		if t, ok := f.tunnel(); ok {
+			out = append(out, t)
 		}
 	}
 	return out

@@ -60,6 +60,10 @@ type Options struct {
 
 	// Datapath is where sessions are installed.
 	Datapath Datapath
+	// EndMarkers sends the End Markers an Update FAR with SNDEM asks for, EndMarkerDelay
+	// (default DefaultEndMarkerDelay) after the new FAR is installed; nil sends none.
+	EndMarkers     EndMarkerSender
+	EndMarkerDelay time.Duration
 	// Address is this UPF's N4 IPv4 address, sent in the UP F-SEID of each session.
 	Address netip.Addr
 	// GTPUAddrs are the local N3/N9 addresses. F-TEIDs this UPF chooses, and the source of
@@ -118,16 +122,29 @@ type Node struct {
 	answered *responseCache
 }
 
-// upFeatures are the UP Function Features this UPF implements (TS 29.244 8.2.25): FTUP (it
-// allocates F-TEIDs on CHOOSE) and, with UE pools configured, UEIP (it allocates UE
-// addresses on CHV4).
+// upFeatures are the UP Function Features this UPF implements (TS 29.244 8.2.25), and no
+// more: FTUP (it allocates F-TEIDs on CHOOSE), EMPU (it sends End Markers on SNDEM) when it
+// has an EndMarkers sender and, with UE pools configured, UEIP (it allocates UE addresses
+// on CHV4). Buffering and downlink data notification (BUCP, DDND, DLBD) and usage
+// reporting features (QUOAC, VTIME, ...) are to be added here with the code that
+// implements them, not before: an SMF relies on what is advertised.
 func (n *Node) upFeatures() *ie.IE {
-	var ueip uint8
-	if len(n.opts.UEPools) > 0 {
-		ueip = 0x04
+	var octet6, octet7 uint8
+	if n.opts.EndMarkers != nil {
+		octet6 |= featureEMPU
 	}
-	return ie.NewUPFunctionFeatures(0x10, 0, ueip)
+	if len(n.opts.UEPools) > 0 {
+		octet7 |= featureUEIP
+	}
+	return ie.NewUPFunctionFeatures(featureFTUP, octet6, octet7)
 }
+
+// UP Function Features bits (TS 29.244 8.2.25), each in its octet: 5, 6 and 7.
+const (
+	featureFTUP = 0x10 // octet 5 bit 5
+	featureEMPU = 0x01 // octet 6 bit 1
+	featureUEIP = 0x04 // octet 7 bit 3
+)
 
 // NewNode returns a Node whose Recovery Time Stamp is now.
 func NewNode(opts Options) *Node {
@@ -137,6 +154,7 @@ func NewNode(opts Options) *Node {
 	opts.ReportTimeout = cmp.Or(opts.ReportTimeout, DefaultReportTimeout)
 	opts.ReportRetries = cmp.Or(opts.ReportRetries, DefaultReportRetries)
 	opts.MaxReportsPerSMF = cmp.Or(opts.MaxReportsPerSMF, DefaultMaxReportsPerSMF)
+	opts.EndMarkerDelay = cmp.Or(opts.EndMarkerDelay, DefaultEndMarkerDelay)
 	for _, p := range opts.AllowedPeers {
 		if p.Bits() == 0 {
 			opts.Logger.Warn("pfcp: any address may associate as an SMF (pfcp_allowed_peers has " + p.String() +

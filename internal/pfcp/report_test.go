@@ -3,9 +3,12 @@ package pfcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"net/netip"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,5 +240,77 @@ func TestErrorIndicationReported(t *testing.T) {
 	}
 	if r.n.ErrorIndication(0x600, gnb2) {
 		t.Error("the tunnel of a deleted session is still indexed")
+	}
+}
+
+// endMarkers records the End Markers a node sends.
+type endMarkers struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (e *endMarkers) SendEndMarker(local, peer netip.Addr, teid uint32) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sent = append(e.sent, fmt.Sprintf("%s->%s 0x%x", local, peer, teid))
+	return nil
+}
+
+func (e *endMarkers) list() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.sent)
+}
+
+// TestEndMarker: an Update FAR with SNDEM that moves the FAR to another tunnel sends one End
+// Marker on the old tunnel, from the session's GTP-U address, EndMarkerDelay later; without
+// SNDEM, or without a change of tunnel, none is sent.
+func TestEndMarker(t *testing.T) {
+	em := &endMarkers{}
+	p := newPFCPTest(t, func(o *Options) { o.EndMarkers, o.EndMarkerDelay = em, 30*time.Millisecond })
+	seid, _ := p.mustEstablish(0x40, basicSession(ue1)...)
+	update := func(teid uint32, peer netip.Addr, flags ...*ie.IE) {
+		t.Helper()
+		r := p.modify(seid, ie.NewUpdateFAR(ie.NewFARID(2), ie.NewApplyAction(0x02),
+			ie.NewUpdateForwardingParameters(append([]*ie.IE{ohc(teid, peer)}, flags...)...)))
+		if c, _ := r.Cause.Cause(); c != ie.CauseRequestAccepted {
+			t.Fatalf("modification: cause %d", c)
+		}
+	}
+	sndem := ie.NewPFCPSMReqFlags(0x02)
+	update(0x501, gnb)        // no SNDEM
+	update(0x501, gnb, sndem) // the same tunnel
+	start := time.Now()
+	update(0x600, gnb2, sndem) // handover
+	if got := em.list(); len(got) != 0 {
+		t.Fatalf("End Marker sent before the delay: %v", got)
+	}
+	eventually(t, "no End Marker", func() bool { return len(em.list()) > 0 })
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Errorf("End Marker after %s, want at least EndMarkerDelay", d)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if got, want := em.list(), []string{"10.100.1.1->10.100.1.2 0x501"}; !slices.Equal(got, want) {
+		t.Errorf("End Markers %v, want %v", got, want)
+	}
+}
+
+// TestUPFeatures: the UP Function Features advertise EMPU only with an End Marker sender,
+// UEIP only with UE pools, FTUP always, and nothing else.
+func TestUPFeatures(t *testing.T) {
+	for _, c := range []struct {
+		opts func(*Options)
+		want []byte
+	}{
+		{func(o *Options) { o.UEPools = nil }, []byte{0x10, 0, 0, 0}}, // go-pfcp pads to an even number of octets
+		{func(o *Options) {}, []byte{0x10, 0, 0x04, 0}},
+		{func(o *Options) { o.EndMarkers = &endMarkers{} }, []byte{0x10, 0x01, 0x04, 0}},
+	} {
+		n := newSessionNode(newFakeDatapath(), c.opts)
+		m, _, _ := cause(t, n.Handle(smf, bytesOf(t, smfSetup(1))))
+		got, err := m.(*message.AssociationSetupResponse).UPFunctionFeatures.UPFunctionFeatures()
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("UP Function Features %x %v, want %x", got, err, c.want)
+		}
 	}
 }

@@ -376,6 +376,7 @@ func (n *Node) sessionModification(peer netip.AddrPort, m *message.SessionModifi
 	}
 	n.ss.byID[s.SEID] = s
 	n.ss.setTunnels(old, s)
+	n.sendEndMarkers(old, s, m.UpdateFAR)
 	n.log.Debug("pfcp: session modified", "seid", s.SEID)
 	return respond(append([]*ie.IE{ie.NewCause(ie.CauseRequestAccepted)}, createdPDRs(old, s)...)...)
 }

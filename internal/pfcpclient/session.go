@@ -365,8 +365,9 @@ func urr(id uint32, threshold uint64) *ie.IE {
 }
 
 // downlinkFAR returns the IEs of the downlink FAR after its ID: forwarding to gnb, or
-// buffering without it. update selects Update Forwarding Parameters, for an Update FAR.
-func (s *SessionSpec) downlinkFAR(gnb netip.Addr, teid uint32, update bool) []*ie.IE {
+// buffering without it. update selects Update Forwarding Parameters, for an Update FAR, with
+// extra among them.
+func (s *SessionSpec) downlinkFAR(gnb netip.Addr, teid uint32, update bool, extra ...*ie.IE) []*ie.IE {
 	if !gnb.IsValid() {
 		return []*ie.IE{ie.NewApplyAction(actionBUFF | actionNOCP), ie.NewBARID(BARID)}
 	}
@@ -376,7 +377,7 @@ func (s *SessionSpec) downlinkFAR(gnb netip.Addr, teid uint32, update bool) []*i
 	}
 	params = append(params, ie.NewOuterHeaderCreation(ohcGTPUUDPIPv4, teid, gnb.String(), "", 0, 0, 0))
 	if update {
-		return []*ie.IE{ie.NewApplyAction(actionFORW), ie.NewUpdateForwardingParameters(params...)}
+		return []*ie.IE{ie.NewApplyAction(actionFORW), ie.NewUpdateForwardingParameters(append(params, extra...)...)}
 	}
 	return []*ie.IE{ie.NewApplyAction(actionFORW), ie.NewForwardingParameters(params...)}
 }
@@ -537,6 +538,21 @@ func (c *Client) SetDownlink(ctx context.Context, s *Session, gnb netip.Addr, te
 		return fmt.Errorf("pfcp client: gNB address %s is not an IPv4 address", gnb)
 	}
 	if err := c.updateDownlinkFAR(ctx, s, s.Spec.downlinkFAR(gnb, teid, true)...); err != nil {
+		return err
+	}
+	s.GNB, s.GNBTEID = gnb, teid
+	return nil
+}
+
+// Handover makes the downlink FAR forward to the gNB at gnb with TEID teid, as SetDownlink,
+// and asks the UPF to send an End Marker on the old tunnel (SNDEM), as an SMF does at a
+// handover.
+func (c *Client) Handover(ctx context.Context, s *Session, gnb netip.Addr, teid uint32) error {
+	if !gnb.Is4() {
+		return fmt.Errorf("pfcp client: gNB address %s is not an IPv4 address", gnb)
+	}
+	sndem := ie.NewPFCPSMReqFlags(0x02)
+	if err := c.updateDownlinkFAR(ctx, s, s.Spec.downlinkFAR(gnb, teid, true, sndem)...); err != nil {
 		return err
 	}
 	s.GNB, s.GNBTEID = gnb, teid

@@ -77,3 +77,92 @@ func TestErrorIndicationReported(t *testing.T) {
 		t.Errorf("gtpu signalling %v, reports %v: want one reported, one unknown, one accepted", st.GTPU, st.PFCPReports)
 	}
 }
+
+// TestHandoverEndMarker: a handover whose Update FAR carries SNDEM, while downlink traffic
+// flows, ends the old tunnel with one End Marker (old TEID, from the UPF's GTP-U address),
+// and no data follows it there; the data goes on through the new tunnel.
+func TestHandoverEndMarker(t *testing.T) {
+	e := newEnv(t)
+	c, ctx := e.smfClient("smf.endmarker.test")
+	const oldTEID, newTEID = 0x920, 0x921
+	s, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, GNB: testbed.GNBAddr, GNBTEID: oldTEID})
+	if err != nil {
+		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
+	}
+	view := testbed.PFCPView(s, testbed.GNBAddr, oldTEID, 0)
+	oldRx, err := e.topo.ListenGNB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oldRx.Close()
+	newRx, err := e.topo.ListenGTPU(testbed.GNB2Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newRx.Close()
+	type got struct {
+		ds  []testbed.Datagram
+		err error
+	}
+	oldGot, newGot := make(chan got, 1), make(chan got, 1)
+	go func() { ds, err := oldRx.Collect(1<<20, 2*time.Second); oldGot <- got{ds, err} }()
+	go func() { ds, err := newRx.Collect(1<<20, 2*time.Second); newGot <- got{ds, err} }()
+
+	stop := make(chan struct{})
+	sending := make(chan error, 1)
+	go func() {
+		payload := testbed.Payload("handover")
+		for {
+			select {
+			case <-stop:
+				sending <- nil
+				return
+			default:
+			}
+			if err := e.topo.SendDownlink(view, 10, payload); err != nil {
+				sending <- err
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := c.Handover(ctx, s, testbed.GNB2Addr, newTEID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	if err := <-sending; err != nil {
+		t.Fatal(err)
+	}
+
+	old, fresh := <-oldGot, <-newGot
+	if old.err != nil || fresh.err != nil {
+		t.Fatal(old.err, fresh.err)
+	}
+	data, markers, afterMarker := 0, 0, 0
+	for _, d := range old.ds {
+		p, err := testbed.DecodeGTPU(d)
+		switch {
+		case err != nil:
+			t.Errorf("undecodable on the old tunnel: %v", err)
+		case p.MsgType == gtpu.TypeEndMarker:
+			markers++
+			if p.TEID != oldTEID || p.OuterSrc.Addr() != testbed.N3Addr || p.OuterSrc.Port() != gtpu.Port {
+				t.Errorf("End Marker TEID 0x%x from %s, want 0x%x from %s:%d", p.TEID, p.OuterSrc, oldTEID, testbed.N3Addr, gtpu.Port)
+			}
+		case markers > 0:
+			afterMarker++
+		default:
+			data++
+		}
+	}
+	t.Logf("old tunnel: %d packets, then %d End Marker(s), then %d packets; new tunnel: %d packets",
+		data, markers, afterMarker, len(fresh.ds))
+	if data == 0 || markers != 1 || afterMarker != 0 || len(fresh.ds) == 0 {
+		t.Errorf("want data, one End Marker and nothing after it on the old tunnel, and data on the new one")
+	}
+	if st := e.stats(); st.GTPU["end_marker_sent"] != 1 {
+		t.Errorf("end_marker_sent %d, want 1", st.GTPU["end_marker_sent"])
+	}
+}
