@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/wmnsk/go-pfcp/ie"
 	"github.com/wmnsk/go-pfcp/message"
 
 	"github.com/xupf/xupf/internal/gtpu"
@@ -164,5 +166,41 @@ func TestHandoverEndMarker(t *testing.T) {
 	}
 	if st := e.stats(); st.GTPU["end_marker_sent"] != 1 {
 		t.Errorf("end_marker_sent %d, want 1", st.GTPU["end_marker_sent"])
+	}
+}
+
+// TestReportContextNotFound: an SMF that answers a Session Report Request with "Session
+// context not found" does not know the session: xupfd deletes it, datapath entries included,
+// and its downlink goes nowhere any more.
+func TestReportContextNotFound(t *testing.T) {
+	e := newEnv(t)
+	opts, reports := reportsTo("smf.forgetful.test", ie.CauseSessionContextNotFound)
+	c, ctx := e.smfClientWith(opts)
+	s, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, GNB: testbed.GNBAddr, GNBTEID: 0x930})
+	if err != nil {
+		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
+	}
+	if err := e.topo.SendFromGNB(gtpu.ErrorIndication{TEID: 0x930, Peer: testbed.GNBAddr}.Marshal()); err != nil {
+		t.Fatal(err)
+	}
+	nextReport(t, reports)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var list struct{ PFCP []json.RawMessage }
+		e.xupfctlJSON(&list, "session", "list")
+		if len(list.PFCP) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session still there after cause 65: %+v", list.PFCP)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	view := testbed.PFCPView(s, testbed.GNBAddr, 0x930, 0)
+	if got := e.downlink(view, 5, testbed.Payload("gone")); len(got) != 0 {
+		t.Errorf("%d downlink packets reached the gNB after the session was deleted", len(got))
+	}
+	if st := e.stats(); st.PFCPReports["rejected"] != 1 {
+		t.Errorf("reports %v; want one rejected", st.PFCPReports)
 	}
 }
