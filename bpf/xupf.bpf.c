@@ -20,6 +20,7 @@ const enum meter_algo *btf_meter_algo __attribute__((unused));
 const enum meter_clock *btf_meter_clock __attribute__((unused));
 const enum police_action *btf_police_action __attribute__((unused));
 const enum nexthop_kind *btf_nexthop_kind __attribute__((unused));
+const struct unknown_teid_event *btf_unknown_teid_event __attribute__((unused));
 
 SEC("xdp")
 int xupf_xdp(struct xdp_md *ctx)

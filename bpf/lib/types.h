@@ -27,6 +27,14 @@ struct ue_allowed_key {
 	__be16 port;
 };
 
+/* A G-PDU to a TEID no session has (errind.h): whom to send the Error Indication to, from
+ * which local GTP-U address, about which TEID. */
+struct unknown_teid_event {
+	__be32 peer;   /* the G-PDU's outer source address */
+	__be32 local;  /* its outer destination: one of the GTP-U addresses */
+	__be32 teid;
+};
+
 /* Key of the downlink rule table: the UE's IPv4 address. */
 struct dl_key {
 	__be32 ue_addr;

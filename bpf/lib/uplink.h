@@ -11,6 +11,7 @@
 #include "pipeline.h"
 #include "route.h"
 #include "stats.h"
+#include "errind.h"
 
 static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 				       struct gtpu_hdr *gtp, void *data_end)
@@ -44,8 +45,10 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	p.psc = g.psc;
 
 	ref = bpf_map_lookup_elem(&xupf_ul_rules, &key);
-	if (!ref)
+	if (!ref) {
+		errind_event(ctx, gtp->teid);
 		return drop(DROP_UNKNOWN_TEID);
+	}
 	/* A UE may only send as itself: a spoofed source would reach the data network in the
 	 * session's name (and be billed to it). */
 	if (ref->ue_addr && inner->saddr != ref->ue_addr)

@@ -74,6 +74,12 @@ const (
 	MaxPFCPHeartbeatInterval     = 10 * time.Minute
 	DefaultPFCPHeartbeatRetries  = 3
 
+	// Error Indications a second to one GTP-U peer (gtpu_error_indication_rate): enough to
+	// tell a gNB promptly about a stale tunnel, too few to flood it, or anyone a spoofed
+	// source names.
+	DefaultGTPUErrorIndicationRate = 10
+	MaxGTPUErrorIndicationRate     = 10000
+
 	// qos_algorithm values.
 	AlgoTokenBucket   = "token_bucket"
 	AlgoSlidingWindow = "sliding_window"
@@ -164,6 +170,10 @@ type Config struct {
 	// PFCPLostPeerSessions is what happens to the sessions of an SMF declared lost:
 	// LostPeerKeep (they keep forwarding, the default) or LostPeerDelete.
 	PFCPLostPeerSessions string `yaml:"pfcp_lost_peer_sessions"`
+	// GTPUErrorIndicationRate is how many GTP-U Error Indications a second, at most, answer
+	// the G-PDUs one peer sends to unknown TEIDs (0..MaxGTPUErrorIndicationRate; 0 sends
+	// none).
+	GTPUErrorIndicationRate int `yaml:"gtpu_error_indication_rate"`
 	// UEPools are the IPv4 networks UE addresses are chosen from when an SMF asks the UPF to
 	// choose (UE IP Address with CHV4); empty: SMFs must give the addresses.
 	UEPools []netip.Prefix `yaml:"ue_pools"`
@@ -252,13 +262,14 @@ func Default() *Config {
 		HTTPListen:  DefaultHTTPListen,
 		// PFCPListen's and PFCPNodeID's defaults come from the first of gtpu_addresses, which
 		// Default does not have.
-		PFCPHeartbeatInterval: DefaultPFCPHeartbeatInterval,
-		PFCPHeartbeatRetries:  DefaultPFCPHeartbeatRetries,
-		PFCPLostPeerSessions:  LostPeerKeep,
-		QoSAlgorithm:          AlgoTokenBucket,
-		QoSClock:              ClockKtime,
-		QoSMBRBurst:           DefaultQoSMBRBurst,
-		LogLevel:              DefaultLogLevel,
+		PFCPHeartbeatInterval:   DefaultPFCPHeartbeatInterval,
+		PFCPHeartbeatRetries:    DefaultPFCPHeartbeatRetries,
+		PFCPLostPeerSessions:    LostPeerKeep,
+		GTPUErrorIndicationRate: DefaultGTPUErrorIndicationRate,
+		QoSAlgorithm:            AlgoTokenBucket,
+		QoSClock:                ClockKtime,
+		QoSMBRBurst:             DefaultQoSMBRBurst,
+		LogLevel:                DefaultLogLevel,
 		Limits: Limits{MaxSessions: DefaultMaxSessions, MaxRuleSets: DefaultMaxRuleSets, MaxSDFEntries: DefaultMaxSDFEntries,
 			MaxAssociations: DefaultMaxAssociations, MaxSessionsPerAssociation: DefaultMaxSessions},
 		APIAccess: APIAccess{TokenFile: DefaultAPITokenFile},
@@ -320,6 +331,7 @@ type rawConfig struct {
 	PFCPInterval  string              `yaml:"pfcp_heartbeat_interval"`
 	PFCPRetries   yaml.Node           `yaml:"pfcp_heartbeat_retries"`
 	PFCPLost      string              `yaml:"pfcp_lost_peer_sessions"`
+	GTPUErrInd    yaml.Node           `yaml:"gtpu_error_indication_rate"`
 	UEPools       []string            `yaml:"ue_pools"`
 	UEPoolsOnly   bool                `yaml:"ue_pools_only"`
 	Instances     map[string]string   `yaml:"network_instances"`
@@ -836,6 +848,14 @@ func (v *validator) pfcp(raw *rawConfig) {
 		v.addf("pfcp_heartbeat_retries: %w; use 1 to %d (unanswered heartbeats in a row that declare an SMF lost)", err, MaxPFCPHeartbeatRetries)
 	case present:
 		v.cfg.PFCPHeartbeatRetries = int(n)
+	}
+	n, present, err = intNode(&raw.GTPUErrInd, 0, MaxGTPUErrorIndicationRate)
+	switch {
+	case err != nil:
+		v.addf("gtpu_error_indication_rate: %w; use 0 (none) to %d Error Indications a second to one peer",
+			err, MaxGTPUErrorIndicationRate)
+	case present:
+		v.cfg.GTPUErrorIndicationRate = int(n)
 	}
 }
 

@@ -105,7 +105,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		return nil, err
 	}
 	d.dp = dp
-	if d.gtpu, err = gtpu.Listen(cfg.GTPUAddresses, log); err != nil {
+	if d.gtpu, err = gtpu.Listen(cfg.GTPUAddresses, cfg.GTPUErrorIndicationRate, log); err != nil {
 		return nil, err
 	}
 	d.pfcpNode = newPFCPNode(cfg, dp, d.gtpu, log)
@@ -247,15 +247,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go func() { httpErr <- serveAPI(srv, ln) }()
 	pfcpErr := make(chan error, 1)
 	go func() { pfcpErr <- d.pfcpNode.Serve(ctx, conn) }() // closes conn when ctx is done
-	gtpuDone := make(chan struct{})
-	go func() {
-		defer close(gtpuDone)
-		if d.gtpu != nil {
+	var gtpuDone sync.WaitGroup
+	if d.gtpu != nil {
+		gtpuDone.Go(func() {
 			d.gtpu.Serve(ctx, func(_ netip.AddrPort, ei gtpu.ErrorIndication) bool {
 				return d.pfcpNode.ErrorIndication(ei.TEID, ei.Peer)
 			})
-		}
-	}()
+		})
+		gtpuDone.Go(func() {
+			err := d.dp.ReadUnknownTEIDs(ctx, func(u datapath.UnknownTEID) { d.gtpu.AnswerUnknownTEID(u.Local, u.Peer, u.TEID) })
+			if err != nil {
+				d.log.Error("unknown-TEID events: no more Error Indications are sent", "err", err)
+			}
+		})
+	}
 	d.log.Info("http api listening", "address", ln.Addr().String(), "tls", srv.TLSConfig != nil)
 	d.log.Info("pfcp listening", "address", conn.LocalAddr().String(), "node_id", d.cfg.PFCPNodeID,
 		"allowed_peers", d.cfg.PFCPAllowedPeers, "heartbeat_interval", d.cfg.PFCPHeartbeatInterval,
@@ -287,7 +292,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if !pfcpDone {
 		<-pfcpErr // Serve returns once its socket is closed
 	}
-	<-gtpuDone
+	gtpuDone.Wait()
 	return runErr
 }
 

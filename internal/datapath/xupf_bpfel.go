@@ -99,6 +99,12 @@ const (
 	xupfDropReasonDROP_MAX                    xupfDropReason = 27
 )
 
+type xupfErrindWindow struct {
+	_     structs.HostLayout
+	Start uint64
+	Count uint64
+}
+
 type xupfFar struct {
 	_         structs.HostLayout
 	Action    uint32
@@ -290,57 +296,67 @@ type xupfUlKey struct {
 	Teid uint32
 }
 
+type xupfUnknownTeidEvent struct {
+	_     structs.HostLayout
+	Peer  uint32
+	Local uint32
+	Teid  uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	xupfMapXupfClock       = "xupf_clock"
-	xupfMapXupfClsExact    = "xupf_cls_exact"
-	xupfMapXupfClsIds      = "xupf_cls_ids"
-	xupfMapXupfClsLpm      = "xupf_cls_lpm"
-	xupfMapXupfClsScratch  = "xupf_cls_scratch"
-	xupfMapXupfClsStats    = "xupf_cls_stats"
-	xupfMapXupfClsVecs     = "xupf_cls_vecs"
-	xupfMapXupfContracts   = "xupf_contracts"
-	xupfMapXupfDlRules     = "xupf_dl_rules"
-	xupfMapXupfDrops       = "xupf_drops"
-	xupfMapXupfFars        = "xupf_fars"
-	xupfMapXupfLocalAddrs  = "xupf_local_addrs"
-	xupfMapXupfMeters      = "xupf_meters"
-	xupfMapXupfPdrs        = "xupf_pdrs"
-	xupfMapXupfPoliceStats = "xupf_police_stats"
-	xupfMapXupfRoutes      = "xupf_routes"
-	xupfMapXupfRulesets    = "xupf_rulesets"
-	xupfMapXupfSdfExact    = "xupf_sdf_exact"
-	xupfMapXupfSdfLpm      = "xupf_sdf_lpm"
-	xupfMapXupfStats       = "xupf_stats"
-	xupfMapXupfTxPorts     = "xupf_tx_ports"
-	xupfMapXupfUeAllowed   = "xupf_ue_allowed"
-	xupfMapXupfUlRules     = "xupf_ul_rules"
-	xupfMapXupfUsage       = "xupf_usage"
-	xupfProgXupfXdp        = "xupf_xdp"
-	xupfVarBtfClsField     = "btf_cls_field"
-	xupfVarBtfDirection    = "btf_direction"
-	xupfVarBtfDropReason   = "btf_drop_reason"
-	xupfVarBtfFarAction    = "btf_far_action"
-	xupfVarBtfFarFlag      = "btf_far_flag"
-	xupfVarBtfMeterAlgo    = "btf_meter_algo"
-	xupfVarBtfMeterClock   = "btf_meter_clock"
-	xupfVarBtfNexthopKind  = "btf_nexthop_kind"
-	xupfVarBtfPoliceAction = "btf_police_action"
-	xupfVarBtfSdfField     = "btf_sdf_field"
-	xupfVarBtfStat         = "btf_stat"
-	xupfVarCfgClock        = "cfg_clock"
-	xupfVarCfgClsBuf       = "cfg_cls_buf"
-	xupfVarCfgClsFields    = "cfg_cls_fields"
-	xupfVarCfgClsWords     = "cfg_cls_words"
-	xupfVarCfgGtpuAddrs    = "cfg_gtpu_addrs"
-	xupfVarCfgGtpuNaddrs   = "cfg_gtpu_naddrs"
-	xupfVarCfgMeterAlgo    = "cfg_meter_algo"
-	xupfVarCfgN3Ifindex    = "cfg_n3_ifindex"
-	xupfVarCfgN3Nports     = "cfg_n3_nports"
-	xupfVarCfgPolicer      = "cfg_policer"
-	xupfVarCfgSdfFields    = "cfg_sdf_fields"
+	xupfMapXupfClock           = "xupf_clock"
+	xupfMapXupfClsExact        = "xupf_cls_exact"
+	xupfMapXupfClsIds          = "xupf_cls_ids"
+	xupfMapXupfClsLpm          = "xupf_cls_lpm"
+	xupfMapXupfClsScratch      = "xupf_cls_scratch"
+	xupfMapXupfClsStats        = "xupf_cls_stats"
+	xupfMapXupfClsVecs         = "xupf_cls_vecs"
+	xupfMapXupfContracts       = "xupf_contracts"
+	xupfMapXupfDlRules         = "xupf_dl_rules"
+	xupfMapXupfDrops           = "xupf_drops"
+	xupfMapXupfErrindEvents    = "xupf_errind_events"
+	xupfMapXupfErrindWindow    = "xupf_errind_window"
+	xupfMapXupfFars            = "xupf_fars"
+	xupfMapXupfLocalAddrs      = "xupf_local_addrs"
+	xupfMapXupfMeters          = "xupf_meters"
+	xupfMapXupfPdrs            = "xupf_pdrs"
+	xupfMapXupfPoliceStats     = "xupf_police_stats"
+	xupfMapXupfRoutes          = "xupf_routes"
+	xupfMapXupfRulesets        = "xupf_rulesets"
+	xupfMapXupfSdfExact        = "xupf_sdf_exact"
+	xupfMapXupfSdfLpm          = "xupf_sdf_lpm"
+	xupfMapXupfStats           = "xupf_stats"
+	xupfMapXupfTxPorts         = "xupf_tx_ports"
+	xupfMapXupfUeAllowed       = "xupf_ue_allowed"
+	xupfMapXupfUlRules         = "xupf_ul_rules"
+	xupfMapXupfUsage           = "xupf_usage"
+	xupfProgXupfXdp            = "xupf_xdp"
+	xupfVarBtfClsField         = "btf_cls_field"
+	xupfVarBtfDirection        = "btf_direction"
+	xupfVarBtfDropReason       = "btf_drop_reason"
+	xupfVarBtfFarAction        = "btf_far_action"
+	xupfVarBtfFarFlag          = "btf_far_flag"
+	xupfVarBtfMeterAlgo        = "btf_meter_algo"
+	xupfVarBtfMeterClock       = "btf_meter_clock"
+	xupfVarBtfNexthopKind      = "btf_nexthop_kind"
+	xupfVarBtfPoliceAction     = "btf_police_action"
+	xupfVarBtfSdfField         = "btf_sdf_field"
+	xupfVarBtfStat             = "btf_stat"
+	xupfVarBtfUnknownTeidEvent = "btf_unknown_teid_event"
+	xupfVarCfgClock            = "cfg_clock"
+	xupfVarCfgClsBuf           = "cfg_cls_buf"
+	xupfVarCfgClsFields        = "cfg_cls_fields"
+	xupfVarCfgClsWords         = "cfg_cls_words"
+	xupfVarCfgGtpuAddrs        = "cfg_gtpu_addrs"
+	xupfVarCfgGtpuNaddrs       = "cfg_gtpu_naddrs"
+	xupfVarCfgMeterAlgo        = "cfg_meter_algo"
+	xupfVarCfgN3Ifindex        = "cfg_n3_ifindex"
+	xupfVarCfgN3Nports         = "cfg_n3_nports"
+	xupfVarCfgPolicer          = "cfg_policer"
+	xupfVarCfgSdfFields        = "cfg_sdf_fields"
 )
 
 // loadXupf returns the embedded CollectionSpec for xupf.
@@ -392,58 +408,61 @@ type xupfProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfMapSpecs struct {
-	XupfClock       *ebpf.MapSpec `ebpf:"xupf_clock"`
-	XupfClsExact    *ebpf.MapSpec `ebpf:"xupf_cls_exact"`
-	XupfClsIds      *ebpf.MapSpec `ebpf:"xupf_cls_ids"`
-	XupfClsLpm      *ebpf.MapSpec `ebpf:"xupf_cls_lpm"`
-	XupfClsScratch  *ebpf.MapSpec `ebpf:"xupf_cls_scratch"`
-	XupfClsStats    *ebpf.MapSpec `ebpf:"xupf_cls_stats"`
-	XupfClsVecs     *ebpf.MapSpec `ebpf:"xupf_cls_vecs"`
-	XupfContracts   *ebpf.MapSpec `ebpf:"xupf_contracts"`
-	XupfDlRules     *ebpf.MapSpec `ebpf:"xupf_dl_rules"`
-	XupfDrops       *ebpf.MapSpec `ebpf:"xupf_drops"`
-	XupfFars        *ebpf.MapSpec `ebpf:"xupf_fars"`
-	XupfLocalAddrs  *ebpf.MapSpec `ebpf:"xupf_local_addrs"`
-	XupfMeters      *ebpf.MapSpec `ebpf:"xupf_meters"`
-	XupfPdrs        *ebpf.MapSpec `ebpf:"xupf_pdrs"`
-	XupfPoliceStats *ebpf.MapSpec `ebpf:"xupf_police_stats"`
-	XupfRoutes      *ebpf.MapSpec `ebpf:"xupf_routes"`
-	XupfRulesets    *ebpf.MapSpec `ebpf:"xupf_rulesets"`
-	XupfSdfExact    *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
-	XupfSdfLpm      *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
-	XupfStats       *ebpf.MapSpec `ebpf:"xupf_stats"`
-	XupfTxPorts     *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
-	XupfUeAllowed   *ebpf.MapSpec `ebpf:"xupf_ue_allowed"`
-	XupfUlRules     *ebpf.MapSpec `ebpf:"xupf_ul_rules"`
-	XupfUsage       *ebpf.MapSpec `ebpf:"xupf_usage"`
+	XupfClock        *ebpf.MapSpec `ebpf:"xupf_clock"`
+	XupfClsExact     *ebpf.MapSpec `ebpf:"xupf_cls_exact"`
+	XupfClsIds       *ebpf.MapSpec `ebpf:"xupf_cls_ids"`
+	XupfClsLpm       *ebpf.MapSpec `ebpf:"xupf_cls_lpm"`
+	XupfClsScratch   *ebpf.MapSpec `ebpf:"xupf_cls_scratch"`
+	XupfClsStats     *ebpf.MapSpec `ebpf:"xupf_cls_stats"`
+	XupfClsVecs      *ebpf.MapSpec `ebpf:"xupf_cls_vecs"`
+	XupfContracts    *ebpf.MapSpec `ebpf:"xupf_contracts"`
+	XupfDlRules      *ebpf.MapSpec `ebpf:"xupf_dl_rules"`
+	XupfDrops        *ebpf.MapSpec `ebpf:"xupf_drops"`
+	XupfErrindEvents *ebpf.MapSpec `ebpf:"xupf_errind_events"`
+	XupfErrindWindow *ebpf.MapSpec `ebpf:"xupf_errind_window"`
+	XupfFars         *ebpf.MapSpec `ebpf:"xupf_fars"`
+	XupfLocalAddrs   *ebpf.MapSpec `ebpf:"xupf_local_addrs"`
+	XupfMeters       *ebpf.MapSpec `ebpf:"xupf_meters"`
+	XupfPdrs         *ebpf.MapSpec `ebpf:"xupf_pdrs"`
+	XupfPoliceStats  *ebpf.MapSpec `ebpf:"xupf_police_stats"`
+	XupfRoutes       *ebpf.MapSpec `ebpf:"xupf_routes"`
+	XupfRulesets     *ebpf.MapSpec `ebpf:"xupf_rulesets"`
+	XupfSdfExact     *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
+	XupfSdfLpm       *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
+	XupfStats        *ebpf.MapSpec `ebpf:"xupf_stats"`
+	XupfTxPorts      *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
+	XupfUeAllowed    *ebpf.MapSpec `ebpf:"xupf_ue_allowed"`
+	XupfUlRules      *ebpf.MapSpec `ebpf:"xupf_ul_rules"`
+	XupfUsage        *ebpf.MapSpec `ebpf:"xupf_usage"`
 }
 
 // xupfVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfVariableSpecs struct {
-	BtfClsField     *ebpf.VariableSpec `ebpf:"btf_cls_field"`
-	BtfDirection    *ebpf.VariableSpec `ebpf:"btf_direction"`
-	BtfDropReason   *ebpf.VariableSpec `ebpf:"btf_drop_reason"`
-	BtfFarAction    *ebpf.VariableSpec `ebpf:"btf_far_action"`
-	BtfFarFlag      *ebpf.VariableSpec `ebpf:"btf_far_flag"`
-	BtfMeterAlgo    *ebpf.VariableSpec `ebpf:"btf_meter_algo"`
-	BtfMeterClock   *ebpf.VariableSpec `ebpf:"btf_meter_clock"`
-	BtfNexthopKind  *ebpf.VariableSpec `ebpf:"btf_nexthop_kind"`
-	BtfPoliceAction *ebpf.VariableSpec `ebpf:"btf_police_action"`
-	BtfSdfField     *ebpf.VariableSpec `ebpf:"btf_sdf_field"`
-	BtfStat         *ebpf.VariableSpec `ebpf:"btf_stat"`
-	CfgClock        *ebpf.VariableSpec `ebpf:"cfg_clock"`
-	CfgClsBuf       *ebpf.VariableSpec `ebpf:"cfg_cls_buf"`
-	CfgClsFields    *ebpf.VariableSpec `ebpf:"cfg_cls_fields"`
-	CfgClsWords     *ebpf.VariableSpec `ebpf:"cfg_cls_words"`
-	CfgGtpuAddrs    *ebpf.VariableSpec `ebpf:"cfg_gtpu_addrs"`
-	CfgGtpuNaddrs   *ebpf.VariableSpec `ebpf:"cfg_gtpu_naddrs"`
-	CfgMeterAlgo    *ebpf.VariableSpec `ebpf:"cfg_meter_algo"`
-	CfgN3Ifindex    *ebpf.VariableSpec `ebpf:"cfg_n3_ifindex"`
-	CfgN3Nports     *ebpf.VariableSpec `ebpf:"cfg_n3_nports"`
-	CfgPolicer      *ebpf.VariableSpec `ebpf:"cfg_policer"`
-	CfgSdfFields    *ebpf.VariableSpec `ebpf:"cfg_sdf_fields"`
+	BtfClsField         *ebpf.VariableSpec `ebpf:"btf_cls_field"`
+	BtfDirection        *ebpf.VariableSpec `ebpf:"btf_direction"`
+	BtfDropReason       *ebpf.VariableSpec `ebpf:"btf_drop_reason"`
+	BtfFarAction        *ebpf.VariableSpec `ebpf:"btf_far_action"`
+	BtfFarFlag          *ebpf.VariableSpec `ebpf:"btf_far_flag"`
+	BtfMeterAlgo        *ebpf.VariableSpec `ebpf:"btf_meter_algo"`
+	BtfMeterClock       *ebpf.VariableSpec `ebpf:"btf_meter_clock"`
+	BtfNexthopKind      *ebpf.VariableSpec `ebpf:"btf_nexthop_kind"`
+	BtfPoliceAction     *ebpf.VariableSpec `ebpf:"btf_police_action"`
+	BtfSdfField         *ebpf.VariableSpec `ebpf:"btf_sdf_field"`
+	BtfStat             *ebpf.VariableSpec `ebpf:"btf_stat"`
+	BtfUnknownTeidEvent *ebpf.VariableSpec `ebpf:"btf_unknown_teid_event"`
+	CfgClock            *ebpf.VariableSpec `ebpf:"cfg_clock"`
+	CfgClsBuf           *ebpf.VariableSpec `ebpf:"cfg_cls_buf"`
+	CfgClsFields        *ebpf.VariableSpec `ebpf:"cfg_cls_fields"`
+	CfgClsWords         *ebpf.VariableSpec `ebpf:"cfg_cls_words"`
+	CfgGtpuAddrs        *ebpf.VariableSpec `ebpf:"cfg_gtpu_addrs"`
+	CfgGtpuNaddrs       *ebpf.VariableSpec `ebpf:"cfg_gtpu_naddrs"`
+	CfgMeterAlgo        *ebpf.VariableSpec `ebpf:"cfg_meter_algo"`
+	CfgN3Ifindex        *ebpf.VariableSpec `ebpf:"cfg_n3_ifindex"`
+	CfgN3Nports         *ebpf.VariableSpec `ebpf:"cfg_n3_nports"`
+	CfgPolicer          *ebpf.VariableSpec `ebpf:"cfg_policer"`
+	CfgSdfFields        *ebpf.VariableSpec `ebpf:"cfg_sdf_fields"`
 }
 
 // xupfObjects contains all objects after they have been loaded into the kernel.
@@ -466,30 +485,32 @@ func (o *xupfObjects) Close() error {
 //
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfMaps struct {
-	XupfClock       *ebpf.Map `ebpf:"xupf_clock"`
-	XupfClsExact    *ebpf.Map `ebpf:"xupf_cls_exact"`
-	XupfClsIds      *ebpf.Map `ebpf:"xupf_cls_ids"`
-	XupfClsLpm      *ebpf.Map `ebpf:"xupf_cls_lpm"`
-	XupfClsScratch  *ebpf.Map `ebpf:"xupf_cls_scratch"`
-	XupfClsStats    *ebpf.Map `ebpf:"xupf_cls_stats"`
-	XupfClsVecs     *ebpf.Map `ebpf:"xupf_cls_vecs"`
-	XupfContracts   *ebpf.Map `ebpf:"xupf_contracts"`
-	XupfDlRules     *ebpf.Map `ebpf:"xupf_dl_rules"`
-	XupfDrops       *ebpf.Map `ebpf:"xupf_drops"`
-	XupfFars        *ebpf.Map `ebpf:"xupf_fars"`
-	XupfLocalAddrs  *ebpf.Map `ebpf:"xupf_local_addrs"`
-	XupfMeters      *ebpf.Map `ebpf:"xupf_meters"`
-	XupfPdrs        *ebpf.Map `ebpf:"xupf_pdrs"`
-	XupfPoliceStats *ebpf.Map `ebpf:"xupf_police_stats"`
-	XupfRoutes      *ebpf.Map `ebpf:"xupf_routes"`
-	XupfRulesets    *ebpf.Map `ebpf:"xupf_rulesets"`
-	XupfSdfExact    *ebpf.Map `ebpf:"xupf_sdf_exact"`
-	XupfSdfLpm      *ebpf.Map `ebpf:"xupf_sdf_lpm"`
-	XupfStats       *ebpf.Map `ebpf:"xupf_stats"`
-	XupfTxPorts     *ebpf.Map `ebpf:"xupf_tx_ports"`
-	XupfUeAllowed   *ebpf.Map `ebpf:"xupf_ue_allowed"`
-	XupfUlRules     *ebpf.Map `ebpf:"xupf_ul_rules"`
-	XupfUsage       *ebpf.Map `ebpf:"xupf_usage"`
+	XupfClock        *ebpf.Map `ebpf:"xupf_clock"`
+	XupfClsExact     *ebpf.Map `ebpf:"xupf_cls_exact"`
+	XupfClsIds       *ebpf.Map `ebpf:"xupf_cls_ids"`
+	XupfClsLpm       *ebpf.Map `ebpf:"xupf_cls_lpm"`
+	XupfClsScratch   *ebpf.Map `ebpf:"xupf_cls_scratch"`
+	XupfClsStats     *ebpf.Map `ebpf:"xupf_cls_stats"`
+	XupfClsVecs      *ebpf.Map `ebpf:"xupf_cls_vecs"`
+	XupfContracts    *ebpf.Map `ebpf:"xupf_contracts"`
+	XupfDlRules      *ebpf.Map `ebpf:"xupf_dl_rules"`
+	XupfDrops        *ebpf.Map `ebpf:"xupf_drops"`
+	XupfErrindEvents *ebpf.Map `ebpf:"xupf_errind_events"`
+	XupfErrindWindow *ebpf.Map `ebpf:"xupf_errind_window"`
+	XupfFars         *ebpf.Map `ebpf:"xupf_fars"`
+	XupfLocalAddrs   *ebpf.Map `ebpf:"xupf_local_addrs"`
+	XupfMeters       *ebpf.Map `ebpf:"xupf_meters"`
+	XupfPdrs         *ebpf.Map `ebpf:"xupf_pdrs"`
+	XupfPoliceStats  *ebpf.Map `ebpf:"xupf_police_stats"`
+	XupfRoutes       *ebpf.Map `ebpf:"xupf_routes"`
+	XupfRulesets     *ebpf.Map `ebpf:"xupf_rulesets"`
+	XupfSdfExact     *ebpf.Map `ebpf:"xupf_sdf_exact"`
+	XupfSdfLpm       *ebpf.Map `ebpf:"xupf_sdf_lpm"`
+	XupfStats        *ebpf.Map `ebpf:"xupf_stats"`
+	XupfTxPorts      *ebpf.Map `ebpf:"xupf_tx_ports"`
+	XupfUeAllowed    *ebpf.Map `ebpf:"xupf_ue_allowed"`
+	XupfUlRules      *ebpf.Map `ebpf:"xupf_ul_rules"`
+	XupfUsage        *ebpf.Map `ebpf:"xupf_usage"`
 }
 
 func (m *xupfMaps) Close() error {
@@ -504,6 +525,8 @@ func (m *xupfMaps) Close() error {
 		m.XupfContracts,
 		m.XupfDlRules,
 		m.XupfDrops,
+		m.XupfErrindEvents,
+		m.XupfErrindWindow,
 		m.XupfFars,
 		m.XupfLocalAddrs,
 		m.XupfMeters,
@@ -525,28 +548,29 @@ func (m *xupfMaps) Close() error {
 //
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfVariables struct {
-	BtfClsField     *ebpf.Variable `ebpf:"btf_cls_field"`
-	BtfDirection    *ebpf.Variable `ebpf:"btf_direction"`
-	BtfDropReason   *ebpf.Variable `ebpf:"btf_drop_reason"`
-	BtfFarAction    *ebpf.Variable `ebpf:"btf_far_action"`
-	BtfFarFlag      *ebpf.Variable `ebpf:"btf_far_flag"`
-	BtfMeterAlgo    *ebpf.Variable `ebpf:"btf_meter_algo"`
-	BtfMeterClock   *ebpf.Variable `ebpf:"btf_meter_clock"`
-	BtfNexthopKind  *ebpf.Variable `ebpf:"btf_nexthop_kind"`
-	BtfPoliceAction *ebpf.Variable `ebpf:"btf_police_action"`
-	BtfSdfField     *ebpf.Variable `ebpf:"btf_sdf_field"`
-	BtfStat         *ebpf.Variable `ebpf:"btf_stat"`
-	CfgClock        *ebpf.Variable `ebpf:"cfg_clock"`
-	CfgClsBuf       *ebpf.Variable `ebpf:"cfg_cls_buf"`
-	CfgClsFields    *ebpf.Variable `ebpf:"cfg_cls_fields"`
-	CfgClsWords     *ebpf.Variable `ebpf:"cfg_cls_words"`
-	CfgGtpuAddrs    *ebpf.Variable `ebpf:"cfg_gtpu_addrs"`
-	CfgGtpuNaddrs   *ebpf.Variable `ebpf:"cfg_gtpu_naddrs"`
-	CfgMeterAlgo    *ebpf.Variable `ebpf:"cfg_meter_algo"`
-	CfgN3Ifindex    *ebpf.Variable `ebpf:"cfg_n3_ifindex"`
-	CfgN3Nports     *ebpf.Variable `ebpf:"cfg_n3_nports"`
-	CfgPolicer      *ebpf.Variable `ebpf:"cfg_policer"`
-	CfgSdfFields    *ebpf.Variable `ebpf:"cfg_sdf_fields"`
+	BtfClsField         *ebpf.Variable `ebpf:"btf_cls_field"`
+	BtfDirection        *ebpf.Variable `ebpf:"btf_direction"`
+	BtfDropReason       *ebpf.Variable `ebpf:"btf_drop_reason"`
+	BtfFarAction        *ebpf.Variable `ebpf:"btf_far_action"`
+	BtfFarFlag          *ebpf.Variable `ebpf:"btf_far_flag"`
+	BtfMeterAlgo        *ebpf.Variable `ebpf:"btf_meter_algo"`
+	BtfMeterClock       *ebpf.Variable `ebpf:"btf_meter_clock"`
+	BtfNexthopKind      *ebpf.Variable `ebpf:"btf_nexthop_kind"`
+	BtfPoliceAction     *ebpf.Variable `ebpf:"btf_police_action"`
+	BtfSdfField         *ebpf.Variable `ebpf:"btf_sdf_field"`
+	BtfStat             *ebpf.Variable `ebpf:"btf_stat"`
+	BtfUnknownTeidEvent *ebpf.Variable `ebpf:"btf_unknown_teid_event"`
+	CfgClock            *ebpf.Variable `ebpf:"cfg_clock"`
+	CfgClsBuf           *ebpf.Variable `ebpf:"cfg_cls_buf"`
+	CfgClsFields        *ebpf.Variable `ebpf:"cfg_cls_fields"`
+	CfgClsWords         *ebpf.Variable `ebpf:"cfg_cls_words"`
+	CfgGtpuAddrs        *ebpf.Variable `ebpf:"cfg_gtpu_addrs"`
+	CfgGtpuNaddrs       *ebpf.Variable `ebpf:"cfg_gtpu_naddrs"`
+	CfgMeterAlgo        *ebpf.Variable `ebpf:"cfg_meter_algo"`
+	CfgN3Ifindex        *ebpf.Variable `ebpf:"cfg_n3_ifindex"`
+	CfgN3Nports         *ebpf.Variable `ebpf:"cfg_n3_nports"`
+	CfgPolicer          *ebpf.Variable `ebpf:"cfg_policer"`
+	CfgSdfFields        *ebpf.Variable `ebpf:"cfg_sdf_fields"`
 }
 
 // xupfPrograms contains all programs after they have been loaded into the kernel.

@@ -10,18 +10,30 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xupf/xupf/internal/ratelimit"
 )
 
 // Endpoint is xupfd's GTP-U signalling socket on each GTP-U address (UDP port 2152). The
 // datapath hands the kernel the Error Indications that reach a GTP-U address: they are read
-// here. End Markers leave from here.
+// here. End Markers, and the Error Indications that answer G-PDUs to unknown TEIDs, leave from
+// here.
 type Endpoint struct {
 	log    *slog.Logger
 	conns  map[netip.Addr]*net.UDPConn
 	counts [numCounters]atomic.Uint64
+	rate   float64 // Error Indications a second to one peer; 0: none
+
+	mu    sync.Mutex
+	peers map[netip.Addr]*ratelimit.Bucket // each peer's Error Indications
 }
+
+// maxPeers bounds the peers whose Error Indication rate is tracked: past it the record starts
+// over, which at worst lets a peer have one more burst.
+const maxPeers = 65536
 
 // counter is what the endpoint counts.
 type counter int
@@ -32,16 +44,21 @@ const (
 	errorIndicationMalformed                // received and undecodable: dropped
 	otherDropped                            // any other datagram to the socket: dropped
 	endMarkerSent                           // End Markers sent
+	errorIndicationSent                     // sent to answer a G-PDU to an unknown TEID
+	errorIndicationLimited                  // not sent: over the peer's rate
 	numCounters
 )
 
 var counterNames = [numCounters]string{"error_indication_reported", "error_indication_unknown",
-	"error_indication_malformed", "other_dropped", "end_marker_sent"}
+	"error_indication_malformed", "other_dropped", "end_marker_sent", "error_indication_sent",
+	"error_indication_rate_limited"}
 
 // Listen binds a socket on port 2152 of each address. The addresses need not be up yet
-// (IP_FREEBIND): an address added to its interface later works from then on.
-func Listen(addrs []netip.Addr, log *slog.Logger) (*Endpoint, error) {
-	e := &Endpoint{log: log, conns: map[netip.Addr]*net.UDPConn{}}
+// (IP_FREEBIND): an address added to its interface later works from then on. errorIndications
+// is how many Error Indications a second one peer may be sent (0: none).
+func Listen(addrs []netip.Addr, errorIndications int, log *slog.Logger) (*Endpoint, error) {
+	e := &Endpoint{log: log, conns: map[netip.Addr]*net.UDPConn{}, rate: float64(errorIndications),
+		peers: map[netip.Addr]*ratelimit.Bucket{}}
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
@@ -133,4 +150,35 @@ func (e *Endpoint) SendEndMarker(local, peer netip.Addr, teid uint32) error {
 	}
 	e.counts[endMarkerSent].Add(1)
 	return nil
+}
+
+// AnswerUnknownTEID sends peer an Error Indication about teid (TS 29.281 7.3.1) from the
+// GTP-U address local, the one its G-PDU was sent to, unless peer has had its rate of them.
+// It goes to the GTP-U port 2152 of peer.
+func (e *Endpoint) AnswerUnknownTEID(local, peer netip.Addr, teid uint32) {
+	c := e.conns[local]
+	if c == nil || e.rate == 0 {
+		return
+	}
+	e.mu.Lock()
+	b := e.peers[peer]
+	if b == nil {
+		if len(e.peers) >= maxPeers {
+			clear(e.peers)
+		}
+		b = &ratelimit.Bucket{Rate: e.rate, Burst: e.rate}
+		e.peers[peer] = b
+	}
+	ok := b.Take(time.Now())
+	e.mu.Unlock()
+	if !ok {
+		e.counts[errorIndicationLimited].Add(1)
+		return
+	}
+	msg := ErrorIndication{TEID: teid, Peer: local}.Marshal()
+	if _, err := c.WriteToUDPAddrPort(msg, netip.AddrPortFrom(peer, Port)); err != nil {
+		e.log.Debug("gtp-u: send error indication", "peer", peer, "teid", teid, "err", err)
+		return
+	}
+	e.counts[errorIndicationSent].Add(1)
 }

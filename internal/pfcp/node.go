@@ -20,6 +20,7 @@ import (
 	"github.com/wmnsk/go-pfcp/ie"
 	"github.com/wmnsk/go-pfcp/message"
 
+	"github.com/xupf/xupf/internal/ratelimit"
 	"github.com/xupf/xupf/internal/rules"
 )
 
@@ -108,7 +109,7 @@ type Node struct {
 	recoveries map[string]peerRecord
 	setups     map[uint32]netip.AddrPort // sequence number -> SMF of an unanswered setup request
 	logged     map[loggedKey]struct{}    // what each address was logged for, above debug
-	strangers  tokenBucket               // answers to addresses without an association
+	strangers  ratelimit.Bucket          // answers to addresses without an association
 	drops      [numDropReasons]atomic.Uint64
 	seq        uint32 // of the last request this node sent
 	reports    reportState
@@ -167,7 +168,7 @@ func NewNode(opts Options) *Node {
 	n := &Node{opts: opts, log: opts.Logger, recovery: time.Now().Truncate(time.Second),
 		assocs: map[string]*Association{}, pending: map[string]uint32{}, setups: map[uint32]netip.AddrPort{},
 		recoveries: map[string]peerRecord{}, logged: map[loggedKey]struct{}{},
-		strangers: tokenBucket{rate: strangerAnswers, burst: strangerAnswers},
+		strangers: ratelimit.Bucket{Rate: strangerAnswers, Burst: strangerAnswers},
 		// Sequence numbers start at random, so that answers to this UPF's requests are not
 		// easy to forge.
 		seq:      rand.Uint32() & 0xffffff,
@@ -260,7 +261,7 @@ func (n *Node) speaksForAny(addr netip.Addr) bool {
 func (n *Node) takeStrangerToken() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.strangers.take(time.Now())
+	return n.strangers.Take(time.Now())
 }
 
 func (n *Node) handleSafely(peer netip.AddrPort, b []byte) (resp []byte) {
@@ -589,26 +590,4 @@ func marshal(m message.Message) []byte {
 		panic(fmt.Sprintf("pfcp: marshal %s: %v", m.MessageTypeName(), err))
 	}
 	return b
-}
-
-// tokenBucket limits a rate of events; its owner's lock guards it.
-type tokenBucket struct {
-	rate, burst float64 // per second, and at most at once
-	tokens      float64
-	last        time.Time
-}
-
-// take reports whether an event may happen at now, and counts it if so.
-func (b *tokenBucket) take(now time.Time) bool {
-	if b.last.IsZero() {
-		b.tokens = b.burst
-	} else {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	}
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/xupf/xupf/internal/api"
+	"github.com/xupf/xupf/internal/config"
+	"github.com/xupf/xupf/internal/gtpu"
 	"github.com/xupf/xupf/internal/session"
 	"github.com/xupf/xupf/internal/testbed"
 )
@@ -93,8 +95,12 @@ func TestEcho(t *testing.T) {
 // are counted as unknown_teid.
 func TestUnknownTEID(t *testing.T) {
 	e := newEnv(t)
-	const n = 10
+	const n = 30
 	stranger := session.Session{ID: 99, UE: netip.MustParseAddr("10.45.0.99"), UplinkTEID: 0x999}
+	rx, err := e.topo.ListenGNB()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Short wait: nothing should arrive, and what would arrive comes within milliseconds.
 	if got := e.uplink(stranger, n, testbed.Payload("unknown teid"), time.Second); len(got) != 0 {
 		t.Errorf("DN received %d packets sent on unknown TEID 0x%x, want none", len(got), stranger.UplinkTEID)
@@ -111,6 +117,33 @@ func TestUnknownTEID(t *testing.T) {
 	e.xupfctlJSON(&cli, "stats")
 	if cli.Drops["unknown_teid"] != n {
 		t.Errorf("xupfctl: drops unknown_teid %d, want %d", cli.Drops["unknown_teid"], n)
+	}
+	checkErrorIndications(t, rx, stranger.UplinkTEID, n)
+	if st := e.stats(); st.GTPU["error_indication_sent"] != config.DefaultGTPUErrorIndicationRate ||
+		st.GTPU["error_indication_rate_limited"] != n-config.DefaultGTPUErrorIndicationRate {
+		t.Errorf("gtpu signalling %v: want %d sent and the rest rate-limited", st.GTPU, config.DefaultGTPUErrorIndicationRate)
+	}
+}
+
+// checkErrorIndications checks that the gNB got, for the n G-PDUs it sent to unknown TEID
+// teid at once, as many Error Indications as gtpu_error_indication_rate allows in a burst
+// (its default), each naming the TEID and the UPF's GTP-U address, from that address.
+func checkErrorIndications(t *testing.T, rx *testbed.Receiver, teid uint32, n int) {
+	t.Helper()
+	ds, err := rx.Collect(n, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range ds {
+		ei, err := gtpu.ParseErrorIndication(d.Data)
+		if err != nil || ei.TEID != teid || ei.Peer != testbed.N3Addr || d.Src != netip.AddrPortFrom(testbed.N3Addr, gtpu.Port) {
+			t.Errorf("datagram %d from %s: %+v %v, want an Error Indication about 0x%x from %s:%d", i, d.Src, ei, err,
+				teid, testbed.N3Addr, gtpu.Port)
+		}
+	}
+	if len(ds) != config.DefaultGTPUErrorIndicationRate {
+		t.Errorf("the gNB got %d Error Indications for %d G-PDUs at once, want %d (gtpu_error_indication_rate)",
+			len(ds), n, config.DefaultGTPUErrorIndicationRate)
 	}
 }
 
