@@ -31,6 +31,27 @@ type receivedReport struct {
 	at  time.Time
 }
 
+// reportingSession establishes a session toward the gNB's tunnel teid for an SMF that answers
+// Session Report Requests with cause, and returns it with the reports the SMF receives.
+func (e *env) reportingSession(nodeID string, cause uint8, teid uint32) (*pfcpclient.Session, chan receivedReport) {
+	e.t.Helper()
+	opts, reports := reportsTo(nodeID, cause)
+	c, ctx := e.smfClientWith(opts)
+	s, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, GNB: testbed.GNBAddr, GNBTEID: teid})
+	if err != nil {
+		e.t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
+	}
+	return s, reports
+}
+
+// errorIndication sends the UPF an Error Indication from the gNB about its tunnel teid.
+func (e *env) errorIndication(teid uint32) {
+	e.t.Helper()
+	if err := e.topo.SendFromGNB(gtpu.ErrorIndication{TEID: teid, Peer: testbed.GNBAddr}.Marshal()); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func nextReport(t *testing.T, ch chan receivedReport) receivedReport {
 	t.Helper()
 	select {
@@ -47,19 +68,10 @@ func nextReport(t *testing.T, ch chan receivedReport) receivedReport {
 // Report naming the tunnel; one about another tunnel is counted and dropped.
 func TestErrorIndicationReported(t *testing.T) {
 	e := newEnv(t)
-	opts, reports := reportsTo("smf.errind.test", 0)
-	c, ctx := e.smfClientWith(opts)
-	s, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, GNB: testbed.GNBAddr, GNBTEID: 0x910})
-	if err != nil {
-		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
-	}
-	if err := e.topo.SendFromGNB(gtpu.ErrorIndication{TEID: 0x911, Peer: testbed.GNBAddr}.Marshal()); err != nil {
-		t.Fatal(err)
-	}
+	s, reports := e.reportingSession("smf.errind.test", 0, 0x910)
+	e.errorIndication(0x911)
 	sent := time.Now()
-	if err := e.topo.SendFromGNB(gtpu.ErrorIndication{TEID: 0x910, Peer: testbed.GNBAddr}.Marshal()); err != nil {
-		t.Fatal(err)
-	}
+	e.errorIndication(0x910)
 	r := nextReport(t, reports)
 	t.Logf("error indication sent -> session report received: %s", r.at.Sub(sent))
 	if r.req.SEID() != s.CPSEID || r.req.ReportType == nil || r.req.ReportType.Payload[0] != 0x04 || r.req.ErrorIndicationReport == nil {
@@ -174,15 +186,8 @@ func TestHandoverEndMarker(t *testing.T) {
 // and its downlink goes nowhere any more.
 func TestReportContextNotFound(t *testing.T) {
 	e := newEnv(t)
-	opts, reports := reportsTo("smf.forgetful.test", ie.CauseSessionContextNotFound)
-	c, ctx := e.smfClientWith(opts)
-	s, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, GNB: testbed.GNBAddr, GNBTEID: 0x930})
-	if err != nil {
-		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
-	}
-	if err := e.topo.SendFromGNB(gtpu.ErrorIndication{TEID: 0x930, Peer: testbed.GNBAddr}.Marshal()); err != nil {
-		t.Fatal(err)
-	}
+	s, reports := e.reportingSession("smf.forgetful.test", ie.CauseSessionContextNotFound, 0x930)
+	e.errorIndication(0x930)
 	nextReport(t, reports)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
