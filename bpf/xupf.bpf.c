@@ -28,8 +28,7 @@ int xupf_xdp(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
-	struct rule_ref *ref;
-	struct dl_key key;
+	const struct rule_ref *ref;
 	struct iphdr *ip;
 
 	if ((void *)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
@@ -41,8 +40,7 @@ int xupf_xdp(struct xdp_md *ctx)
 	if (ip->protocol == IPPROTO_UDP && is_gtpu_addr(ip->daddr, ctx->ingress_ifindex))
 		return handle_gtpu(ctx, eth, ip, data_end);
 
-	key.ue_addr = ip->daddr;
-	ref = bpf_map_lookup_elem(&xupf_dl_rules, &key);
+	ref = dl_ref(ip->daddr);
 	if (ref)
 		return handle_downlink(ctx, eth, ip, ref, data_end);
 	/* Off the fast paths: only here is a GTP-U address met on another interface looked for. */

@@ -1,12 +1,13 @@
-/* Rule lookup: TEID (uplink) or UE address (downlink) -> PDR slot -> FAR slot. One hash
- * lookup per packet whatever the number of sessions; PDR and FAR slots are array indexes
- * that the daemon allocates per session. */
+/* Rule lookup: TEID (uplink) or UE address (downlink) -> rule_ref -> PDR slot -> FAR slot.
+ * One key table lookup per packet whatever the number of sessions (keytable.h); refs, PDR and
+ * FAR slots are array indexes that the daemon allocates per session. */
 #ifndef XUPF_RULES_H
 #define XUPF_RULES_H
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "types.h"
+#include "keytable.h"
 #include "drop_reasons.h"
 
 /* Default table sizes; the daemon sets the real ones from its configuration at load time. */
@@ -17,21 +18,20 @@
 #define XUPF_MAX_PDRS (2 * XUPF_MAX_SESSIONS)
 #endif
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, XUPF_MAX_SESSIONS);
-	__type(key, struct ul_key);
-	__type(value, struct rule_ref);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} xupf_ul_rules SEC(".maps");
+/* Key tables (keytable.h): the uplink TEID and the downlink UE address -> index into
+ * xupf_refs. The daemon sizes them at load (a power of two, at most half full). */
+struct key_table xupf_ul_keys SEC(".maps");
+struct key_table xupf_dl_keys SEC(".maps");
 
+/* What each key leads to. A key is repointed at a freshly written ref, never at one being
+ * rewritten, so a packet reads a whole rule_ref. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, XUPF_MAX_SESSIONS);
-	__type(key, struct dl_key);
+	__type(key, __u32);
 	__type(value, struct rule_ref);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} xupf_dl_rules SEC(".maps");
+} xupf_refs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -56,6 +56,24 @@ struct {
 	__type(value, struct counters);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_usage SEC(".maps");
+
+/* ref_at returns xupf_refs[ref]; KEY_NONE is past the end of the array, so NULL. */
+static __always_inline const struct rule_ref *ref_at(__u32 ref)
+{
+	return bpf_map_lookup_elem(&xupf_refs, &ref);
+}
+
+/* ul_ref returns the rules of an uplink TEID, NULL for an unknown one. */
+static __always_inline const struct rule_ref *ul_ref(__be32 teid)
+{
+	return ref_at(key_lookup(&xupf_ul_keys, cfg_ul_key_bits, teid));
+}
+
+/* dl_ref returns the rules of a downlink UE address, NULL for an unknown one. */
+static __always_inline const struct rule_ref *dl_ref(__be32 ue_addr)
+{
+	return ref_at(key_lookup(&xupf_dl_keys, cfg_dl_key_bits, ue_addr));
+}
 
 static __always_inline struct pdr *pdr_at(__u32 slot)
 {

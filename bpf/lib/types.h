@@ -13,11 +13,6 @@ enum direction {
 	DIR_DOWNLINK = 2,  /* toward the UE: N6 in, encapsulated */
 };
 
-/* Key of the uplink rule table: the TEID of the local F-TEID, as on the wire. */
-struct ul_key {
-	__be32 teid;
-};
-
 /* Key of the table of the UPF's own services a UE may reach (ue_to_upf_allowed): local address,
  * IP protocol and destination port (0 for protocols without ports, such as ICMP). */
 struct ue_allowed_key {
@@ -33,11 +28,6 @@ struct unknown_teid_event {
 	__be32 peer;   /* the G-PDU's outer source address */
 	__be32 local;  /* its outer destination: one of the GTP-U addresses */
 	__be32 teid;
-};
-
-/* Key of the downlink rule table: the UE's IPv4 address. */
-struct dl_key {
-	__be32 ue_addr;
 };
 
 /* What a TEID or UE address leads to: with ruleset 0, the one PDR slot to apply; otherwise

@@ -17,8 +17,7 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 				       struct gtpu_hdr *gtp, void *data_end)
 {
 	struct pkt p = { .eth = eth, .data_end = data_end, .dir = DIR_UPLINK };
-	struct ul_key key = { .teid = gtp->teid };
-	struct rule_ref *ref;
+	const struct rule_ref *ref;
 	struct gtpu_gpdu g;
 	struct iphdr *inner;
 	struct pdr *pdr = NULL;
@@ -44,7 +43,7 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	p.ihl_len = inner->ihl * 4;
 	p.psc = g.psc;
 
-	ref = bpf_map_lookup_elem(&xupf_ul_rules, &key);
+	ref = ul_ref(gtp->teid);
 	if (!ref) {
 		errind_event(ctx, gtp->teid);
 		return drop(DROP_UNKNOWN_TEID);

@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,12 +59,23 @@ func TestRestartTakesOver(t *testing.T) {
 		t.Fatalf("before restart: %s", verdictNames[ret])
 	}
 	pin := e.dp.opts.PinPath
+	buckets := func(dp *Datapath) (out [][2]uint32) {
+		for k := range uint32(64) {
+			b1, b2 := dp.ulKeys.Buckets(k + 1)
+			out = append(out, [2]uint32{b1, b2})
+		}
+		return out
+	}
+	before := buckets(e.dp)
 	if err := e.dp.Close(false); err != nil { // "crash": pins stay
 		t.Fatal(err)
 	}
 
 	next := e.load(t, Options{PinPath: pin, MaxSessions: 8, GTPUAddrs: []netip.Addr{addrN3}, N3Interfaces: []string{"n3"}})
 	e.dp = next // the environment's cleanup now closes and unpins this one
+	if !slices.Equal(buckets(next), before) {
+		t.Error("the key tables' seed changed: the pinned tables' keys cannot be found")
+	}
 	for _, m := range []*ebpf.Map{next.objs.XupfSdfExact, next.objs.XupfSdfLpm} {
 		var key []byte
 		if err := m.NextKey(nil, &key); !errors.Is(err, ebpf.ErrKeyNotExist) {

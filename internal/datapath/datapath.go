@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xupf/xupf/internal/keytable"
 	"github.com/xupf/xupf/internal/router"
 	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/session"
@@ -113,6 +114,9 @@ type Datapath struct {
 	keys       map[rules.Key]uint64               // TEIDs and UE addresses in use -> owner
 	static     map[uint64]session.Session         // the static sessions among the owners
 	meters     map[uint64]map[meterKey]ownedMeter // each owner's QER meters
+	ulKeys     *keyTable                          // xupf_ul_keys: TEID -> ref
+	dlKeys     *keyTable                          // xupf_dl_keys: UE address -> ref
+	refs       *slots                             // xupf_refs slots (one per rule set)
 	rules      *slots                             // PDR and FAR slots (one FAR per PDR)
 	counters   *slots                             // usage counter slots
 	meterSlots *slots                             // QER meter slots
@@ -156,14 +160,26 @@ func Load(opts Options) (*Datapath, error) {
 	// slots before it frees the old ones, so it must work with a full table too, and the
 	// spares let freed slots rest a while before reuse (see slots).
 	nrules := uint32(pdrsPerSession*opts.MaxSessions + spareRuleSlots)
-	spec.Maps[xupfMapXupfUlRules].MaxEntries = uint32(teidsPerSession * opts.MaxSessions)
-	spec.Maps[xupfMapXupfDlRules].MaxEntries = uint32(opts.MaxSessions)
+	ulBits, err := keytable.Bits(teidsPerSession * opts.MaxSessions)
+	if err != nil {
+		return nil, fmt.Errorf("load datapath: uplink key table: %w", err)
+	}
+	dlBits, err := keytable.Bits(opts.MaxSessions)
+	if err != nil {
+		return nil, fmt.Errorf("load datapath: downlink key table: %w", err)
+	}
+	spec.Maps[xupfMapXupfUlKeys].MaxEntries = 1 << ulBits
+	spec.Maps[xupfMapXupfDlKeys].MaxEntries = 1 << dlBits
+	// One ref per key, plus spares: a replaced key's new ref is written before the old is freed.
+	nrefs := uint32((teidsPerSession+1)*opts.MaxSessions + spareRuleSlots)
+	spec.Maps[xupfMapXupfRefs].MaxEntries = nrefs
 	for _, m := range []string{xupfMapXupfPdrs, xupfMapXupfFars, xupfMapXupfUsage} {
 		spec.Maps[m].MaxEntries = nrules
 	}
 	nmeters := uint32(metersPerSession*opts.MaxSessions + spareRuleSlots)
 	spec.Maps[xupfMapXupfMeters].MaxEntries = nmeters
-	for name, v := range map[string]uint32{xupfVarCfgMeterAlgo: uint32(opts.MeterAlgo), xupfVarCfgClock: uint32(opts.Clock)} {
+	for name, v := range map[string]uint32{xupfVarCfgMeterAlgo: uint32(opts.MeterAlgo), xupfVarCfgClock: uint32(opts.Clock),
+		xupfVarCfgUlKeyBits: uint32(ulBits), xupfVarCfgDlKeyBits: uint32(dlBits)} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("load datapath: set %s: %w", name, err)
 		}
@@ -183,6 +199,13 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, err
 	}
 	warnIfPinsDie(opts.PinPath, opts.Logger)
+	seed, err := keySeed(opts.PinPath)
+	if err != nil {
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
+	if err := spec.Variables[xupfVarCfgKeySeed].Set(seed); err != nil {
+		return nil, fmt.Errorf("load datapath: set %s: %w", xupfVarCfgKeySeed, err)
+	}
 
 	d := &Datapath{
 		opts:       opts,
@@ -194,6 +217,7 @@ func Load(opts Options) (*Datapath, error) {
 		static:     map[uint64]session.Session{},
 		meters:     map[uint64]map[meterKey]ownedMeter{},
 		meterSlots: newSlots(nmeters),
+		refs:       newSlots(nrefs),
 		rules:      newSlots(nrules),
 		counters:   newSlots(nrules),
 		rulesets:   newSlots(uint32(opts.MaxRuleSets + spareRuleSets)),
@@ -206,8 +230,16 @@ func Load(opts Options) (*Datapath, error) {
 	if err != nil {
 		return nil, loadError(err, opts.PinPath)
 	}
+	if d.ulKeys, err = mapKeyTable(d.objs.XupfUlKeys, ulBits, seed); err != nil {
+		d.closeObjs()
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
+	if d.dlKeys, err = mapKeyTable(d.objs.XupfDlKeys, dlBits, seed); err != nil {
+		d.closeObjs()
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
 	if err := d.setUEAllowed(opts.UEAllowed); err != nil {
-		d.objs.Close()
+		d.closeObjs()
 		return nil, err
 	}
 	// Classification tables of an earlier run name rule set ids and classifier buffers this
@@ -217,21 +249,21 @@ func Load(opts Options) (*Datapath, error) {
 	for _, m := range []*ebpf.Map{d.objs.XupfSdfExact, d.objs.XupfSdfLpm, d.objs.XupfClsExact,
 		d.objs.XupfClsLpm, d.objs.XupfClsStats, d.objs.XupfContracts, d.objs.XupfPoliceStats} {
 		if err := clearMap(m); err != nil {
-			d.objs.Close()
+			d.closeObjs()
 			return nil, fmt.Errorf("clear %s left by an earlier run: %w", m, err)
 		}
 	}
 	if d.router, err = router.New(routeTable{d.objs.XupfRoutes}, opts.PrivateRoutes, opts.Logger); err != nil {
-		d.objs.Close()
+		d.closeObjs()
 		return nil, err
 	}
 	if d.stopAddrs, err = d.watchLocalAddrs(); err != nil {
-		d.objs.Close()
+		d.closeObjs()
 		return nil, err
 	}
 	if d.stopRouter, err = d.followRoutes(); err != nil {
 		d.stopAddrs()
-		d.objs.Close()
+		d.closeObjs()
 		return nil, err
 	}
 	return d, nil
@@ -273,6 +305,11 @@ func clearMap(m *ebpf.Map) error {
 	return nil
 }
 
+// closeObjs unmaps the key tables and closes the maps and program.
+func (d *Datapath) closeObjs() error {
+	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.objs.Close())
+}
+
 // Program is the XDP program, for tests and benchmarks that run it with BPF_PROG_TEST_RUN.
 func (d *Datapath) Program() *ebpf.Program { return d.objs.XupfXdp }
 
@@ -292,7 +329,7 @@ func (d *Datapath) Close(unpin bool) error {
 	}
 	d.stopRouter()
 	d.stopAddrs()
-	errs = append(errs, d.objs.Close())
+	errs = append(errs, d.closeObjs())
 	if unpin {
 		// Every pin (maps by name, links) lives in this directory, which is ours alone:
 		// unlinking them all is unpinning them all.

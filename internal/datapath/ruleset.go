@@ -19,6 +19,7 @@ import (
 // counter per PDR id, and classification tables when the set needs them.
 type installedSet struct {
 	rs       rules.RuleSet
+	ref      uint32            // its xupf_refs slot, what its key points at once published
 	slots    []uint32          // PDR/FAR slot of rs.PDRs[i]
 	counters map[uint32]uint32 // PDR id -> usage counter slot
 	tables   *setTables        // nil: one PDR without filters, no classification step
@@ -61,7 +62,14 @@ func countersOf(sets []*installedSet, uplink bool) map[uint32]uint32 {
 // PDRs whose ids are in prev (counter slots of the rules being replaced) keep those counters;
 // meters are the owner's QER meters (assignMeters).
 func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32, meters map[meterKey]ownedMeter) (_ *installedSet, err error) {
-	set := &installedSet{rs: rs, counters: map[uint32]uint32{}}
+	if err := checkKey(rs); err != nil {
+		return nil, err
+	}
+	ref, err := d.refs.alloc()
+	if err != nil {
+		return nil, fmt.Errorf("rule reference table full (limits.max_sessions): %w", err)
+	}
+	set := &installedSet{rs: rs, ref: ref, counters: map[uint32]uint32{}}
 	keep := map[uint32]bool{}
 	for _, c := range prev {
 		keep[c] = true
@@ -113,7 +121,35 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32, meters map
 			return nil, err
 		}
 	}
+	if err := d.objs.XupfRefs.Put(set.ref, ruleRef(set)); err != nil {
+		return nil, fmt.Errorf("write rule reference: %w", err)
+	}
 	return set, nil
+}
+
+// checkKey refuses a key the key tables cannot hold: 0 marks their free slots (TEID 0 is
+// GTP-U signalling, the UE address 0.0.0.0 no UE's).
+func checkKey(rs rules.RuleSet) error {
+	switch {
+	case rs.Uplink && rs.TEID == 0:
+		return errors.New("TEID 0 is reserved for GTP-U signalling")
+	case !rs.Uplink && (!rs.UE.Is4() || rs.UE.IsUnspecified()):
+		return fmt.Errorf("UE address %s: the datapath needs an IPv4 address other than 0.0.0.0", rs.UE)
+	}
+	return nil
+}
+
+// ruleRef is what set's key leads to: its first PDR, its classification rule set if it has
+// one, and the uplink source check.
+func ruleRef(set *installedSet) xupfRuleRef {
+	ref := xupfRuleRef{Pdr: set.slots[0]}
+	if set.tables != nil {
+		ref.Ruleset = set.tables.id
+	}
+	if set.rs.Source.IsValid() {
+		ref.UeAddr = addrBE(set.rs.Source)
+	}
+	return ref
 }
 
 // matchesAll reports whether filters select every packet: none, or one that matches all. A
@@ -158,32 +194,25 @@ func farEntry(f rules.FAR) (xupfFar, error) {
 	return e, nil
 }
 
-// publish points the set's key at it: the moment packets start using it.
+// publish points the set's key at it: the moment packets start using it. A key already
+// there is repointed with one atomic store, so packets meet the old rules or the new.
 func (d *Datapath) publish(set *installedSet) error {
-	ref := xupfRuleRef{Pdr: set.slots[0]}
-	if set.tables != nil {
-		ref.Ruleset = set.tables.id
+	t, key := d.keyTableOf(set)
+	if err := t.Put(key, set.ref); err != nil {
+		return fmt.Errorf("%w (limits.max_sessions sizes it)", err)
 	}
-	if set.rs.Source.IsValid() {
-		ref.UeAddr = addrBE(set.rs.Source)
-	}
-	if set.rs.Uplink {
-		return d.objs.XupfUlRules.Put(xupfUlKey{Teid: be32(set.rs.TEID)}, ref)
-	}
-	return d.objs.XupfDlRules.Put(xupfDlKey{UeAddr: addrBE(set.rs.UE)}, ref)
+	return nil
 }
 
 func (d *Datapath) deleteSetKey(set *installedSet) {
-	if set.rs.Uplink {
-		d.deleteKey(d.objs.XupfUlRules, be32(set.rs.TEID))
-	} else {
-		d.deleteKey(d.objs.XupfDlRules, addrBE(set.rs.UE))
-	}
+	t, key := d.keyTableOf(set)
+	t.Delete(key)
 }
 
 // releaseSet frees what writeSet took, except the counter slots in keep (now owned by the
 // set that replaced this one). The set must no longer be published.
 func (d *Datapath) releaseSet(set *installedSet, keep map[uint32]bool) {
+	d.refs.release(set.ref)
 	for _, slot := range set.slots {
 		d.rules.release(slot)
 	}
@@ -193,10 +222,14 @@ func (d *Datapath) releaseSet(set *installedSet, keep map[uint32]bool) {
 		}
 	}
 	if set.tables != nil {
-		// A packet that read the old rule_ref just before the switch may still be walking
-		// these tables: they go only after the grace.
-		d.retired = append(d.retired, retiredTables{set.tables, time.Now()})
+		d.retireTables(set.tables)
 	}
+}
+
+// retireTables deletes t after the grace: a packet that read the old rule_ref just before the
+// switch may still be walking these tables.
+func (d *Datapath) retireTables(t *setTables) {
+	d.retired = append(d.retired, retiredTables{t, time.Now()})
 }
 
 // retiredTables are a rule set's classification tables that no key points at any more.
@@ -306,7 +339,7 @@ func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
 	st := &setTables{id: slot + 1} // rule set 0 means "no classification"
 	defer func() {
 		if err != nil {
-			d.releaseSet(&installedSet{tables: st}, nil)
+			d.retireTables(st)
 		}
 	}()
 	for f, t := range tables {

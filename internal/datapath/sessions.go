@@ -354,35 +354,25 @@ func possibleCPUs() int {
 func (d *Datapath) Prune() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var errs []error
-	var ul xupfUlKey
-	var ref xupfRuleRef
-	var staleUL []xupfUlKey
-	it := d.objs.XupfUlRules.Iterate()
-	for it.Next(&ul, &ref) {
-		if _, ok := d.keys[rules.Key{Uplink: true, TEID: be32(ul.Teid)}]; !ok {
-			staleUL = append(staleUL, ul)
-		}
+	nUL := d.pruneKeys(d.ulKeys, func(k uint32) rules.Key { return rules.Key{Uplink: true, TEID: be32(k)} })
+	nDL := d.pruneKeys(d.dlKeys, func(k uint32) rules.Key { return rules.Key{UE: addrFromBE(k)} })
+	if nUL+nDL > 0 {
+		d.log.Info("pruned rule entries left by an earlier run", "uplink", nUL, "downlink", nDL)
 	}
-	errs = append(errs, it.Err())
-	for _, k := range staleUL {
-		d.deleteKey(d.objs.XupfUlRules, k.Teid)
-	}
+	return d.pruneTxPorts()
+}
 
-	var dl xupfDlKey
-	var staleDL []xupfDlKey
-	it = d.objs.XupfDlRules.Iterate()
-	for it.Next(&dl, &ref) {
-		if _, ok := d.keys[rules.Key{UE: addrFromBE(dl.UeAddr)}]; !ok {
-			staleDL = append(staleDL, dl)
+// pruneKeys deletes the keys of t that no installed session owns (key names a table key as
+// the rules know it) and returns how many.
+func (d *Datapath) pruneKeys(t *keyTable, key func(uint32) rules.Key) int {
+	var stale []uint32
+	for k := range t.All() {
+		if _, ok := d.keys[key(k)]; !ok {
+			stale = append(stale, k)
 		}
 	}
-	errs = append(errs, it.Err())
-	for _, k := range staleDL {
-		d.deleteKey(d.objs.XupfDlRules, k.UeAddr)
+	for _, k := range stale {
+		t.Delete(k)
 	}
-	if n := len(staleUL) + len(staleDL); n > 0 {
-		d.log.Info("pruned rule entries left by an earlier run", "uplink", len(staleUL), "downlink", len(staleDL))
-	}
-	return errors.Join(append(errs, d.pruneTxPorts())...)
+	return len(stale)
 }

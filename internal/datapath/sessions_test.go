@@ -270,10 +270,7 @@ func TestMatchAllFilterNeedsNoRuleSet(t *testing.T) {
 		if err := e.dp.Install(1<<32, []rules.RuleSet{rs}); err != nil {
 			t.Fatal(err)
 		}
-		var ref xupfRuleRef
-		if err := e.dp.objs.XupfUlRules.Lookup(xupfUlKey{Teid: be32(0xa)}, &ref); err != nil {
-			t.Fatal(err)
-		}
+		ref := e.ruleRef(t, rules.Key{Uplink: true, TEID: 0xa})
 		if got := ref.Ruleset != 0; got != c.ruleSet {
 			t.Errorf("filters %v: rule set %d, want one: %v", c.filters, ref.Ruleset, c.ruleSet)
 		}

@@ -61,11 +61,6 @@ const (
 	xupfDirectionDIR_DOWNLINK xupfDirection = 2
 )
 
-type xupfDlKey struct {
-	_      structs.HostLayout
-	UeAddr uint32
-}
-
 type xupfDropReason uint32
 
 const (
@@ -131,6 +126,19 @@ const (
 	xupfFarFlagFAR_F_OHC xupfFarFlag = 1
 	xupfFarFlagFAR_F_TLM xupfFarFlag = 2
 )
+
+type xupfKeyBucket struct {
+	_    structs.HostLayout
+	Slot [8]uint64
+}
+
+type xupfKeySeed struct {
+	_    structs.HostLayout
+	Mul1 uint64
+	Add1 uint64
+	Mul2 uint64
+	Add2 uint64
+}
 
 type xupfMeter struct {
 	_    structs.HostLayout
@@ -291,11 +299,6 @@ type xupfUeAllowedKey struct {
 	Port  uint16
 }
 
-type xupfUlKey struct {
-	_    structs.HostLayout
-	Teid uint32
-}
-
 type xupfUnknownTeidEvent struct {
 	_     structs.HostLayout
 	Peer  uint32
@@ -315,7 +318,7 @@ const (
 	xupfMapXupfClsStats        = "xupf_cls_stats"
 	xupfMapXupfClsVecs         = "xupf_cls_vecs"
 	xupfMapXupfContracts       = "xupf_contracts"
-	xupfMapXupfDlRules         = "xupf_dl_rules"
+	xupfMapXupfDlKeys          = "xupf_dl_keys"
 	xupfMapXupfDrops           = "xupf_drops"
 	xupfMapXupfErrindEvents    = "xupf_errind_events"
 	xupfMapXupfErrindWindow    = "xupf_errind_window"
@@ -324,6 +327,7 @@ const (
 	xupfMapXupfMeters          = "xupf_meters"
 	xupfMapXupfPdrs            = "xupf_pdrs"
 	xupfMapXupfPoliceStats     = "xupf_police_stats"
+	xupfMapXupfRefs            = "xupf_refs"
 	xupfMapXupfRoutes          = "xupf_routes"
 	xupfMapXupfRulesets        = "xupf_rulesets"
 	xupfMapXupfSdfExact        = "xupf_sdf_exact"
@@ -331,7 +335,7 @@ const (
 	xupfMapXupfStats           = "xupf_stats"
 	xupfMapXupfTxPorts         = "xupf_tx_ports"
 	xupfMapXupfUeAllowed       = "xupf_ue_allowed"
-	xupfMapXupfUlRules         = "xupf_ul_rules"
+	xupfMapXupfUlKeys          = "xupf_ul_keys"
 	xupfMapXupfUsage           = "xupf_usage"
 	xupfProgXupfXdp            = "xupf_xdp"
 	xupfVarBtfClsField         = "btf_cls_field"
@@ -350,13 +354,16 @@ const (
 	xupfVarCfgClsBuf           = "cfg_cls_buf"
 	xupfVarCfgClsFields        = "cfg_cls_fields"
 	xupfVarCfgClsWords         = "cfg_cls_words"
+	xupfVarCfgDlKeyBits        = "cfg_dl_key_bits"
 	xupfVarCfgGtpuAddrs        = "cfg_gtpu_addrs"
 	xupfVarCfgGtpuNaddrs       = "cfg_gtpu_naddrs"
+	xupfVarCfgKeySeed          = "cfg_key_seed"
 	xupfVarCfgMeterAlgo        = "cfg_meter_algo"
 	xupfVarCfgN3Ifindex        = "cfg_n3_ifindex"
 	xupfVarCfgN3Nports         = "cfg_n3_nports"
 	xupfVarCfgPolicer          = "cfg_policer"
 	xupfVarCfgSdfFields        = "cfg_sdf_fields"
+	xupfVarCfgUlKeyBits        = "cfg_ul_key_bits"
 )
 
 // loadXupf returns the embedded CollectionSpec for xupf.
@@ -416,7 +423,7 @@ type xupfMapSpecs struct {
 	XupfClsStats     *ebpf.MapSpec `ebpf:"xupf_cls_stats"`
 	XupfClsVecs      *ebpf.MapSpec `ebpf:"xupf_cls_vecs"`
 	XupfContracts    *ebpf.MapSpec `ebpf:"xupf_contracts"`
-	XupfDlRules      *ebpf.MapSpec `ebpf:"xupf_dl_rules"`
+	XupfDlKeys       *ebpf.MapSpec `ebpf:"xupf_dl_keys"`
 	XupfDrops        *ebpf.MapSpec `ebpf:"xupf_drops"`
 	XupfErrindEvents *ebpf.MapSpec `ebpf:"xupf_errind_events"`
 	XupfErrindWindow *ebpf.MapSpec `ebpf:"xupf_errind_window"`
@@ -425,6 +432,7 @@ type xupfMapSpecs struct {
 	XupfMeters       *ebpf.MapSpec `ebpf:"xupf_meters"`
 	XupfPdrs         *ebpf.MapSpec `ebpf:"xupf_pdrs"`
 	XupfPoliceStats  *ebpf.MapSpec `ebpf:"xupf_police_stats"`
+	XupfRefs         *ebpf.MapSpec `ebpf:"xupf_refs"`
 	XupfRoutes       *ebpf.MapSpec `ebpf:"xupf_routes"`
 	XupfRulesets     *ebpf.MapSpec `ebpf:"xupf_rulesets"`
 	XupfSdfExact     *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
@@ -432,7 +440,7 @@ type xupfMapSpecs struct {
 	XupfStats        *ebpf.MapSpec `ebpf:"xupf_stats"`
 	XupfTxPorts      *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
 	XupfUeAllowed    *ebpf.MapSpec `ebpf:"xupf_ue_allowed"`
-	XupfUlRules      *ebpf.MapSpec `ebpf:"xupf_ul_rules"`
+	XupfUlKeys       *ebpf.MapSpec `ebpf:"xupf_ul_keys"`
 	XupfUsage        *ebpf.MapSpec `ebpf:"xupf_usage"`
 }
 
@@ -456,13 +464,16 @@ type xupfVariableSpecs struct {
 	CfgClsBuf           *ebpf.VariableSpec `ebpf:"cfg_cls_buf"`
 	CfgClsFields        *ebpf.VariableSpec `ebpf:"cfg_cls_fields"`
 	CfgClsWords         *ebpf.VariableSpec `ebpf:"cfg_cls_words"`
+	CfgDlKeyBits        *ebpf.VariableSpec `ebpf:"cfg_dl_key_bits"`
 	CfgGtpuAddrs        *ebpf.VariableSpec `ebpf:"cfg_gtpu_addrs"`
 	CfgGtpuNaddrs       *ebpf.VariableSpec `ebpf:"cfg_gtpu_naddrs"`
+	CfgKeySeed          *ebpf.VariableSpec `ebpf:"cfg_key_seed"`
 	CfgMeterAlgo        *ebpf.VariableSpec `ebpf:"cfg_meter_algo"`
 	CfgN3Ifindex        *ebpf.VariableSpec `ebpf:"cfg_n3_ifindex"`
 	CfgN3Nports         *ebpf.VariableSpec `ebpf:"cfg_n3_nports"`
 	CfgPolicer          *ebpf.VariableSpec `ebpf:"cfg_policer"`
 	CfgSdfFields        *ebpf.VariableSpec `ebpf:"cfg_sdf_fields"`
+	CfgUlKeyBits        *ebpf.VariableSpec `ebpf:"cfg_ul_key_bits"`
 }
 
 // xupfObjects contains all objects after they have been loaded into the kernel.
@@ -493,7 +504,7 @@ type xupfMaps struct {
 	XupfClsStats     *ebpf.Map `ebpf:"xupf_cls_stats"`
 	XupfClsVecs      *ebpf.Map `ebpf:"xupf_cls_vecs"`
 	XupfContracts    *ebpf.Map `ebpf:"xupf_contracts"`
-	XupfDlRules      *ebpf.Map `ebpf:"xupf_dl_rules"`
+	XupfDlKeys       *ebpf.Map `ebpf:"xupf_dl_keys"`
 	XupfDrops        *ebpf.Map `ebpf:"xupf_drops"`
 	XupfErrindEvents *ebpf.Map `ebpf:"xupf_errind_events"`
 	XupfErrindWindow *ebpf.Map `ebpf:"xupf_errind_window"`
@@ -502,6 +513,7 @@ type xupfMaps struct {
 	XupfMeters       *ebpf.Map `ebpf:"xupf_meters"`
 	XupfPdrs         *ebpf.Map `ebpf:"xupf_pdrs"`
 	XupfPoliceStats  *ebpf.Map `ebpf:"xupf_police_stats"`
+	XupfRefs         *ebpf.Map `ebpf:"xupf_refs"`
 	XupfRoutes       *ebpf.Map `ebpf:"xupf_routes"`
 	XupfRulesets     *ebpf.Map `ebpf:"xupf_rulesets"`
 	XupfSdfExact     *ebpf.Map `ebpf:"xupf_sdf_exact"`
@@ -509,7 +521,7 @@ type xupfMaps struct {
 	XupfStats        *ebpf.Map `ebpf:"xupf_stats"`
 	XupfTxPorts      *ebpf.Map `ebpf:"xupf_tx_ports"`
 	XupfUeAllowed    *ebpf.Map `ebpf:"xupf_ue_allowed"`
-	XupfUlRules      *ebpf.Map `ebpf:"xupf_ul_rules"`
+	XupfUlKeys       *ebpf.Map `ebpf:"xupf_ul_keys"`
 	XupfUsage        *ebpf.Map `ebpf:"xupf_usage"`
 }
 
@@ -523,7 +535,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfClsStats,
 		m.XupfClsVecs,
 		m.XupfContracts,
-		m.XupfDlRules,
+		m.XupfDlKeys,
 		m.XupfDrops,
 		m.XupfErrindEvents,
 		m.XupfErrindWindow,
@@ -532,6 +544,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfMeters,
 		m.XupfPdrs,
 		m.XupfPoliceStats,
+		m.XupfRefs,
 		m.XupfRoutes,
 		m.XupfRulesets,
 		m.XupfSdfExact,
@@ -539,7 +552,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfStats,
 		m.XupfTxPorts,
 		m.XupfUeAllowed,
-		m.XupfUlRules,
+		m.XupfUlKeys,
 		m.XupfUsage,
 	)
 }
@@ -564,13 +577,16 @@ type xupfVariables struct {
 	CfgClsBuf           *ebpf.Variable `ebpf:"cfg_cls_buf"`
 	CfgClsFields        *ebpf.Variable `ebpf:"cfg_cls_fields"`
 	CfgClsWords         *ebpf.Variable `ebpf:"cfg_cls_words"`
+	CfgDlKeyBits        *ebpf.Variable `ebpf:"cfg_dl_key_bits"`
 	CfgGtpuAddrs        *ebpf.Variable `ebpf:"cfg_gtpu_addrs"`
 	CfgGtpuNaddrs       *ebpf.Variable `ebpf:"cfg_gtpu_naddrs"`
+	CfgKeySeed          *ebpf.Variable `ebpf:"cfg_key_seed"`
 	CfgMeterAlgo        *ebpf.Variable `ebpf:"cfg_meter_algo"`
 	CfgN3Ifindex        *ebpf.Variable `ebpf:"cfg_n3_ifindex"`
 	CfgN3Nports         *ebpf.Variable `ebpf:"cfg_n3_nports"`
 	CfgPolicer          *ebpf.Variable `ebpf:"cfg_policer"`
 	CfgSdfFields        *ebpf.Variable `ebpf:"cfg_sdf_fields"`
+	CfgUlKeyBits        *ebpf.Variable `ebpf:"cfg_ul_key_bits"`
 }
 
 // xupfPrograms contains all programs after they have been loaded into the kernel.

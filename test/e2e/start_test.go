@@ -251,7 +251,7 @@ func (e *env) uplinkDuring(t *testing.T, s session.Session, fn func()) (sent, re
 // n3 and n6, and s still forwards both ways.
 func (e *env) expectIntact(t *testing.T, s session.Session, when string) {
 	t.Helper()
-	for _, pin := range []string{"link_" + testbed.N3If, "link_" + testbed.N6If, "xupf_ul_rules"} {
+	for _, pin := range []string{"link_" + testbed.N3If, "link_" + testbed.N6If, "xupf_ul_keys"} {
 		if _, err := os.Stat(filepath.Join(e.topo.BPFFS, pin)); err != nil {
 			t.Errorf("%s: pin %s: %v", when, pin, err)
 		}

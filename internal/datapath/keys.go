@@ -1,0 +1,80 @@
+package datapath
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xupf/xupf/internal/keytable"
+)
+
+// keySeedPin is the pinned one-entry array that keeps the key tables' hash seed beside them:
+// a restarted daemon that reuses the tables must place and find keys as the one that filled
+// them did. The program never reads it (the seed is a load-time constant), so it is not in
+// the BPF object.
+const keySeedPin = "xupf_key_seed"
+
+// keySeed returns the seed pinned under pinPath, first choosing and pinning a random one when
+// there is none.
+func keySeed(pinPath string) (keytable.Seed, error) {
+	var s keytable.Seed
+	m, err := ebpf.NewMapWithOptions(&ebpf.MapSpec{
+		Name: keySeedPin, Type: ebpf.Array, KeySize: 4, ValueSize: uint32(unsafe.Sizeof(s)),
+		MaxEntries: 1, Pinning: ebpf.PinByName,
+	}, ebpf.MapOptions{PinPath: pinPath})
+	if err != nil {
+		return s, fmt.Errorf("open the key table seed (%s): %w", keySeedPin, err)
+	}
+	defer m.Close()
+	if err := m.Lookup(uint32(0), &s); err != nil {
+		return s, fmt.Errorf("read the key table seed: %w", err)
+	}
+	if s.Valid() {
+		return s, nil
+	}
+	s = keytable.NewSeed()
+	if err := m.Put(uint32(0), s); err != nil {
+		return s, fmt.Errorf("write the key table seed: %w", err)
+	}
+	return s, nil
+}
+
+// keyTable is a key table map mapped into this process.
+type keyTable struct {
+	*keytable.Table
+	mem []byte
+}
+
+// mapKeyTable maps m, a key table of 1<<bits buckets, for writing through keytable.
+func mapKeyTable(m *ebpf.Map, bits uint, seed keytable.Seed) (*keyTable, error) {
+	size := int(m.MaxEntries()) * int(m.ValueSize())
+	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map %s into memory: %w", m, err)
+	}
+	// The mapping is page-aligned, so every word is 8-byte aligned for the atomic stores.
+	words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(mem))), size/8)
+	t, err := keytable.New(words, bits, seed)
+	if err != nil {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("%s: %w", m, err)
+	}
+	return &keyTable{Table: t, mem: mem}, nil
+}
+
+func (t *keyTable) close() error {
+	if t == nil {
+		return nil
+	}
+	return unix.Munmap(t.mem)
+}
+
+// keyTableOf returns the table of set's key and the key as the datapath reads it.
+func (d *Datapath) keyTableOf(set *installedSet) (*keyTable, uint32) {
+	if set.rs.Uplink {
+		return d.ulKeys, be32(set.rs.TEID)
+	}
+	return d.dlKeys, addrBE(set.rs.UE)
+}
