@@ -109,8 +109,9 @@ func TestKeyTableLookups(t *testing.T) {
 	at(bb[len(bb)-1], b, keytable.BucketSlots-1, "last slot of the second bucket")
 
 	err := e.dp.Install(1<<32, []rules.RuleSet{n9Set(ab[2], 0x2000)})
-	if !errors.Is(err, keytable.ErrFull) || !strings.Contains(err.Error(), "limits.max_sessions") {
-		t.Errorf("both buckets full: Install = %v, want ErrFull naming limits.max_sessions", err)
+	if !errors.Is(err, keytable.ErrFull) || !errors.Is(err, rules.ErrNoResources) ||
+		!strings.Contains(err.Error(), "limits.max_sessions") {
+		t.Errorf("both buckets full: Install = %v, want ErrFull, ErrNoResources, naming limits.max_sessions", err)
 	}
 	for _, rs := range []rules.RuleSet{n9Set(0, 0x2000), {UE: netip.IPv4Unspecified(), PDRs: n9Set(1, 1).PDRs}} {
 		if err := e.dp.Install(1<<32, []rules.RuleSet{rs}); err == nil {

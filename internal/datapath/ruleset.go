@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/xupf/xupf/internal/keytable"
 	"github.com/xupf/xupf/internal/lbvs"
 	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/sdf"
@@ -67,7 +68,7 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32, meters map
 	}
 	ref, err := d.refs.alloc()
 	if err != nil {
-		return nil, fmt.Errorf("rule reference table full (limits.max_sessions): %w", err)
+		return nil, fmt.Errorf("rule reference table full (limits.max_sessions): %w (%w)", err, rules.ErrNoResources)
 	}
 	set := &installedSet{rs: rs, ref: ref, counters: map[uint32]uint32{}}
 	keep := map[uint32]bool{}
@@ -198,8 +199,10 @@ func farEntry(f rules.FAR) (xupfFar, error) {
 // there is repointed with one atomic store, so packets meet the old rules or the new.
 func (d *Datapath) publish(set *installedSet) error {
 	t, key := d.keyTableOf(set)
-	if err := t.Put(key, set.ref); err != nil {
-		return fmt.Errorf("%w (limits.max_sessions sizes it)", err)
+	if err := t.Put(key, set.ref); errors.Is(err, keytable.ErrFull) {
+		return fmt.Errorf("%w; limits.max_sessions sizes the table (%w)", err, rules.ErrNoResources)
+	} else if err != nil {
+		return err
 	}
 	return nil
 }

@@ -189,8 +189,11 @@ func (n *Node) apply(old, s *Session, c ruleChanges) error {
 		return err
 	}
 	if err := n.opts.Datapath.Install(s.SEID, n.ruleSets(s)); err != nil {
-		return &requestError{cause: ie.CauseRuleCreationModificationFailure,
-			msg: fmt.Sprintf("datapath: %v", err)}
+		cause := uint8(ie.CauseRuleCreationModificationFailure)
+		if errors.Is(err, rules.ErrNoResources) {
+			cause = ie.CauseNoResourcesAvailable
+		}
+		return &requestError{cause: cause, msg: fmt.Sprintf("datapath: %v", err)}
 	}
 	installed = true
 	if old != nil {

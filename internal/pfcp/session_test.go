@@ -463,8 +463,10 @@ func TestEstablishmentErrors(t *testing.T) {
 			ie.NewCreateQER(ie.NewQERID(4), ie.NewGateStatus(0, 0), ie.NewMBR(1, 1)),
 			ie.NewCreateQER(ie.NewQERID(5), ie.NewGateStatus(0, 0), ie.NewMBR(1, 1))),
 			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
-		{name: "datapath failure", ies: ok, dpFail: errors.New("table full"),
+		{name: "datapath failure", ies: ok, dpFail: errors.New("PDR id 1 appears twice"),
 			cause: ie.CauseRuleCreationModificationFailure},
+		{name: "datapath table full", ies: ok, dpFail: fmt.Errorf("key table full (%w)", rules.ErrNoResources),
+			cause: ie.CauseNoResourcesAvailable},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,6 +4,7 @@
 package rules
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -113,6 +114,10 @@ func (rs RuleSet) LookupKey() Key {
 	}
 	return Key{UE: rs.UE}
 }
+
+// ErrNoResources is wrapped by a datapath's install error when a table of its is full: the
+// request is right, the UPF has no room for it (PFCP's "No resources available").
+var ErrNoResources = errors.New("no resources")
 
 // Usage is what the datapath has counted for one PDR of one rule set.
 type Usage struct {
