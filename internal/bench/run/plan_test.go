@@ -8,6 +8,7 @@ import (
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/bench/pkt"
 	"github.com/xupf/xupf/internal/bench/scenario"
+	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/pfcpclient"
 	"github.com/xupf/xupf/internal/testbed"
 )
@@ -210,5 +211,22 @@ func TestMagicOffsets(t *testing.T) {
 	want := []pkt.Flow{{}, {Tunnel: &pkt.Tunnel{PSC: true}}, {}, {Tunnel: &pkt.Tunnel{}}}
 	if got := magicOffsets(want); !reflect.DeepEqual(got, []int{42, 86, 78}) {
 		t.Fatalf("offsets %v", got)
+	}
+}
+
+// TestSizeLimits: the daemon a point starts takes all of its sessions from the bench's one
+// association (the full profile's 1,000,000 were refused beyond max_sessions_per_association's
+// default of 100,000).
+func TestSizeLimits(t *testing.T) {
+	p := scenario.Default()
+	p.Pipeline.Users = 1000000
+	var l config.Limits
+	sizeLimits(&l, p)
+	if l.MaxSessions < p.Pipeline.Users || l.MaxSessionsPerAssociation != l.MaxSessions {
+		t.Errorf("%d users: max_sessions %d, per association %d", p.Pipeline.Users, l.MaxSessions,
+			l.MaxSessionsPerAssociation)
+	}
+	if l.MaxRuleSets > config.MaxMaxRuleSets {
+		t.Errorf("max_rule_sets %d above the most the config takes", l.MaxRuleSets)
 	}
 }

@@ -238,6 +238,16 @@ func (pt *point) startBaseline(load func(o baseline.ForwardOptions, uplink bool)
 	return nil
 }
 
+// sizeLimits sizes l for p: every session of the point fits (the users, those its events add,
+// some headroom), all of them from the one association the bench sets up.
+func sizeLimits(l *config.Limits, p scenario.Point) {
+	added := int(p.Events.SessionAdd*p.Tester.Duration.D().Seconds()+1) * (p.Tester.RFC2544.MaxIterations + 2)
+	l.MaxSessions = p.Pipeline.Users + added + sessionHeadroom
+	l.MaxSessionsPerAssociation = l.MaxSessions
+	// A user with SDF filters has a rule set per TEID and per UE address.
+	l.MaxRuleSets = min(2*l.MaxSessions, config.MaxMaxRuleSets)
+}
+
 // startXUPF starts xupfd with a configuration sized for the point and installs its sessions,
 // classifier classes and policer contract.
 func (pt *point) startXUPF(ctx context.Context) error {
@@ -253,10 +263,7 @@ func (pt *point) startXUPF(ctx context.Context) error {
 		// From the block routed toward the gNB, like the addresses the SMF gives.
 		cfg.UEPools = []netip.Prefix{ueNet}
 	}
-	added := int(p.Events.SessionAdd*p.Tester.Duration.D().Seconds()+1) * (p.Tester.RFC2544.MaxIterations + 2)
-	cfg.Limits.MaxSessions = p.Pipeline.Users + added + sessionHeadroom
-	// A user with SDF filters has a rule set per TEID and per UE address.
-	cfg.Limits.MaxRuleSets = min(2*cfg.Limits.MaxSessions, config.MaxMaxRuleSets)
+	sizeLimits(&cfg.Limits, p)
 	cfgPath := filepath.Join(dir, "xupfd.yaml")
 	if err := e.t.WriteConfigFile(cfgPath, cfg); err != nil {
 		return err
