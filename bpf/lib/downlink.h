@@ -16,8 +16,8 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 {
 	struct pkt p = { .eth = eth, .ip = ip, .data_end = data_end, .dir = DIR_DOWNLINK,
 			 .psc = PSC_NONE };
-	struct pdr *pdr = NULL;
-	struct far *far = NULL;
+	const struct pdr *pdr = NULL;
+	const struct far *far = NULL;
 	int verdict;
 
 	count_stat(STAT_DL_RX);

@@ -207,14 +207,15 @@ static __always_inline __s64 classify(__u32 rs_id, const struct sdf_pkt *p)
 	return rs->pdr[lowest_bit(v) & (SDF_MAX_RULES - 1)];
 }
 
-/* select_pdr returns the PDR that applies to the packet whose IPv4 header is ip: the
- * classification winner of the key's rule set, or the key's one PDR without a classification
- * step. psc is the packet's PDU Session Container (PSC_NONE downlink). NULL: no PDR matches. */
-static __always_inline struct pdr *select_pdr(const struct rule_ref *ref, struct iphdr *ip,
-					      __u32 ihl_len, void *data_end, enum direction dir,
-					      struct psc_qfi psc)
+/* select_pdr returns the PDR that applies to the packet whose IPv4 header is ip, and sets *farp
+ * to its FAR: the classification winner of the key's rule set, or the key's one PDR and FAR,
+ * which ref holds itself, without a classification step. psc is the packet's PDU Session
+ * Container (PSC_NONE downlink). NULL: no PDR matches. */
+static __always_inline const struct pdr *select_pdr(const struct rule_ref *ref, struct iphdr *ip,
+						    __u32 ihl_len, void *data_end, enum direction dir,
+						    struct psc_qfi psc, const struct far **farp)
 {
-	struct pdr *pdr;
+	const struct pdr *pdr;
 
 	if (ref->ruleset) {
 		struct sdf_pkt p = { .qfi = psc.qfi, .has_qfi = psc.present };
@@ -222,12 +223,15 @@ static __always_inline struct pdr *select_pdr(const struct rule_ref *ref, struct
 
 		sdf_pkt_fill(&p, ip, ihl_len, data_end, dir);
 		slot = classify(ref->ruleset, &p);
-		return slot < 0 ? NULL : pdr_at(slot);
+		pdr = slot < 0 ? NULL : pdr_at(slot);
+		*farp = pdr ? far_of(pdr) : NULL;
+		return pdr;
 	}
-	pdr = pdr_at(ref->pdr);
+	pdr = &ref->pdr;
 	/* A downlink PDR's QFI is a marking; an uplink one's must be on the packet. */
-	if (pdr && dir == DIR_UPLINK && pdr->qfi && (!psc.present || psc.qfi != pdr->qfi))
+	if (dir == DIR_UPLINK && pdr->qfi && (!psc.present || psc.qfi != pdr->qfi))
 		return NULL;
+	*farp = &ref->far;
 	return pdr;
 }
 

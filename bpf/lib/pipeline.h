@@ -39,13 +39,13 @@ struct pkt {
  * reason. Only a packet that will be forwarded is charged: the TTL check comes before the
  * QERs, and a packet the policer refuses gets back what the QERs charged. */
 static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
-				     struct pdr **pdrp, struct far **farp)
+				     const struct pdr **pdrp, const struct far **farp)
 {
-	struct pdr *pdr;
-	struct far *far;
+	const struct far *far = NULL;
+	const struct pdr *pdr;
 	int reason;
 
-	pdr = select_pdr(ref, p->ip, p->ihl_len, p->data_end, p->dir, p->psc);
+	pdr = select_pdr(ref, p->ip, p->ihl_len, p->data_end, p->dir, p->psc, &far);
 	if (!pdr)
 		return DROP_NO_PDR_MATCH;
 	if (cfg_cls_words) {
@@ -55,7 +55,6 @@ static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 		p->meta.class_id = classify_traffic(&cp);
 		count_class(p->meta.class_id, p->len);
 	}
-	far = far_of(pdr);
 	reason = far_drop_reason(far);
 	if (reason || !far)
 		return reason ? reason : DROP_FAR_DROP;

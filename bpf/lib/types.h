@@ -30,16 +30,6 @@ struct unknown_teid_event {
 	__be32 teid;
 };
 
-/* What a TEID or UE address leads to: with ruleset 0, the one PDR slot to apply; otherwise
- * the rule set whose PDRs the packet is classified against (pdr_select.h). */
-struct rule_ref {
-	__u32 pdr;
-	__u32 ruleset;
-	/* Uplink: the inner source address every packet on the TEID must have, the session's UE
-	 * address (anti-spoofing, DROP_SPOOFED_SOURCE); 0 accepts any source. Kept here, in the
-	 * value the TEID lookup returns anyway, so the check costs one compare. */
-	__be32 ue_addr;
-};
 
 /* Key of the route table (xupf_routes, an LPM trie): prefix length, then the IPv4 prefix as on
  * the wire. */
@@ -125,6 +115,20 @@ struct far {
 	__be32 teid;       /* outer header creation: TEID of the peer */
 	__be32 peer_addr;  /* outer header creation: peer (gNB, UPF) address, the outer destination */
 	__be32 local_addr; /* outer header creation: our GTP-U address, the outer source */
+};
+
+/* What a TEID or UE address leads to: the value its key lookup returns. With ruleset 0 (one PDR
+ * and no filter to tell packets apart, the common case) the PDR and its FAR are here, copied
+ * when the key is published, so the packet needs no other lookup to find its rules; otherwise
+ * ruleset names the rule set whose PDRs the packet is classified against (pdr_select.h). */
+struct rule_ref {
+	__u32 ruleset;
+	/* Uplink: the inner source address every packet on the TEID must have, the session's UE
+	 * address (anti-spoofing, DROP_SPOOFED_SOURCE); 0 accepts any source. Kept here, in the
+	 * value the TEID lookup returns anyway, so the check costs one compare. */
+	__be32 ue_addr;
+	struct pdr pdr;  /* ruleset 0: the key's one PDR (its far slot is unused: far is below) */
+	struct far far;  /* ruleset 0: that PDR's FAR */
 };
 
 /* What one module learns about a packet for the modules after it, in the one XDP program. */

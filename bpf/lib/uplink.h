@@ -20,8 +20,8 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	const struct rule_ref *ref;
 	struct gtpu_gpdu g;
 	struct iphdr *inner;
-	struct pdr *pdr = NULL;
-	struct far *far = NULL;
+	const struct pdr *pdr = NULL;
+	const struct far *far = NULL;
 	int rc, verdict;
 
 	count_stat(STAT_UL_RX);

@@ -21,7 +21,7 @@ import (
 type installedSet struct {
 	rs       rules.RuleSet
 	ref      uint32            // its xupf_refs slot, what its key points at once published
-	slots    []uint32          // PDR/FAR slot of rs.PDRs[i]
+	slots    []uint32          // PDR/FAR slot of rs.PDRs[i], when classified (tables != nil)
 	counters map[uint32]uint32 // PDR id -> usage counter slot
 	tables   *setTables        // nil: one PDR without filters, no classification step
 }
@@ -80,15 +80,18 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32, meters map
 			d.releaseSet(set, keep)
 		}
 	}()
+	if len(rs.PDRs) == 0 {
+		return nil, errors.New("no PDRs")
+	}
+	if rs.Source.IsValid() && (!rs.Uplink || !rs.Source.Is4() || rs.Source.IsUnspecified()) {
+		return nil, fmt.Errorf("source %s: only an uplink rule set has one, and it must be an IPv4 address", rs.Source)
+	}
+	classified := len(rs.PDRs) > 1 || !matchesAll(rs.PDRs[0].Filters)
+	var value xupfRuleRef // what the key leads to
 	for _, p := range rs.PDRs {
 		if _, dup := set.counters[p.ID]; dup {
 			return nil, fmt.Errorf("PDR id %d appears twice", p.ID)
 		}
-		slot, err := d.rules.alloc()
-		if err != nil {
-			return nil, fmt.Errorf("rule table full (limits.max_sessions): %w", err)
-		}
-		set.slots = append(set.slots, slot)
 		counter, ok := prev[p.ID]
 		if !ok {
 			if counter, err = d.allocCounter(); err != nil {
@@ -100,29 +103,38 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32, meters map
 		if err != nil {
 			return nil, fmt.Errorf("PDR %d: %w", p.ID, err)
 		}
-		if err := d.objs.XupfFars.Put(slot, far); err != nil {
-			return nil, fmt.Errorf("write FAR: %w", err)
-		}
-		entry := xupfPdr{Far: slot, Counter: counter, Qfi: p.QFI}
+		entry := xupfPdr{Counter: counter, Qfi: p.QFI}
 		if err := pdrQoS(&entry, p, rs.Uplink, meters); err != nil {
 			return nil, fmt.Errorf("PDR %d: %w", p.ID, err)
+		}
+		if !classified {
+			// The key's one PDR and FAR go into its rule_ref: no PDR or FAR slot.
+			value.Pdr, value.Far = entry, far
+			continue
+		}
+		slot, err := d.rules.alloc()
+		if err != nil {
+			return nil, fmt.Errorf("rule table full (limits.max_sessions): %w", err)
+		}
+		set.slots = append(set.slots, slot)
+		entry.Far = slot
+		if err := d.objs.XupfFars.Put(slot, far); err != nil {
+			return nil, fmt.Errorf("write FAR: %w", err)
 		}
 		if err := d.objs.XupfPdrs.Put(slot, entry); err != nil {
 			return nil, fmt.Errorf("write PDR: %w", err)
 		}
 	}
-	if len(rs.PDRs) == 0 {
-		return nil, errors.New("no PDRs")
-	}
-	if rs.Source.IsValid() && (!rs.Uplink || !rs.Source.Is4() || rs.Source.IsUnspecified()) {
-		return nil, fmt.Errorf("source %s: only an uplink rule set has one, and it must be an IPv4 address", rs.Source)
-	}
-	if len(rs.PDRs) > 1 || !matchesAll(rs.PDRs[0].Filters) {
+	if classified {
 		if set.tables, err = d.writeTables(set); err != nil {
 			return nil, err
 		}
+		value.Ruleset = set.tables.id
 	}
-	if err := d.objs.XupfRefs.Put(set.ref, ruleRef(set)); err != nil {
+	if rs.Source.IsValid() {
+		value.UeAddr = addrBE(rs.Source)
+	}
+	if err := d.objs.XupfRefs.Put(set.ref, value); err != nil {
 		return nil, fmt.Errorf("write rule reference: %w", err)
 	}
 	return set, nil
@@ -138,19 +150,6 @@ func checkKey(rs rules.RuleSet) error {
 		return fmt.Errorf("UE address %s: the datapath needs an IPv4 address other than 0.0.0.0", rs.UE)
 	}
 	return nil
-}
-
-// ruleRef is what set's key leads to: its first PDR, its classification rule set if it has
-// one, and the uplink source check.
-func ruleRef(set *installedSet) xupfRuleRef {
-	ref := xupfRuleRef{Pdr: set.slots[0]}
-	if set.tables != nil {
-		ref.Ruleset = set.tables.id
-	}
-	if set.rs.Source.IsValid() {
-		ref.UeAddr = addrBE(set.rs.Source)
-	}
-	return ref
 }
 
 // matchesAll reports whether filters select every packet: none, or one that matches all. A

@@ -299,3 +299,27 @@ func TestExpiringNotCharged(t *testing.T) {
 		t.Fatalf("usage after expiring packets %+v, %v; want none", u, err)
 	}
 }
+
+// TestOnePDRKeyNeedsNoRuleSlot: a key with one PDR and no filter (every static session, and
+// most PFCP ones) keeps its PDR and FAR in the value its key lookup returns, so it takes no
+// PDR/FAR slot and a packet makes no lookup beyond its key's; a key with several PDRs does.
+func TestOnePDRKeyNeedsNoRuleSlot(t *testing.T) {
+	e := newTestEnv(t, 16)
+	free := e.dp.rules.n
+	if err := e.dp.AddSession(sessPlain); err != nil {
+		t.Fatal(err)
+	}
+	if used := free - e.dp.rules.n; used != 0 {
+		t.Errorf("a session of one-PDR keys took %d PDR/FAR slots, want 0", used)
+	}
+	two := []rules.PDR{
+		{ID: 1, Precedence: 1, Filters: []sdf.Filter{{Protocol: 17}}, FAR: rules.FAR{Action: rules.Forward}},
+		{ID: 2, Precedence: 2, FAR: rules.FAR{Action: rules.Drop}},
+	}
+	if err := e.dp.Install(1<<32, []rules.RuleSet{{UE: netip.MustParseAddr("10.45.9.9"), PDRs: two}}); err != nil {
+		t.Fatal(err)
+	}
+	if used := free - e.dp.rules.n; used != 2 {
+		t.Errorf("a key of two PDRs took %d PDR/FAR slots, want 2", used)
+	}
+}

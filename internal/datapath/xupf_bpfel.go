@@ -230,9 +230,10 @@ type xupfRouteKey struct {
 
 type xupfRuleRef struct {
 	_       structs.HostLayout
-	Pdr     uint32
 	Ruleset uint32
 	UeAddr  uint32
+	Pdr     xupfPdr
+	Far     xupfFar
 }
 
 type xupfRuleset struct {
