@@ -6,6 +6,8 @@
 #include "lib/uplink.h"
 #include "lib/downlink.h"
 #include "lib/stats.h"
+#include "lib/flowcache.h"
+#include <linux/pkt_cls.h>
 
 /* Types Go reads from BTF that no map or global mentions: these declarations keep them in the
  * object (bpf2go generates Go types from them; drop reason and stat names come from them). */
@@ -21,6 +23,9 @@ const enum meter_clock *btf_meter_clock __attribute__((unused));
 const enum police_action *btf_police_action __attribute__((unused));
 const enum nexthop_kind *btf_nexthop_kind __attribute__((unused));
 const struct unknown_teid_event *btf_unknown_teid_event __attribute__((unused));
+const enum flowcache_mode *btf_flowcache_mode __attribute__((unused));
+const enum flow_vlan_action *btf_flow_vlan_action __attribute__((unused));
+const enum flow_flag *btf_flow_flag __attribute__((unused));
 
 SEC("xdp")
 int xupf_xdp(struct xdp_md *ctx)
@@ -47,8 +52,23 @@ int xupf_xdp(struct xdp_md *ctx)
 	if (ip->protocol == IPPROTO_UDP && is_gtpu_addr(ip->daddr, GTPU_ANY_IFINDEX))
 		return refuse_gtpu(ip, data_end);
 pass:
+	if (cfg_flowcache != FLOWCACHE_OFF) {
+		int action = flowcache_xdp(ctx);
+
+		if (action != XDP_PASS)
+			return action;
+	}
 	count_stat(STAT_PASS);
 	return XDP_PASS;
+}
+
+/* The flow cache's learner, on TC egress of the attached interfaces: it only watches. */
+SEC("tc")
+int xupf_flow_learn(struct __sk_buff *skb)
+{
+	if (cfg_flowcache != FLOWCACHE_OFF)
+		flow_learn(skb);
+	return TC_ACT_OK;
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -20,6 +20,10 @@ enum stat {
 	STAT_FIB_TTL,        /* of the *_KERNEL ones: TTL expired, the kernel answers ICMP */
 	STAT_CLS_HIT,        /* packets the traffic classifier put in a class */
 	STAT_CLS_MISS,       /* packets it found no class for */
+	STAT_FLOW_HIT,       /* packets of a cached flow, forwarded by the flow cache (flowcache.h) */
+	STAT_FLOW_MISS,      /* IPv4 TCP and UDP packets of no cached flow, handed to the kernel (also pass) */
+	STAT_FLOW_LEARNED,   /* flows the learner added to the cache */
+	STAT_FLOW_FULL,      /* flows the learner could not add: the cache is full; the kernel keeps them */
 	STAT_MAX,
 };
 

@@ -24,8 +24,24 @@ const (
 
 type attachment struct {
 	link    link.Link
+	learn   link.Link // the flow cache's learner on TC egress; nil with the cache off
 	ifindex int
 	mode    XDPMode
+}
+
+// close closes the links, after unpinning them with unpin (which detaches them).
+func (a *attachment) close(unpin bool) error {
+	var errs []error
+	for _, l := range []link.Link{a.link, a.learn} {
+		if l == nil {
+			continue
+		}
+		if unpin {
+			errs = append(errs, l.Unpin())
+		}
+		errs = append(errs, l.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Attachment describes an interface the datapath is attached to.
@@ -80,9 +96,13 @@ func (d *Datapath) Attach(name string, mode XDPMode, fallback bool) (Attachment,
 		}
 	}
 	if err := d.objs.XupfTxPorts.Put(uint32(iface.Index), uint32(iface.Index)); err != nil {
-		a.link.Unpin()
-		a.link.Close()
+		a.close(true)
 		return Attachment{}, fmt.Errorf("attach to %q: add to redirect map: %w", name, err)
+	}
+	if a.learn, err = d.attachLearner(name, iface.Index); err != nil {
+		d.objs.XupfTxPorts.Delete(uint32(iface.Index))
+		a.close(true)
+		return Attachment{}, err
 	}
 	d.links[name] = a
 	if a.mode == XDPNative && isVeth(iface.Index) {
@@ -124,7 +144,7 @@ func (d *Datapath) Detach(name string) error {
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
 		err = nil
 	}
-	return errors.Join(err, a.link.Unpin(), a.link.Close())
+	return errors.Join(err, a.close(true))
 }
 
 // Attachments lists the interfaces the datapath is attached to.

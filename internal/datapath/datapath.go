@@ -53,6 +53,8 @@ type Options struct {
 	PrivateRoutes bool
 	// MaxRoutes sizes xupf_routes; default DefaultMaxRoutes.
 	MaxRoutes int
+	// FlowCache configures the flow cache; its zero value leaves it off.
+	FlowCache FlowCacheOptions
 	Logger    *slog.Logger
 }
 
@@ -128,6 +130,9 @@ type Datapath struct {
 	stopAddrs  func() // stops keeping xupf_local_addrs up to date
 	router     *router.Router
 	stopRouter func() // stops following netlink for the router
+	ager       flowAger
+	stopAging  func() // stops aging the flow cache
+	flowCounters
 }
 
 var _ Controller = (*Datapath)(nil)
@@ -149,6 +154,7 @@ func Load(opts Options) (*Datapath, error) {
 	if opts.MaxRoutes == 0 {
 		opts.MaxRoutes = DefaultMaxRoutes
 	}
+	opts.FlowCache.setDefaults()
 	if opts.MaxSessions <= 0 {
 		return nil, fmt.Errorf("load datapath: max sessions must be positive, got %d", opts.MaxSessions)
 	}
@@ -188,6 +194,9 @@ func Load(opts Options) (*Datapath, error) {
 	spec.Maps[xupfMapXupfRulesets].MaxEntries = uint32(opts.MaxRuleSets + spareRuleSets + 1) // id 0: none
 	spec.Maps[xupfMapXupfSdfExact].MaxEntries = uint32(opts.MaxSDFEntries)
 	spec.Maps[xupfMapXupfSdfLpm].MaxEntries = uint32(opts.MaxSDFEntries)
+	if err := setFlowCache(spec, opts.FlowCache); err != nil {
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
 	if err := setGTPUAddrs(spec, opts.GTPUAddrs, opts.N3Interfaces); err != nil {
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
@@ -266,6 +275,7 @@ func Load(opts Options) (*Datapath, error) {
 		d.closeObjs()
 		return nil, err
 	}
+	d.stopAging = d.startAging()
 	return d, nil
 }
 
@@ -321,12 +331,10 @@ func (d *Datapath) Close(unpin bool) error {
 	defer d.mu.Unlock()
 	var errs []error
 	for name, a := range d.links {
-		if unpin {
-			errs = append(errs, a.link.Unpin())
-		}
-		errs = append(errs, a.link.Close())
+		errs = append(errs, a.close(unpin))
 		delete(d.links, name)
 	}
+	d.stopAging()
 	d.stopRouter()
 	d.stopAddrs()
 	errs = append(errs, d.closeObjs())

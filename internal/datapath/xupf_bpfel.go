@@ -127,6 +127,67 @@ const (
 	xupfFarFlagFAR_F_TLM xupfFarFlag = 2
 )
 
+type xupfFlow struct {
+	_          structs.HostLayout
+	Ifindex    uint32
+	Mtu        uint32
+	Dmac       [6]uint8
+	Smac       [6]uint8
+	VlanProto  uint16
+	VlanTci    uint16
+	VlanAction uint8
+	Flags      uint8
+	Tos        uint8
+	Pad        [5]uint8
+	Packets    uint64
+	Bytes      uint64
+	FirstSeen  uint64
+	LastSeen   uint64
+}
+
+type xupfFlowFlag uint32
+
+const (
+	xupfFlowFlagFLOW_F_TTL  xupfFlowFlag = 1
+	xupfFlowFlagFLOW_F_DSCP xupfFlowFlag = 2
+)
+
+type xupfFlowKey struct {
+	_       structs.HostLayout
+	Saddr   uint32
+	Daddr   uint32
+	Sport   uint16
+	Dport   uint16
+	Proto   uint8
+	Pad     uint8
+	VlanId  uint16
+	Ifindex uint32
+}
+
+type xupfFlowSeen struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	VlanId  uint16
+	Tos     uint8
+	Ttl     uint8
+}
+
+type xupfFlowVlanAction uint32
+
+const (
+	xupfFlowVlanActionFLOW_VLAN_NONE    xupfFlowVlanAction = 0
+	xupfFlowVlanActionFLOW_VLAN_PUSH    xupfFlowVlanAction = 1
+	xupfFlowVlanActionFLOW_VLAN_POP     xupfFlowVlanAction = 2
+	xupfFlowVlanActionFLOW_VLAN_REWRITE xupfFlowVlanAction = 3
+)
+
+type xupfFlowcacheMode uint32
+
+const (
+	xupfFlowcacheModeFLOWCACHE_OFF   xupfFlowcacheMode = 0
+	xupfFlowcacheModeFLOWCACHE_LEARN xupfFlowcacheMode = 1
+)
+
 type xupfKeyBucket struct {
 	_    structs.HostLayout
 	Slot [8]uint64
@@ -289,7 +350,11 @@ const (
 	xupfStatSTAT_FIB_TTL      xupfStat = 9
 	xupfStatSTAT_CLS_HIT      xupfStat = 10
 	xupfStatSTAT_CLS_MISS     xupfStat = 11
-	xupfStatSTAT_MAX          xupfStat = 12
+	xupfStatSTAT_FLOW_HIT     xupfStat = 12
+	xupfStatSTAT_FLOW_MISS    xupfStat = 13
+	xupfStatSTAT_FLOW_LEARNED xupfStat = 14
+	xupfStatSTAT_FLOW_FULL    xupfStat = 15
+	xupfStatSTAT_MAX          xupfStat = 16
 )
 
 type xupfUeAllowedKey struct {
@@ -324,6 +389,8 @@ const (
 	xupfMapXupfErrindEvents    = "xupf_errind_events"
 	xupfMapXupfErrindWindow    = "xupf_errind_window"
 	xupfMapXupfFars            = "xupf_fars"
+	xupfMapXupfFlowSeen        = "xupf_flow_seen"
+	xupfMapXupfFlows           = "xupf_flows"
 	xupfMapXupfLocalAddrs      = "xupf_local_addrs"
 	xupfMapXupfMeters          = "xupf_meters"
 	xupfMapXupfPdrs            = "xupf_pdrs"
@@ -338,12 +405,16 @@ const (
 	xupfMapXupfUeAllowed       = "xupf_ue_allowed"
 	xupfMapXupfUlKeys          = "xupf_ul_keys"
 	xupfMapXupfUsage           = "xupf_usage"
+	xupfProgXupfFlowLearn      = "xupf_flow_learn"
 	xupfProgXupfXdp            = "xupf_xdp"
 	xupfVarBtfClsField         = "btf_cls_field"
 	xupfVarBtfDirection        = "btf_direction"
 	xupfVarBtfDropReason       = "btf_drop_reason"
 	xupfVarBtfFarAction        = "btf_far_action"
 	xupfVarBtfFarFlag          = "btf_far_flag"
+	xupfVarBtfFlowFlag         = "btf_flow_flag"
+	xupfVarBtfFlowVlanAction   = "btf_flow_vlan_action"
+	xupfVarBtfFlowcacheMode    = "btf_flowcache_mode"
 	xupfVarBtfMeterAlgo        = "btf_meter_algo"
 	xupfVarBtfMeterClock       = "btf_meter_clock"
 	xupfVarBtfNexthopKind      = "btf_nexthop_kind"
@@ -356,6 +427,7 @@ const (
 	xupfVarCfgClsFields        = "cfg_cls_fields"
 	xupfVarCfgClsWords         = "cfg_cls_words"
 	xupfVarCfgDlKeyBits        = "cfg_dl_key_bits"
+	xupfVarCfgFlowcache        = "cfg_flowcache"
 	xupfVarCfgGtpuAddrs        = "cfg_gtpu_addrs"
 	xupfVarCfgGtpuNaddrs       = "cfg_gtpu_naddrs"
 	xupfVarCfgKeySeed          = "cfg_key_seed"
@@ -409,7 +481,8 @@ type xupfSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfProgramSpecs struct {
-	XupfXdp *ebpf.ProgramSpec `ebpf:"xupf_xdp"`
+	XupfFlowLearn *ebpf.ProgramSpec `ebpf:"xupf_flow_learn"`
+	XupfXdp       *ebpf.ProgramSpec `ebpf:"xupf_xdp"`
 }
 
 // xupfMapSpecs contains maps before they are loaded into the kernel.
@@ -429,6 +502,8 @@ type xupfMapSpecs struct {
 	XupfErrindEvents *ebpf.MapSpec `ebpf:"xupf_errind_events"`
 	XupfErrindWindow *ebpf.MapSpec `ebpf:"xupf_errind_window"`
 	XupfFars         *ebpf.MapSpec `ebpf:"xupf_fars"`
+	XupfFlowSeen     *ebpf.MapSpec `ebpf:"xupf_flow_seen"`
+	XupfFlows        *ebpf.MapSpec `ebpf:"xupf_flows"`
 	XupfLocalAddrs   *ebpf.MapSpec `ebpf:"xupf_local_addrs"`
 	XupfMeters       *ebpf.MapSpec `ebpf:"xupf_meters"`
 	XupfPdrs         *ebpf.MapSpec `ebpf:"xupf_pdrs"`
@@ -454,6 +529,9 @@ type xupfVariableSpecs struct {
 	BtfDropReason       *ebpf.VariableSpec `ebpf:"btf_drop_reason"`
 	BtfFarAction        *ebpf.VariableSpec `ebpf:"btf_far_action"`
 	BtfFarFlag          *ebpf.VariableSpec `ebpf:"btf_far_flag"`
+	BtfFlowFlag         *ebpf.VariableSpec `ebpf:"btf_flow_flag"`
+	BtfFlowVlanAction   *ebpf.VariableSpec `ebpf:"btf_flow_vlan_action"`
+	BtfFlowcacheMode    *ebpf.VariableSpec `ebpf:"btf_flowcache_mode"`
 	BtfMeterAlgo        *ebpf.VariableSpec `ebpf:"btf_meter_algo"`
 	BtfMeterClock       *ebpf.VariableSpec `ebpf:"btf_meter_clock"`
 	BtfNexthopKind      *ebpf.VariableSpec `ebpf:"btf_nexthop_kind"`
@@ -466,6 +544,7 @@ type xupfVariableSpecs struct {
 	CfgClsFields        *ebpf.VariableSpec `ebpf:"cfg_cls_fields"`
 	CfgClsWords         *ebpf.VariableSpec `ebpf:"cfg_cls_words"`
 	CfgDlKeyBits        *ebpf.VariableSpec `ebpf:"cfg_dl_key_bits"`
+	CfgFlowcache        *ebpf.VariableSpec `ebpf:"cfg_flowcache"`
 	CfgGtpuAddrs        *ebpf.VariableSpec `ebpf:"cfg_gtpu_addrs"`
 	CfgGtpuNaddrs       *ebpf.VariableSpec `ebpf:"cfg_gtpu_naddrs"`
 	CfgKeySeed          *ebpf.VariableSpec `ebpf:"cfg_key_seed"`
@@ -510,6 +589,8 @@ type xupfMaps struct {
 	XupfErrindEvents *ebpf.Map `ebpf:"xupf_errind_events"`
 	XupfErrindWindow *ebpf.Map `ebpf:"xupf_errind_window"`
 	XupfFars         *ebpf.Map `ebpf:"xupf_fars"`
+	XupfFlowSeen     *ebpf.Map `ebpf:"xupf_flow_seen"`
+	XupfFlows        *ebpf.Map `ebpf:"xupf_flows"`
 	XupfLocalAddrs   *ebpf.Map `ebpf:"xupf_local_addrs"`
 	XupfMeters       *ebpf.Map `ebpf:"xupf_meters"`
 	XupfPdrs         *ebpf.Map `ebpf:"xupf_pdrs"`
@@ -541,6 +622,8 @@ func (m *xupfMaps) Close() error {
 		m.XupfErrindEvents,
 		m.XupfErrindWindow,
 		m.XupfFars,
+		m.XupfFlowSeen,
+		m.XupfFlows,
 		m.XupfLocalAddrs,
 		m.XupfMeters,
 		m.XupfPdrs,
@@ -567,6 +650,9 @@ type xupfVariables struct {
 	BtfDropReason       *ebpf.Variable `ebpf:"btf_drop_reason"`
 	BtfFarAction        *ebpf.Variable `ebpf:"btf_far_action"`
 	BtfFarFlag          *ebpf.Variable `ebpf:"btf_far_flag"`
+	BtfFlowFlag         *ebpf.Variable `ebpf:"btf_flow_flag"`
+	BtfFlowVlanAction   *ebpf.Variable `ebpf:"btf_flow_vlan_action"`
+	BtfFlowcacheMode    *ebpf.Variable `ebpf:"btf_flowcache_mode"`
 	BtfMeterAlgo        *ebpf.Variable `ebpf:"btf_meter_algo"`
 	BtfMeterClock       *ebpf.Variable `ebpf:"btf_meter_clock"`
 	BtfNexthopKind      *ebpf.Variable `ebpf:"btf_nexthop_kind"`
@@ -579,6 +665,7 @@ type xupfVariables struct {
 	CfgClsFields        *ebpf.Variable `ebpf:"cfg_cls_fields"`
 	CfgClsWords         *ebpf.Variable `ebpf:"cfg_cls_words"`
 	CfgDlKeyBits        *ebpf.Variable `ebpf:"cfg_dl_key_bits"`
+	CfgFlowcache        *ebpf.Variable `ebpf:"cfg_flowcache"`
 	CfgGtpuAddrs        *ebpf.Variable `ebpf:"cfg_gtpu_addrs"`
 	CfgGtpuNaddrs       *ebpf.Variable `ebpf:"cfg_gtpu_naddrs"`
 	CfgKeySeed          *ebpf.Variable `ebpf:"cfg_key_seed"`
@@ -594,11 +681,13 @@ type xupfVariables struct {
 //
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfPrograms struct {
-	XupfXdp *ebpf.Program `ebpf:"xupf_xdp"`
+	XupfFlowLearn *ebpf.Program `ebpf:"xupf_flow_learn"`
+	XupfXdp       *ebpf.Program `ebpf:"xupf_xdp"`
 }
 
 func (p *xupfPrograms) Close() error {
 	return _XupfClose(
+		p.XupfFlowLearn,
 		p.XupfXdp,
 	)
 }

@@ -1,0 +1,364 @@
+/* Flow cache (the accelerator of paper 003): the kernel forwards the first packets of a transit
+ * flow as it would without xupf; a TC-egress program on the attached interfaces records what
+ * the kernel did to such a packet (out interface, MACs, VLAN tag, DSCP, TTL) in xupf_flows,
+ * keyed by the 5-tuple and where the packet came in; the XDP program then does the same to the
+ * flow's later packets and redirects them. The kernel keeps deciding (routes, firewall, tc);
+ * the cache repeats its decision. Only IPv4 TCP and UDP are cached: ICMP, fragments, TCP FIN
+ * and RST and anything else stay with the kernel.
+ *
+ * The learner learns only from packets the XDP program handed to the kernel: on a miss, XDP
+ * notes what the packet looked like on arrival in xupf_flow_seen, and the learner learns a
+ * flow only if it finds that note (and consumes it). Packets the host sends itself, or that
+ * arrive on interfaces xupf is not attached to, never leave a note. */
+#ifndef XUPF_FLOWCACHE_H
+#define XUPF_FLOWCACHE_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/in.h>
+#include <linux/tcp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "parse.h"
+#include "route.h"
+#include "stats.h"
+
+/* What the flow cache does (cfg_flowcache): a load-time setting, so with FLOWCACHE_OFF the
+ * verifier drops every line of it and the module costs nothing. */
+enum flowcache_mode {
+	FLOWCACHE_OFF = 0,
+	FLOWCACHE_LEARN = 1, /* learn at TC egress, forward hits in XDP */
+};
+
+volatile const __u32 cfg_flowcache = FLOWCACHE_OFF;
+
+#ifndef XUPF_MAX_FLOWS
+#define XUPF_MAX_FLOWS 1  /* Load sets flow_cache.max_flows */
+#endif
+#ifndef XUPF_MAX_FLOW_SEEN
+#define XUPF_MAX_FLOW_SEEN 16384  /* flows waiting for the learner; the least recent go first */
+#endif
+
+#define VLAN_VID_MASK 0x0fff
+
+/* An 802.1Q or 802.1ad tag, after the MAC addresses. */
+struct vlan_tag {
+	__be16 tci;
+	__be16 encap_proto;
+};
+
+/* Key of a cached flow: the IPv4 5-tuple and where its packets arrive. */
+struct flow_key {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 pad;
+	__u16 vlan_id;    /* the VLAN ID the packet arrived with; 0 for an untagged frame */
+	__u32 ifindex;    /* the interface it arrived on; 0 in xupf_flow_seen's keys */
+};
+
+/* What becomes of a flow's VLAN tag between arrival and departure. */
+enum flow_vlan_action {
+	FLOW_VLAN_NONE = 0,    /* untagged in, untagged out */
+	FLOW_VLAN_PUSH = 1,    /* untagged in, tagged out (vlan_proto, vlan_tci) */
+	FLOW_VLAN_POP = 2,     /* tagged in, untagged out */
+	FLOW_VLAN_REWRITE = 3, /* tagged in, tagged out: the tag becomes (vlan_proto, vlan_tci) */
+};
+
+/* Bits of flow.flags: the IP header changes the kernel made. */
+enum flow_flag {
+	FLOW_F_TTL = 1 << 0,  /* decrement the TTL (forwarded, not bridged) */
+	FLOW_F_DSCP = 1 << 1, /* set the DSCP to tos's (a tc or nftables rule changed it) */
+};
+
+/* A cached flow: what to do to its packets, then its statistics. Only the learner writes the
+ * action, whole (a hash map update replaces the value under RCU); the statistics are updated
+ * in place by every CPU forwarding the flow: the counters with atomic adds, last_seen with a
+ * plain store (any CPU's recent time will do for aging). */
+struct flow {
+	__u32 ifindex;       /* out interface (one of the attached ones: xupf_tx_ports) */
+	__u32 mtu;           /* its MTU: a longer packet goes to the kernel, which fragments or answers */
+	__u8 dmac[6];
+	__u8 smac[6];
+	__be16 vlan_proto;   /* FLOW_VLAN_PUSH, FLOW_VLAN_REWRITE: ETH_P_8021Q or ETH_P_8021AD */
+	__be16 vlan_tci;     /* FLOW_VLAN_PUSH, FLOW_VLAN_REWRITE: the tag to write */
+	__u8 vlan_action;    /* enum flow_vlan_action */
+	__u8 flags;          /* enum flow_flag bits */
+	__u8 tos;            /* FLOW_F_DSCP: the DSCP (top six bits) to write; ECN stays the packet's */
+	__u8 pad[5];
+	__u64 packets;       /* IP packets and bytes forwarded, the first (learnt) one included */
+	__u64 bytes;
+	__u64 first_seen;    /* bpf_ktime_get_coarse_ns() when learnt */
+	__u64 last_seen;     /* ... of the latest packet: aging compares it with the idle timeout */
+};
+
+/* What the XDP program saw of a packet it handed to the kernel, for the learner to compare. */
+struct flow_seen {
+	__u32 ifindex;  /* arrival interface */
+	__u16 vlan_id;  /* arrival VLAN ID, 0 untagged */
+	__u8 tos;
+	__u8 ttl;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);  /* preallocated: a full table fails the insert, it never evicts */
+	__uint(max_entries, XUPF_MAX_FLOWS);
+	__type(key, struct flow_key);
+	__type(value, struct flow);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, XUPF_MAX_FLOW_SEEN);
+	__type(key, struct flow_key);
+	__type(value, struct flow_seen);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_flow_seen SEC(".maps");
+
+/* flow_parse fills key with the 5-tuple of the IPv4 TCP or UDP packet at ip, and returns its
+ * TCP flags byte (0 for UDP), or -1 when the packet is not one the cache takes: another
+ * protocol, a fragment, or headers cut short. */
+static __always_inline int flow_parse(struct iphdr *ip, void *data_end, struct flow_key *key)
+{
+	__u32 ihl_len = ipv4_hdr_len(ip, data_end);
+	struct tcphdr *tcp;
+	__be16 *ports;
+
+	if (!ihl_len || ipv4_is_fragment(ip))
+		return -1;
+	ports = (void *)ip + ihl_len;
+	if (ip->protocol == IPPROTO_TCP) {
+		tcp = (void *)ports;
+		if ((void *)(tcp + 1) > data_end)
+			return -1;
+	} else if (ip->protocol != IPPROTO_UDP || (void *)(ports + 2) > data_end) {
+		return -1;
+	}
+	key->saddr = ip->saddr;
+	key->daddr = ip->daddr;
+	key->sport = ports[0];
+	key->dport = ports[1];
+	key->proto = ip->protocol;
+	return ip->protocol == IPPROTO_TCP ? ((__u8 *)ports)[13] : 0;
+}
+
+#define ERR_E2BIG 7  /* what a full preallocated hash map's update returns, negated */
+#define TCP_FLAG_FIN 0x01
+#define TCP_FLAG_RST 0x04
+
+/* csum_replace16 patches an Internet checksum for one 16-bit word changing from old to new
+ * (RFC 1624, eqn. 3). */
+static __always_inline void csum_replace16(__sum16 *check, __be16 old, __be16 new)
+{
+	__u32 sum = (__u16)~*check + (__u16)~old + (__u16)new;
+
+	sum = (sum & 0xffff) + (sum >> 16);
+	*check = ~(__u16)((sum & 0xffff) + (sum >> 16));
+}
+
+/* flow_rewrite_l2 writes the cached frame header in front of the IP header: MACs, and the
+ * VLAN tag pushed, popped or rewritten. Returns 0, or -1 when the head could not move (the
+ * packet is then dropped: it was changed already). */
+static __always_inline int flow_rewrite_l2(struct xdp_md *ctx, const struct flow *f)
+{
+	int delta = 0;
+	struct ethhdr *eth;
+	struct vlan_tag *tag;
+	void *data, *data_end;
+
+	if (f->vlan_action == FLOW_VLAN_PUSH)
+		delta = -(int)sizeof(struct vlan_tag);
+	else if (f->vlan_action == FLOW_VLAN_POP)
+		delta = sizeof(struct vlan_tag);
+	if (delta && bpf_xdp_adjust_head(ctx, delta))
+		return -1;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	tag = (void *)(eth + 1);
+	if ((void *)(tag + 1) > data_end)
+		return -1;
+	__builtin_memcpy(eth->h_dest, f->dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, f->smac, ETH_ALEN);
+	switch (f->vlan_action) {
+	case FLOW_VLAN_PUSH:
+		tag->encap_proto = bpf_htons(ETH_P_IP);
+		/* fall through */
+	case FLOW_VLAN_REWRITE:
+		eth->h_proto = f->vlan_proto;
+		tag->tci = f->vlan_tci;
+		break;
+	case FLOW_VLAN_POP:
+		eth->h_proto = bpf_htons(ETH_P_IP);
+		break;
+	}
+	return 0;
+}
+
+/* flowcache_xdp forwards a packet of a cached flow and returns XDP_REDIRECT (or XDP_DROP if
+ * it was changed and could not be finished); XDP_PASS hands the packet to the kernel as it
+ * came. Called on the path that would otherwise hand every packet to the kernel. */
+static __always_inline int flowcache_xdp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct vlan_tag *tag = NULL;
+	struct flow_key key = {};
+	struct flow_seen seen;
+	struct iphdr *ip;
+	struct flow *f;
+	__be16 proto, old;
+	int tcp_flags;
+
+	if ((void *)(eth + 1) > data_end)
+		return XDP_PASS;
+	proto = eth->h_proto;
+	ip = (void *)(eth + 1);
+	if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
+		tag = (void *)(eth + 1);
+		if ((void *)(tag + 1) > data_end)
+			return XDP_PASS;
+		proto = tag->encap_proto;
+		key.vlan_id = bpf_ntohs(tag->tci) & VLAN_VID_MASK;
+		/* A priority tag (VLAN ID 0) could not be told from no tag in the key. */
+		if (!key.vlan_id)
+			return XDP_PASS;
+		ip = (void *)(tag + 1);
+	}
+	if (proto != bpf_htons(ETH_P_IP) || (void *)(ip + 1) > data_end || ip->version != 4)
+		return XDP_PASS;
+	tcp_flags = flow_parse(ip, data_end, &key);
+	if (tcp_flags < 0)
+		return XDP_PASS;
+	key.ifindex = ctx->ingress_ifindex;
+
+	f = bpf_map_lookup_elem(&xupf_flows, &key);
+	if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) {
+		/* The end of a connection is the kernel's to see (conntrack); the flow is no longer
+		 * one to cache, and not learnt again from this packet. */
+		if (f)
+			bpf_map_delete_elem(&xupf_flows, &key);
+		return XDP_PASS;
+	}
+	if (!f) {
+		count_stat(STAT_FLOW_MISS);
+		seen = (struct flow_seen){ .ifindex = key.ifindex, .vlan_id = key.vlan_id,
+					   .tos = ip->tos, .ttl = ip->ttl };
+		key.vlan_id = 0;
+		key.ifindex = 0;
+		bpf_map_update_elem(&xupf_flow_seen, &key, &seen, BPF_ANY);
+		return XDP_PASS;
+	}
+	/* What the kernel would not forward as it did the first packet: an expiring TTL (ICMP
+	 * Time Exceeded) and a packet over the out MTU (fragmentation or ICMP). */
+	if (((f->flags & FLOW_F_TTL) && ip->ttl <= 1) || bpf_ntohs(ip->tot_len) > f->mtu)
+		return XDP_PASS;
+	/* The devmap lookup is also the check that the out interface is still attached. */
+	if (bpf_redirect_map(&xupf_tx_ports, f->ifindex, XDP_PASS) != XDP_REDIRECT)
+		return XDP_PASS;
+
+	__sync_fetch_and_add(&f->packets, 1);
+	__sync_fetch_and_add(&f->bytes, bpf_ntohs(ip->tot_len));
+	f->last_seen = bpf_ktime_get_coarse_ns();
+	if (f->flags & FLOW_F_DSCP) {
+		old = *(__be16 *)ip;
+		ip->tos = (ip->tos & 0x03) | f->tos;
+		csum_replace16(&ip->check, old, *(__be16 *)ip);
+	}
+	if (f->flags & FLOW_F_TTL)
+		ipv4_decrease_ttl(ip);
+	if (flow_rewrite_l2(ctx, f))
+		return drop(DROP_INTERNAL);
+	count_stat(STAT_FLOW_HIT);
+	return XDP_REDIRECT;
+}
+
+/* flow_learn records what the kernel did to a packet the XDP program handed it, as it leaves
+ * through skb's interface. */
+static __always_inline void flow_learn(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct flow_key key = {};
+	struct flow f = {};
+	struct flow_seen *seen;
+	struct vlan_tag *tag;
+	struct iphdr *ip;
+	__be16 proto;
+	__u32 mtu = 0;
+	__u64 now;
+	int tagged = 0;
+
+	if ((void *)(eth + 1) > data_end)
+		return;
+	proto = eth->h_proto;
+	ip = (void *)(eth + 1);
+	if (skb->vlan_present) {
+		/* The tag is in the skb's metadata, for the driver (or veth) to insert. */
+		tagged = 1;
+		f.vlan_proto = skb->vlan_proto;
+		f.vlan_tci = bpf_htons(skb->vlan_tci);
+	} else if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
+		tag = (void *)(eth + 1);
+		if ((void *)(tag + 1) > data_end)
+			return;
+		tagged = 1;
+		f.vlan_proto = proto;
+		f.vlan_tci = tag->tci;
+		proto = tag->encap_proto;
+		ip = (void *)(tag + 1);
+	}
+	if (proto != bpf_htons(ETH_P_IP) || (void *)(ip + 1) > data_end || ip->version != 4)
+		return;
+	if (flow_parse(ip, data_end, &key) < 0)
+		return;
+	seen = bpf_map_lookup_elem(&xupf_flow_seen, &key);
+	if (!seen)
+		return;  /* not handed over by XDP, or its addresses or ports were translated */
+
+	if (seen->ttl == ip->ttl + 1)
+		f.flags |= FLOW_F_TTL;
+	else if (seen->ttl != ip->ttl)
+		goto done;  /* the TTL was set, not decremented: not something the cache repeats */
+	if ((seen->tos ^ ip->tos) & ~0x03) {
+		f.flags |= FLOW_F_DSCP;
+		f.tos = ip->tos & ~0x03;
+	}
+	if (tagged)
+		f.vlan_action = seen->vlan_id ? FLOW_VLAN_REWRITE : FLOW_VLAN_PUSH;
+	else if (seen->vlan_id)
+		f.vlan_action = FLOW_VLAN_POP;
+	f.ifindex = skb->ifindex;
+	bpf_check_mtu(skb, 0, &mtu, 0, 0);  /* sets mtu to the interface's whatever it returns */
+	f.mtu = mtu;
+	__builtin_memcpy(f.dmac, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(f.smac, eth->h_source, ETH_ALEN);
+	now = bpf_ktime_get_coarse_ns();
+	f.first_seen = now;
+	f.last_seen = now;
+	f.packets = 1;
+	f.bytes = bpf_ntohs(ip->tot_len);
+
+	{
+		struct flow_key fkey = key;
+		long err;
+
+		fkey.vlan_id = seen->vlan_id;
+		fkey.ifindex = seen->ifindex;
+		err = bpf_map_update_elem(&xupf_flows, &fkey, &f, BPF_NOEXIST);
+		if (!err)
+			count_stat(STAT_FLOW_LEARNED);
+		else if (err == -ERR_E2BIG)
+			count_stat(STAT_FLOW_FULL);  /* the flow stays with the kernel */
+	}
+done:
+	bpf_map_delete_elem(&xupf_flow_seen, &key);
+}
+
+#endif

@@ -1,0 +1,303 @@
+package datapath
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// FlowCacheOptions configure the flow cache (bpf/lib/flowcache.h): the kernel forwards a
+// transit flow's first packet, a TC-egress program learns what it did, and the XDP program
+// does the same to the flow's later packets.
+type FlowCacheOptions struct {
+	// MaxFlows sizes the flow table; 0 turns the cache off (its code is then not loaded).
+	// When the table is full, new flows stay with the kernel (counted as flow_full).
+	MaxFlows int
+	// IdleTimeout is how long a flow may go without a packet before aging removes it;
+	// default DefaultFlowIdleTimeout.
+	IdleTimeout time.Duration
+	// ScanBatch bounds aging's work: each ScanInterval it looks at this many entries, resuming
+	// where it stopped, so a full sweep takes MaxFlows/ScanBatch intervals; defaults
+	// DefaultFlowScanBatch and DefaultFlowScanInterval.
+	ScanBatch    int
+	ScanInterval time.Duration
+}
+
+// Defaults of the flow cache's aging.
+const (
+	DefaultFlowIdleTimeout  = 30 * time.Second
+	DefaultFlowScanBatch    = 65536
+	DefaultFlowScanInterval = time.Second
+)
+
+func (o *FlowCacheOptions) setDefaults() {
+	o.IdleTimeout = cmp.Or(o.IdleTimeout, DefaultFlowIdleTimeout)
+	o.ScanBatch = cmp.Or(o.ScanBatch, DefaultFlowScanBatch)
+	o.ScanInterval = cmp.Or(o.ScanInterval, DefaultFlowScanInterval)
+}
+
+func (o FlowCacheOptions) on() bool { return o.MaxFlows > 0 }
+
+// setFlowCache sizes the flow table and sets cfg_flowcache in spec.
+func setFlowCache(spec *ebpf.CollectionSpec, o FlowCacheOptions) error {
+	if o.MaxFlows < 0 {
+		return fmt.Errorf("flow_cache.max_flows must be 0 (off) or positive, got %d", o.MaxFlows)
+	}
+	mode := xupfFlowcacheModeFLOWCACHE_OFF
+	if o.on() {
+		mode = xupfFlowcacheModeFLOWCACHE_LEARN
+		spec.Maps[xupfMapXupfFlows].MaxEntries = uint32(o.MaxFlows)
+	}
+	return spec.Variables[xupfVarCfgFlowcache].Set(uint32(mode))
+}
+
+// FlowKey identifies a cached flow: its 5-tuple and where its packets arrive.
+type FlowKey struct {
+	Src, Dst         netip.Addr
+	SrcPort, DstPort uint16
+	Proto            uint8  // 6 TCP, 17 UDP
+	VLAN             uint16 // the VLAN ID it arrives with, 0 untagged
+	Ifindex          int    // the interface it arrives on
+}
+
+// VLANAction is what the cache does to a flow's VLAN tag.
+type VLANAction string
+
+// The values of VLANAction, one per enum flow_vlan_action.
+const (
+	VLANNone    VLANAction = "none"
+	VLANPush    VLANAction = "push"
+	VLANPop     VLANAction = "pop"
+	VLANRewrite VLANAction = "rewrite"
+)
+
+var vlanActions = map[xupfFlowVlanAction]VLANAction{
+	xupfFlowVlanActionFLOW_VLAN_NONE: VLANNone, xupfFlowVlanActionFLOW_VLAN_PUSH: VLANPush,
+	xupfFlowVlanActionFLOW_VLAN_POP: VLANPop, xupfFlowVlanActionFLOW_VLAN_REWRITE: VLANRewrite,
+}
+
+// Flow is a cached flow: what the kernel did to its first packet, and its statistics.
+type Flow struct {
+	Key        FlowKey
+	OutIfindex int
+	MTU        int
+	DstMAC     net.HardwareAddr
+	SrcMAC     net.HardwareAddr
+	VLAN       VLANAction
+	VLANProto  uint16 // push, rewrite: 0x8100 or 0x88a8
+	VLANTCI    uint16 // push, rewrite: priority and VLAN ID
+	DecTTL     bool   // the TTL is decremented (routed)
+	DSCP       int    // the DSCP written, -1 when left as it came
+	Packets    uint64
+	Bytes      uint64 // of the IP packets
+	FirstSeen  time.Time
+	LastSeen   time.Time
+}
+
+// monoNow is the clock the datapath stamps flows with (bpf_ktime_get_coarse_ns: CLOCK_MONOTONIC,
+// to a tick).
+func monoNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+func flowKeyOf(k xupfFlowKey) FlowKey {
+	return FlowKey{Src: addrFromBE(k.Saddr), Dst: addrFromBE(k.Daddr), SrcPort: be16(k.Sport), DstPort: be16(k.Dport),
+		Proto: k.Proto, VLAN: k.VlanId, Ifindex: int(k.Ifindex)}
+}
+
+func (k FlowKey) raw() xupfFlowKey {
+	return xupfFlowKey{Saddr: addrBE(k.Src), Daddr: addrBE(k.Dst), Sport: be16(k.SrcPort), Dport: be16(k.DstPort),
+		Proto: k.Proto, VlanId: k.VLAN, Ifindex: uint32(k.Ifindex)}
+}
+
+func flowOf(k xupfFlowKey, v xupfFlow, mono uint64, wall time.Time) Flow {
+	at := func(ns uint64) time.Time { return wall.Add(-time.Duration(mono - ns)) }
+	f := Flow{Key: flowKeyOf(k), OutIfindex: int(v.Ifindex), MTU: int(v.Mtu),
+		DstMAC: net.HardwareAddr(v.Dmac[:]), SrcMAC: net.HardwareAddr(v.Smac[:]),
+		VLAN: vlanActions[xupfFlowVlanAction(v.VlanAction)], VLANProto: be16(v.VlanProto), VLANTCI: be16(v.VlanTci),
+		DecTTL: v.Flags&uint8(xupfFlowFlagFLOW_F_TTL) != 0, DSCP: -1,
+		Packets: v.Packets, Bytes: v.Bytes, FirstSeen: at(v.FirstSeen), LastSeen: at(v.LastSeen)}
+	if v.Flags&uint8(xupfFlowFlagFLOW_F_DSCP) != 0 {
+		f.DSCP = int(v.Tos >> 2)
+	}
+	return f
+}
+
+// ErrFlowCacheOff is returned by the flow operations when the flow cache is off.
+var ErrFlowCacheOff = errors.New("the flow cache is off (flow_cache.max_flows is 0)")
+
+// Flows lists the cached flows.
+func (d *Datapath) Flows() ([]Flow, error) {
+	if !d.opts.FlowCache.on() {
+		return nil, ErrFlowCacheOff
+	}
+	mono, wall := monoNow(), time.Now()
+	var out []Flow
+	var k xupfFlowKey
+	var v xupfFlow
+	it := d.objs.XupfFlows.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, flowOf(k, v, mono, wall))
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read xupf_flows: %w", err)
+	}
+	return out, nil
+}
+
+// FlushFlows removes the cached flows match selects (every one when match is nil) and returns
+// how many it removed: their next packets go to the kernel, which decides afresh.
+func (d *Datapath) FlushFlows(match func(Flow) bool) (int, error) {
+	flows, err := d.Flows()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, f := range flows {
+		if match != nil && !match(f) {
+			continue
+		}
+		if err := d.objs.XupfFlows.Delete(f.Key.raw()); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return n, fmt.Errorf("remove flow: %w", err)
+		}
+		n++
+	}
+	d.flowsFlushed.Add(uint64(n))
+	return n, nil
+}
+
+// FlowCacheStats are the flow cache's own counters (the datapath's are in Stats).
+type FlowCacheStats struct {
+	Entries int    // flows cached now
+	Aged    uint64 // flows aging removed
+	Flushed uint64 // flows FlushFlows removed
+}
+
+// flowAger removes idle flows a bounded number of entries at a time.
+type flowAger struct {
+	cursor ebpf.MapBatchCursor
+	keys   []xupfFlowKey
+	vals   []xupfFlow
+}
+
+// ageFlows looks at up to ScanBatch entries after where the previous call stopped and removes
+// those idle for IdleTimeout as of now (monotonic ns). It returns how many it looked at and
+// how many it removed.
+func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
+	o := d.opts.FlowCache
+	a := &d.ager
+	if a.keys == nil {
+		a.keys = make([]xupfFlowKey, min(o.ScanBatch, o.MaxFlows))
+		a.vals = make([]xupfFlow, len(a.keys))
+	}
+	n, err := d.objs.XupfFlows.BatchLookup(&a.cursor, a.keys, a.vals, nil)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		a.cursor = ebpf.MapBatchCursor{} // the end of the table: start over next time
+		err = nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("age flows: read xupf_flows: %w", err)
+	}
+	idle := uint64(o.IdleTimeout)
+	for i := range n {
+		// A packet forwarded since the read restamps the entry; removing it then costs only
+		// that flow's next packet a trip through the kernel.
+		if last := a.vals[i].LastSeen; now > last && now-last >= idle {
+			if err := d.objs.XupfFlows.Delete(a.keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return n, aged, fmt.Errorf("age flows: %w", err)
+			}
+			aged++
+		}
+	}
+	d.flowsAged.Add(uint64(aged))
+	return n, aged, nil
+}
+
+// FlowCacheStats reads the flow cache's counters.
+func (d *Datapath) FlowCacheStats() (FlowCacheStats, error) {
+	flows, err := d.Flows()
+	if err != nil {
+		return FlowCacheStats{}, err
+	}
+	return FlowCacheStats{Entries: len(flows), Aged: d.flowsAged.Load(), Flushed: d.flowsFlushed.Load()}, nil
+}
+
+// startAging runs ageFlows every ScanInterval until the returned stop is called.
+func (d *Datapath) startAging() (stop func()) {
+	if !d.opts.FlowCache.on() {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(d.opts.FlowCache.ScanInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if _, _, err := d.ageFlows(monoNow()); err != nil {
+					d.log.Warn("flow cache aging", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// flowCounters are the counters of removals the daemon makes, beside the ager's state.
+type flowCounters struct {
+	flowsAged    atomic.Uint64
+	flowsFlushed atomic.Uint64
+}
+
+// attachLearner attaches the flow cache's learner to TC egress of ifindex, or takes over the
+// link an earlier run pinned there; with the cache off it removes such a link. The caller
+// holds d.mu.
+func (d *Datapath) attachLearner(name string, ifindex int) (link.Link, error) {
+	pin := d.learnerPin(name)
+	l, err := link.LoadPinnedLink(pin, nil)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("attach flow learner to %q: open pinned link %s: %w", name, pin, err)
+	}
+	if !d.opts.FlowCache.on() {
+		if l != nil {
+			return nil, errors.Join(l.Unpin(), l.Close())
+		}
+		return nil, nil
+	}
+	if l != nil {
+		if err := l.Update(d.objs.XupfFlowLearn); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("attach flow learner to %q: replace program in pinned link %s: %w", name, pin, err)
+		}
+		return l, nil
+	}
+	l, err = link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: d.objs.XupfFlowLearn, Attach: ebpf.AttachTCXEgress})
+	if err != nil {
+		return nil, fmt.Errorf("attach flow learner to %q (TCX egress needs Linux 6.6): %w", name, err)
+	}
+	if err := l.Pin(pin); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("attach flow learner to %q: pin link: %w", name, err)
+	}
+	return l, nil
+}
+
+func (d *Datapath) learnerPin(ifname string) string {
+	return filepath.Join(d.opts.PinPath, "learn_"+ifname)
+}

@@ -1,0 +1,325 @@
+package datapath
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+)
+
+// Transit traffic through the box, no UPF session: a host behind n6 talks to a host behind n3.
+var (
+	transitSrc = addrDN  // behind the DN router, reached through n6
+	transitDst = addrGNB // on n3's subnet
+)
+
+// transitTCP is a transit IPv4/TCP packet with the given ToS, TTL and flags.
+func transitTCP(t testing.TB, tos, ttl uint8, tcp layers.TCP) []byte {
+	ip := ipv4(transitSrc, transitDst, layers.IPProtocolTCP, ttl)
+	ip.TOS = tos
+	tcp.SrcPort, tcp.DstPort, tcp.Window = 40000, 443, 1000
+	return serialize(t, ip, &tcp, gopacket.Payload("transit payload"))
+}
+
+// frame puts an Ethernet header (with a VLAN tag when vid is not 0) in front of ip.
+func frame(src, dst []byte, vid uint16, ip []byte) []byte {
+	if vid == 0 {
+		return concat(dst, src, []byte{0x08, 0x00}, ip)
+	}
+	return concat(dst, src, []byte{0x81, 0x00, byte(vid >> 8), byte(vid), 0x08, 0x00}, ip)
+}
+
+var transitKey = FlowKey{Src: transitSrc, Dst: transitDst, SrcPort: 40000, DstPort: 443, Proto: 6}
+
+func newFlowEnv(t *testing.T, maxFlows int) *testEnv {
+	t.Helper()
+	return newTestEnvOpts(t, Options{MaxSessions: 4, FlowCache: FlowCacheOptions{MaxFlows: maxFlows, ScanInterval: time.Hour}})
+}
+
+// putFlow caches a flow arriving on n6 (VLAN vid) leaving through n3 toward the gNB's MAC.
+func (e *testEnv) putFlow(t *testing.T, vid uint16, v xupfFlow) {
+	t.Helper()
+	k := transitKey
+	k.VLAN, k.Ifindex = vid, e.n6
+	v.Ifindex, v.Dmac, v.Smac = uint32(e.n3), [6]byte(macGNB), [6]byte(macN3)
+	if v.Mtu == 0 {
+		v.Mtu = 1500
+	}
+	if err := e.dp.objs.XupfFlows.Put(k.raw(), v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFlowCacheForward: a packet of a cached flow gets what the kernel did to the flow's first
+// packet (TTL, DSCP, VLAN, MACs) and is redirected; what the cache must not take goes to the
+// kernel as it came.
+func TestFlowCacheForward(t *testing.T) {
+	e := newFlowEnv(t, 16)
+	ack := layers.TCP{ACK: true}
+	in := func(vid uint16, tos, ttl uint8) []byte {
+		return frame(macDN, macN6, vid, transitTCP(t, tos, ttl, ack))
+	}
+	out := func(vid uint16, tos, ttl uint8) []byte {
+		return frame(macN3, macGNB, vid, transitTCP(t, tos, ttl, ack))
+	}
+	routed := xupfFlow{Flags: uint8(xupfFlowFlagFLOW_F_TTL)}
+	hit := map[string]uint64{"flow_hit": 1}
+	toKernel := map[string]uint64{"pass": 1}
+	be := func(v uint16) uint16 { return be16(v) }
+	ipLen := uint64(len(transitTCP(t, 0, 64, ack)))
+	cases := []struct {
+		name string
+		vid  uint16 // the cached flow's arrival VLAN
+		flow xupfFlow
+		pktCase
+	}{
+		{name: "routed", flow: routed, pktCase: pktCase{in: in(0, 0x01, 64), verdict: xdpRedirect, out: out(0, 0x01, 63), counters: hit}},
+		{name: "DSCP set, ECN kept", flow: xupfFlow{Flags: uint8(xupfFlowFlagFLOW_F_TTL | xupfFlowFlagFLOW_F_DSCP), Tos: 46 << 2},
+			pktCase: pktCase{in: in(0, 0x01, 64), verdict: xdpRedirect, out: out(0, 46<<2|0x01, 63), counters: hit}},
+		{name: "bridged: TTL kept", pktCase: pktCase{in: in(0, 0, 64), verdict: xdpRedirect, out: out(0, 0, 64), counters: hit}},
+		{name: "VLAN pushed", flow: xupfFlow{Flags: routed.Flags, VlanAction: uint8(xupfFlowVlanActionFLOW_VLAN_PUSH),
+			VlanProto: be(0x8100), VlanTci: be(20)},
+			pktCase: pktCase{in: in(0, 0, 64), verdict: xdpRedirect, out: out(20, 0, 63), counters: hit}},
+		{name: "VLAN popped", vid: 10, flow: xupfFlow{Flags: routed.Flags, VlanAction: uint8(xupfFlowVlanActionFLOW_VLAN_POP)},
+			pktCase: pktCase{in: in(10, 0, 64), verdict: xdpRedirect, out: out(0, 0, 63), counters: hit}},
+		{name: "VLAN rewritten", vid: 10, flow: xupfFlow{Flags: routed.Flags, VlanAction: uint8(xupfFlowVlanActionFLOW_VLAN_REWRITE),
+			VlanProto: be(0x8100), VlanTci: be(30)},
+			pktCase: pktCase{in: in(10, 0, 64), verdict: xdpRedirect, out: out(30, 0, 63), counters: hit}},
+		{name: "other VLAN: miss", vid: 10, flow: routed, pktCase: pktCase{in: in(11, 0, 64), verdict: xdpPass,
+			counters: map[string]uint64{"pass": 1, "flow_miss": 1}}},
+		{name: "TTL expiring", flow: routed, pktCase: pktCase{in: in(0, 0, 1), verdict: xdpPass, counters: toKernel}},
+		{name: "over the MTU", flow: xupfFlow{Flags: routed.Flags, Mtu: 40}, pktCase: pktCase{in: in(0, 0, 64), verdict: xdpPass, counters: toKernel}},
+		{name: "FIN", flow: routed, pktCase: pktCase{in: frame(macDN, macN6, 0, transitTCP(t, 0, 64, layers.TCP{ACK: true, FIN: true})),
+			verdict: xdpPass, counters: toKernel}},
+		{name: "RST", flow: routed, pktCase: pktCase{in: frame(macDN, macN6, 0, transitTCP(t, 0, 64, layers.TCP{RST: true})),
+			verdict: xdpPass, counters: toKernel}},
+		{name: "ICMP", flow: routed, pktCase: pktCase{in: frame(macDN, macN6, 0, serialize(t, ipv4(transitSrc, transitDst, layers.IPProtocolICMPv4, 64),
+			&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(8, 0), Id: 1, Seq: 1})), verdict: xdpPass, counters: toKernel}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := clearMap(e.dp.objs.XupfFlows); err != nil {
+				t.Fatal(err)
+			}
+			e.putFlow(t, c.vid, c.flow)
+			c.pktCase.name, c.pktCase.ifindex = c.name, n6
+			runCase(t, e, c.pktCase)
+			flows, err := e.dp.Flows()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case c.name == "FIN" || c.name == "RST":
+				if len(flows) != 0 {
+					t.Errorf("the flow outlived its %s: %+v", c.name, flows)
+				}
+			case len(flows) != 1:
+				t.Errorf("%d flows, want 1", len(flows))
+			case c.verdict == xdpRedirect && (flows[0].Packets != 1 || flows[0].Bytes != ipLen):
+				t.Errorf("flow statistics %d packets %d bytes, want 1 and %d", flows[0].Packets, flows[0].Bytes, ipLen)
+			case c.verdict == xdpPass && flows[0].Packets != 0:
+				t.Errorf("flow counted a packet it did not forward")
+			}
+		})
+	}
+}
+
+// skbCtx is the head of struct __sk_buff, as BPF_PROG_TEST_RUN takes it for a TC program:
+// only ingress_ifindex (the arrival interface) and ifindex (the departure one) are set.
+type skbCtx struct {
+	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTCI, VlanProto, Priority uint32
+	IngressIfindex, Ifindex                                                               uint32
+}
+
+// learn runs the learner on pkt leaving through out after arriving on in.
+func (e *testEnv) learn(t *testing.T, pkt []byte, in, out int) {
+	t.Helper()
+	err := e.do(func() error {
+		ret, err := e.dp.objs.XupfFlowLearn.Run(&ebpf.RunOptions{Data: pkt,
+			Context: skbCtx{IngressIfindex: uint32(in), Ifindex: uint32(out)}})
+		if err == nil && ret != 0 {
+			t.Errorf("learner returned %d, want TC_ACT_OK", ret)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("BPF_PROG_TEST_RUN: %v", err)
+	}
+}
+
+// TestFlowCacheLearn: the learner records what the kernel did to a packet the XDP program
+// handed it, and nothing else.
+func TestFlowCacheLearn(t *testing.T) {
+	e := newFlowEnv(t, 2)
+	ack := layers.TCP{ACK: true}
+	sent := transitTCP(t, 0x01, 64, ack)
+	cases := []struct {
+		name    string
+		inVID   uint16
+		outVID  uint16
+		out     []byte // the IP packet as the kernel sends it
+		handed  bool   // the XDP program handed the packet to the kernel
+		want    *Flow  // nil: nothing learnt
+		counter string
+	}{
+		{name: "routed, DSCP set", out: transitTCP(t, 10<<2|0x01, 63, ack), handed: true, counter: "flow_learned",
+			want: &Flow{DecTTL: true, DSCP: 10, VLAN: VLANNone}},
+		{name: "VLAN pushed", outVID: 20, out: transitTCP(t, 0x01, 63, ack), handed: true, counter: "flow_learned",
+			want: &Flow{DecTTL: true, DSCP: -1, VLAN: VLANPush, VLANProto: 0x8100, VLANTCI: 20}},
+		{name: "VLAN rewritten", inVID: 10, outVID: 30, out: transitTCP(t, 0x01, 63, ack), handed: true, counter: "flow_learned",
+			want: &Flow{DecTTL: true, DSCP: -1, VLAN: VLANRewrite, VLANProto: 0x8100, VLANTCI: 30}},
+		{name: "VLAN popped", inVID: 10, out: transitTCP(t, 0x01, 63, ack), handed: true, counter: "flow_learned",
+			want: &Flow{DecTTL: true, DSCP: -1, VLAN: VLANPop}},
+		{name: "not handed over by XDP", out: transitTCP(t, 0x01, 63, ack)},
+		{name: "TTL set, not decremented", out: transitTCP(t, 0x01, 20, ack), handed: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, m := range []*ebpf.Map{e.dp.objs.XupfFlows, e.dp.objs.XupfFlowSeen} {
+				if err := clearMap(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.handed {
+				if ret, _ := e.run(t, frame(macDN, macN6, c.inVID, sent), e.n6); ret != xdpPass {
+					t.Fatalf("first packet: %s, want XDP_PASS", verdictNames[ret])
+				}
+			}
+			before, _ := e.dp.Stats()
+			e.learn(t, frame(macN3, macGNB, c.outVID, c.out), e.n6, e.n3)
+			after, _ := e.dp.Stats()
+			want := map[string]uint64{}
+			if c.counter != "" {
+				want[c.counter] = 1
+			}
+			checkDeltas(t, "counter", before.Counters, after.Counters, want)
+			flows, err := e.dp.Flows()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.want == nil {
+				if len(flows) != 0 {
+					t.Fatalf("learnt %+v", flows)
+				}
+				return
+			}
+			if len(flows) != 1 {
+				t.Fatalf("%d flows, want 1", len(flows))
+			}
+			f, w := flows[0], *c.want
+			wantKey := transitKey
+			wantKey.VLAN, wantKey.Ifindex = c.inVID, e.n6
+			if f.Key != wantKey || f.OutIfindex != e.n3 || f.MTU != 1500 || f.DstMAC.String() != macGNB.String() ||
+				f.SrcMAC.String() != macN3.String() || f.DecTTL != w.DecTTL || f.DSCP != w.DSCP || f.VLAN != w.VLAN ||
+				f.VLANProto != w.VLANProto || f.VLANTCI != w.VLANTCI || f.Packets != 1 || f.Bytes != uint64(len(c.out)) {
+				t.Errorf("learnt %+v", f)
+			}
+			if age := time.Since(f.FirstSeen); age < -time.Second || age > time.Second || f.LastSeen != f.FirstSeen {
+				t.Errorf("first seen %v ago, last seen %v", age, f.LastSeen)
+			}
+		})
+	}
+}
+
+// TestFlowCacheFull: with the table full a new flow stays with the kernel, counted.
+func TestFlowCacheFull(t *testing.T) {
+	e := newFlowEnv(t, 1)
+	e.putFlow(t, 99, xupfFlow{})
+	ack := layers.TCP{ACK: true}
+	if ret, _ := e.run(t, frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack)), e.n6); ret != xdpPass {
+		t.Fatalf("first packet: %s", verdictNames[ret])
+	}
+	before, _ := e.dp.Stats()
+	e.learn(t, frame(macN3, macGNB, 0, transitTCP(t, 0, 63, ack)), e.n6, e.n3)
+	after, _ := e.dp.Stats()
+	checkDeltas(t, "counter", before.Counters, after.Counters, map[string]uint64{"flow_full": 1})
+	if ret, _ := e.run(t, frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack)), e.n6); ret != xdpPass {
+		t.Errorf("next packet: %s, want XDP_PASS (the kernel keeps the flow)", verdictNames[ret])
+	}
+}
+
+// TestFlowCacheAging: idle flows go, busy ones stay, and one pass looks at ScanBatch entries
+// at most.
+func TestFlowCacheAging(t *testing.T) {
+	e := newTestEnvOpts(t, Options{MaxSessions: 4, FlowCache: FlowCacheOptions{MaxFlows: 64, IdleTimeout: 10 * time.Second,
+		ScanBatch: 8, ScanInterval: time.Hour}})
+	now := monoNow()
+	for i := range 40 {
+		k := transitKey
+		k.SrcPort = uint16(1000 + i)
+		last := now // busy
+		if i%2 == 0 {
+			last = now - uint64(11*time.Second) // idle
+		}
+		if err := e.dp.objs.XupfFlows.Put(k.raw(), xupfFlow{LastSeen: last}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := 0
+	for range 40 {
+		scanned, aged, err := e.dp.ageFlows(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if scanned > 8 {
+			t.Fatalf("one pass looked at %d entries, want at most 8", scanned)
+		}
+		total += aged
+	}
+	flows, _ := e.dp.Flows()
+	if total != 20 || len(flows) != 20 {
+		t.Fatalf("aged %d, %d left; want 20 and 20", total, len(flows))
+	}
+	for _, f := range flows {
+		if f.Key.SrcPort%2 != 1 {
+			t.Errorf("idle flow %d survived", f.Key.SrcPort)
+		}
+	}
+	if st, _ := e.dp.FlowCacheStats(); st.Aged != 20 || st.Entries != 20 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// BenchmarkFlowCache: ns/packet of a transit packet forwarded by the flow cache (a hit, with
+// 100,000 other flows cached), of one it misses, and of the same packet with the cache off,
+// beside the ARP baseline. The packet arrives on lo (benchPacket), so the flow is keyed there.
+func BenchmarkFlowCache(b *testing.B) {
+	const others = 100000
+	for _, maxFlows := range []int{0, others + 1} {
+		e := newTestEnvOpts(b, Options{MaxSessions: 2, FlowCache: FlowCacheOptions{MaxFlows: maxFlows, ScanInterval: time.Hour}})
+		pkt := frame(macDN, macN6, 0, transitTCP(b, 0, 64, layers.TCP{ACK: true}))
+		miss := frame(macDN, macN6, 0, serialize(b, ipv4(transitSrc, transitDst, layers.IPProtocolUDP, 64),
+			&layers.UDP{SrcPort: 1, DstPort: 2}, gopacket.Payload(payload)))
+		type benchCase struct {
+			name    string
+			pkt     []byte
+			verdict uint32
+		}
+		cases := []benchCase{{"not-ours-baseline", notOursCases(b)[0].in, xdpPass}}
+		if maxFlows == 0 {
+			cases = append(cases, benchCase{"transit/cache-off", pkt, xdpPass})
+		} else {
+			for i := range others {
+				k := transitKey
+				k.Dst, k.Ifindex = netip.AddrFrom4([4]byte{10, 70, byte(i >> 8), byte(i)}), 1
+				if err := e.dp.objs.XupfFlows.Put(k.raw(), xupfFlow{Mtu: 1500}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			k := transitKey
+			k.Ifindex = 1
+			v := xupfFlow{Ifindex: uint32(e.n3), Mtu: 1500, Dmac: [6]byte(macGNB), Smac: [6]byte(macN3), Flags: uint8(xupfFlowFlagFLOW_F_TTL)}
+			if err := e.dp.objs.XupfFlows.Put(k.raw(), v); err != nil {
+				b.Fatal(err)
+			}
+			cases = append(cases, benchCase{"transit/hit", pkt, xdpRedirect}, benchCase{"transit/miss", miss, xdpPass})
+		}
+		for _, c := range cases {
+			b.Run(fmt.Sprintf("%s/max_flows=%d", c.name, maxFlows), func(b *testing.B) { benchPacket(b, e, c.pkt, c.verdict) })
+		}
+	}
+}
