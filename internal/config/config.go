@@ -210,6 +210,8 @@ type Config struct {
 
 	// Router says where the datapath's routes and neighbours come from.
 	Router Router `yaml:"router"`
+	// FlowCache configures the flow cache (off by default).
+	FlowCache FlowCache `yaml:"flow_cache"`
 }
 
 // Interface is one network interface and the roles it plays.
@@ -274,6 +276,7 @@ func Default() *Config {
 			MaxAssociations: DefaultMaxAssociations, MaxSessionsPerAssociation: DefaultMaxSessions},
 		APIAccess: APIAccess{TokenFile: DefaultAPITokenFile},
 		Router:    Router{Mode: RouterMirror, MaxRoutes: DefaultMaxRoutes},
+		FlowCache: FlowCache{IdleTimeout: DefaultFlowIdleTimeout},
 	}
 }
 
@@ -347,7 +350,8 @@ type rawConfig struct {
 	PFCPAllowAnySource bool         `yaml:"pfcp_allow_any_source"`
 	UEToUPFAllowed     []rawUEToUPF `yaml:"ue_to_upf_allowed"`
 
-	Router rawRouter `yaml:"router"`
+	Router    rawRouter    `yaml:"router"`
+	FlowCache rawFlowCache `yaml:"flow_cache"`
 }
 
 type rawLimits struct {
@@ -417,6 +421,7 @@ func parse(data []byte) (*Config, []error) {
 	v.cfg.PFCPAllowAnySource = raw.PFCPAllowAnySource
 	v.ueToUPF(raw.UEToUPFAllowed)
 	v.router(raw.Router)
+	v.flowCache(raw.FlowCache)
 	if len(v.errs) > 0 {
 		return nil, v.errs
 	}
@@ -521,6 +526,8 @@ func sectionOf(typ string) (string, reflect.Type) {
 		return "under router", reflect.TypeOf(rawRouter{})
 	case "config.rawRoute":
 		return "in a router.routes entry", reflect.TypeOf(rawRoute{})
+	case "config.rawFlowCache":
+		return "under flow_cache", reflect.TypeOf(rawFlowCache{})
 	case "config.rawNeighbour":
 		return "in a router.neighbours entry", reflect.TypeOf(rawNeighbour{})
 	default:
@@ -817,12 +824,8 @@ func (v *validator) pfcp(raw *rawConfig) {
 		v.cfg.PFCPSMFPeers = append(v.cfg.PFCPSMFPeers, ap)
 	}
 
-	const intervalRange = `use a duration from 100ms to 10m, e.g. "10s"`
-	if d, err := time.ParseDuration(raw.PFCPInterval); err != nil {
-		v.addf("pfcp_heartbeat_interval: %q is not a duration (a number with a unit: ms, s, m); %s", raw.PFCPInterval, intervalRange)
-	} else if d < MinPFCPHeartbeatInterval || d > MaxPFCPHeartbeatInterval {
-		v.addf("pfcp_heartbeat_interval: %s is out of range; %s", raw.PFCPInterval, intervalRange)
-	} else {
+	if d, ok := v.duration("pfcp_heartbeat_interval", raw.PFCPInterval, "ms, s, m",
+		`use a duration from 100ms to 10m, e.g. "10s"`, MinPFCPHeartbeatInterval, MaxPFCPHeartbeatInterval); ok {
 		v.cfg.PFCPHeartbeatInterval = d
 	}
 
@@ -932,14 +935,25 @@ func (v *validator) qos(raw *rawConfig) {
 	default:
 		v.addf("qos_clock: %q is not a clock; use %s (the default), %s or %s", raw.QoSClock, ClockKtime, ClockCoarse, ClockUser)
 	}
-	const burstRange = `use a duration from 1ms to 10s, e.g. "20ms"`
-	if d, err := time.ParseDuration(raw.QoSMBRBurst); err != nil {
-		v.addf("qos_mbr_burst: %q is not a duration (a number with a unit: ms, s); %s", raw.QoSMBRBurst, burstRange)
-	} else if d < MinQoSMBRBurst || d > MaxQoSMBRBurst {
-		v.addf("qos_mbr_burst: %s is out of range; %s", raw.QoSMBRBurst, burstRange)
-	} else {
+	if d, ok := v.duration("qos_mbr_burst", raw.QoSMBRBurst, "ms, s",
+		`use a duration from 1ms to 10s, e.g. "20ms"`, MinQoSMBRBurst, MaxQoSMBRBurst); ok {
 		v.cfg.QoSMBRBurst = d
 	}
+}
+
+// duration parses raw, the value of key, as a duration from lo to hi; a problem is reported
+// with the units the setting takes and hint (the range, in words, and an example).
+func (v *validator) duration(key, raw, units, hint string, lo, hi time.Duration) (time.Duration, bool) {
+	d, err := time.ParseDuration(raw)
+	switch {
+	case err != nil:
+		v.addf("%s: %q is not a duration (a number with a unit: %s); %s", key, raw, units, hint)
+	case d < lo || d > hi:
+		v.addf("%s: %s is out of range; %s", key, raw, hint)
+	default:
+		return d, true
+	}
+	return 0, false
 }
 
 func (v *validator) uePools(raws []string) {

@@ -55,6 +55,7 @@ func TestLoadExample(t *testing.T) {
 			MaxSessionsPerAssociation: 100000},
 		APIAccess: APIAccess{TokenFile: "/var/lib/xupf/api-token"},
 		Router:    Router{Mode: "mirror", MaxRoutes: 1048576},
+		FlowCache: FlowCache{IdleTimeout: 30 * time.Second},
 		Sessions: []session.Session{
 			{
 				ID:           1,
@@ -101,7 +102,7 @@ func TestExampleShowsDefaults(t *testing.T) {
 		PFCPHeartbeatRetries: cfg.PFCPHeartbeatRetries, PFCPLostPeerSessions: cfg.PFCPLostPeerSessions,
 		GTPUErrorIndicationRate: cfg.GTPUErrorIndicationRate,
 		QoSAlgorithm:            cfg.QoSAlgorithm, QoSClock: cfg.QoSClock, QoSMBRBurst: cfg.QoSMBRBurst,
-		LogLevel: cfg.LogLevel, Limits: cfg.Limits, APIAccess: cfg.APIAccess, Router: cfg.Router}
+		LogLevel: cfg.LogLevel, Limits: cfg.Limits, APIAccess: cfg.APIAccess, Router: cfg.Router, FlowCache: cfg.FlowCache}
 	if !reflect.DeepEqual(&got, def) {
 		t.Errorf("example settings %+v differ from Default() %+v", got, *def)
 	}
@@ -384,6 +385,9 @@ func TestParseErrors(t *testing.T) {
 		{name: "qos_algorithm unknown", yaml: minimal + "qos_algorithm: leaky_bucket\n", want: []string{`config: qos_algorithm: "leaky_bucket" is not an algorithm; use token_bucket (the default), sliding_window or fixed_window`}},
 		{name: "qos_clock unknown", yaml: minimal + "qos_clock: tsc\n", want: []string{`config: qos_clock: "tsc" is not a clock; use ktime (the default), coarse or user`}},
 		{name: "qos_mbr_burst no unit", yaml: minimal + "qos_mbr_burst: 20\n", want: []string{`qos_mbr_burst: "20" is not a duration`}},
+		{name: "flow_cache.max_flows negative", yaml: minimal + "flow_cache: {max_flows: -1}\n", want: []string{`flow_cache.max_flows: `, `use 0 (off) to 16777216`}},
+		{name: "flow_cache.idle_timeout too short", yaml: minimal + "flow_cache: {idle_timeout: 10ms}\n", want: []string{`flow_cache.idle_timeout: 10ms is out of range; use a duration from 1s to 24h`}},
+		{name: "flow_cache unknown key", yaml: minimal + "flow_cache: {max_flow: 10}\n", want: []string{`max_flow`, `under flow_cache`}},
 		{name: "qos_mbr_burst too short", yaml: minimal + "qos_mbr_burst: 100us\n", want: []string{`qos_mbr_burst: 100us is out of range; use a duration from 1ms to 10s`}},
 		{name: "pfcp_lost_peer_sessions unknown", yaml: minimal + "pfcp_lost_peer_sessions: drop\n", want: []string{`config: pfcp_lost_peer_sessions: "drop" is not a policy; use "keep" (lost SMFs' sessions keep forwarding) or "delete"`}},
 		{name: "ue_pools not a network", yaml: minimal + "ue_pools: [10.45.0.1]\n", want: []string{`config: ue_pools[0]: "10.45.0.1" is not an IPv4 network; give an IPv4 network such as "10.45.0.0/16"`}},

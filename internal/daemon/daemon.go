@@ -99,6 +99,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		MBRBurst:      cfg.QoSMBRBurst,
 		PrivateRoutes: cfg.Router.Mode == config.RouterPrivate,
 		MaxRoutes:     cfg.Router.MaxRoutes,
+		FlowCache:     datapath.FlowCacheOptions{MaxFlows: cfg.FlowCache.MaxFlows, IdleTimeout: cfg.FlowCache.IdleTimeout},
 		Logger:        log,
 	})
 	if err != nil {

@@ -1,0 +1,49 @@
+package config
+
+import (
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Bounds of flow_cache.max_flows and flow_cache.idle_timeout.
+const (
+	MaxMaxFlows            = 1 << 24
+	DefaultFlowIdleTimeout = 30 * time.Second
+	MinFlowIdleTimeout     = time.Second
+	MaxFlowIdleTimeout     = 24 * time.Hour
+)
+
+// FlowCache configures the flow cache: transit flows the kernel forwards are learnt from their
+// first packet and forwarded by the datapath after it.
+type FlowCache struct {
+	// MaxFlows sizes the flow table (allocated at start-up, about 64 bytes a flow); 0, the
+	// default, turns the cache off. A flow that finds the table full stays with the kernel.
+	MaxFlows int `yaml:"max_flows"`
+	// IdleTimeout is how long a flow may go without a packet before it is forgotten.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+}
+
+type rawFlowCache struct {
+	MaxFlows    yaml.Node `yaml:"max_flows"`
+	IdleTimeout string    `yaml:"idle_timeout"`
+}
+
+// flowCache checks the flow_cache section.
+func (v *validator) flowCache(raw rawFlowCache) {
+	fc := &v.cfg.FlowCache
+	n, present, err := intNode(&raw.MaxFlows, 0, MaxMaxFlows)
+	switch {
+	case err != nil:
+		v.addf("flow_cache.max_flows: %w; use 0 (off) to %d", err, MaxMaxFlows)
+	case present:
+		fc.MaxFlows = int(n)
+	}
+	if raw.IdleTimeout == "" {
+		return
+	}
+	if d, ok := v.duration("flow_cache.idle_timeout", raw.IdleTimeout, "s, m, h",
+		`use a duration from 1s to 24h, e.g. "30s"`, MinFlowIdleTimeout, MaxFlowIdleTimeout); ok {
+		fc.IdleTimeout = d
+	}
+}
