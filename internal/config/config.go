@@ -229,7 +229,8 @@ type Limits struct {
 	// MaxRuleSets is how many TEIDs and UE addresses may have several PDRs or SDF filters
 	// at once (each such rule set takes a classification step).
 	MaxRuleSets int `yaml:"max_rule_sets"`
-	// MaxSDFEntries sizes each SDF classification table (entries are made on demand).
+	// MaxSDFEntries sizes each SDF classification table (entries are made on demand; only
+	// rule sets of more than 16 compare rules use them).
 	MaxSDFEntries int `yaml:"max_sdf_entries"`
 	// MaxAssociations is the most PFCP associations at once (1..MaxMaxAssociations).
 	MaxAssociations int `yaml:"max_associations"`

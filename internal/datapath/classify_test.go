@@ -247,10 +247,14 @@ func TestPDRSelectionDifferential(t *testing.T) {
 	e := newTestEnv(t, 16)
 	rng := rand.New(rand.NewPCG(7, 11))
 	cases := 0
+	methods := map[xupfSdfMethod]int{}
 	for iter := range 150 {
 		for _, uplink := range []bool{true, false} {
 			rs := randRuleSet(rng, uplink)
 			set := e.installSet(t, rs)
+			if set.tables != nil {
+				methods[e.methodOf(t, set)]++
+			}
 			for range 20 {
 				p := randPacket(rng)
 				var pkt []byte
@@ -277,5 +281,67 @@ func TestPDRSelectionDifferential(t *testing.T) {
 			e.removeSet(set)
 		}
 	}
-	t.Logf("%d packets checked", cases)
+	t.Logf("%d packets checked; rule sets by method: %v", cases, methods)
+	if methods[xupfSdfMethodSDF_LINEAR] < 20 || methods[xupfSdfMethodSDF_BITS] < 20 {
+		t.Fatalf("rule sets by method %v: both need exercising", methods)
+	}
+}
+
+// methodOf reads how the datapath searches set's rule set.
+func (e *testEnv) methodOf(t testing.TB, set *installedSet) xupfSdfMethod {
+	t.Helper()
+	var desc xupfRuleset
+	if err := e.dp.objs.XupfRulesets.Lookup(set.tables.id, &desc); err != nil {
+		t.Fatal(err)
+	}
+	return desc.Method
+}
+
+// TestPDRSelectionLinearThreshold: a rule set of SDF_LINEAR_RULES rules is matched rule by
+// rule, one of a rule more by LBVS, and both pick the PDRs the reference picks, at the port
+// edges 0 and 65535 too, and for a packet without ports.
+func TestPDRSelectionLinearThreshold(t *testing.T) {
+	e := newTestEnv(t, 4)
+	limit := len(xupfRuleset{}.Rules)
+	for _, n := range []int{limit, limit + 1} {
+		rs := rules.RuleSet{UE: ueAddr}
+		fwd := rules.FAR{Action: rules.Forward, OHC: &rules.OuterHeader{TEID: 0x9000, Peer: addrGNB, Local: addrN3}}
+		ports := []uint16{0, 65535}
+		for j := 2; j < n-1; j++ {
+			ports = append(ports, uint16(1000+j))
+		}
+		for j, port := range ports {
+			rs.PDRs = append(rs.PDRs, rules.PDR{ID: uint32(j), Precedence: uint32(j), FAR: fwd,
+				Filters: []sdf.Filter{{Protocol: 17, LocalPorts: []sdf.PortRange{{First: port, Last: port}}}}})
+		}
+		rs.PDRs = append(rs.PDRs, rules.PDR{ID: 100, Precedence: 1000, FAR: fwd})
+		set := e.installSet(t, rs)
+		want := xupfSdfMethodSDF_LINEAR
+		if n > limit {
+			want = xupfSdfMethodSDF_BITS
+		}
+		if got := e.methodOf(t, set); got != want {
+			t.Fatalf("%d rules: method %d, want %d", n, got, want)
+		}
+		for _, port := range append(ports, 999, 0) {
+			p := diffPkt{}
+			p.Protocol, p.Remote, p.Local, p.RemotePort, p.LocalPort = 17, diffRemotes[0], rs.UE, 5000, port
+			p.HasPorts = true
+			if port == 999 {
+				p.RemotePort = 0 // the local port alone says it has ports
+			}
+			got, gotOK := e.selected(t, set, concat(ethBytes(macDN, macN6), p.inner(t, false)), e.n6)
+			wantID, wantOK := refWinner(rs, p)
+			if got != wantID || gotOK != wantOK {
+				t.Fatalf("%d rules: packet %s: datapath PDR %d (%v), reference PDR %d (%v)", n, p, got, gotOK, wantID, wantOK)
+			}
+		}
+		// Ports 0 and 0: no ports, so only the filterless PDR matches.
+		p := diffPkt{}
+		p.Protocol, p.Remote, p.Local = 17, diffRemotes[0], rs.UE
+		if got, ok := e.selected(t, set, concat(ethBytes(macDN, macN6), p.inner(t, false)), e.n6); !ok || got != 100 {
+			t.Fatalf("%d rules: a packet without ports selected PDR %d (%v), want the filterless 100", n, got, ok)
+		}
+		e.removeSet(set)
+	}
 }

@@ -282,8 +282,10 @@ var sdfFields = []lbvs.Field{
 // maxSetRules is the number of bits of a rule set's vector (SDF_MAX_RULES).
 const maxSetRules = 64
 
-// writeTables compiles set's PDRs (one rule per SDF filter, in precedence order) into the
-// rule set's LBVS tables under a fresh rule set id, and writes its descriptor last.
+// writeTables compiles set's PDRs (one rule per SDF filter, in precedence order) under a
+// fresh rule set id, and writes its descriptor last. A set whose filters make at most
+// SDF_LINEAR_RULES compare rules keeps them in its descriptor (SDF_LINEAR: no lookup per
+// field); a larger one gets LBVS tables (SDF_BITS).
 func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
 	order := make([]int, len(set.rs.PDRs))
 	for i := range order {
@@ -293,8 +295,14 @@ func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
 		pa, pb := set.rs.PDRs[a], set.rs.PDRs[b]
 		return cmp.Or(cmp.Compare(pa.Precedence, pb.Precedence), cmp.Compare(pa.ID, pb.ID))
 	})
-	var conds [][]lbvs.Cond
-	var desc xupfRuleset
+	var (
+		conds   [][]lbvs.Cond
+		bitPDRs []uint32 // bit -> PDR slot
+		all     uint64   // the bits that can match IPv4
+		linear  []xupfSdfRule
+		fits    = true // linear holds every rule
+		desc    xupfRuleset
+	)
 	for _, i := range order {
 		p := set.rs.PDRs[i]
 		filters := p.Filters
@@ -311,19 +319,36 @@ func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
 					countRules(set.rs.PDRs), maxSetRules)
 			}
 			conds = append(conds, filterConds(f, p.QFI, set.rs.Uplink))
-			desc.Pdr[bit] = set.slots[i]
-			if f.MatchesIPv4() { // a flow label or IPv6 addresses never match IPv4 packets
-				desc.All |= 1 << bit
+			bitPDRs = append(bitPDRs, set.slots[i])
+			if !f.MatchesIPv4() { // a flow label or IPv6 addresses never match IPv4 packets
+				continue
+			}
+			all |= 1 << bit
+			if fits {
+				rules := compareRules(f, p.QFI, set.slots[i], set.rs.Uplink, len(desc.Rules)-len(linear))
+				fits = rules != nil
+				linear = append(linear, rules...)
 			}
 		}
 	}
-	tables, err := lbvs.Compile(sdfFields, conds)
-	if err != nil {
-		return nil, err
+	for _, c := range conds {
+		for f := range c {
+			if !c[f].Any {
+				desc.Fields |= 1 << f
+			}
+		}
 	}
-	for f, t := range tables {
-		if t.Used {
-			desc.Fields |= 1 << f
+	var tables []lbvs.Table
+	if fits {
+		desc.Method = xupfSdfMethodSDF_LINEAR
+		desc.Nrules = uint32(len(linear))
+		copy(desc.Rules[:], linear)
+	} else {
+		desc.Method = xupfSdfMethodSDF_BITS
+		desc.All = all
+		copy(desc.Pdr[:], bitPDRs)
+		if tables, err = lbvs.Compile(sdfFields, conds); err != nil {
+			return nil, err
 		}
 	}
 	if err := d.ensureSDFFields(desc.Fields); err != nil {
@@ -379,6 +404,65 @@ func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
 		return nil, fmt.Errorf("write rule set: %w", err)
 	}
 	return st, nil
+}
+
+// compareRules is filter f (of the PDR with qfi in PDR slot pdr) as SDF_LINEAR rules, from
+// the UE's point of view like filterConds: one rule per pair of remote and local port
+// ranges. It returns nil when that makes more than limit rules (the rule set then goes to
+// LBVS).
+func compareRules(f sdf.Filter, qfi uint8, pdr uint32, uplink bool, limit int) []xupfSdfRule {
+	remote, local := portRanges(f.RemotePorts), portRanges(f.LocalPorts)
+	if len(remote)*len(local) > limit {
+		return nil
+	}
+	r := xupfSdfRule{Pdr: pdr}
+	if f.Protocol != sdf.AnyProtocol {
+		r.Key.Proto, r.KeyMask.Proto = uint8(f.Protocol), 0xff
+	}
+	r.Key.Tos, r.KeyMask.Tos = f.TOSValue&f.TOSMask, f.TOSMask
+	if uplink && qfi != 0 {
+		r.Key.Qfi, r.KeyMask.Qfi = qfi, 0xff
+		r.Key.HasQfi, r.KeyMask.HasQfi = 1, 0xff
+	}
+	if f.HasSPI {
+		r.Spi = f.SPI
+		r.Key.HasSpi, r.KeyMask.HasSpi = 1, 0xff
+	}
+	r.Remote, r.RemoteMask = maskedPrefix(f.Remote)
+	r.Local, r.LocalMask = maskedPrefix(f.Local)
+	if remote[0] != anyPort || local[0] != anyPort {
+		r.Key.HasPorts, r.KeyMask.HasPorts = 1, 0xff
+	}
+	out := make([]xupfSdfRule, 0, len(remote)*len(local))
+	for _, rp := range remote {
+		for _, lp := range local {
+			r.RemoteFirst, r.RemoteLast, r.LocalFirst, r.LocalLast = rp.First, rp.Last, lp.First, lp.Last
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// anyPort is the range of a port condition that accepts anything, even a packet without
+// ports (as LBVS does: its prefix is the zero-length one).
+var anyPort = sdf.PortRange{First: 0, Last: 0xffff}
+
+// portRanges is a port condition as ranges: [anyPort] when it accepts anything.
+func portRanges(ranges []sdf.PortRange) []sdf.PortRange {
+	if len(ranges) == 0 || slices.Contains(ranges, anyPort) {
+		return []sdf.PortRange{anyPort}
+	}
+	return ranges
+}
+
+// maskedPrefix is p as the big-endian value and mask an address is compared with; mask 0
+// when p accepts any address.
+func maskedPrefix(p netip.Prefix) (value, mask uint32) {
+	if !p.IsValid() || p.Bits() == 0 {
+		return 0, 0
+	}
+	a := p.Masked().Addr().As4()
+	return be32(binary.BigEndian.Uint32(a[:])), be32(^uint32(0) << (32 - p.Bits()))
 }
 
 func countRules(pdrs []rules.PDR) int {

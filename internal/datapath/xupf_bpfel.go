@@ -299,11 +299,14 @@ type xupfRuleRef struct {
 
 type xupfRuleset struct {
 	_      structs.HostLayout
+	Method xupfSdfMethod
+	Fields uint32
+	Nrules uint32
+	_      [4]byte
+	Rules  [16]xupfSdfRule
 	All    uint64
 	Wild   [3]uint64
-	Fields uint32
 	Pdr    [64]uint32
-	_      [4]byte
 }
 
 type xupfSdfExactKey struct {
@@ -327,12 +330,46 @@ const (
 	xupfSdfFieldSDF_FIELD_MAX   xupfSdfField = 8
 )
 
+type xupfSdfKey struct {
+	_        structs.HostLayout
+	Proto    uint8
+	Tos      uint8
+	Qfi      uint8
+	HasQfi   uint8
+	HasPorts uint8
+	HasSpi   uint8
+	Pad      [2]uint8
+}
+
 type xupfSdfLpmKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
 	Ruleset   uint32
 	Field     uint32
 	Value     uint32
+}
+
+type xupfSdfMethod uint32
+
+const (
+	xupfSdfMethodSDF_BITS   xupfSdfMethod = 0
+	xupfSdfMethodSDF_LINEAR xupfSdfMethod = 1
+)
+
+type xupfSdfRule struct {
+	_           structs.HostLayout
+	Key         xupfSdfKey
+	KeyMask     xupfSdfKey
+	Remote      uint32
+	RemoteMask  uint32
+	Local       uint32
+	LocalMask   uint32
+	RemoteFirst uint16
+	RemoteLast  uint16
+	LocalFirst  uint16
+	LocalLast   uint16
+	Spi         uint32
+	Pdr         uint32
 }
 
 type xupfStat uint32

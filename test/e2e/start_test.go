@@ -140,9 +140,14 @@ func TestStartFailures(t *testing.T) {
 			cfg.Interfaces[1].Name = "lo"
 		}, `attach to "lo": native XDP is not supported by this interface`},
 		{"static session too big", func(_ *testing.T, cfg *config.Config) {
+			// More filters than a rule set matches by compares (16 with the default PDR):
+			// LBVS tables, which one SDF entry cannot hold.
 			cfg.Limits.MaxSDFEntries = 1
-			cfg.Sessions[0].Flows = []session.Flow{{Precedence: 10, QFI: 5, SDF: []string{
-				"permit out 17 from 10.100.6.0/24 to assigned 7000", "permit out 6 from 10.100.7.0/24 to assigned 80"}}}
+			var sdf []string
+			for port := range 16 {
+				sdf = append(sdf, fmt.Sprintf("permit out 17 from 10.100.6.0/24 to assigned %d", 7000+port))
+			}
+			cfg.Sessions[0].Flows = []session.Flow{{Precedence: 10, QFI: 5, SDF: sdf}}
 		}, "static session: "},
 		{"http_listen busy", func(t *testing.T, _ *config.Config) {
 			inUPF(t, topo, func() error {
