@@ -98,19 +98,33 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_cls_vecs SEC(".maps");
 
-/* Per buffer: bit -> class id. */
+/* A class as the packets of one buffer see it. */
+struct cls_class {
+	__u32 id;    /* the user's class id, for the modules after the classifier */
+	__u32 slot;  /* its counters in xupf_cls_stats, the same in both buffers for its life */
+};
+
+/* Per buffer: bit -> class. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2 * XUPF_MAX_CLASSES);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct cls_class);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} xupf_cls_ids SEC(".maps");
+} xupf_cls_classes SEC(".maps");
 
-/* Packets and bytes per class id, per CPU. */
+/* Counter slots beyond one per class: a deleted class's slot rests behind these before
+ * another class gets it, so that the packets still classified by the old buffer are not
+ * counted in the new class. */
+#ifndef XUPF_CLS_SPARE_SLOTS
+#define XUPF_CLS_SPARE_SLOTS 1024
+#endif
+
+/* Packets and bytes per class counter slot, per CPU: an array, indexed by a slot the
+ * daemon gives each class id, costs a few ns where a hash by class id cost ~25. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, XUPF_MAX_CLASSES);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XUPF_MAX_CLASSES + XUPF_CLS_SPARE_SLOTS);
 	__type(key, __u32);
 	__type(value, struct counters);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
@@ -211,23 +225,23 @@ static __always_inline const struct cls_vec *cls_lpm(__u32 field, __be32 value, 
 		if (cfg_cls_fields & (1 << (field))) {         \
 			const struct cls_vec *src = (expr);    \
 			if (!src || !cls_and(vec, src))        \
-				return 0;                      \
+				return NULL;                   \
 		}                                              \
 	} while (0)
 
-/* classify_traffic returns the id of the class p belongs to, or 0 for none. */
-static __always_inline __u32 classify_traffic(const struct cls_pkt *p)
+/* classify_traffic returns the class p belongs to, or NULL for none. */
+static __always_inline const struct cls_class *classify_traffic(const struct cls_pkt *p)
 {
 	const struct cls_vec *base;
 	struct cls_vec *vec;
 	__u32 zero = 0;
 
 	if (!cfg_cls_words)
-		return 0;
+		return NULL;
 	vec = bpf_map_lookup_elem(&xupf_cls_scratch, &zero);
 	base = cls_vec_at(CLS_VEC_ALL);
 	if (!vec || !base)
-		return 0;
+		return NULL;
 	for (__u32 i = 0; i < CLS_WORDS; i++) {
 		if (i >= cfg_cls_words)
 			break;
@@ -245,7 +259,7 @@ static __always_inline __u32 classify_traffic(const struct cls_pkt *p)
 
 	for (__u32 i = 0; i < CLS_WORDS; i++) {
 		__u64 w;
-		__u32 key, *id;
+		__u32 key;
 
 		if (i >= cfg_cls_words)
 			break;
@@ -253,23 +267,22 @@ static __always_inline __u32 classify_traffic(const struct cls_pkt *p)
 		if (!w)
 			continue;
 		key = cfg_cls_buf * XUPF_MAX_CLASSES + i * 64 + lowest_bit(w);
-		id = bpf_map_lookup_elem(&xupf_cls_ids, &key);
-		return id ? *id : 0;
+		return bpf_map_lookup_elem(&xupf_cls_classes, &key);
 	}
-	return 0;
+	return NULL;
 }
 
-/* count_class adds a packet of bytes to class id's counters. */
-static __always_inline void count_class(__u32 id, __u32 bytes)
+/* count_class adds a packet of bytes to the counters of class cls (NULL: none). */
+static __always_inline void count_class(const struct cls_class *cls, __u32 bytes)
 {
 	struct counters *c;
 
-	if (!id) {
+	if (!cls) {
 		count_stat(STAT_CLS_MISS);
 		return;
 	}
 	count_stat(STAT_CLS_HIT);
-	c = bpf_map_lookup_elem(&xupf_cls_stats, &id);
+	c = bpf_map_lookup_elem(&xupf_cls_stats, &cls->slot);
 	if (c) {
 		c->packets += 1;
 		c->bytes += bytes;

@@ -52,8 +52,8 @@ static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 		struct cls_pkt cp;
 
 		cls_pkt_fill(&cp, p->eth, p->ip, p->ihl_len, p->data_end, p->dir);
-		p->meta.class_id = classify_traffic(&cp);
-		count_class(p->meta.class_id, p->len);
+		p->meta.cls = classify_traffic(&cp);
+		count_class(p->meta.cls, p->len);
 	}
 	reason = far_drop_reason(far);
 	if (reason || !far)
@@ -65,7 +65,7 @@ static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 		return reason;
 	/* The policer comes last, so that only packets that will be forwarded use its tokens. */
 	if (cfg_policer) {
-		reason = police(p->meta.class_id, p->len);
+		reason = police(p->meta.cls ? p->meta.cls->id : 0, p->len);
 		if (reason) {
 			qos_refund(pdr, p->len);
 			return reason;

@@ -131,9 +131,11 @@ struct rule_ref {
 	struct far far;  /* ruleset 0: that PDR's FAR */
 };
 
+struct cls_class;
+
 /* What one module learns about a packet for the modules after it, in the one XDP program. */
 struct pkt_meta {
-	__u32 class_id;  /* the traffic class (classifier.h), 0 for none */
+	const struct cls_class *cls;  /* the traffic class (classifier.h), NULL for none */
 };
 
 /* Packets and bytes (of the inner IP packet) counted per counter slot and CPU. */

@@ -21,7 +21,7 @@ const clsVecsPerBuf = 1 + classifier.FieldProtocol + 1
 type clsBuffer struct {
 	exact     []xupfClsExactKey
 	lpm       []xupfClsLpmKey
-	ids       int       // entries written to xupf_cls_ids
+	ids       int       // entries written to xupf_cls_classes
 	retiredAt time.Time // when the program stopped reading it
 }
 
@@ -38,7 +38,7 @@ func (d *Datapath) SetClasses(c classifier.Compiled) error {
 		return fmt.Errorf("set classes: %d tables for %d fields", len(c.Tables), classifier.NumFields)
 	}
 	buf := 1 - d.prog.clsBuf
-	if len(d.classIDs) == 0 && d.prog.clsWords == 0 {
+	if len(d.classSlots) == 0 && d.prog.clsWords == 0 {
 		buf = d.prog.clsBuf // nothing reads either buffer yet
 	}
 	if wait := grace - time.Since(d.clsBufs[buf].retiredAt); wait > 0 {
@@ -47,24 +47,29 @@ func (d *Datapath) SetClasses(c classifier.Compiled) error {
 	if err := d.clearClsBuffer(buf); err != nil {
 		return err
 	}
-	if err := d.fillClsBuffer(buf, c); err != nil {
+	created, err := d.ensureClassCounters(c.IDs)
+	if err != nil {
+		d.releaseClassCounters(created)
 		return errors.Join(err, d.clearClsBuffer(buf))
 	}
-	if err := d.ensureClassCounters(c.IDs); err != nil {
+	if err := d.fillClsBuffer(buf, c); err != nil {
+		d.releaseClassCounters(created)
 		return errors.Join(err, d.clearClsBuffer(buf))
 	}
 	cfg := d.prog
 	cfg.clsFields, cfg.clsWords, cfg.clsBuf = c.Fields, uint32(c.Words), buf
 	contracts, err := d.anyContract()
 	if err != nil {
+		d.releaseClassCounters(created)
 		return errors.Join(err, d.clearClsBuffer(buf))
 	}
 	cfg.policer = contracts && cfg.clsWords != 0
 	if err := d.swapProgram(cfg); err != nil {
+		d.releaseClassCounters(created)
 		return errors.Join(err, d.clearClsBuffer(buf))
 	}
 	d.clsBufs[1-buf].retiredAt = time.Now()
-	d.dropClassCounters(c.IDs)
+	d.releaseClassCounters(gone(d.classSlots, c.IDs))
 	return nil
 }
 
@@ -137,48 +142,70 @@ func (d *Datapath) fillClsBuffer(buf uint32, c classifier.Compiled) error {
 		}
 	}
 	for i, id := range c.IDs {
-		if err := d.objs.XupfClsIds.Put(buf*classifier.MaxClasses+uint32(i), id); err != nil {
-			return fmt.Errorf("write class ids: %w", err)
+		cls := xupfClsClass{Id: id, Slot: d.classSlots[id]}
+		if err := d.objs.XupfClsClasses.Put(buf*classifier.MaxClasses+uint32(i), cls); err != nil {
+			return fmt.Errorf("write classes: %w", err)
 		}
 	}
 	b.ids = len(c.IDs)
 	return nil
 }
 
-// ensureClassCounters creates zeroed counters for classes that have none yet.
-func (d *Datapath) ensureClassCounters(ids []uint32) error {
+// ensureClassCounters gives the classes of ids that have none a counter slot, zeroed; it
+// returns the ids it gave one, for releaseClassCounters should the change fail.
+func (d *Datapath) ensureClassCounters(ids []uint32) ([]uint32, error) {
 	zero := make([]xupfCounters, possibleCPUs())
+	var created []uint32
 	for _, id := range ids {
-		if d.classIDs[id] {
+		if _, ok := d.classSlots[id]; ok {
 			continue
 		}
-		if err := d.objs.XupfClsStats.Put(id, zero); err != nil {
-			return fmt.Errorf("create counters of class %d: %w", id, err)
+		slot, err := d.clsSlots.alloc()
+		if err != nil {
+			return created, fmt.Errorf("counters of class %d: %w", id, err)
 		}
-		d.classIDs[id] = true
+		d.classSlots[id] = slot
+		created = append(created, id)
+		if err := d.objs.XupfClsStats.Put(slot, zero); err != nil {
+			return created, fmt.Errorf("zero the counters of class %d: %w", id, err)
+		}
 	}
-	return nil
+	return created, nil
 }
 
-// dropClassCounters removes the counters of classes not in ids.
-func (d *Datapath) dropClassCounters(ids []uint32) {
+// gone returns the classes of slots that are not in ids.
+func gone(slots map[uint32]uint32, ids []uint32) []uint32 {
 	keep := make(map[uint32]bool, len(ids))
 	for _, id := range ids {
 		keep[id] = true
 	}
-	for id := range d.classIDs {
+	var out []uint32
+	for id := range slots {
 		if !keep[id] {
-			if err := d.objs.XupfClsStats.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				d.log.Warn("delete class counters", "class", id, "err", err)
-			}
-			delete(d.classIDs, id)
+			out = append(out, id)
 		}
+	}
+	return out
+}
+
+// releaseClassCounters gives the counter slots of classes ids back; the FIFO and the spare
+// slots let each rest before another class gets it.
+func (d *Datapath) releaseClassCounters(ids []uint32) {
+	for _, id := range ids {
+		d.clsSlots.release(d.classSlots[id])
+		delete(d.classSlots, id)
 	}
 }
 
 // ClassCounters returns what class id has counted.
 func (d *Datapath) ClassCounters(id uint32) (session.Counters, error) {
-	c, err := lookupCounters(d.objs.XupfClsStats, id)
+	d.mu.Lock()
+	slot, ok := d.classSlots[id]
+	d.mu.Unlock()
+	if !ok {
+		return session.Counters{}, fmt.Errorf("class %d counters: %w", id, ebpf.ErrKeyNotExist)
+	}
+	c, err := lookupCounters(d.objs.XupfClsStats, slot)
 	if err != nil {
 		return c, fmt.Errorf("class %d counters: %w", id, err)
 	}

@@ -137,3 +137,61 @@ func TestClassifierHoldsMaxClasses(t *testing.T) {
 		t.Errorf("%d classes accepted", classifier.MaxClasses+1)
 	}
 }
+
+// TestClassCountersAcrossChanges: a class's counters carry on through changes that move its
+// bit (a class added before it) and start from zero when it is deleted and added again.
+func TestClassCountersAcrossChanges(t *testing.T) {
+	e := newTestEnv(t, 4)
+	if err := e.dp.AddSession(sessPlain); err != nil {
+		t.Fatal(err)
+	}
+	set := func(classes ...classifier.Class) {
+		t.Helper()
+		var rules []classifier.Rule
+		for _, c := range classes {
+			r, err := c.Parse()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rules = append(rules, r)
+		}
+		compiled, err := classifier.Compile(rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.dp.SetClasses(compiled); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func() {
+		t.Helper()
+		pkt := concat(ethBytes(macDN, macN6), innerUDP(t, addrDN, sessPlain.UE, 5000, 6000, 64, payload))
+		if ret, _ := e.run(t, pkt, e.n6); ret != xdpRedirect {
+			t.Fatalf("verdict %s", verdictNames[ret])
+		}
+	}
+	expect := func(id uint32, packets uint64) {
+		t.Helper()
+		c, err := e.dp.ClassCounters(id)
+		if err != nil || c.Packets != packets {
+			t.Fatalf("class %d: %d packets (%v), want %d", id, c.Packets, err, packets)
+		}
+	}
+	udp := classifier.Class{ID: 7, Priority: 1, Protocol: "udp"}
+	set(udp)
+	send()
+	expect(7, 1)
+	// Class 9 comes first in priority and matches nothing here: class 7's bit moves.
+	set(udp, classifier.Class{ID: 9, Priority: 5, Protocol: "tcp"})
+	send()
+	expect(7, 2)
+	expect(9, 0)
+	set(classifier.Class{ID: 9, Priority: 5, Protocol: "tcp"})
+	if _, err := e.dp.ClassCounters(7); err == nil {
+		t.Fatal("a deleted class still has counters")
+	}
+	set(udp)
+	expect(7, 0)
+	send()
+	expect(7, 1)
+}

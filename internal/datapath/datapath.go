@@ -124,7 +124,8 @@ type Datapath struct {
 	meterSlots *slots                             // QER meter slots
 	rulesets   *slots                             // classification rule set ids, less one
 	retired    []retiredTables                    // classification tables waiting out their grace
-	classIDs   map[uint32]bool                    // classes with counters in xupf_cls_stats
+	classSlots map[uint32]uint32                  // class id -> its counter slot in xupf_cls_stats
+	clsSlots   *slots                             // class counter slots
 	clsBufs    [2]clsBuffer
 	links      map[string]*attachment
 	stopAddrs  func() // stops keeping xupf_local_addrs up to date
@@ -230,7 +231,8 @@ func Load(opts Options) (*Datapath, error) {
 		rules:      newSlots(nrules),
 		counters:   newSlots(nrules),
 		rulesets:   newSlots(uint32(opts.MaxRuleSets + spareRuleSets)),
-		classIDs:   map[uint32]bool{},
+		classSlots: map[uint32]uint32{},
+		clsSlots:   newSlots(spec.Maps[xupfMapXupfClsStats].MaxEntries), // a slot per class and spares
 		links:      map[string]*attachment{},
 	}
 	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{
@@ -256,7 +258,7 @@ func Load(opts Options) (*Datapath, error) {
 	// contracts live in the daemon's memory only: an earlier run's must not police this one's
 	// classes.
 	for _, m := range []*ebpf.Map{d.objs.XupfSdfExact, d.objs.XupfSdfLpm, d.objs.XupfClsExact,
-		d.objs.XupfClsLpm, d.objs.XupfClsStats, d.objs.XupfContracts, d.objs.XupfPoliceStats} {
+		d.objs.XupfClsLpm, d.objs.XupfContracts, d.objs.XupfPoliceStats} {
 		if err := clearMap(m); err != nil {
 			d.closeObjs()
 			return nil, fmt.Errorf("clear %s left by an earlier run: %w", m, err)

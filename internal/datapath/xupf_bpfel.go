@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xupfClsClass struct {
+	_    structs.HostLayout
+	Id   uint32
+	Slot uint32
+}
+
 type xupfClsExactKey struct {
 	_     structs.HostLayout
 	Buf   uint32
@@ -414,8 +420,8 @@ type xupfUnknownTeidEvent struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	xupfMapXupfClock           = "xupf_clock"
+	xupfMapXupfClsClasses      = "xupf_cls_classes"
 	xupfMapXupfClsExact        = "xupf_cls_exact"
-	xupfMapXupfClsIds          = "xupf_cls_ids"
 	xupfMapXupfClsLpm          = "xupf_cls_lpm"
 	xupfMapXupfClsScratch      = "xupf_cls_scratch"
 	xupfMapXupfClsStats        = "xupf_cls_stats"
@@ -527,8 +533,8 @@ type xupfProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfMapSpecs struct {
 	XupfClock        *ebpf.MapSpec `ebpf:"xupf_clock"`
+	XupfClsClasses   *ebpf.MapSpec `ebpf:"xupf_cls_classes"`
 	XupfClsExact     *ebpf.MapSpec `ebpf:"xupf_cls_exact"`
-	XupfClsIds       *ebpf.MapSpec `ebpf:"xupf_cls_ids"`
 	XupfClsLpm       *ebpf.MapSpec `ebpf:"xupf_cls_lpm"`
 	XupfClsScratch   *ebpf.MapSpec `ebpf:"xupf_cls_scratch"`
 	XupfClsStats     *ebpf.MapSpec `ebpf:"xupf_cls_stats"`
@@ -614,8 +620,8 @@ func (o *xupfObjects) Close() error {
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfMaps struct {
 	XupfClock        *ebpf.Map `ebpf:"xupf_clock"`
+	XupfClsClasses   *ebpf.Map `ebpf:"xupf_cls_classes"`
 	XupfClsExact     *ebpf.Map `ebpf:"xupf_cls_exact"`
-	XupfClsIds       *ebpf.Map `ebpf:"xupf_cls_ids"`
 	XupfClsLpm       *ebpf.Map `ebpf:"xupf_cls_lpm"`
 	XupfClsScratch   *ebpf.Map `ebpf:"xupf_cls_scratch"`
 	XupfClsStats     *ebpf.Map `ebpf:"xupf_cls_stats"`
@@ -647,8 +653,8 @@ type xupfMaps struct {
 func (m *xupfMaps) Close() error {
 	return _XupfClose(
 		m.XupfClock,
+		m.XupfClsClasses,
 		m.XupfClsExact,
-		m.XupfClsIds,
 		m.XupfClsLpm,
 		m.XupfClsScratch,
 		m.XupfClsStats,
