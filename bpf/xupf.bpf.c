@@ -18,6 +18,7 @@ const enum far_flag *btf_far_flag __attribute__((unused));
 const enum direction *btf_direction __attribute__((unused));
 const enum sdf_field *btf_sdf_field __attribute__((unused));
 const enum cls_field *btf_cls_field __attribute__((unused));
+const enum cls_layout *btf_cls_layout __attribute__((unused));
 const enum meter_algo *btf_meter_algo __attribute__((unused));
 const enum meter_clock *btf_meter_clock __attribute__((unused));
 const enum police_action *btf_police_action __attribute__((unused));

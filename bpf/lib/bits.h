@@ -18,4 +18,13 @@ static __always_inline __u32 lowest_bit(__u64 v)
 	return debruijn_index[((v & -v) * 0x03f79d71b4cb0a89ULL) >> 58];
 }
 
+/* Set bits of x (eBPF has no population count instruction either). */
+static __always_inline __u32 popcount32(__u32 x)
+{
+	x = x - ((x >> 1) & 0x55555555);
+	x = (x & 0x33333333) + ((x >> 2) & 0x33333333);
+	x = (x + (x >> 4)) & 0x0f0f0f0f;
+	return (x * 0x01010101) >> 24;
+}
+
 #endif

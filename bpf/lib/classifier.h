@@ -1,14 +1,22 @@
 /* The traffic classifier (the papers' module): classes over the frame's MACs and ethertype,
  * the user packet's IPv4 addresses, protocol and ports, and the direction; the highest
- * priority matching class wins and its id goes into the packet metadata for the modules
- * after it (the policer). Linear Bit Vector Search with one global scope and wide vectors:
- * per field, value -> vector of the classes that accept it; the vectors are ANDed in a
- * per-CPU scratch vector and the lowest set bit is the class (bits are in priority order).
+ * priority matching class wins and its entry goes into the packet metadata for the modules
+ * after it (the policer). Linear Bit Vector Search with one global scope and wide vectors
+ * (bits in priority order): per field, value -> vector of the classes that accept it; the
+ * packet's vectors are ANDed and the lowest set bit is the class.
  *
- * Double buffering: every table is written twice over, keyed by buffer 0 or 1. The loaded
+ * Cost follows the fields in use, not the vector width. Every field value leads by array
+ * lookups (a hash for the MACs) to a vector reference, cls_vref: which of the vector's
+ * 512-bit chunks are non-zero, and where in the chunk pool they are. The packet first ANDs
+ * the fields' chunk masks, then looks at the chunks left, one pool lookup per field and
+ * chunk, and stops at the first chunk with a class. Up to 512 classes that is one chunk:
+ * per field one or three index lookups (a port, an address) and one pool lookup.
+ *
+ * Double buffering: every table is written twice over, at buffer 0 or 1. The loaded
  * program reads the buffer cfg_cls_buf; a change fills the other buffer, then swaps in a
  * program that reads it, so no packet ever sees a half-written table. internal/classifier
- * compiles the tables; internal/datapath writes them and swaps. */
+ * compiles the class set; internal/datapath lays it out (clslayout.go), writes it and
+ * swaps. */
 #ifndef XUPF_CLASSIFIER_H
 #define XUPF_CLASSIFIER_H
 
@@ -25,10 +33,38 @@
 #ifndef XUPF_MAX_CLASSES
 #define XUPF_MAX_CLASSES 10240
 #endif
-#define CLS_WORDS (XUPF_MAX_CLASSES / 64)
-#ifndef XUPF_MAX_CLS_ENTRIES
-#define XUPF_MAX_CLS_ENTRIES 65536
+/* Chunks of the vector pool, per buffer: distinct vectors times their non-zero chunks. */
+#ifndef XUPF_CLS_POOL_CHUNKS
+#define XUPF_CLS_POOL_CHUNKS 65536
 #endif
+/* 256-entry address tables, per buffer, both address fields: one per /16 and per /24 that
+ * holds a longer prefix than its block. */
+#ifndef XUPF_CLS_IP_TABLES
+#define XUPF_CLS_IP_TABLES 1024
+#endif
+/* Distinct MAC addresses, both buffers and fields. */
+#ifndef XUPF_CLS_MACS
+#define XUPF_CLS_MACS 65536
+#endif
+
+/* The layout of the classifier's arrays. Per buffer, xupf_cls_index holds a cls_vref per
+ * value of every array-indexed field, in these regions: */
+enum cls_layout {
+	CLS_CHUNK_WORDS = 8,                                   /* 64-bit words per chunk */
+	CLS_CHUNKS = XUPF_MAX_CLASSES / 64 / CLS_CHUNK_WORDS,  /* chunks of a full vector */
+	CLS_NO_PORT = 65536,       /* the port index of a packet without ports */
+	CLS_IX_DIRECTION = 0,      /* enum direction: 4 */
+	CLS_IX_PROTO = CLS_IX_DIRECTION + 4,       /* IP protocol: 256 */
+	CLS_IX_ETHERTYPE = CLS_IX_PROTO + 256,     /* 65536 */
+	CLS_IX_SRC_PORT = CLS_IX_ETHERTYPE + 65536,  /* 65536 ports and CLS_NO_PORT */
+	CLS_IX_DST_PORT = CLS_IX_SRC_PORT + 65537,
+	CLS_IX_SRC_IP = CLS_IX_DST_PORT + 65537,     /* by the address's first 16 bits */
+	CLS_IX_DST_IP = CLS_IX_SRC_IP + 65536,
+	CLS_IX_MAC_WILD = CLS_IX_DST_IP + 65536,     /* source and destination MAC's wildcard */
+	CLS_IX_IP_TABLES = CLS_IX_MAC_WILD + 2,      /* 256 entries per table */
+	CLS_IX_PER_BUF = CLS_IX_IP_TABLES + XUPF_CLS_IP_TABLES * 256,
+	CLS_VREF_TABLE = 1 << 30,  /* cls_vref.base flag: an address table, not a vector */
+};
 
 enum cls_field {
 	CLS_DIRECTION = 0,  /* exact: enum direction (types.h) */
@@ -50,53 +86,50 @@ volatile const __u32 cfg_cls_fields = 0;
 volatile const __u32 cfg_cls_words = 0;
 volatile const __u32 cfg_cls_buf = 0;
 
-struct cls_vec {
-	__u64 w[CLS_WORDS];
+/* A vector: bit c of present says chunk c is non-zero; the non-zero chunks are at base,
+ * base + 1, ... of the buffer's pool, in order. (With CLS_VREF_TABLE in base, an address
+ * table instead: its number.) */
+struct cls_vref {
+	__u32 present;
+	__u32 base;
 };
 
-struct cls_exact_key {
+struct cls_chunk {
+	__u64 w[CLS_CHUNK_WORDS];
+};
+
+struct cls_mac_key {
 	__u32 buf;
-	__u32 field;
-	__u64 value;  /* MACs as 48-bit numbers, the rest as host-order numbers */
+	__u32 field;  /* CLS_SRC_MAC or CLS_DST_MAC */
+	__u64 mac;    /* as a 48-bit number */
 };
 
-struct cls_lpm_key {
-	__u32 prefixlen;  /* 64 + the value's prefix length */
-	__u32 buf;
-	__u32 field;
-	__be32 value;     /* big-endian, left-aligned */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, XUPF_MAX_CLS_ENTRIES);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct cls_exact_key);
-	__type(value, struct cls_vec);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} xupf_cls_exact SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, XUPF_MAX_CLS_ENTRIES);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct cls_lpm_key);
-	__type(value, struct cls_vec);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} xupf_cls_lpm SEC(".maps");
-
-/* Per buffer: [CLS_VEC_ALL] the vector of all classes (the start), [CLS_VEC_WILD(f)] the
- * wildcard vector of exact field f (the classes that accept any value). */
-#define CLS_VEC_ALL 0
-#define CLS_VEC_WILD(field) (1 + (field))
-#define CLS_VECS_PER_BUF (1 + CLS_EXACT_FIELDS)
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * CLS_VECS_PER_BUF);
+	__uint(max_entries, 2 * CLS_IX_PER_BUF);
 	__type(key, __u32);
-	__type(value, struct cls_vec);
+	__type(value, struct cls_vref);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} xupf_cls_vecs SEC(".maps");
+} xupf_cls_index SEC(".maps");
+
+/* The vector chunks, per buffer from buf * XUPF_CLS_POOL_CHUNKS. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * XUPF_CLS_POOL_CHUNKS);
+	__type(key, __u32);
+	__type(value, struct cls_chunk);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_cls_chunks SEC(".maps");
+
+/* 48-bit values do not fit an array: a MAC no class names takes CLS_IX_MAC_WILD. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XUPF_CLS_MACS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct cls_mac_key);
+	__type(value, struct cls_vref);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_cls_macs SEC(".maps");
 
 /* A class as the packets of one buffer see it. */
 struct cls_class {
@@ -129,14 +162,6 @@ struct {
 	__type(value, struct counters);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_cls_stats SEC(".maps");
-
-/* The packet's vector: too big for the 512-byte stack. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct cls_vec);
-} xupf_cls_scratch SEC(".maps");
 
 struct cls_pkt {
 	__u64 src_mac, dst_mac;
@@ -177,97 +202,110 @@ static __always_inline void cls_pkt_fill(struct cls_pkt *p, const struct ethhdr 
 	}
 }
 
-/* cls_and ANDs src into dst over the words in use; returns whether any bit is left. */
-static __always_inline int cls_and(struct cls_vec *dst, const struct cls_vec *src)
+static __always_inline const struct cls_vref *cls_index(__u32 at)
 {
-	__u64 any = 0;
+	__u32 key = cfg_cls_buf * CLS_IX_PER_BUF + at;
 
-	for (__u32 i = 0; i < CLS_WORDS; i++) {
-		if (i >= cfg_cls_words)
-			break;
-		dst->w[i] &= src->w[i];
-		any |= dst->w[i];
-	}
-	return any != 0;
+	return bpf_map_lookup_elem(&xupf_cls_index, &key);
 }
 
-static __always_inline const struct cls_vec *cls_vec_at(__u32 index)
+static __always_inline const struct cls_vref *cls_mac(__u32 field, __u64 mac)
 {
-	__u32 key = cfg_cls_buf * CLS_VECS_PER_BUF + index;
+	struct cls_mac_key key = { .buf = cfg_cls_buf, .field = field, .mac = mac };
+	const struct cls_vref *v = bpf_map_lookup_elem(&xupf_cls_macs, &key);
 
-	return bpf_map_lookup_elem(&xupf_cls_vecs, &key);
+	return v ? v : cls_index(CLS_IX_MAC_WILD + field - CLS_SRC_MAC);
 }
 
-static __always_inline const struct cls_vec *cls_exact(__u32 field, __u64 value)
+/* cls_ip walks an address through its field's region (the first 16 bits) and, where a
+ * longer prefix needs them, the tables of its /16 (third byte) and /24 (fourth byte). */
+static __always_inline const struct cls_vref *cls_ip(__u32 region, __be32 addr)
 {
-	struct cls_exact_key key = { .buf = cfg_cls_buf, .field = field, .value = value };
-	const struct cls_vec *v = bpf_map_lookup_elem(&xupf_cls_exact, &key);
+	__u32 a = bpf_ntohl(addr);
+	const struct cls_vref *v = cls_index(region + (a >> 16));
 
-	return v ? v : cls_vec_at(CLS_VEC_WILD(field));
+	if (v && (v->base & CLS_VREF_TABLE))
+		v = cls_index(CLS_IX_IP_TABLES + (v->base & ~CLS_VREF_TABLE) * 256 + ((a >> 8) & 0xff));
+	if (v && (v->base & CLS_VREF_TABLE))
+		v = cls_index(CLS_IX_IP_TABLES + (v->base & ~CLS_VREF_TABLE) * 256 + (a & 0xff));
+	return v;
 }
 
-/* cls_lpm looks up the first bits of value; with bits 0 (a value the packet does not have)
- * only the zero-length entry, the classes that accept anything, can match. */
-static __always_inline const struct cls_vec *cls_lpm(__u32 field, __be32 value, __u32 bits)
+static __always_inline __u32 cls_port(__u32 region, const struct cls_pkt *p, __u16 port)
 {
-	struct cls_lpm_key key = {
-		.prefixlen = 64 + bits,
-		.buf = cfg_cls_buf,
-		.field = field,
-		.value = value,
-	};
-
-	return bpf_map_lookup_elem(&xupf_cls_lpm, &key);
+	return region + (p->has_ports ? port : CLS_NO_PORT);
 }
 
-#define CLS_AND(field, expr)                                   \
+/* CLS_REF takes field's vector reference into refs and its chunk mask into present; no
+ * reference, or no chunk left, is no class. */
+#define CLS_REF(field, expr)                                   \
 	do {                                                   \
 		if (cfg_cls_fields & (1 << (field))) {         \
-			const struct cls_vec *src = (expr);    \
-			if (!src || !cls_and(vec, src))        \
+			const struct cls_vref *r = (expr);     \
+			if (!r)                                \
+				return NULL;                   \
+			refs[field] = *r;                      \
+			present &= r->present;                 \
+			if (!present)                          \
 				return NULL;                   \
 		}                                              \
 	} while (0)
 
+/* cls_chunk_and ANDs chunk c of the vector ref into acc; 0 when the chunk is missing. */
+static __always_inline int cls_chunk_and(__u64 *acc, const struct cls_vref *ref, __u32 c)
+{
+	__u32 key = cfg_cls_buf * XUPF_CLS_POOL_CHUNKS + ref->base + popcount32(ref->present & ((1U << c) - 1));
+	const struct cls_chunk *k = bpf_map_lookup_elem(&xupf_cls_chunks, &key);
+
+	if (!k)
+		return 0;
+#pragma unroll
+	for (__u32 w = 0; w < CLS_CHUNK_WORDS; w++)
+		acc[w] &= k->w[w];
+	return 1;
+}
+
 /* classify_traffic returns the class p belongs to, or NULL for none. */
 static __always_inline const struct cls_class *classify_traffic(const struct cls_pkt *p)
 {
-	const struct cls_vec *base;
-	struct cls_vec *vec;
-	__u32 zero = 0;
+	struct cls_vref refs[CLS_FIELD_MAX] = {};
+	__u32 present = ~0U;
 
 	if (!cfg_cls_words)
 		return NULL;
-	vec = bpf_map_lookup_elem(&xupf_cls_scratch, &zero);
-	base = cls_vec_at(CLS_VEC_ALL);
-	if (!vec || !base)
-		return NULL;
-	for (__u32 i = 0; i < CLS_WORDS; i++) {
-		if (i >= cfg_cls_words)
-			break;
-		vec->w[i] = base->w[i];
-	}
-	CLS_AND(CLS_DIRECTION, cls_exact(CLS_DIRECTION, p->direction));
-	CLS_AND(CLS_SRC_MAC, cls_exact(CLS_SRC_MAC, p->src_mac));
-	CLS_AND(CLS_DST_MAC, cls_exact(CLS_DST_MAC, p->dst_mac));
-	CLS_AND(CLS_ETHERTYPE, cls_exact(CLS_ETHERTYPE, p->ethertype));
-	CLS_AND(CLS_PROTO, cls_exact(CLS_PROTO, p->proto));
-	CLS_AND(CLS_SRC_IP, cls_lpm(CLS_SRC_IP, p->src_ip, 32));
-	CLS_AND(CLS_DST_IP, cls_lpm(CLS_DST_IP, p->dst_ip, 32));
-	CLS_AND(CLS_SRC_PORT, cls_lpm(CLS_SRC_PORT, bpf_htonl((__u32)p->src_port << 16), p->has_ports ? 16 : 0));
-	CLS_AND(CLS_DST_PORT, cls_lpm(CLS_DST_PORT, bpf_htonl((__u32)p->dst_port << 16), p->has_ports ? 16 : 0));
+	CLS_REF(CLS_DIRECTION, cls_index(CLS_IX_DIRECTION + (p->direction & 3)));
+	CLS_REF(CLS_SRC_MAC, cls_mac(CLS_SRC_MAC, p->src_mac));
+	CLS_REF(CLS_DST_MAC, cls_mac(CLS_DST_MAC, p->dst_mac));
+	CLS_REF(CLS_ETHERTYPE, cls_index(CLS_IX_ETHERTYPE + p->ethertype));
+	CLS_REF(CLS_PROTO, cls_index(CLS_IX_PROTO + p->proto));
+	CLS_REF(CLS_SRC_IP, cls_ip(CLS_IX_SRC_IP, p->src_ip));
+	CLS_REF(CLS_DST_IP, cls_ip(CLS_IX_DST_IP, p->dst_ip));
+	CLS_REF(CLS_SRC_PORT, cls_index(cls_port(CLS_IX_SRC_PORT, p, p->src_port)));
+	CLS_REF(CLS_DST_PORT, cls_index(cls_port(CLS_IX_DST_PORT, p, p->dst_port)));
 
-	for (__u32 i = 0; i < CLS_WORDS; i++) {
-		__u64 w;
-		__u32 key;
+	for (__u32 c = 0; c < CLS_CHUNKS; c++) {
+		__u64 acc[CLS_CHUNK_WORDS];
 
-		if (i >= cfg_cls_words)
+		if (c * CLS_CHUNK_WORDS >= cfg_cls_words)
 			break;
-		w = vec->w[i];
-		if (!w)
+		if (!(present & (1U << c)))
 			continue;
-		key = cfg_cls_buf * XUPF_MAX_CLASSES + i * 64 + lowest_bit(w);
-		return bpf_map_lookup_elem(&xupf_cls_classes, &key);
+#pragma unroll
+		for (__u32 w = 0; w < CLS_CHUNK_WORDS; w++)
+			acc[w] = ~0ULL;
+#pragma unroll
+		for (__u32 f = 0; f < CLS_FIELD_MAX; f++)
+			if ((cfg_cls_fields & (1 << f)) && !cls_chunk_and(acc, &refs[f], c))
+				return NULL;
+#pragma unroll
+		for (__u32 w = 0; w < CLS_CHUNK_WORDS; w++) {
+			if (acc[w]) {
+				__u32 key = cfg_cls_buf * XUPF_MAX_CLASSES + (c * CLS_CHUNK_WORDS + w) * 64 +
+					    lowest_bit(acc[w]);
+
+				return bpf_map_lookup_elem(&xupf_cls_classes, &key);
+			}
+		}
 	}
 	return NULL;
 }

@@ -8,22 +8,22 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/xupf/xupf/internal/classifier"
-	"github.com/xupf/xupf/internal/lbvs"
 	"github.com/xupf/xupf/internal/session"
 )
 
-// clsVecsPerBuf is CLS_VECS_PER_BUF: the base vector and one wildcard vector per exact field
-// (the exact fields come first, up to the protocol).
-const clsVecsPerBuf = 1 + classifier.FieldProtocol + 1
-
 // clsBuffer is what one of the two classifier table buffers holds, to be cleared before
-// the buffer is filled again.
+// the buffer is filled again (the arrays are overwritten; the MAC hash entries must go).
 type clsBuffer struct {
-	exact     []xupfClsExactKey
-	lpm       []xupfClsLpmKey
-	ids       int       // entries written to xupf_cls_classes
+	macs []xupfClsMacKey
+	// index is what the buffer's part of xupf_cls_index holds, so that a change writes only
+	// the entries it changes (a batch write costs some 250 ns an entry, and the regions of a
+	// port, an ethertype or an address have 65,536 each); nil: unknown.
+	index     []xupfClsVref
 	retiredAt time.Time // when the program stopped reading it
 }
+
+// clsUnknown is no entry a layout makes: the index entries of a buffer not written yet.
+var clsUnknown = xupfClsVref{Present: ^uint32(0), Base: ^uint32(0)}
 
 var _ classifier.Datapath = (*Datapath)(nil)
 
@@ -76,79 +76,94 @@ func (d *Datapath) SetClasses(c classifier.Compiled) error {
 func (d *Datapath) clearClsBuffer(buf uint32) error {
 	b := &d.clsBufs[buf]
 	var errs []error
-	for _, k := range b.exact {
-		if err := d.objs.XupfClsExact.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	for _, k := range b.macs {
+		if err := d.objs.XupfClsMacs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	for _, k := range b.lpm {
-		if err := d.objs.XupfClsLpm.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	b.exact, b.lpm = nil, nil
+	b.macs = nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("clear classifier buffer %d: %w", buf, err)
 	}
 	return nil
 }
 
+// fillClsBuffer lays c out (clslayout.go) and writes it into buffer buf: the index regions
+// of the fields in use, the vector chunks, the MAC entries and the classes by bit.
 func (d *Datapath) fillClsBuffer(buf uint32, c classifier.Compiled) error {
-	b := &d.clsBufs[buf]
-	words := len(xupfClsVec{}.W)
-	vec := func(v lbvs.Vector) xupfClsVec {
-		var out xupfClsVec
-		copy(out.W[:], v)
-		return out
-	}
-	all := lbvs.Vector(make([]uint64, c.Words))
-	for i := range c.IDs {
-		all[i/64] |= 1 << (i % 64)
-	}
-	if c.Words > words {
+	if words := int(xupfClsLayoutCLS_CHUNKS) * clsChunkWords; c.Words > words {
 		return fmt.Errorf("%d classes need %d vector words; the datapath has %d", len(c.IDs), c.Words, words)
 	}
-	if err := d.objs.XupfClsVecs.Put(buf*clsVecsPerBuf, vec(all)); err != nil {
-		return fmt.Errorf("write classifier base vector: %w", err)
+	poolChunks := d.objs.XupfClsChunks.MaxEntries() / 2
+	l, err := layoutClasses(c, int(poolChunks))
+	if err != nil {
+		return err
 	}
-	for f, t := range c.Tables {
-		switch t.Field.Kind {
-		case lbvs.ExactMatch:
-			if err := d.objs.XupfClsVecs.Put(buf*clsVecsPerBuf+1+uint32(f), vec(t.Wildcard)); err != nil {
-				return fmt.Errorf("write %s wildcard vector: %w", t.Field.Name, err)
-			}
-			if !t.Used {
-				continue
-			}
-			for v, bits := range t.Values {
-				k := xupfClsExactKey{Buf: buf, Field: uint32(f), Value: v}
-				if err := d.objs.XupfClsExact.Put(k, vec(bits)); err != nil {
-					return fmt.Errorf("write %s entry (too many distinct values?): %w", t.Field.Name, err)
-				}
-				b.exact = append(b.exact, k)
-			}
-		case lbvs.PrefixMatch:
-			if !t.Used {
-				continue
-			}
-			for _, e := range t.Prefixes {
-				k := xupfClsLpmKey{Prefixlen: 64 + uint32(e.Prefix.Len), Buf: buf, Field: uint32(f),
-					Value: be32(uint32(e.Prefix.Value << (32 - t.Field.Bits)))}
-				if err := d.objs.XupfClsLpm.Put(k, vec(e.Bits)); err != nil {
-					return fmt.Errorf("write %s entry (too many distinct prefixes?): %w", t.Field.Name, err)
-				}
-				b.lpm = append(b.lpm, k)
-			}
+	b := &d.clsBufs[buf]
+	if err := d.writeClsIndex(buf, l.regions); err != nil {
+		return err
+	}
+	if err := batchPut(d.objs.XupfClsChunks, buf*poolChunks, l.chunks); err != nil {
+		return fmt.Errorf("write classifier vectors: %w", err)
+	}
+	for _, m := range l.macs {
+		k := xupfClsMacKey{Buf: buf, Field: m.field, Mac: m.mac}
+		if err := d.objs.XupfClsMacs.Put(k, m.ref); err != nil {
+			return fmt.Errorf("write MAC entry (more than %d distinct MACs?): %w", d.objs.XupfClsMacs.MaxEntries(), err)
 		}
+		b.macs = append(b.macs, k)
 	}
+	classes := make([]xupfClsClass, len(c.IDs))
 	for i, id := range c.IDs {
-		cls := xupfClsClass{Id: id, Slot: d.classSlots[id]}
-		if err := d.objs.XupfClsClasses.Put(buf*classifier.MaxClasses+uint32(i), cls); err != nil {
-			return fmt.Errorf("write classes: %w", err)
+		classes[i] = xupfClsClass{Id: id, Slot: d.classSlots[id]}
+	}
+	if err := batchPut(d.objs.XupfClsClasses, buf*classifier.MaxClasses, classes); err != nil {
+		return fmt.Errorf("write classes: %w", err)
+	}
+	return nil
+}
+
+// writeClsIndex writes the entries of regions that differ from what buffer buf holds.
+func (d *Datapath) writeClsIndex(buf uint32, regions []clsRegion) error {
+	b := &d.clsBufs[buf]
+	if b.index == nil {
+		b.index = make([]xupfClsVref, xupfClsLayoutCLS_IX_PER_BUF)
+		for i := range b.index {
+			b.index[i] = clsUnknown
 		}
 	}
-	b.ids = len(c.IDs)
+	var keys []uint32
+	var refs []xupfClsVref
+	for _, r := range regions {
+		for i, ref := range r.refs {
+			if at := r.at + uint32(i); b.index[at] != ref {
+				keys = append(keys, buf*uint32(xupfClsLayoutCLS_IX_PER_BUF)+at)
+				refs = append(refs, ref)
+				b.index[at] = ref
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if _, err := d.objs.XupfClsIndex.BatchUpdate(keys, refs, nil); err != nil {
+		b.index = nil // some entries may be written, some not
+		return fmt.Errorf("write classifier index: %w", err)
+	}
 	return nil
+}
+
+// batchPut writes values into array m from index first on, in one system call.
+func batchPut[V any](m *ebpf.Map, first uint32, values []V) error {
+	if len(values) == 0 {
+		return nil
+	}
+	keys := make([]uint32, len(values))
+	for i := range keys {
+		keys[i] = first + uint32(i)
+	}
+	_, err := m.BatchUpdate(keys, values, nil)
+	return err
 }
 
 // ensureClassCounters gives the classes of ids that have none a counter slot, zeroed; it

@@ -62,6 +62,13 @@ func TestClassifierFieldsOneByOne(t *testing.T) {
 			[]pkt{base, with(func(p *pkt) { p.rport = 4000 })}, []pkt{with(func(p *pkt) { p.rport = 5001 })}},
 		{"destination port", classifier.Class{Protocol: "udp", DstPort: "6000"},
 			[]pkt{base}, []pkt{with(func(p *pkt) { p.localPort = 6001 })}},
+		{"every field", classifier.Class{Direction: "egress", SrcMAC: macDN.String(), DstMAC: macN6.String(),
+			EtherType: "0x0800", Protocol: "udp", SrcIP: addrDN.String(), DstIP: sessPlain.UE.String(),
+			SrcPort: "5000", DstPort: "6000-65535"},
+			[]pkt{base, with(func(p *pkt) { p.localPort = 65535 })},
+			[]pkt{with(func(p *pkt) { p.rport = 5001 }), with(func(p *pkt) { p.localPort = 5999 }),
+				with(func(p *pkt) { p.proto = 6 }), with(func(p *pkt) { p.remote = netip.MustParseAddr("192.0.2.16") }),
+				with(func(p *pkt) { p.srcMAC = macGNB }), with(func(p *pkt) { p.uplink = true; p.srcMAC, p.dstMAC = macGNB, macN3 })}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

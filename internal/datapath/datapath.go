@@ -257,8 +257,8 @@ func Load(opts Options) (*Datapath, error) {
 	// run will hand out again: stale entries would then match beside the new ones. Policer
 	// contracts live in the daemon's memory only: an earlier run's must not police this one's
 	// classes.
-	for _, m := range []*ebpf.Map{d.objs.XupfSdfExact, d.objs.XupfSdfLpm, d.objs.XupfClsExact,
-		d.objs.XupfClsLpm, d.objs.XupfContracts, d.objs.XupfPoliceStats} {
+	for _, m := range []*ebpf.Map{d.objs.XupfSdfExact, d.objs.XupfSdfLpm, d.objs.XupfClsMacs,
+		d.objs.XupfContracts, d.objs.XupfPoliceStats} {
 		if err := clearMap(m); err != nil {
 			d.closeObjs()
 			return nil, fmt.Errorf("clear %s left by an earlier run: %w", m, err)

@@ -37,8 +37,8 @@ func TestClassifierFieldOrder(t *testing.T) {
 		t.Errorf("classifier directions %d/%d, enum direction %d/%d", classifier.DirUplink, classifier.DirDownlink,
 			xupfDirectionDIR_UPLINK, xupfDirectionDIR_DOWNLINK)
 	}
-	if classifier.MaxClasses != len(xupfClsVec{}.W)*64 {
-		t.Errorf("classifier.MaxClasses %d, datapath vectors hold %d", classifier.MaxClasses, len(xupfClsVec{}.W)*64)
+	if n := int(xupfClsLayoutCLS_CHUNKS) * clsChunkWords * 64; classifier.MaxClasses != n {
+		t.Errorf("classifier.MaxClasses %d, datapath vectors hold %d", classifier.MaxClasses, n)
 	}
 }
 

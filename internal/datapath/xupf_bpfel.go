@@ -13,17 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xupfClsChunk struct {
+	_ structs.HostLayout
+	W [8]uint64
+}
+
 type xupfClsClass struct {
 	_    structs.HostLayout
 	Id   uint32
 	Slot uint32
-}
-
-type xupfClsExactKey struct {
-	_     structs.HostLayout
-	Buf   uint32
-	Field uint32
-	Value uint64
 }
 
 type xupfClsField uint32
@@ -41,17 +39,36 @@ const (
 	xupfClsFieldCLS_FIELD_MAX xupfClsField = 9
 )
 
-type xupfClsLpmKey struct {
-	_         structs.HostLayout
-	Prefixlen uint32
-	Buf       uint32
-	Field     uint32
-	Value     uint32
+type xupfClsLayout uint32
+
+const (
+	xupfClsLayoutCLS_CHUNK_WORDS  xupfClsLayout = 8
+	xupfClsLayoutCLS_CHUNKS       xupfClsLayout = 20
+	xupfClsLayoutCLS_NO_PORT      xupfClsLayout = 65536
+	xupfClsLayoutCLS_IX_DIRECTION xupfClsLayout = 0
+	xupfClsLayoutCLS_IX_PROTO     xupfClsLayout = 4
+	xupfClsLayoutCLS_IX_ETHERTYPE xupfClsLayout = 260
+	xupfClsLayoutCLS_IX_SRC_PORT  xupfClsLayout = 65796
+	xupfClsLayoutCLS_IX_DST_PORT  xupfClsLayout = 131333
+	xupfClsLayoutCLS_IX_SRC_IP    xupfClsLayout = 196870
+	xupfClsLayoutCLS_IX_DST_IP    xupfClsLayout = 262406
+	xupfClsLayoutCLS_IX_MAC_WILD  xupfClsLayout = 327942
+	xupfClsLayoutCLS_IX_IP_TABLES xupfClsLayout = 327944
+	xupfClsLayoutCLS_IX_PER_BUF   xupfClsLayout = 590088
+	xupfClsLayoutCLS_VREF_TABLE   xupfClsLayout = 1073741824
+)
+
+type xupfClsMacKey struct {
+	_     structs.HostLayout
+	Buf   uint32
+	Field uint32
+	Mac   uint64
 }
 
-type xupfClsVec struct {
-	_ structs.HostLayout
-	W [160]uint64
+type xupfClsVref struct {
+	_       structs.HostLayout
+	Present uint32
+	Base    uint32
 }
 
 type xupfCounters struct {
@@ -420,12 +437,11 @@ type xupfUnknownTeidEvent struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	xupfMapXupfClock           = "xupf_clock"
+	xupfMapXupfClsChunks       = "xupf_cls_chunks"
 	xupfMapXupfClsClasses      = "xupf_cls_classes"
-	xupfMapXupfClsExact        = "xupf_cls_exact"
-	xupfMapXupfClsLpm          = "xupf_cls_lpm"
-	xupfMapXupfClsScratch      = "xupf_cls_scratch"
+	xupfMapXupfClsIndex        = "xupf_cls_index"
+	xupfMapXupfClsMacs         = "xupf_cls_macs"
 	xupfMapXupfClsStats        = "xupf_cls_stats"
-	xupfMapXupfClsVecs         = "xupf_cls_vecs"
 	xupfMapXupfContracts       = "xupf_contracts"
 	xupfMapXupfDlKeys          = "xupf_dl_keys"
 	xupfMapXupfDrops           = "xupf_drops"
@@ -451,6 +467,7 @@ const (
 	xupfProgXupfFlowLearn      = "xupf_flow_learn"
 	xupfProgXupfXdp            = "xupf_xdp"
 	xupfVarBtfClsField         = "btf_cls_field"
+	xupfVarBtfClsLayout        = "btf_cls_layout"
 	xupfVarBtfDirection        = "btf_direction"
 	xupfVarBtfDropReason       = "btf_drop_reason"
 	xupfVarBtfFarAction        = "btf_far_action"
@@ -533,12 +550,11 @@ type xupfProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfMapSpecs struct {
 	XupfClock        *ebpf.MapSpec `ebpf:"xupf_clock"`
+	XupfClsChunks    *ebpf.MapSpec `ebpf:"xupf_cls_chunks"`
 	XupfClsClasses   *ebpf.MapSpec `ebpf:"xupf_cls_classes"`
-	XupfClsExact     *ebpf.MapSpec `ebpf:"xupf_cls_exact"`
-	XupfClsLpm       *ebpf.MapSpec `ebpf:"xupf_cls_lpm"`
-	XupfClsScratch   *ebpf.MapSpec `ebpf:"xupf_cls_scratch"`
+	XupfClsIndex     *ebpf.MapSpec `ebpf:"xupf_cls_index"`
+	XupfClsMacs      *ebpf.MapSpec `ebpf:"xupf_cls_macs"`
 	XupfClsStats     *ebpf.MapSpec `ebpf:"xupf_cls_stats"`
-	XupfClsVecs      *ebpf.MapSpec `ebpf:"xupf_cls_vecs"`
 	XupfContracts    *ebpf.MapSpec `ebpf:"xupf_contracts"`
 	XupfDlKeys       *ebpf.MapSpec `ebpf:"xupf_dl_keys"`
 	XupfDrops        *ebpf.MapSpec `ebpf:"xupf_drops"`
@@ -568,6 +584,7 @@ type xupfMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfVariableSpecs struct {
 	BtfClsField         *ebpf.VariableSpec `ebpf:"btf_cls_field"`
+	BtfClsLayout        *ebpf.VariableSpec `ebpf:"btf_cls_layout"`
 	BtfDirection        *ebpf.VariableSpec `ebpf:"btf_direction"`
 	BtfDropReason       *ebpf.VariableSpec `ebpf:"btf_drop_reason"`
 	BtfFarAction        *ebpf.VariableSpec `ebpf:"btf_far_action"`
@@ -620,12 +637,11 @@ func (o *xupfObjects) Close() error {
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfMaps struct {
 	XupfClock        *ebpf.Map `ebpf:"xupf_clock"`
+	XupfClsChunks    *ebpf.Map `ebpf:"xupf_cls_chunks"`
 	XupfClsClasses   *ebpf.Map `ebpf:"xupf_cls_classes"`
-	XupfClsExact     *ebpf.Map `ebpf:"xupf_cls_exact"`
-	XupfClsLpm       *ebpf.Map `ebpf:"xupf_cls_lpm"`
-	XupfClsScratch   *ebpf.Map `ebpf:"xupf_cls_scratch"`
+	XupfClsIndex     *ebpf.Map `ebpf:"xupf_cls_index"`
+	XupfClsMacs      *ebpf.Map `ebpf:"xupf_cls_macs"`
 	XupfClsStats     *ebpf.Map `ebpf:"xupf_cls_stats"`
-	XupfClsVecs      *ebpf.Map `ebpf:"xupf_cls_vecs"`
 	XupfContracts    *ebpf.Map `ebpf:"xupf_contracts"`
 	XupfDlKeys       *ebpf.Map `ebpf:"xupf_dl_keys"`
 	XupfDrops        *ebpf.Map `ebpf:"xupf_drops"`
@@ -653,12 +669,11 @@ type xupfMaps struct {
 func (m *xupfMaps) Close() error {
 	return _XupfClose(
 		m.XupfClock,
+		m.XupfClsChunks,
 		m.XupfClsClasses,
-		m.XupfClsExact,
-		m.XupfClsLpm,
-		m.XupfClsScratch,
+		m.XupfClsIndex,
+		m.XupfClsMacs,
 		m.XupfClsStats,
-		m.XupfClsVecs,
 		m.XupfContracts,
 		m.XupfDlKeys,
 		m.XupfDrops,
@@ -689,6 +704,7 @@ func (m *xupfMaps) Close() error {
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfVariables struct {
 	BtfClsField         *ebpf.Variable `ebpf:"btf_cls_field"`
+	BtfClsLayout        *ebpf.Variable `ebpf:"btf_cls_layout"`
 	BtfDirection        *ebpf.Variable `ebpf:"btf_direction"`
 	BtfDropReason       *ebpf.Variable `ebpf:"btf_drop_reason"`
 	BtfFarAction        *ebpf.Variable `ebpf:"btf_far_action"`
