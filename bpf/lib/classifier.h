@@ -64,6 +64,8 @@ enum cls_layout {
 	CLS_IX_IP_TABLES = CLS_IX_MAC_WILD + 2,      /* 256 entries per table */
 	CLS_IX_PER_BUF = CLS_IX_IP_TABLES + XUPF_CLS_IP_TABLES * 256,
 	CLS_VREF_TABLE = 1 << 30,  /* cls_vref.base flag: an address table, not a vector */
+	CLS_NO_CLASS = XUPF_MAX_CLASSES,          /* xupf_cls_classes: no class */
+	CLS_CLASSES_PER_BUF = XUPF_MAX_CLASSES + 1,
 };
 
 enum cls_field {
@@ -133,14 +135,17 @@ struct {
 
 /* A class as the packets of one buffer see it. */
 struct cls_class {
-	__u32 id;    /* the user's class id, for the modules after the classifier */
-	__u32 slot;  /* its counters in xupf_cls_stats, the same in both buffers for its life */
+	__u32 id;           /* the user's class id, for the modules after the classifier */
+	__u32 slot;         /* its counters in xupf_cls_stats, the same in both buffers for its life */
+	__u32 contract;     /* its policer contract's xupf_contracts slot + 1; 0: none (policer.h) */
+	__u32 police_slot;  /* its contract's counters in xupf_police_stats */
 };
 
-/* Per buffer: bit -> class. */
+/* Per buffer: bit -> class, and at CLS_NO_CLASS the entry of packets without a class (id 0,
+ * the default contract). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * XUPF_MAX_CLASSES);
+	__uint(max_entries, 2 * CLS_CLASSES_PER_BUF);
 	__type(key, __u32);
 	__type(value, struct cls_class);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
@@ -300,7 +305,7 @@ static __always_inline const struct cls_class *classify_traffic(const struct cls
 #pragma unroll
 		for (__u32 w = 0; w < CLS_CHUNK_WORDS; w++) {
 			if (acc[w]) {
-				__u32 key = cfg_cls_buf * XUPF_MAX_CLASSES + (c * CLS_CHUNK_WORDS + w) * 64 +
+				__u32 key = cfg_cls_buf * CLS_CLASSES_PER_BUF + (c * CLS_CHUNK_WORDS + w) * 64 +
 					    lowest_bit(acc[w]);
 
 				return bpf_map_lookup_elem(&xupf_cls_classes, &key);
@@ -308,6 +313,14 @@ static __always_inline const struct cls_class *classify_traffic(const struct cls
 		}
 	}
 	return NULL;
+}
+
+/* cls_no_class returns the entry of packets without a class. */
+static __always_inline const struct cls_class *cls_no_class(void)
+{
+	__u32 key = cfg_cls_buf * CLS_CLASSES_PER_BUF + CLS_NO_CLASS;
+
+	return bpf_map_lookup_elem(&xupf_cls_classes, &key);
 }
 
 /* count_class adds a packet of bytes to the counters of class cls (NULL: none). */

@@ -65,7 +65,7 @@ static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 		return reason;
 	/* The policer comes last, so that only packets that will be forwarded use its tokens. */
 	if (cfg_policer) {
-		reason = police(p->meta.cls ? p->meta.cls->id : 0, p->len);
+		reason = police(p->meta.cls, p->len);
 		if (reason) {
 			qos_refund(pdr, p->len);
 			return reason;

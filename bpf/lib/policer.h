@@ -1,9 +1,13 @@
 /* The policer: a contract per traffic class (the classifier's class id), PASS, DROP or LIMIT
  * (a meter with rate and burst), and a default contract under class id 0 for packets with no
  * class or a class without a contract. It needs no QER: it polices whatever the classifier
- * classifies (session traffic that matched a PDR, while classes exist). A contract is one
- * hash entry, replaced whole by one update: a reader
- * sees the old contract or the new one, never a LIMIT without its rate. */
+ * classifies (session traffic that matched a PDR, while classes exist).
+ *
+ * The packet finds its contract through its class entry (classifier.h: cls_class.contract,
+ * the buffer's no-class entry for the default), so a contract costs array lookups, no hash.
+ * A contract is never changed in place: a new one is written to a fresh xupf_contracts slot
+ * and the class entries that point to it come with the next classifier buffer, swapped in
+ * whole, so a reader sees the old contract or the new one, never a LIMIT without its rate. */
 #ifndef XUPF_POLICER_H
 #define XUPF_POLICER_H
 
@@ -11,9 +15,15 @@
 #include <bpf/bpf_helpers.h>
 #include "meter.h"
 #include "drop_reasons.h"
+#include "classifier.h"
 
 #ifndef XUPF_MAX_CONTRACTS
 #define XUPF_MAX_CONTRACTS 10241  /* every class (XUPF_MAX_CLASSES) and the default */
+#endif
+/* Contract slots beyond one per contract: a replaced contract's slot rests behind these
+ * before another contract gets it, while packets of the old buffer may still use it. */
+#ifndef XUPF_CONTRACT_SPARES
+#define XUPF_CONTRACT_SPARES 1024
 #endif
 
 enum police_action {
@@ -22,27 +32,22 @@ enum police_action {
 	POLICE_LIMIT = 2,
 };
 
-/* The key of the default contract. */
-#define POLICE_DEFAULT_CLASS 0
-
 /* Load-time switch: the daemon loads the policer only while a contract exists and classes do
  * (the class ids come from the classifier); off, the verifier drops it, and packets of a
  * classifier without contracts cost no contract lookups. */
 volatile const __u32 cfg_policer = 0;
 
-/* Not preallocated: a replaced element is freed only after the packets that may still read it
- * are done (RCU), rather than going straight back to a free list for the next update. */
+/* Contracts by slot: a fresh slot, written whole, for every new or changed contract. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, XUPF_MAX_CONTRACTS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XUPF_MAX_CONTRACTS + XUPF_CONTRACT_SPARES);
 	__type(key, __u32);
 	__type(value, struct meter);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_contracts SEC(".maps");
 
-/* What each contract let through and dropped, per CPU, by class id (the daemon creates the
- * entry with the contract). */
+/* What each contract let through and dropped, per CPU, by a slot the daemon gives the
+ * class's contract for its life (kept when the contract changes; zeroed with a new one). */
 struct police_counters {
 	__u64 passed_packets;
 	__u64 passed_bytes;
@@ -51,34 +56,35 @@ struct police_counters {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, XUPF_MAX_CONTRACTS);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XUPF_MAX_CONTRACTS + XUPF_CONTRACT_SPARES);
 	__type(key, __u32);
 	__type(value, struct police_counters);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_police_stats SEC(".maps");
 
-/* police applies the contract of class_id to a packet of len bytes: 0 to go on, else
- * DROP_POLICER. Without any contract (not even a default one) everything passes. */
-static __always_inline int police(__u32 class_id, __u32 len)
+/* police applies the contract of class cls (NULL: no class) to a packet of len bytes: 0 to
+ * go on, else DROP_POLICER. Without any contract (not even a default one) everything passes. */
+static __always_inline int police(const struct cls_class *cls, __u32 len)
 {
-	__u32 key = class_id;
 	struct police_counters *c;
 	struct meter *m;
+	__u32 key;
 	int pass = 1;
 
+	if (!cls || !cls->contract)
+		cls = cls_no_class();
+	if (!cls || !cls->contract)
+		return 0;
+	key = cls->contract - 1;
 	m = bpf_map_lookup_elem(&xupf_contracts, &key);
-	if (!m) {
-		key = POLICE_DEFAULT_CLASS;
-		m = bpf_map_lookup_elem(&xupf_contracts, &key);
-		if (!m)
-			return 0;
-	}
+	if (!m)
+		return 0;
 	if (m->action == POLICE_DROP)
 		pass = 0;
 	else if (m->action == POLICE_LIMIT)
 		pass = meter_pass(m, len, meter_now());
-	c = bpf_map_lookup_elem(&xupf_police_stats, &key);
+	c = bpf_map_lookup_elem(&xupf_police_stats, &cls->police_slot);
 	if (c) {
 		if (pass) {
 			c->passed_packets += 1;

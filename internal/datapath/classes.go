@@ -37,6 +37,12 @@ func (d *Datapath) SetClasses(c classifier.Compiled) error {
 	if len(c.Tables) != classifier.NumFields {
 		return fmt.Errorf("set classes: %d tables for %d fields", len(c.Tables), classifier.NumFields)
 	}
+	return d.setClasses(c)
+}
+
+// setClasses is SetClasses, also used to publish changed policer contracts (which the class
+// entries carry) with the classes as they are. The caller holds d.mu.
+func (d *Datapath) setClasses(c classifier.Compiled) error {
 	buf := 1 - d.prog.clsBuf
 	if len(d.classSlots) == 0 && d.prog.clsWords == 0 {
 		buf = d.prog.clsBuf // nothing reads either buffer yet
@@ -58,18 +64,14 @@ func (d *Datapath) SetClasses(c classifier.Compiled) error {
 	}
 	cfg := d.prog
 	cfg.clsFields, cfg.clsWords, cfg.clsBuf = c.Fields, uint32(c.Words), buf
-	contracts, err := d.anyContract()
-	if err != nil {
-		d.releaseClassCounters(created)
-		return errors.Join(err, d.clearClsBuffer(buf))
-	}
-	cfg.policer = contracts && cfg.clsWords != 0
+	cfg.policer = len(d.contracts) > 0 && cfg.clsWords != 0
 	if err := d.swapProgram(cfg); err != nil {
 		d.releaseClassCounters(created)
 		return errors.Join(err, d.clearClsBuffer(buf))
 	}
 	d.clsBufs[1-buf].retiredAt = time.Now()
 	d.releaseClassCounters(gone(d.classSlots, c.IDs))
+	d.classes = c
 	return nil
 }
 
@@ -115,12 +117,27 @@ func (d *Datapath) fillClsBuffer(buf uint32, c classifier.Compiled) error {
 	}
 	classes := make([]xupfClsClass, len(c.IDs))
 	for i, id := range c.IDs {
-		classes[i] = xupfClsClass{Id: id, Slot: d.classSlots[id]}
+		classes[i] = d.classEntry(id)
 	}
-	if err := batchPut(d.objs.XupfClsClasses, buf*classifier.MaxClasses, classes); err != nil {
+	perBuf := uint32(xupfClsLayoutCLS_CLASSES_PER_BUF)
+	if err := batchPut(d.objs.XupfClsClasses, buf*perBuf, classes); err != nil {
 		return fmt.Errorf("write classes: %w", err)
 	}
+	if err := d.objs.XupfClsClasses.Put(buf*perBuf+uint32(xupfClsLayoutCLS_NO_CLASS),
+		d.classEntry(DefaultContractClass)); err != nil {
+		return fmt.Errorf("write the entry of packets without a class: %w", err)
+	}
 	return nil
+}
+
+// classEntry is class id's xupf_cls_classes entry: its counters and its contract, if any
+// (DefaultContractClass: the entry of packets without a class).
+func (d *Datapath) classEntry(id uint32) xupfClsClass {
+	e := xupfClsClass{Id: id, Slot: d.classSlots[id]}
+	if st, ok := d.contracts[id]; ok {
+		e.Contract, e.PoliceSlot = st.meter+1, st.stats
+	}
+	return e
 }
 
 // writeClsIndex writes the entries of regions that differ from what buffer buf holds.

@@ -2,11 +2,8 @@ package datapath
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
-
-	"github.com/cilium/ebpf"
 
 	"github.com/xupf/xupf/internal/meter"
 	"github.com/xupf/xupf/internal/policer"
@@ -61,17 +58,26 @@ func contractOf(class uint32, m xupfMeter) Contract {
 	return c
 }
 
+// contractState is a contract the datapath holds: the contract, its xupf_contracts slot
+// (fresh for every change) and its counters' xupf_police_stats slot (for the class's
+// contract's life, across changes).
+type contractState struct {
+	c     Contract
+	meter uint32
+	stats uint32
+}
+
 // SetContract creates or replaces the contract of c.Class. A new contract's counters start
 // at zero; a replaced one's carry on. Setting the contract a class already has changes
 // nothing: its meter keeps its state, so re-applying a configuration grants no extra burst.
 // A different contract starts with a fresh meter (a full burst) and applies from the next
 // packet.
 //
-// The contract is written with one update of the whole hash element, never field by field:
-// the kernel links a new element in place of the old one, so a packet sees the old contract
-// or the new one, never a LIMIT with the old rate and the new burst, or a PASS turned LIMIT
-// whose rate is still zero. (A packet that looked the old element up finishes with it: the
-// map is not preallocated, so the old element is freed only after such readers are done.)
+// The contract is never changed where packets read it: it is written whole into a fresh
+// xupf_contracts slot, and the class entries that point to it are published with the next
+// classifier buffer (setClasses, a program swap), so a packet sees the old contract or the
+// new one, never a LIMIT with the old rate and the new burst, or a PASS turned LIMIT whose
+// rate is still zero. The old slot rests in the FIFO before another contract gets it.
 func (d *Datapath) SetContract(c Contract) error {
 	m, err := contractEntry(c)
 	if err != nil {
@@ -79,53 +85,63 @@ func (d *Datapath) SetContract(c Contract) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var old xupfMeter
-	if err := d.objs.XupfContracts.Lookup(c.Class, &old); err == nil {
-		if contractOf(c.Class, old) == contractOf(c.Class, m) {
-			return nil
-		}
-	} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("contract for class %d: read the current one: %w", c.Class, err)
+	old, had := d.contracts[c.Class]
+	c = contractOf(c.Class, m)
+	if had && old.c == c {
+		return nil
 	}
-	// The counters exist before the contract, so that its first packets are counted. They
-	// are kept if they exist: the counters of a class carry on when its contract changes.
-	created := false
-	zero := make([]xupfPoliceCounters, possibleCPUs())
-	switch err := d.objs.XupfPoliceStats.Update(c.Class, zero, ebpf.UpdateNoExist); {
-	case err == nil:
-		created = true
-	case !errors.Is(err, ebpf.ErrKeyExist):
-		return fmt.Errorf("contract for class %d: create its counters: %w", c.Class, err)
+	st := &contractState{c: c}
+	if st.meter, err = d.contractSlots.alloc(); err != nil {
+		return fmt.Errorf("contract for class %d: contracts full: %w", c.Class, err)
 	}
-	if err := d.objs.XupfContracts.Update(c.Class, m, ebpf.UpdateAny); err != nil {
-		if created {
-			d.deleteKey(d.objs.XupfPoliceStats, c.Class)
-		}
-		return fmt.Errorf("contract for class %d: write it (contracts full?): %w", c.Class, err)
+	if err := d.objs.XupfContracts.Put(st.meter, m); err != nil {
+		d.contractSlots.release(st.meter)
+		return fmt.Errorf("contract for class %d: write it: %w", c.Class, err)
 	}
-	// The first contract turns the policer on. Should that fail, the contract goes again.
-	if err := d.ensurePolicer(); err != nil {
-		if created {
-			d.deleteKey(d.objs.XupfContracts, c.Class)
-			d.deleteKey(d.objs.XupfPoliceStats, c.Class)
-		}
+	if had {
+		st.stats = old.stats
+	} else if st.stats, err = d.newPoliceCounters(); err != nil {
+		d.contractSlots.release(st.meter)
 		return fmt.Errorf("contract for class %d: %w", c.Class, err)
+	}
+	d.contracts[c.Class] = st
+	if err := d.publishContracts(); err != nil {
+		if had {
+			d.contracts[c.Class] = old
+		} else {
+			delete(d.contracts, c.Class)
+			d.policeSlots.release(st.stats)
+		}
+		d.contractSlots.release(st.meter)
+		return fmt.Errorf("contract for class %d: %w", c.Class, err)
+	}
+	if had {
+		d.contractSlots.release(old.meter)
 	}
 	return nil
 }
 
-// anyContract says whether xupf_contracts holds a contract. The caller holds d.mu.
-func (d *Datapath) anyContract() (bool, error) {
-	var (
-		class uint32
-		m     xupfMeter
-	)
-	it := d.objs.XupfContracts.Iterate()
-	found := it.Next(&class, &m)
-	if err := it.Err(); err != nil {
-		return false, fmt.Errorf("list contracts: %w", err)
+// newPoliceCounters gives a new contract a counter slot, zeroed.
+func (d *Datapath) newPoliceCounters() (uint32, error) {
+	slot, err := d.policeSlots.alloc()
+	if err != nil {
+		return 0, fmt.Errorf("contract counters full: %w", err)
 	}
-	return found, nil
+	if err := d.objs.XupfPoliceStats.Put(slot, make([]xupfPoliceCounters, possibleCPUs())); err != nil {
+		d.policeSlots.release(slot)
+		return 0, fmt.Errorf("zero its counters: %w", err)
+	}
+	return slot, nil
+}
+
+// publishContracts makes the packets see d.contracts: with classes, a classifier buffer whose
+// class entries point to them (and the policer switched on or off with it); without, the
+// policer is out of the program and nothing needs writing. The caller holds d.mu.
+func (d *Datapath) publishContracts() error {
+	if d.prog.clsWords == 0 {
+		return nil
+	}
+	return d.setClasses(d.classes)
 }
 
 // DeleteContract removes the contract of class, and its counters; ErrNotFound when it has
@@ -133,22 +149,17 @@ func (d *Datapath) anyContract() (bool, error) {
 func (d *Datapath) DeleteContract(class uint32) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.objs.XupfContracts.Delete(class); err != nil {
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return noContractError{class}
-		}
+	st, ok := d.contracts[class]
+	if !ok {
+		return noContractError{class}
+	}
+	delete(d.contracts, class)
+	if err := d.publishContracts(); err != nil {
+		d.contracts[class] = st
 		return fmt.Errorf("delete the contract for class %d: %w", class, err)
 	}
-	// After the contract: a packet that found the contract may still look its counters up,
-	// and finds them or nothing, which the datapath allows for.
-	if err := d.objs.XupfPoliceStats.Delete(class); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("delete the counters of the contract for class %d: %w", class, err)
-	}
-	// The last contract turns the policer off. Should that fail, the running program finds
-	// no contract and lets every packet pass, as without the policer.
-	if err := d.ensurePolicer(); err != nil {
-		d.log.Warn("policer left on without contracts", "err", err)
-	}
+	d.contractSlots.release(st.meter)
+	d.policeSlots.release(st.stats)
 	return nil
 }
 
@@ -156,46 +167,35 @@ func (d *Datapath) DeleteContract(class uint32) error {
 func (d *Datapath) Contract(class uint32) (ContractInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var m xupfMeter
-	if err := d.objs.XupfContracts.Lookup(class, &m); err != nil {
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return ContractInfo{}, noContractError{class}
-		}
-		return ContractInfo{}, fmt.Errorf("read the contract for class %d: %w", class, err)
+	st, ok := d.contracts[class]
+	if !ok {
+		return ContractInfo{}, noContractError{class}
 	}
-	return d.contractInfo(class, m)
+	return d.contractInfo(st)
 }
 
 // Contracts returns every contract with its counters, by class id.
 func (d *Datapath) Contracts() ([]ContractInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var (
-		class uint32
-		m     xupfMeter
-		out   []ContractInfo
-	)
-	it := d.objs.XupfContracts.Iterate()
-	for it.Next(&class, &m) {
-		info, err := d.contractInfo(class, m)
+	var out []ContractInfo
+	for _, st := range d.contracts {
+		info, err := d.contractInfo(st)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, info)
 	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("list contracts: %w", err)
-	}
 	slices.SortFunc(out, func(a, b ContractInfo) int { return cmp.Compare(a.Class, b.Class) })
 	return out, nil
 }
 
-// contractInfo adds its counters to the contract of class, read as m. The caller holds d.mu.
-func (d *Datapath) contractInfo(class uint32, m xupfMeter) (ContractInfo, error) {
-	info := ContractInfo{Contract: contractOf(class, m)}
+// contractInfo adds its counters to the contract st. The caller holds d.mu.
+func (d *Datapath) contractInfo(st *contractState) (ContractInfo, error) {
+	info := ContractInfo{Contract: st.c}
 	var perCPU []xupfPoliceCounters
-	if err := d.objs.XupfPoliceStats.Lookup(class, &perCPU); err != nil {
-		return ContractInfo{}, fmt.Errorf("counters of the contract for class %d: %w", class, err)
+	if err := d.objs.XupfPoliceStats.Lookup(st.stats, &perCPU); err != nil {
+		return ContractInfo{}, fmt.Errorf("counters of the contract for class %d: %w", st.c.Class, err)
 	}
 	for _, v := range perCPU {
 		info.Counters.PassedPackets += v.PassedPackets

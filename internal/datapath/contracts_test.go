@@ -402,7 +402,8 @@ func TestContractErrors(t *testing.T) {
 }
 
 // Contracts are listed by class with what they were set to; a load over the pinned maps of
-// an earlier run starts with none.
+// an earlier run starts with none (contracts live in the daemon's memory, the maps hold only
+// slots).
 func TestContractsListAndReload(t *testing.T) {
 	e := newTestEnvOpts(t, Options{MaxSessions: 16})
 	set := []Contract{
@@ -423,12 +424,10 @@ func TestContractsListAndReload(t *testing.T) {
 		t.Errorf("Contracts() = %+v, want %+v", list, want)
 	}
 
-	dp2 := e.load(t, e.dp.opts)
+	dp2 := e.load(t, e.dp.opts) // the same maps
 	defer dp2.Close(false)
-	for _, dp := range []*Datapath{dp2, e.dp} { // the same maps
-		if list, err := dp.Contracts(); err != nil || len(list) != 0 {
-			t.Errorf("after a new load: Contracts() = %+v, %v; want none", list, err)
-		}
+	if list, err := dp2.Contracts(); err != nil || len(list) != 0 {
+		t.Errorf("after a new load: Contracts() = %+v, %v; want none", list, err)
 	}
 }
 
@@ -490,4 +489,51 @@ func TestPolicerSwitch(t *testing.T) {
 	policer(true)
 	runCase(t, e, pktCase{in: in, ifindex: n3, verdict: xdpDrop,
 		counters: map[string]uint64{"ul_rx": 1, "cls_hit": 1}, drops: map[string]uint64{"policer": 1}})
+}
+
+// TestPolicerFollowsClassChanges: contracts ride on the class entries of the classifier's
+// buffers. A contract set before its class exists polices the class once it does; a class
+// change that moves the class's bit keeps its contract's meter (still empty) and counters.
+func TestPolicerFollowsClassChanges(t *testing.T) {
+	e := newPolicerEnv(t, TokenBucket)
+	const later = 40 // no class has this id yet
+	setContract(t, e, Contract{Class: later, Action: PoliceDrop})
+	setContract(t, e, Contract{Class: classUL, Action: PoliceLimit, Rate: 1_000_000, Burst: 2000})
+	if got := policeSeq(t, e, 0, 3); got != "ppd" {
+		t.Fatalf("%s, want ppd", got)
+	}
+	set := func(classes ...classifier.Class) {
+		t.Helper()
+		var rs []classifier.Rule
+		for _, c := range classes {
+			r, err := c.Parse()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, r)
+		}
+		compiled, err := classifier.Compile(rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.dp.SetClasses(compiled); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ul := classifier.Class{ID: classUL, Direction: "ingress", Protocol: "udp", DstPort: "2000"}
+	// Class 40 takes port 4000 at a higher priority: class 10's bit moves.
+	set(classifier.Class{ID: later, Priority: 9, Direction: "ingress", Protocol: "udp", DstPort: "4000"}, ul)
+	if got := policeSeq(t, e, 0, 1); got != "d" {
+		t.Fatalf("after the class change: %s, want d (the meter carries on, empty)", got)
+	}
+	want := PoliceCounters{PassedPackets: 2, PassedBytes: 2000, DroppedPackets: 2, DroppedBytes: 2000}
+	if got := contractCounters(t, e, classUL); got != want {
+		t.Errorf("class %d counters %+v, want %+v", classUL, got, want)
+	}
+	in, _ := policedUL(t, portNoPolicy, 200)
+	runCase(t, e, pktCase{in: in, ifindex: n3, verdict: xdpDrop,
+		counters: map[string]uint64{"ul_rx": 1, "cls_hit": 1}, drops: map[string]uint64{"policer": 1}})
+	if got := contractCounters(t, e, later); got.DroppedPackets != 1 {
+		t.Errorf("class %d counters %+v, want one dropped packet", later, got)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/keytable"
 	"github.com/xupf/xupf/internal/router"
 	"github.com/xupf/xupf/internal/rules"
@@ -126,13 +127,17 @@ type Datapath struct {
 	retired    []retiredTables                    // classification tables waiting out their grace
 	classSlots map[uint32]uint32                  // class id -> its counter slot in xupf_cls_stats
 	clsSlots   *slots                             // class counter slots
-	clsBufs    [2]clsBuffer
-	links      map[string]*attachment
-	stopAddrs  func() // stops keeping xupf_local_addrs up to date
-	router     *router.Router
-	stopRouter func() // stops following netlink for the router
-	ager       flowAger
-	stopAging  func() // stops aging the flow cache
+	classes    classifier.Compiled                // the classes the program reads
+	contracts  map[uint32]*contractState          // policer contracts by class id
+	// contractSlots and policeSlots hand out xupf_contracts and xupf_police_stats slots.
+	contractSlots, policeSlots *slots
+	clsBufs                    [2]clsBuffer
+	links                      map[string]*attachment
+	stopAddrs                  func() // stops keeping xupf_local_addrs up to date
+	router                     *router.Router
+	stopRouter                 func() // stops following netlink for the router
+	ager                       flowAger
+	stopAging                  func() // stops aging the flow cache
 	flowCounters
 }
 
@@ -233,7 +238,11 @@ func Load(opts Options) (*Datapath, error) {
 		rulesets:   newSlots(uint32(opts.MaxRuleSets + spareRuleSets)),
 		classSlots: map[uint32]uint32{},
 		clsSlots:   newSlots(spec.Maps[xupfMapXupfClsStats].MaxEntries), // a slot per class and spares
-		links:      map[string]*attachment{},
+		contracts:  map[uint32]*contractState{},
+		// a slot per contract and spares
+		contractSlots: newSlots(spec.Maps[xupfMapXupfContracts].MaxEntries),
+		policeSlots:   newSlots(spec.Maps[xupfMapXupfPoliceStats].MaxEntries),
+		links:         map[string]*attachment{},
 	}
 	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{
 		Maps: ebpf.MapOptions{PinPath: opts.PinPath},
@@ -254,11 +263,10 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, err
 	}
 	// Classification tables of an earlier run name rule set ids and classifier buffers this
-	// run will hand out again: stale entries would then match beside the new ones. Policer
-	// contracts live in the daemon's memory only: an earlier run's must not police this one's
-	// classes.
-	for _, m := range []*ebpf.Map{d.objs.XupfSdfExact, d.objs.XupfSdfLpm, d.objs.XupfClsMacs,
-		d.objs.XupfContracts, d.objs.XupfPoliceStats} {
+	// run will hand out again: stale entries would then match beside the new ones. (Policer
+	// contracts live in the daemon's memory; the slots an earlier run left in xupf_contracts
+	// are reached only through class entries, which every classifier buffer rewrites.)
+	for _, m := range []*ebpf.Map{d.objs.XupfSdfExact, d.objs.XupfSdfLpm, d.objs.XupfClsMacs} {
 		if err := clearMap(m); err != nil {
 			d.closeObjs()
 			return nil, fmt.Errorf("clear %s left by an earlier run: %w", m, err)

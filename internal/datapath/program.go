@@ -28,23 +28,6 @@ func (d *Datapath) ensureSDFFields(mask uint32) error {
 	return d.swapProgram(cfg)
 }
 
-// ensurePolicer swaps in a program with the policer on or off as it should be: on while a
-// contract exists and classes do (a contract polices the classifier's classes; without any
-// the policer would only cost lookups). The caller holds d.mu.
-func (d *Datapath) ensurePolicer() error {
-	on, err := d.anyContract()
-	if err != nil {
-		return err
-	}
-	on = on && d.prog.clsWords != 0
-	if on == d.prog.policer {
-		return nil
-	}
-	cfg := d.prog
-	cfg.policer = on
-	return d.swapProgram(cfg)
-}
-
 // swapProgram loads a program specialised to cfg beside the running one, sharing its maps,
 // and swaps it into every link atomically: each packet meets either the old program with the
 // old settings or the new one with the new. The caller holds d.mu.

@@ -19,9 +19,11 @@ type xupfClsChunk struct {
 }
 
 type xupfClsClass struct {
-	_    structs.HostLayout
-	Id   uint32
-	Slot uint32
+	_          structs.HostLayout
+	Id         uint32
+	Slot       uint32
+	Contract   uint32
+	PoliceSlot uint32
 }
 
 type xupfClsField uint32
@@ -42,20 +44,22 @@ const (
 type xupfClsLayout uint32
 
 const (
-	xupfClsLayoutCLS_CHUNK_WORDS  xupfClsLayout = 8
-	xupfClsLayoutCLS_CHUNKS       xupfClsLayout = 20
-	xupfClsLayoutCLS_NO_PORT      xupfClsLayout = 65536
-	xupfClsLayoutCLS_IX_DIRECTION xupfClsLayout = 0
-	xupfClsLayoutCLS_IX_PROTO     xupfClsLayout = 4
-	xupfClsLayoutCLS_IX_ETHERTYPE xupfClsLayout = 260
-	xupfClsLayoutCLS_IX_SRC_PORT  xupfClsLayout = 65796
-	xupfClsLayoutCLS_IX_DST_PORT  xupfClsLayout = 131333
-	xupfClsLayoutCLS_IX_SRC_IP    xupfClsLayout = 196870
-	xupfClsLayoutCLS_IX_DST_IP    xupfClsLayout = 262406
-	xupfClsLayoutCLS_IX_MAC_WILD  xupfClsLayout = 327942
-	xupfClsLayoutCLS_IX_IP_TABLES xupfClsLayout = 327944
-	xupfClsLayoutCLS_IX_PER_BUF   xupfClsLayout = 590088
-	xupfClsLayoutCLS_VREF_TABLE   xupfClsLayout = 1073741824
+	xupfClsLayoutCLS_CHUNK_WORDS     xupfClsLayout = 8
+	xupfClsLayoutCLS_CHUNKS          xupfClsLayout = 20
+	xupfClsLayoutCLS_NO_PORT         xupfClsLayout = 65536
+	xupfClsLayoutCLS_IX_DIRECTION    xupfClsLayout = 0
+	xupfClsLayoutCLS_IX_PROTO        xupfClsLayout = 4
+	xupfClsLayoutCLS_IX_ETHERTYPE    xupfClsLayout = 260
+	xupfClsLayoutCLS_IX_SRC_PORT     xupfClsLayout = 65796
+	xupfClsLayoutCLS_IX_DST_PORT     xupfClsLayout = 131333
+	xupfClsLayoutCLS_IX_SRC_IP       xupfClsLayout = 196870
+	xupfClsLayoutCLS_IX_DST_IP       xupfClsLayout = 262406
+	xupfClsLayoutCLS_IX_MAC_WILD     xupfClsLayout = 327942
+	xupfClsLayoutCLS_IX_IP_TABLES    xupfClsLayout = 327944
+	xupfClsLayoutCLS_IX_PER_BUF      xupfClsLayout = 590088
+	xupfClsLayoutCLS_VREF_TABLE      xupfClsLayout = 1073741824
+	xupfClsLayoutCLS_NO_CLASS        xupfClsLayout = 10240
+	xupfClsLayoutCLS_CLASSES_PER_BUF xupfClsLayout = 10241
 )
 
 type xupfClsMacKey struct {
