@@ -189,8 +189,9 @@ static __always_inline void cls_pkt_fill(struct cls_pkt *p, const struct ethhdr 
 					 enum direction dir)
 {
 	p->direction = dir;
-	p->src_mac = mac_u64(eth->h_source);
-	p->dst_mac = mac_u64(eth->h_dest);
+	/* A MAC is twelve loads and shifts: only when some class looks at it. */
+	p->src_mac = cfg_cls_fields & (1 << CLS_SRC_MAC) ? mac_u64(eth->h_source) : 0;
+	p->dst_mac = cfg_cls_fields & (1 << CLS_DST_MAC) ? mac_u64(eth->h_dest) : 0;
 	p->ethertype = bpf_ntohs(eth->h_proto);
 	p->proto = ip->protocol;
 	p->src_ip = ip->saddr;
