@@ -341,4 +341,22 @@ static __always_inline void count_class(const struct cls_class *cls, __u32 bytes
 	}
 }
 
+/* classify_packet classifies the user packet ip (ihl_len header bytes, len bytes in all) of
+ * the frame eth travelling in dir and counts it: its class, NULL for none, and while no class
+ * exists (the verifier then drops it all). */
+static __always_inline const struct cls_class *classify_packet(const struct ethhdr *eth, struct iphdr *ip,
+							       __u32 ihl_len, __u32 len, void *data_end,
+							       enum direction dir)
+{
+	const struct cls_class *cls;
+	struct cls_pkt cp;
+
+	if (!cfg_cls_words)
+		return NULL;
+	cls_pkt_fill(&cp, eth, ip, ihl_len, data_end, dir);
+	cls = classify_traffic(&cp);
+	count_class(cls, len);
+	return cls;
+}
+
 #endif

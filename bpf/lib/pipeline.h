@@ -48,29 +48,15 @@ static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 	pdr = select_pdr(ref, p->ip, p->ihl_len, p->data_end, p->dir, p->psc, &far);
 	if (!pdr)
 		return DROP_NO_PDR_MATCH;
-	if (cfg_cls_words) {
-		struct cls_pkt cp;
-
-		cls_pkt_fill(&cp, p->eth, p->ip, p->ihl_len, p->data_end, p->dir);
-		p->meta.cls = classify_traffic(&cp);
-		count_class(p->meta.cls, p->len);
-	}
+	p->meta.cls = classify_packet(p->eth, p->ip, p->ihl_len, p->len, p->data_end, p->dir);
 	reason = far_drop_reason(far);
 	if (reason || !far)
 		return reason ? reason : DROP_FAR_DROP;
 	if (p->ip->ttl <= 1)
 		return PKT_EXPIRING;
-	reason = qos_check(pdr, p->len);
+	reason = qos_and_police(pdr, p->meta.cls, p->len);
 	if (reason)
 		return reason;
-	/* The policer comes last, so that only packets that will be forwarded use its tokens. */
-	if (cfg_policer) {
-		reason = police(p->meta.cls, p->len);
-		if (reason) {
-			qos_refund(pdr, p->len);
-			return reason;
-		}
-	}
 	count_usage(pdr, p->len);
 	*pdrp = pdr;
 	*farp = far;

@@ -14,6 +14,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "meter.h"
+#include "qos.h"
 #include "drop_reasons.h"
 #include "classifier.h"
 
@@ -95,6 +96,22 @@ static __always_inline int police(const struct cls_class *cls, __u32 len)
 		}
 	}
 	return pass ? 0 : DROP_POLICER;
+}
+
+/* qos_and_police runs a packet of len bytes, of class cls, through pdr's QERs (qos_check)
+ * and, while the policer is on, its class's contract: 0 to go on, else the drop reason. The
+ * policer comes last, so that only packets that will be forwarded use its tokens; one it
+ * refuses gives back what the QERs charged. */
+static __always_inline int qos_and_police(const struct pdr *pdr, const struct cls_class *cls, __u32 len)
+{
+	int reason = qos_check(pdr, len);
+
+	if (reason || !cfg_policer)
+		return reason;
+	reason = police(cls, len);
+	if (reason)
+		qos_refund(pdr, len);
+	return reason;
 }
 
 #endif

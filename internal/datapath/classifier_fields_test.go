@@ -74,22 +74,7 @@ func TestClassifierFieldsOneByOne(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a := c.class
 			a.ID, a.Priority = 1, 10
-			all := classifier.Class{ID: 2, Priority: 1}
-			var rules []classifier.Rule
-			for _, cl := range []classifier.Class{a, all} {
-				r, err := cl.Parse()
-				if err != nil {
-					t.Fatal(err)
-				}
-				rules = append(rules, r)
-			}
-			compiled, err := classifier.Compile(rules)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := e.dp.SetClasses(compiled); err != nil {
-				t.Fatal(err)
-			}
+			e.setClasses(t, a, classifier.Class{ID: 2, Priority: 1})
 			check := func(p pkt, want uint32) {
 				t.Helper()
 				b1, _ := e.dp.ClassCounters(1)
@@ -152,24 +137,6 @@ func TestClassCountersAcrossChanges(t *testing.T) {
 	if err := e.dp.AddSession(sessPlain); err != nil {
 		t.Fatal(err)
 	}
-	set := func(classes ...classifier.Class) {
-		t.Helper()
-		var rules []classifier.Rule
-		for _, c := range classes {
-			r, err := c.Parse()
-			if err != nil {
-				t.Fatal(err)
-			}
-			rules = append(rules, r)
-		}
-		compiled, err := classifier.Compile(rules)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.dp.SetClasses(compiled); err != nil {
-			t.Fatal(err)
-		}
-	}
 	send := func() {
 		t.Helper()
 		pkt := concat(ethBytes(macDN, macN6), innerUDP(t, addrDN, sessPlain.UE, 5000, 6000, 64, payload))
@@ -185,19 +152,19 @@ func TestClassCountersAcrossChanges(t *testing.T) {
 		}
 	}
 	udp := classifier.Class{ID: 7, Priority: 1, Protocol: "udp"}
-	set(udp)
+	e.setClasses(t, udp)
 	send()
 	expect(7, 1)
 	// Class 9 comes first in priority and matches nothing here: class 7's bit moves.
-	set(udp, classifier.Class{ID: 9, Priority: 5, Protocol: "tcp"})
+	e.setClasses(t, udp, classifier.Class{ID: 9, Priority: 5, Protocol: "tcp"})
 	send()
 	expect(7, 2)
 	expect(9, 0)
-	set(classifier.Class{ID: 9, Priority: 5, Protocol: "tcp"})
+	e.setClasses(t, classifier.Class{ID: 9, Priority: 5, Protocol: "tcp"})
 	if _, err := e.dp.ClassCounters(7); err == nil {
 		t.Fatal("a deleted class still has counters")
 	}
-	set(udp)
+	e.setClasses(t, udp)
 	expect(7, 0)
 	send()
 	expect(7, 1)

@@ -85,6 +85,33 @@ func clsPacket(t testing.TB, rng *rand.Rand, uplink bool) ([]byte, classifier.Pa
 	return pkt, cp
 }
 
+// compileClasses parses and compiles classes, failing t on an invalid one.
+func compileClasses(t testing.TB, classes ...classifier.Class) ([]classifier.Rule, classifier.Compiled) {
+	t.Helper()
+	rules := make([]classifier.Rule, 0, len(classes))
+	for _, c := range classes {
+		r, err := c.Parse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, r)
+	}
+	compiled, err := classifier.Compile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules, compiled
+}
+
+// setClasses makes classes the datapath's.
+func (e *testEnv) setClasses(t testing.TB, classes ...classifier.Class) {
+	t.Helper()
+	_, compiled := compileClasses(t, classes...)
+	if err := e.dp.SetClasses(compiled); err != nil {
+		t.Fatalf("set %d classes: %v", len(classes), err)
+	}
+}
+
 func describeClasses(cs []classifier.Class) string {
 	var b strings.Builder
 	for _, c := range cs {
@@ -110,19 +137,10 @@ func TestClassifierDifferential(t *testing.T) {
 	for iter := range 30 {
 		n := []int{1, 3, 10, 64, 65, 130, 700}[iter%7]
 		var classes []classifier.Class
-		var rules []classifier.Rule
 		for i := range n {
-			c := randClass(rng, uint32(i+1))
-			r, err := c.Parse()
-			if err != nil {
-				t.Fatalf("random class invalid: %v", err)
-			}
-			classes, rules = append(classes, c), append(rules, r)
+			classes = append(classes, randClass(rng, uint32(i+1)))
 		}
-		compiled, err := classifier.Compile(rules)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rules, compiled := compileClasses(t, classes...)
 		if err := e.dp.SetClasses(compiled); err != nil {
 			t.Fatalf("set %d classes: %v", n, err)
 		}

@@ -106,22 +106,15 @@ func TestClsLayoutMatchesReference(t *testing.T) {
 	ports := []uint16{0, 1, 80, 999, 1000, 1600, 2000, 2001, 5060, 39999, 40000, 65534, 65535}
 	for iter := range 40 {
 		n := []int{1, 5, 64, 65, 600}[iter%5]
-		var rules []classifier.Rule
+		var classes []classifier.Class
 		for i := range n {
 			c := randClass(rng, uint32(i+1))
 			if rng.IntN(8) == 0 && (c.Protocol == "udp" || c.Protocol == "tcp") {
 				c.SrcPort, c.DstPort = "0-1", "65535" // the edges of the port space
 			}
-			r, err := c.Parse()
-			if err != nil {
-				t.Fatal(err)
-			}
-			rules = append(rules, r)
+			classes = append(classes, c)
 		}
-		c, err := classifier.Compile(rules)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rules, c := compileClasses(t, classes...)
 		l, err := layoutClasses(c, 1<<20)
 		if err != nil {
 			t.Fatal(err)
@@ -147,22 +140,16 @@ func TestClsLayoutMatchesReference(t *testing.T) {
 // TestClsLayoutLimits: a set needing more chunks or address tables than the datapath has is
 // refused with an error that says what to change.
 func TestClsLayoutLimits(t *testing.T) {
-	var rules []classifier.Rule
+	var classes []classifier.Class
 	for i := range 300 {
 		// Each class its own /32 in its own /16: a /16 table and a /24 table each.
-		r, err := classifier.Class{ID: uint32(i + 1), SrcIP: netip.AddrFrom4([4]byte{10, byte(i), byte(i >> 8), 1}).String(),
-			DstIP: netip.AddrFrom4([4]byte{11, byte(i), 0, 1}).String()}.Parse()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rules = append(rules, r)
+		classes = append(classes, classifier.Class{ID: uint32(i + 1),
+			SrcIP: netip.AddrFrom4([4]byte{10, byte(i), byte(i >> 8), 1}).String(),
+			DstIP: netip.AddrFrom4([4]byte{11, byte(i), 0, 1}).String()})
 	}
-	c, err := classifier.Compile(rules)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := compileClasses(t, classes...)
 	if _, err := layoutClasses(c, 1<<20); err == nil {
-		t.Errorf("%d address tables accepted, the datapath has %d", 4*len(rules), clsIPTables)
+		t.Errorf("%d address tables accepted, the datapath has %d", 4*len(classes), clsIPTables)
 	}
 	if _, err := layoutClasses(c, 100); err == nil {
 		t.Error("more vectors than the pool holds accepted")

@@ -32,25 +32,10 @@ func newPolicerEnv(t *testing.T, algo MeterAlgo) *testEnv {
 	if err := e.dp.AddSession(sessPlain); err != nil {
 		t.Fatal(err)
 	}
-	var rs []classifier.Rule
-	for _, c := range []classifier.Class{
-		{ID: classUL, Direction: "ingress", Protocol: "udp", DstPort: "2000"},
-		{ID: classDL, Direction: "egress", Protocol: "udp", DstPort: "6000"},
-		{ID: classNoPolicy, Direction: "ingress", Protocol: "udp", DstPort: "4000"},
-	} {
-		r, err := c.Parse()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, r)
-	}
-	compiled, err := classifier.Compile(rs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.dp.SetClasses(compiled); err != nil {
-		t.Fatal(err)
-	}
+	e.setClasses(t,
+		classifier.Class{ID: classUL, Direction: "ingress", Protocol: "udp", DstPort: "2000"},
+		classifier.Class{ID: classDL, Direction: "egress", Protocol: "udp", DstPort: "6000"},
+		classifier.Class{ID: classNoPolicy, Direction: "ingress", Protocol: "udp", DstPort: "4000"})
 	return e
 }
 
@@ -350,17 +335,7 @@ func TestPolicerWaitsForClasses(t *testing.T) {
 	in, out := policedUL(t, portNoClass, 100)
 	runCase(t, e, pktCase{in: in, out: out, ifindex: n3, verdict: xdpRedirect,
 		counters: map[string]uint64{"ul_rx": 1, "ul_tx": 1}})
-	r, err := (classifier.Class{ID: 1, Protocol: "tcp"}).Parse()
-	if err != nil {
-		t.Fatal(err)
-	}
-	compiled, err := classifier.Compile([]classifier.Rule{r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.dp.SetClasses(compiled); err != nil {
-		t.Fatal(err)
-	}
+	e.setClasses(t, classifier.Class{ID: 1, Protocol: "tcp"})
 	runCase(t, e, pktCase{in: in, ifindex: n3, verdict: xdpDrop,
 		counters: map[string]uint64{"ul_rx": 1, "cls_miss": 1}, drops: map[string]uint64{"policer": 1}})
 }
@@ -475,17 +450,7 @@ func TestPolicerSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	policer(false)
-	r, err := (classifier.Class{ID: classUL, Direction: "ingress", Protocol: "udp", DstPort: "2000"}).Parse()
-	if err != nil {
-		t.Fatal(err)
-	}
-	one, err := classifier.Compile([]classifier.Rule{r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.dp.SetClasses(one); err != nil {
-		t.Fatal(err)
-	}
+	e.setClasses(t, classifier.Class{ID: classUL, Direction: "ingress", Protocol: "udp", DstPort: "2000"})
 	policer(true)
 	runCase(t, e, pktCase{in: in, ifindex: n3, verdict: xdpDrop,
 		counters: map[string]uint64{"ul_rx": 1, "cls_hit": 1}, drops: map[string]uint64{"policer": 1}})
@@ -502,27 +467,9 @@ func TestPolicerFollowsClassChanges(t *testing.T) {
 	if got := policeSeq(t, e, 0, 3); got != "ppd" {
 		t.Fatalf("%s, want ppd", got)
 	}
-	set := func(classes ...classifier.Class) {
-		t.Helper()
-		var rs []classifier.Rule
-		for _, c := range classes {
-			r, err := c.Parse()
-			if err != nil {
-				t.Fatal(err)
-			}
-			rs = append(rs, r)
-		}
-		compiled, err := classifier.Compile(rs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.dp.SetClasses(compiled); err != nil {
-			t.Fatal(err)
-		}
-	}
 	ul := classifier.Class{ID: classUL, Direction: "ingress", Protocol: "udp", DstPort: "2000"}
 	// Class 40 takes port 4000 at a higher priority: class 10's bit moves.
-	set(classifier.Class{ID: later, Priority: 9, Direction: "ingress", Protocol: "udp", DstPort: "4000"}, ul)
+	e.setClasses(t, classifier.Class{ID: later, Priority: 9, Direction: "ingress", Protocol: "udp", DstPort: "4000"}, ul)
 	if got := policeSeq(t, e, 0, 1); got != "d" {
 		t.Fatalf("after the class change: %s, want d (the meter carries on, empty)", got)
 	}

@@ -31,18 +31,7 @@ func TestClassifierSwapUnderTraffic(t *testing.T) {
 		{{ID: 1, Priority: 5, SrcIP: addrDN.String()}, {ID: 2, Priority: 10, SrcIP: "192.0.2.0/24"}},
 	}
 	apply := func(v int) {
-		var rules []classifier.Rule
-		for _, c := range versions[v] {
-			r, err := c.Parse()
-			if err != nil {
-				t.Fatal(err)
-			}
-			rules = append(rules, r)
-		}
-		compiled, err := classifier.Compile(rules)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, compiled := compileClasses(t, versions[v]...)
 		if err := e.dp.SetClasses(compiled); err != nil {
 			t.Fatalf("swap to version %d: %v", v, err)
 		}
