@@ -89,11 +89,13 @@ volatile const __u32 cfg_cls_words = 0;
 volatile const __u32 cfg_cls_buf = 0;
 
 /* A vector: bit c of present says chunk c is non-zero; the non-zero chunks are at base,
- * base + 1, ... of the buffer's pool, in order. (With CLS_VREF_TABLE in base, an address
- * table instead: its number.) */
+ * base + 1, ... of the buffer's pool, in order. first is its first 64 bits, the whole vector
+ * while no more than 64 classes exist (cfg_cls_words 1): then the pool is not read at all.
+ * (With CLS_VREF_TABLE in base, an address table instead: its number.) */
 struct cls_vref {
 	__u32 present;
 	__u32 base;
+	__u64 first;
 };
 
 struct cls_chunk {
@@ -289,6 +291,19 @@ static __always_inline const struct cls_class *classify_traffic(const struct cls
 	CLS_REF(CLS_SRC_PORT, cls_index(cls_port(CLS_IX_SRC_PORT, p, p->src_port)));
 	CLS_REF(CLS_DST_PORT, cls_index(cls_port(CLS_IX_DST_PORT, p, p->dst_port)));
 
+	if (cfg_cls_words == 1) {
+		__u64 v = ~0ULL;
+		__u32 key;
+
+#pragma unroll
+		for (__u32 f = 0; f < CLS_FIELD_MAX; f++)
+			if (cfg_cls_fields & (1 << f))
+				v &= refs[f].first;
+		if (!v)
+			return NULL;
+		key = cfg_cls_buf * CLS_CLASSES_PER_BUF + lowest_bit(v);
+		return bpf_map_lookup_elem(&xupf_cls_classes, &key);
+	}
 	for (__u32 c = 0; c < CLS_CHUNKS; c++) {
 		__u64 acc[CLS_CHUNK_WORDS];
 

@@ -98,6 +98,9 @@ func (b *clsBuilder) ref(v lbvs.Vector) (xupfClsVref, error) {
 		return r, nil
 	}
 	r := xupfClsVref{Base: uint32(len(b.out.chunks))}
+	if len(v) > 0 {
+		r.First = v[0]
+	}
 	for c := 0; c*clsChunkWords < len(v); c++ {
 		var ch xupfClsChunk
 		copy(ch.W[:], v[c*clsChunkWords:])

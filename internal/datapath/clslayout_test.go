@@ -40,7 +40,8 @@ func (x clsIndex) addr(region uint32, a netip.Addr) xupfClsVref {
 	return v
 }
 
-// class returns the bit of the class the layout gives p, or -1.
+// class returns the bit of the class the layout gives p, or -1: from the references' first
+// words while the set has one word, else from the chunks.
 func (x clsIndex) class(c classifier.Compiled, p classifier.Packet) int {
 	port := func(region uint32, port uint16) xupfClsVref {
 		if !p.HasPorts {
@@ -64,6 +65,20 @@ func (x clsIndex) class(c classifier.Compiled, p classifier.Packet) int {
 		classifier.FieldDstIP:     x.addr(uint32(xupfClsLayoutCLS_IX_DST_IP), p.DstIP),
 		classifier.FieldSrcPort:   port(uint32(xupfClsLayoutCLS_IX_SRC_PORT), p.SrcPort),
 		classifier.FieldDstPort:   port(uint32(xupfClsLayoutCLS_IX_DST_PORT), p.DstPort),
+	}
+	if c.Words == 1 { // the vector words in the references, as classifier.h reads them then
+		v := ^uint64(0)
+		for f, r := range refs {
+			if c.Fields&(1<<f) != 0 {
+				v &= r.First
+			}
+		}
+		for b := range 64 {
+			if v&(1<<b) != 0 {
+				return b
+			}
+		}
+		return -1
 	}
 	for ch := 0; ch*clsChunkWords < c.Words; ch++ {
 		acc := [8]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}

@@ -73,6 +73,7 @@ type xupfClsVref struct {
 	_       structs.HostLayout
 	Present uint32
 	Base    uint32
+	First   uint64
 }
 
 type xupfCounters struct {
