@@ -180,6 +180,46 @@ static __always_inline int gtpu_parse_gpdu(struct gtpu_hdr *gtp, void *data_end,
 	return 0;
 }
 
+/* What gtpu_header returns for UDP to a local GTP-U address that is not GTP-U (another port,
+ * or a non-first fragment, which carries no port): the kernel's, untouched. */
+#define GTPU_NOT_OURS -1
+
+/* gtpu_header finds and checks the GTP-U header of the IPv4/UDP packet ip to a local GTP-U
+ * address: UDP to GTPU_PORT, not fragmented, GTP version 1 with PT set. Returns 0 with *gtp
+ * and *ihl_len (the outer IPv4 header's length) set, GTPU_NOT_OURS, or the drop reason. */
+static __always_inline int gtpu_header(struct iphdr *ip, void *data_end, __u32 *ihl_len,
+				       struct gtpu_hdr **gtp)
+{
+	__u32 len = ipv4_hdr_len(ip, data_end);
+	struct gtpu_hdr *g;
+	struct udphdr *udp;
+
+	if (!len)
+		return DROP_MALFORMED_IP;
+	/* A non-first fragment carries no port, so it cannot be told from other UDP to this
+	 * address (PFCP may share it): the kernel reassembles or discards it. */
+	if (ip->frag_off & bpf_htons(IPV4_OFFSET))
+		return GTPU_NOT_OURS;
+	udp = (void *)ip + len;
+	if ((void *)(udp + 1) > data_end)
+		return DROP_MALFORMED_UDP;
+	if (udp->dest != bpf_htons(GTPU_PORT))
+		return GTPU_NOT_OURS;
+	if (ipv4_is_fragment(ip))
+		return DROP_OUTER_FRAGMENT;
+
+	g = (void *)(udp + 1);
+	if ((void *)(g + 1) > data_end)
+		return DROP_MALFORMED_GTP;
+	if ((g->flags >> 5) != GTPU_VERSION)
+		return DROP_GTP_VERSION;
+	if (!(g->flags & GTPU_FLAG_PT))
+		return DROP_GTP_NOT_GTPU;
+	*ihl_len = len;
+	*gtp = g;
+	return 0;
+}
+
 /* Echo Response as we send it: mandatory header with S set, sequence number copied from the
  * request, and a Recovery IE with restart counter 0 (TS 29.281 7.2.2: GTP-U sends 0). */
 struct gtpu_echo_resp {

@@ -87,35 +87,17 @@ static __always_inline int refuse_gtpu(struct iphdr *ip, void *data_end)
 static __always_inline int handle_gtpu(struct xdp_md *ctx, struct ethhdr *eth,
 				       struct iphdr *ip, void *data_end)
 {
-	__u32 ihl_len = ipv4_hdr_len(ip, data_end);
 	struct gtpu_hdr *gtp;
-	struct udphdr *udp;
+	__u32 ihl_len;
+	int reason;
 
-	if (!ihl_len)
-		return drop(DROP_MALFORMED_IP);
-	/* A non-first fragment carries no port, so it cannot be told from other UDP to this
-	 * address (PFCP may share it): the kernel reassembles or discards it. */
-	if (ip->frag_off & bpf_htons(IPV4_OFFSET)) {
+	reason = gtpu_header(ip, data_end, &ihl_len, &gtp);
+	if (reason == GTPU_NOT_OURS) {
 		count_stat(STAT_PASS);
 		return XDP_PASS;
 	}
-	udp = (void *)ip + ihl_len;
-	if ((void *)(udp + 1) > data_end)
-		return drop(DROP_MALFORMED_UDP);
-	if (udp->dest != bpf_htons(GTPU_PORT)) {
-		count_stat(STAT_PASS);
-		return XDP_PASS;
-	}
-	if (ipv4_is_fragment(ip))
-		return drop(DROP_OUTER_FRAGMENT);
-
-	gtp = (void *)(udp + 1);
-	if ((void *)(gtp + 1) > data_end)
-		return drop(DROP_MALFORMED_GTP);
-	if ((gtp->flags >> 5) != GTPU_VERSION)
-		return drop(DROP_GTP_VERSION);
-	if (!(gtp->flags & GTPU_FLAG_PT))
-		return drop(DROP_GTP_NOT_GTPU);
+	if (reason)
+		return drop(reason);
 
 	switch (gtp->type) {
 	case GTPU_G_PDU:
