@@ -5,6 +5,7 @@
 #include "lib/parse.h"
 #include "lib/uplink.h"
 #include "lib/downlink.h"
+#include "lib/spread.h"
 #include "lib/stats.h"
 #include "lib/flowcache.h"
 #include <linux/pkt_cls.h>
@@ -27,6 +28,7 @@ const struct unknown_teid_event *btf_unknown_teid_event __attribute__((unused));
 const enum flowcache_mode *btf_flowcache_mode __attribute__((unused));
 const enum flow_vlan_action *btf_flow_vlan_action __attribute__((unused));
 const enum flow_flag *btf_flow_flag __attribute__((unused));
+const enum spread_mode *btf_spread_mode __attribute__((unused));
 
 SEC("xdp")
 int xupf_xdp(struct xdp_md *ctx)
@@ -43,8 +45,11 @@ int xupf_xdp(struct xdp_md *ctx)
 	if (!ip)
 		goto pass;
 
-	if (ip->protocol == IPPROTO_UDP && is_gtpu_addr(ip->daddr, ctx->ingress_ifindex))
+	if (ip->protocol == IPPROTO_UDP && is_gtpu_addr(ip->daddr, ctx->ingress_ifindex)) {
+		if (cfg_spread != SPREAD_OFF && spread_gpdu(ip, data_end) == XDP_REDIRECT)
+			return XDP_REDIRECT;
 		return handle_gtpu(ctx, eth, ip, data_end);
+	}
 
 	ref = dl_ref(ip->daddr);
 	if (ref)

@@ -60,7 +60,7 @@ func BenchmarkDatapath(b *testing.B) {
 
 // programSize returns the loaded program's instruction count after verification and its
 // JITed size in bytes.
-func programSize(b *testing.B, prog *ebpf.Program) (int, uint32) {
+func programSize(b testing.TB, prog *ebpf.Program) (int, uint32) {
 	info, err := prog.Info()
 	if err != nil {
 		b.Fatal(err)

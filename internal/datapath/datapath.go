@@ -56,7 +56,12 @@ type Options struct {
 	MaxRoutes int
 	// FlowCache configures the flow cache; its zero value leaves it off.
 	FlowCache FlowCacheOptions
-	Logger    *slog.Logger
+	// Spread spreads uplink G-PDUs over SpreadCPUs (every online CPU when empty), each
+	// CPU's queue SpreadQueue packets long (default DefaultSpreadQueue); default SpreadOff.
+	Spread      SpreadMode
+	SpreadCPUs  []int
+	SpreadQueue int
+	Logger      *slog.Logger
 }
 
 // Defaults of the classification limits.
@@ -111,6 +116,10 @@ type Datapath struct {
 	names names
 	// prog is what the loaded program is specialised to.
 	prog progConfig
+	// cpuProg is the CPU map entries' program with uplink spreading (else nil), over
+	// spreadCPUs.
+	cpuProg    *ebpf.Program
+	spreadCPUs []uint32
 
 	mu         sync.Mutex
 	owners     map[uint64][]*installedSet         // by static session id or PFCP SEID
@@ -161,6 +170,9 @@ func Load(opts Options) (*Datapath, error) {
 		opts.MaxRoutes = DefaultMaxRoutes
 	}
 	opts.FlowCache.setDefaults()
+	if opts.SpreadQueue == 0 {
+		opts.SpreadQueue = DefaultSpreadQueue
+	}
 	if opts.MaxSessions <= 0 {
 		return nil, fmt.Errorf("load datapath: max sessions must be positive, got %d", opts.MaxSessions)
 	}
@@ -200,6 +212,15 @@ func Load(opts Options) (*Datapath, error) {
 	spec.Maps[xupfMapXupfRulesets].MaxEntries = uint32(opts.MaxRuleSets + spareRuleSets + 1) // id 0: none
 	spec.Maps[xupfMapXupfSdfExact].MaxEntries = uint32(opts.MaxSDFEntries)
 	spec.Maps[xupfMapXupfSdfLpm].MaxEntries = uint32(opts.MaxSDFEntries)
+	var cpus []uint32
+	if opts.Spread != SpreadOff {
+		if cpus, err = spreadCPUs(opts); err != nil {
+			return nil, fmt.Errorf("load datapath: %w", err)
+		}
+	}
+	if err := setSpread(spec, opts.Spread, cpus); err != nil {
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
 	if err := setFlowCache(spec, opts.FlowCache); err != nil {
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
@@ -243,6 +264,8 @@ func Load(opts Options) (*Datapath, error) {
 		contractSlots: newSlots(spec.Maps[xupfMapXupfContracts].MaxEntries),
 		policeSlots:   newSlots(spec.Maps[xupfMapXupfPoliceStats].MaxEntries),
 		links:         map[string]*attachment{},
+		spreadCPUs:    cpus,
+		prog:          progConfig{spread: opts.Spread},
 	}
 	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{
 		Maps: ebpf.MapOptions{PinPath: opts.PinPath},
@@ -281,6 +304,12 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, err
 	}
 	if d.stopRouter, err = d.followRoutes(); err != nil {
+		d.stopAddrs()
+		d.closeObjs()
+		return nil, err
+	}
+	if err := d.startSpread(); err != nil {
+		d.stopRouter()
 		d.stopAddrs()
 		d.closeObjs()
 		return nil, err
@@ -347,6 +376,9 @@ func (d *Datapath) Close(unpin bool) error {
 	d.stopAging()
 	d.stopRouter()
 	d.stopAddrs()
+	if d.cpuProg != nil {
+		errs = append(errs, d.cpuProg.Close())
+	}
 	errs = append(errs, d.closeObjs())
 	if unpin {
 		// Every pin (maps by name, links) lives in this directory, which is ours alone:

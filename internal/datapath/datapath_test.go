@@ -84,7 +84,12 @@ func farSets() []rules.RuleSet {
 }
 
 func newSessionsEnv(t *testing.T) *testEnv {
-	e := newTestEnv(t, 1024)
+	return newSessionsEnvOpts(t, Options{MaxSessions: 1024})
+}
+
+// newSessionsEnvOpts is newSessionsEnv with opts.
+func newSessionsEnvOpts(t *testing.T, opts Options) *testEnv {
+	e := newTestEnvOpts(t, opts)
 	for _, s := range []session.Session{sessPlain, sessQFI, sessNoARP, sessAnySource} {
 		if err := e.dp.AddSession(s); err != nil {
 			t.Fatal(err)

@@ -15,6 +15,9 @@ type progConfig struct {
 	clsWords  uint32 // cfg_cls_words: 64-bit words of class vectors; 0 = no classes
 	clsBuf    uint32 // cfg_cls_buf: the classifier table buffer the program reads
 	policer   bool   // cfg_policer: the policer is on (some contract exists, and classes do)
+	// cfg_spread: how the attached program spreads uplink G-PDUs (fixed at Load); the CPU
+	// map's program never does.
+	spread SpreadMode
 }
 
 // ensureSDFFields makes the loaded program classify on every field in mask. Fields are only
@@ -28,13 +31,43 @@ func (d *Datapath) ensureSDFFields(mask uint32) error {
 	return d.swapProgram(cfg)
 }
 
+// stage is where a loaded program runs.
+type stage int
+
+const (
+	stageAttached stage = iota // on the interfaces: spreads uplink G-PDUs when that is on
+	stageCPUMap                // in the CPU map's entries: processes what was spread to its CPU
+)
+
 // swapProgram loads a program specialised to cfg beside the running one, sharing its maps,
 // and swaps it into every link atomically: each packet meets either the old program with the
-// old settings or the new one with the new. The caller holds d.mu.
+// old settings or the new one with the new. With uplink spreading, the CPU map's entries get
+// the same settings first. The caller holds d.mu.
 func (d *Datapath) swapProgram(cfg progConfig) error {
-	prog, err := d.loadProgram(cfg)
-	if err != nil {
+	var cpuProg *ebpf.Program
+	if d.cpuProg != nil {
+		var err error
+		if cpuProg, err = d.loadProgram(cfg, stageCPUMap); err != nil {
+			return err
+		}
+		if err := d.swapCPUMap(cpuProg); err != nil {
+			err = errors.Join(err, d.swapCPUMap(d.cpuProg))
+			cpuProg.Close()
+			return err
+		}
+	}
+	// undoCPUMap puts the running CPU map program back should the swap fail.
+	undoCPUMap := func(err error) error {
+		if cpuProg == nil {
+			return err
+		}
+		err = errors.Join(err, d.swapCPUMap(d.cpuProg))
+		cpuProg.Close()
 		return err
+	}
+	prog, err := d.loadProgram(cfg, stageAttached)
+	if err != nil {
+		return undoCPUMap(err)
 	}
 	var swapped []*attachment
 	for _, a := range d.links {
@@ -45,33 +78,44 @@ func (d *Datapath) swapProgram(cfg progConfig) error {
 				}
 			}
 			prog.Close()
-			return fmt.Errorf("swap in the datapath program: %w", err)
+			return undoCPUMap(fmt.Errorf("swap in the datapath program: %w", err))
 		}
 		swapped = append(swapped, a)
 	}
-	old := d.objs.XupfXdp
-	d.objs.XupfXdp = prog
+	old, oldCPU := d.objs.XupfXdp, d.cpuProg
+	d.objs.XupfXdp, d.cpuProg = prog, cpuProg
 	d.prog = cfg
 	d.log.Debug("datapath program swapped", "sdf_fields", fmt.Sprintf("%#x", cfg.sdfFields),
 		"cls_fields", fmt.Sprintf("%#x", cfg.clsFields), "cls_words", cfg.clsWords, "cls_buf", cfg.clsBuf,
-		"policer", cfg.policer)
+		"policer", cfg.policer, "spread", cfg.spread)
+	if oldCPU != nil {
+		return errors.Join(old.Close(), oldCPU.Close())
+	}
 	return old.Close()
 }
 
-// loadProgram loads the XDP program specialised to cfg, using the maps already pinned.
-func (d *Datapath) loadProgram(cfg progConfig) (*ebpf.Program, error) {
+// loadProgram loads the XDP program specialised to cfg for stage, using the maps already
+// pinned. The CPU map's is the same program with spreading off (a packet is spread once) and
+// the attach type the kernel requires of a CPU map's program.
+func (d *Datapath) loadProgram(cfg progConfig, st stage) (*ebpf.Program, error) {
 	spec := d.spec.Copy()
 	policer := uint32(0)
 	if cfg.policer {
 		policer = 1
 	}
-	for name, v := range map[string]uint32{
+	vars := map[string]uint32{
 		xupfVarCfgSdfFields: cfg.sdfFields,
 		xupfVarCfgClsFields: cfg.clsFields,
 		xupfVarCfgClsWords:  cfg.clsWords,
 		xupfVarCfgClsBuf:    cfg.clsBuf,
 		xupfVarCfgPolicer:   policer,
-	} {
+		xupfVarCfgSpread:    uint32(cfg.spread),
+	}
+	if st == stageCPUMap {
+		vars[xupfVarCfgSpread] = uint32(SpreadOff)
+		spec.Programs[xupfProgXupfXdp].AttachType = ebpf.AttachXDPCPUMap
+	}
+	for name, v := range vars {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("set %s: %w", name, err)
 		}

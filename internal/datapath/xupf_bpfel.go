@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type xupfBpfCpumapVal struct {
+	_       structs.HostLayout
+	Qsize   uint32
+	BpfProg struct {
+		_  structs.HostLayout
+		Fd int32
+	}
+}
+
 type xupfClsChunk struct {
 	_ structs.HostLayout
 	W [8]uint64
@@ -400,6 +409,14 @@ type xupfSdfRule struct {
 	Pdr         uint32
 }
 
+type xupfSpreadMode uint32
+
+const (
+	xupfSpreadModeSPREAD_OFF  xupfSpreadMode = 0
+	xupfSpreadModeSPREAD_TEID xupfSpreadMode = 1
+	xupfSpreadModeSPREAD_FLOW xupfSpreadMode = 2
+)
+
 type xupfStat uint32
 
 const (
@@ -419,7 +436,8 @@ const (
 	xupfStatSTAT_FLOW_MISS    xupfStat = 13
 	xupfStatSTAT_FLOW_LEARNED xupfStat = 14
 	xupfStatSTAT_FLOW_FULL    xupfStat = 15
-	xupfStatSTAT_MAX          xupfStat = 16
+	xupfStatSTAT_UL_SPREAD    xupfStat = 16
+	xupfStatSTAT_MAX          xupfStat = 17
 )
 
 type xupfUeAllowedKey struct {
@@ -448,6 +466,7 @@ const (
 	xupfMapXupfClsMacs         = "xupf_cls_macs"
 	xupfMapXupfClsStats        = "xupf_cls_stats"
 	xupfMapXupfContracts       = "xupf_contracts"
+	xupfMapXupfCpus            = "xupf_cpus"
 	xupfMapXupfDlKeys          = "xupf_dl_keys"
 	xupfMapXupfDrops           = "xupf_drops"
 	xupfMapXupfErrindEvents    = "xupf_errind_events"
@@ -485,6 +504,7 @@ const (
 	xupfVarBtfNexthopKind      = "btf_nexthop_kind"
 	xupfVarBtfPoliceAction     = "btf_police_action"
 	xupfVarBtfSdfField         = "btf_sdf_field"
+	xupfVarBtfSpreadMode       = "btf_spread_mode"
 	xupfVarBtfStat             = "btf_stat"
 	xupfVarBtfUnknownTeidEvent = "btf_unknown_teid_event"
 	xupfVarCfgClock            = "cfg_clock"
@@ -501,6 +521,9 @@ const (
 	xupfVarCfgN3Nports         = "cfg_n3_nports"
 	xupfVarCfgPolicer          = "cfg_policer"
 	xupfVarCfgSdfFields        = "cfg_sdf_fields"
+	xupfVarCfgSpread           = "cfg_spread"
+	xupfVarCfgSpreadCpus       = "cfg_spread_cpus"
+	xupfVarCfgSpreadNcpus      = "cfg_spread_ncpus"
 	xupfVarCfgUlKeyBits        = "cfg_ul_key_bits"
 )
 
@@ -561,6 +584,7 @@ type xupfMapSpecs struct {
 	XupfClsMacs      *ebpf.MapSpec `ebpf:"xupf_cls_macs"`
 	XupfClsStats     *ebpf.MapSpec `ebpf:"xupf_cls_stats"`
 	XupfContracts    *ebpf.MapSpec `ebpf:"xupf_contracts"`
+	XupfCpus         *ebpf.MapSpec `ebpf:"xupf_cpus"`
 	XupfDlKeys       *ebpf.MapSpec `ebpf:"xupf_dl_keys"`
 	XupfDrops        *ebpf.MapSpec `ebpf:"xupf_drops"`
 	XupfErrindEvents *ebpf.MapSpec `ebpf:"xupf_errind_events"`
@@ -602,6 +626,7 @@ type xupfVariableSpecs struct {
 	BtfNexthopKind      *ebpf.VariableSpec `ebpf:"btf_nexthop_kind"`
 	BtfPoliceAction     *ebpf.VariableSpec `ebpf:"btf_police_action"`
 	BtfSdfField         *ebpf.VariableSpec `ebpf:"btf_sdf_field"`
+	BtfSpreadMode       *ebpf.VariableSpec `ebpf:"btf_spread_mode"`
 	BtfStat             *ebpf.VariableSpec `ebpf:"btf_stat"`
 	BtfUnknownTeidEvent *ebpf.VariableSpec `ebpf:"btf_unknown_teid_event"`
 	CfgClock            *ebpf.VariableSpec `ebpf:"cfg_clock"`
@@ -618,6 +643,9 @@ type xupfVariableSpecs struct {
 	CfgN3Nports         *ebpf.VariableSpec `ebpf:"cfg_n3_nports"`
 	CfgPolicer          *ebpf.VariableSpec `ebpf:"cfg_policer"`
 	CfgSdfFields        *ebpf.VariableSpec `ebpf:"cfg_sdf_fields"`
+	CfgSpread           *ebpf.VariableSpec `ebpf:"cfg_spread"`
+	CfgSpreadCpus       *ebpf.VariableSpec `ebpf:"cfg_spread_cpus"`
+	CfgSpreadNcpus      *ebpf.VariableSpec `ebpf:"cfg_spread_ncpus"`
 	CfgUlKeyBits        *ebpf.VariableSpec `ebpf:"cfg_ul_key_bits"`
 }
 
@@ -648,6 +676,7 @@ type xupfMaps struct {
 	XupfClsMacs      *ebpf.Map `ebpf:"xupf_cls_macs"`
 	XupfClsStats     *ebpf.Map `ebpf:"xupf_cls_stats"`
 	XupfContracts    *ebpf.Map `ebpf:"xupf_contracts"`
+	XupfCpus         *ebpf.Map `ebpf:"xupf_cpus"`
 	XupfDlKeys       *ebpf.Map `ebpf:"xupf_dl_keys"`
 	XupfDrops        *ebpf.Map `ebpf:"xupf_drops"`
 	XupfErrindEvents *ebpf.Map `ebpf:"xupf_errind_events"`
@@ -680,6 +709,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfClsMacs,
 		m.XupfClsStats,
 		m.XupfContracts,
+		m.XupfCpus,
 		m.XupfDlKeys,
 		m.XupfDrops,
 		m.XupfErrindEvents,
@@ -722,6 +752,7 @@ type xupfVariables struct {
 	BtfNexthopKind      *ebpf.Variable `ebpf:"btf_nexthop_kind"`
 	BtfPoliceAction     *ebpf.Variable `ebpf:"btf_police_action"`
 	BtfSdfField         *ebpf.Variable `ebpf:"btf_sdf_field"`
+	BtfSpreadMode       *ebpf.Variable `ebpf:"btf_spread_mode"`
 	BtfStat             *ebpf.Variable `ebpf:"btf_stat"`
 	BtfUnknownTeidEvent *ebpf.Variable `ebpf:"btf_unknown_teid_event"`
 	CfgClock            *ebpf.Variable `ebpf:"cfg_clock"`
@@ -738,6 +769,9 @@ type xupfVariables struct {
 	CfgN3Nports         *ebpf.Variable `ebpf:"cfg_n3_nports"`
 	CfgPolicer          *ebpf.Variable `ebpf:"cfg_policer"`
 	CfgSdfFields        *ebpf.Variable `ebpf:"cfg_sdf_fields"`
+	CfgSpread           *ebpf.Variable `ebpf:"cfg_spread"`
+	CfgSpreadCpus       *ebpf.Variable `ebpf:"cfg_spread_cpus"`
+	CfgSpreadNcpus      *ebpf.Variable `ebpf:"cfg_spread_ncpus"`
 	CfgUlKeyBits        *ebpf.Variable `ebpf:"cfg_ul_key_bits"`
 }
 
