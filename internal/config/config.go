@@ -44,6 +44,13 @@ const (
 	XDPModeGeneric = "generic"
 )
 
+// uplink_spread values.
+const (
+	SpreadOff  = "off"
+	SpreadTEID = "teid"
+	SpreadFlow = "flow"
+)
+
 // Log levels.
 const (
 	LogLevelDebug = "debug"
@@ -127,6 +134,14 @@ const (
 
 	// MaxInterfaceNameLen is the longest Linux interface name (IFNAMSIZ-1).
 	MaxInterfaceNameLen = 15
+
+	// Uplink spreading: each CPU's queue (the kernel caps a CPU map queue at 16384), how
+	// many CPUs may be listed (XUPF_MAX_SPREAD_CPUS) and the largest CPU number (the
+	// kernel's NR_CPUS limit).
+	DefaultUplinkSpreadQueue = 2048
+	MaxUplinkSpreadQueue     = 16384
+	MaxUplinkSpreadCPUs      = 256
+	MaxCPU                   = 8191
 )
 
 // Config is the daemon's configuration after defaults are applied and every rule is checked.
@@ -138,6 +153,13 @@ type Config struct {
 	GTPUAddresses []netip.Addr `yaml:"gtpu_addresses"`
 	// XDPMode is XDPModeNative or XDPModeGeneric.
 	XDPMode string `yaml:"xdp_mode"`
+	// UplinkSpread is how uplink G-PDUs are spread over CPUs when the NIC's RSS puts a gNB's
+	// on one: SpreadOff (the default), SpreadTEID or SpreadFlow.
+	UplinkSpread string `yaml:"uplink_spread"`
+	// UplinkSpreadCPUs are the CPUs they are spread over; empty: every online CPU.
+	UplinkSpreadCPUs []int `yaml:"uplink_spread_cpus"`
+	// UplinkSpreadQueue is the length of each CPU's queue (1..MaxUplinkSpreadQueue).
+	UplinkSpreadQueue int `yaml:"uplink_spread_queue"`
 	// XDPFallback allows falling back to generic mode, with a warning, when the driver does not
 	// support native XDP.
 	XDPFallback bool `yaml:"xdp_fallback"`
@@ -259,10 +281,12 @@ func (c *Config) InterfacesWithRole(role string) []Interface {
 // addresses, which a valid configuration needs, so it does not pass validation by itself.
 func Default() *Config {
 	return &Config{
-		XDPMode:     DefaultXDPMode,
-		XDPFallback: DefaultXDPFallback,
-		BPFFS:       DefaultBPFFS,
-		HTTPListen:  DefaultHTTPListen,
+		XDPMode:           DefaultXDPMode,
+		UplinkSpread:      SpreadOff,
+		UplinkSpreadQueue: DefaultUplinkSpreadQueue,
+		XDPFallback:       DefaultXDPFallback,
+		BPFFS:             DefaultBPFFS,
+		HTTPListen:        DefaultHTTPListen,
 		// PFCPListen's and PFCPNodeID's defaults come from the first of gtpu_addresses, which
 		// Default does not have.
 		PFCPHeartbeatInterval:   DefaultPFCPHeartbeatInterval,
@@ -324,6 +348,9 @@ type rawConfig struct {
 	Interfaces    []Interface         `yaml:"interfaces"`
 	GTPUAddresses []string            `yaml:"gtpu_addresses"`
 	XDPMode       string              `yaml:"xdp_mode"`
+	Spread        string              `yaml:"uplink_spread"`
+	SpreadCPUs    []yaml.Node         `yaml:"uplink_spread_cpus"`
+	SpreadQueue   yaml.Node           `yaml:"uplink_spread_queue"`
 	XDPFallback   bool                `yaml:"xdp_fallback"`
 	BPFFS         string              `yaml:"bpffs"`
 	HTTPListen    string              `yaml:"http_listen"`
@@ -393,6 +420,7 @@ func parse(data []byte) (*Config, []error) {
 	def := Default()
 	raw := rawConfig{
 		XDPMode:     def.XDPMode,
+		Spread:      def.UplinkSpread,
 		XDPFallback: def.XDPFallback,
 		BPFFS:       def.BPFFS,
 		HTTPListen:  def.HTTPListen,
@@ -415,6 +443,7 @@ func parse(data []byte) (*Config, []error) {
 	v.interfaces(raw.Interfaces)
 	v.gtpuAddresses(raw.GTPUAddresses)
 	v.settings(&raw)
+	v.uplinkSpread(&raw)
 	v.pfcp(&raw)
 	v.qos(&raw)
 	v.sessions(raw.Sessions)
@@ -773,6 +802,44 @@ func (v *validator) settings(raw *rawConfig) {
 		case present:
 			*l.dst = int(n)
 		}
+	}
+}
+
+// uplinkSpread checks uplink_spread, uplink_spread_cpus and uplink_spread_queue. Whether the
+// CPUs are online is the datapath's to check, on the machine it runs on.
+func (v *validator) uplinkSpread(raw *rawConfig) {
+	switch raw.Spread {
+	case SpreadOff, SpreadTEID, SpreadFlow:
+		v.cfg.UplinkSpread = raw.Spread
+	default:
+		v.addf("uplink_spread: %q is not a mode; use %s (the default: the NIC's RSS spreads already), "+
+			"%s (each session's uplink on one CPU) or %s (each inner flow on one CPU)", raw.Spread, SpreadOff, SpreadTEID, SpreadFlow)
+	}
+	off := raw.Spread == SpreadOff
+	if len(raw.SpreadCPUs) > 0 && off {
+		v.addf("uplink_spread_cpus: listed, but uplink_spread is off; set uplink_spread to %s or %s, or remove uplink_spread_cpus",
+			SpreadTEID, SpreadFlow)
+	}
+	if len(raw.SpreadCPUs) > MaxUplinkSpreadCPUs {
+		v.addf("uplink_spread_cpus: %d CPUs listed; at most %d, list fewer", len(raw.SpreadCPUs), MaxUplinkSpreadCPUs)
+	}
+	for i := range raw.SpreadCPUs {
+		n, _, err := intNode(&raw.SpreadCPUs[i], 0, MaxCPU)
+		switch {
+		case err != nil:
+			v.addf("uplink_spread_cpus[%d]: %w; give a CPU number from 0 to %d, as in /sys/devices/system/cpu/online", i, err, MaxCPU)
+		case slices.Contains(v.cfg.UplinkSpreadCPUs, int(n)):
+			v.addf("uplink_spread_cpus[%d]: CPU %d is already listed; list each CPU once", i, n)
+		default:
+			v.cfg.UplinkSpreadCPUs = append(v.cfg.UplinkSpreadCPUs, int(n))
+		}
+	}
+	n, present, err := intNode(&raw.SpreadQueue, 1, MaxUplinkSpreadQueue)
+	switch {
+	case err != nil:
+		v.addf("uplink_spread_queue: %w; use 1 to %d packets (default %d)", err, MaxUplinkSpreadQueue, DefaultUplinkSpreadQueue)
+	case present:
+		v.cfg.UplinkSpreadQueue = int(n)
 	}
 }
 

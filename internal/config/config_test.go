@@ -33,13 +33,15 @@ func TestLoadExample(t *testing.T) {
 			{Name: "eth1", Roles: []string{RoleN3}},
 			{Name: "eth2", Roles: []string{RoleN6}},
 		},
-		GTPUAddresses: []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")},
-		XDPMode:       "native",
-		XDPFallback:   true,
-		BPFFS:         "/sys/fs/bpf/xupf",
-		HTTPListen:    "127.0.0.1:8080",
-		PFCPListen:    "192.0.2.1:8805",
-		PFCPNodeID:    "192.0.2.1",
+		GTPUAddresses:     []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")},
+		XDPMode:           "native",
+		UplinkSpread:      "off",
+		UplinkSpreadQueue: 2048,
+		XDPFallback:       true,
+		BPFFS:             "/sys/fs/bpf/xupf",
+		HTTPListen:        "127.0.0.1:8080",
+		PFCPListen:        "192.0.2.1:8805",
+		PFCPNodeID:        "192.0.2.1",
 		// pfcp_allowed_peers: [] is no list: only pfcp_smf_peers.
 		PFCPHeartbeatInterval:   10 * time.Second,
 		PFCPHeartbeatRetries:    3,
@@ -97,6 +99,7 @@ func TestExampleShowsDefaults(t *testing.T) {
 	}
 	def := Default()
 	got := Config{XDPMode: cfg.XDPMode, XDPFallback: cfg.XDPFallback, BPFFS: cfg.BPFFS,
+		UplinkSpread: cfg.UplinkSpread, UplinkSpreadQueue: cfg.UplinkSpreadQueue,
 		HTTPListen:       cfg.HTTPListen,
 		PFCPAllowedPeers: cfg.PFCPAllowedPeers, PFCPHeartbeatInterval: cfg.PFCPHeartbeatInterval,
 		PFCPHeartbeatRetries: cfg.PFCPHeartbeatRetries, PFCPLostPeerSessions: cfg.PFCPLostPeerSessions,
@@ -167,6 +170,9 @@ pfcp_peer_addresses: {smf1.5gc.example: [192.0.2.10, 198.51.100.0/28]}
 pfcp_heartbeat_interval: 1m30s
 pfcp_heartbeat_retries: 0x5
 log_level: debug
+uplink_spread: flow
+uplink_spread_cpus: [3, 0x1]
+uplink_spread_queue: 512
 limits:
   max_sessions: 4194304
   max_associations: 8
@@ -180,6 +186,9 @@ limits:
 		cfg.Limits.MaxSessions != MaxMaxSessions || cfg.PFCPNodeID != "upf-1.5gc.example" ||
 		cfg.PFCPHeartbeatInterval != 90*time.Second || cfg.PFCPHeartbeatRetries != 5 {
 		t.Errorf("overrides not applied: %+v", cfg)
+	}
+	if cfg.UplinkSpread != SpreadFlow || !reflect.DeepEqual(cfg.UplinkSpreadCPUs, []int{3, 1}) || cfg.UplinkSpreadQueue != 512 {
+		t.Errorf("uplink spreading not applied: %q %v %d", cfg.UplinkSpread, cfg.UplinkSpreadCPUs, cfg.UplinkSpreadQueue)
 	}
 	if cfg.Limits.MaxAssociations != 8 || cfg.Limits.MaxSessionsPerAssociation != 1000 {
 		t.Errorf("limits not applied: %+v", cfg.Limits)
@@ -382,6 +391,13 @@ func TestParseErrors(t *testing.T) {
 		{name: "pfcp_heartbeat_retries 0", yaml: minimal + "pfcp_heartbeat_retries: 0\n", want: []string{"config: pfcp_heartbeat_retries: 0 is out of range; use 1 to 100 (unanswered heartbeats in a row that declare an SMF lost)"}},
 		{name: "pfcp_heartbeat_retries too many", yaml: minimal + "pfcp_heartbeat_retries: 101\n", want: []string{"pfcp_heartbeat_retries: 101 is out of range; use 1 to 100"}},
 		{name: "pfcp_heartbeat_retries text", yaml: minimal + "pfcp_heartbeat_retries: three\n", want: []string{`pfcp_heartbeat_retries: "three" is not an integer; use 1 to 100`}},
+		{name: "uplink_spread unknown", yaml: minimal + "uplink_spread: rss\n", want: []string{`config: uplink_spread: "rss" is not a mode; use off (the default: the NIC's RSS spreads already), teid (each session's uplink on one CPU) or flow (each inner flow on one CPU)`}},
+		{name: "uplink_spread_cpus without spreading", yaml: minimal + "uplink_spread_cpus: [0, 1]\n", want: []string{"config: uplink_spread_cpus: listed, but uplink_spread is off; set uplink_spread to teid or flow, or remove uplink_spread_cpus"}},
+		{name: "uplink_spread_cpus negative", yaml: minimal + "uplink_spread: flow\nuplink_spread_cpus: [0, -1]\n", want: []string{"config: uplink_spread_cpus[1]: -1 is out of range; give a CPU number from 0 to 8191, as in /sys/devices/system/cpu/online"}},
+		{name: "uplink_spread_cpus text", yaml: minimal + "uplink_spread: flow\nuplink_spread_cpus: [all]\n", want: []string{`config: uplink_spread_cpus[0]: "all" is not an integer; give a CPU number`}},
+		{name: "uplink_spread_cpus duplicate", yaml: minimal + "uplink_spread: teid\nuplink_spread_cpus: [1, 2, 1]\n", want: []string{"config: uplink_spread_cpus[2]: CPU 1 is already listed; list each CPU once"}},
+		{name: "uplink_spread_queue zero", yaml: minimal + "uplink_spread: teid\nuplink_spread_queue: 0\n", want: []string{"config: uplink_spread_queue: 0 is out of range; use 1 to 16384 packets (default 2048)"}},
+		{name: "uplink_spread_queue too long", yaml: minimal + "uplink_spread: teid\nuplink_spread_queue: 16385\n", want: []string{"uplink_spread_queue: 16385 is out of range"}},
 		{name: "qos_algorithm unknown", yaml: minimal + "qos_algorithm: leaky_bucket\n", want: []string{`config: qos_algorithm: "leaky_bucket" is not an algorithm; use token_bucket (the default), sliding_window or fixed_window`}},
 		{name: "qos_clock unknown", yaml: minimal + "qos_clock: tsc\n", want: []string{`config: qos_clock: "tsc" is not a clock; use ktime (the default), coarse or user`}},
 		{name: "qos_mbr_burst no unit", yaml: minimal + "qos_mbr_burst: 20\n", want: []string{`qos_mbr_burst: "20" is not a duration`}},

@@ -100,6 +100,9 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		PrivateRoutes: cfg.Router.Mode == config.RouterPrivate,
 		MaxRoutes:     cfg.Router.MaxRoutes,
 		FlowCache:     datapath.FlowCacheOptions{MaxFlows: cfg.FlowCache.MaxFlows, IdleTimeout: cfg.FlowCache.IdleTimeout},
+		Spread:        spreadModes[cfg.UplinkSpread],
+		SpreadCPUs:    cfg.UplinkSpreadCPUs,
+		SpreadQueue:   cfg.UplinkSpreadQueue,
 		Logger:        log,
 	})
 	if err != nil {
@@ -335,6 +338,8 @@ var (
 		config.AlgoSlidingWindow: datapath.SlidingWindow, config.AlgoFixedWindow: datapath.FixedWindow}
 	meterClocks = map[string]datapath.Clock{config.ClockKtime: datapath.ClockKtime,
 		config.ClockCoarse: datapath.ClockCoarse, config.ClockUser: datapath.ClockUser}
+	spreadModes = map[string]datapath.SpreadMode{config.SpreadOff: datapath.SpreadOff,
+		config.SpreadTEID: datapath.SpreadTEID, config.SpreadFlow: datapath.SpreadFlow}
 )
 
 // checkForwarding fails when name does not exist or IPv4 forwarding is off on it: bpf_fib_lookup then refuses to

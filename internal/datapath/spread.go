@@ -145,6 +145,7 @@ func (d *Datapath) startSpread() error {
 		return err
 	}
 	d.cpuProg = prog
+	d.log.Info("uplink spreading", "mode", d.opts.Spread, "cpus", d.spreadCPUs, "queue", d.opts.SpreadQueue)
 	return nil
 }
 
