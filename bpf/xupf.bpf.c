@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/* xupf XDP datapath: entry point only; the work is in lib/. */
+/* xupf XDP datapath: entry points only; the work is in lib/. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "lib/parse.h"
@@ -75,6 +75,16 @@ int xupf_flow_learn(struct __sk_buff *skb)
 	if (cfg_flowcache != FLOWCACHE_OFF)
 		flow_learn(skb);
 	return TC_ACT_OK;
+}
+
+/* The kernel's report of a flush of packets xupf_xdp spread (spread.h); loaded and attached
+ * only while uplink spreading is on. TP_PROTO(int map_id, unsigned int processed, unsigned int drops,
+ * int to_cpu). */
+SEC("tp_btf/xdp_cpumap_enqueue")
+int xupf_spread_drops(__u64 *ctx)
+{
+	count_spread_drops(ctx[0], ctx[2]);
+	return 0;
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -52,6 +52,27 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_cpus SEC(".maps");
 
+/* The id of xupf_cpus, set when the tracepoint program is loaded (after the map exists): the
+ * tracepoint reports every CPU map's enqueues, other programs' too. */
+volatile const __u32 cfg_spread_map_id = 0;
+
+/* A G-PDU the stage redirected is enqueued after xupf_xdp returned, a few at a time; when the
+ * chosen CPU's queue is full the kernel drops it there, out of the program's sight.
+ * count_spread_drops takes the kernel's report of one such flush (the xdp_cpumap_enqueue
+ * tracepoint) and counts its drops as DROP_SPREAD_QUEUE_FULL on the CPU that spread them, so
+ * every packet is still counted once. */
+static __always_inline void count_spread_drops(__u32 map_id, __u32 drops)
+{
+	__u32 key = DROP_SPREAD_QUEUE_FULL;
+	__u64 *v;
+
+	if (map_id != cfg_spread_map_id || !drops)
+		return;
+	v = bpf_map_lookup_elem(&xupf_drops, &key);
+	if (v)
+		*v += drops;
+}
+
 /* spread_hash returns the hash that chooses the CPU of the G-PDU at gtp, or -1 when the
  * packet is processed where it is (its inner packet cannot be read). */
 static __always_inline __s64 spread_hash(struct gtpu_hdr *gtp, void *data_end)

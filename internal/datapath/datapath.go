@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 
 	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/keytable"
@@ -112,7 +113,7 @@ type Datapath struct {
 	opts  Options
 	log   *slog.Logger
 	spec  *ebpf.CollectionSpec // sized; reloaded with other classification fields
-	objs  xupfObjects
+	objs  objects
 	names names
 	// prog is what the loaded program is specialised to.
 	prog progConfig
@@ -120,6 +121,8 @@ type Datapath struct {
 	// spreadCPUs.
 	cpuProg    *ebpf.Program
 	spreadCPUs []uint32
+	// spreadDrops counts the CPU map's enqueue drops while spreading (else nil).
+	spreadDrops link.Link
 
 	mu         sync.Mutex
 	owners     map[uint64][]*installedSet         // by static session id or PFCP SEID
@@ -151,6 +154,20 @@ type Datapath struct {
 }
 
 var _ Controller = (*Datapath)(nil)
+
+// objects are what Load loads: every map, the XDP program and the flow cache's learner (TC).
+// The tracepoint program that counts the CPU map's drops is loaded with uplink spreading only
+// (startSpread): it needs CAP_PERFMON's tracing, and the map's id.
+type objects struct {
+	XupfXdp       *ebpf.Program `ebpf:"xupf_xdp"`
+	XupfFlowLearn *ebpf.Program `ebpf:"xupf_flow_learn"`
+	xupfMaps
+	xupfVariables
+}
+
+func (o *objects) Close() error {
+	return errors.Join(o.XupfXdp.Close(), o.XupfFlowLearn.Close(), o.xupfMaps.Close())
+}
 
 // Load loads the datapath into the kernel, reusing maps already pinned under PinPath.
 func Load(opts Options) (*Datapath, error) {
@@ -377,7 +394,7 @@ func (d *Datapath) Close(unpin bool) error {
 	d.stopRouter()
 	d.stopAddrs()
 	if d.cpuProg != nil {
-		errs = append(errs, d.cpuProg.Close())
+		errs = append(errs, d.spreadDrops.Close(), d.cpuProg.Close())
 	}
 	errs = append(errs, d.closeObjs())
 	if unpin {

@@ -120,7 +120,9 @@ func (d *Datapath) loadProgram(cfg progConfig, st stage) (*ebpf.Program, error) 
 			return nil, fmt.Errorf("set %s: %w", name, err)
 		}
 	}
-	var progs xupfPrograms
+	var progs struct { // the XDP program alone: Load loaded the rest once
+		XupfXdp *ebpf.Program `ebpf:"xupf_xdp"`
+	}
 	err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: d.opts.PinPath}})
 	if err != nil {
 		return nil, loadError(err, d.opts.PinPath)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 )
 
 // SpreadMode is how uplink G-PDUs are spread over CPUs (cfg_spread, bpf/lib/spread.h): the
@@ -136,17 +137,50 @@ func (d *Datapath) startSpread() error {
 	if d.opts.Spread == SpreadOff {
 		return d.fillCPUMap(nil)
 	}
-	prog, err := d.loadProgram(d.prog, stageCPUMap)
+	drops, err := d.attachSpreadDrops()
 	if err != nil {
 		return err
 	}
+	prog, err := d.loadProgram(d.prog, stageCPUMap)
+	if err != nil {
+		drops.Close()
+		return err
+	}
 	if err := d.fillCPUMap(prog); err != nil {
+		drops.Close()
 		prog.Close()
 		return err
 	}
-	d.cpuProg = prog
+	d.cpuProg, d.spreadDrops = prog, drops
 	d.log.Info("uplink spreading", "mode", d.opts.Spread, "cpus", d.spreadCPUs, "queue", d.opts.SpreadQueue)
 	return nil
+}
+
+// attachSpreadDrops loads xupf_spread_drops for this datapath's CPU map and attaches it to
+// the xdp_cpumap_enqueue tracepoint.
+func (d *Datapath) attachSpreadDrops() (link.Link, error) {
+	info, err := d.objs.XupfCpus.Info()
+	if err != nil {
+		return nil, fmt.Errorf("uplink spreading: read the CPU map's id: %w", err)
+	}
+	id, _ := info.ID()
+	spec := d.spec.Copy()
+	if err := spec.Variables[xupfVarCfgSpreadMapId].Set(uint32(id)); err != nil {
+		return nil, fmt.Errorf("uplink spreading: set %s: %w", xupfVarCfgSpreadMapId, err)
+	}
+	var progs struct {
+		XupfSpreadDrops *ebpf.Program `ebpf:"xupf_spread_drops"`
+	}
+	if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: d.opts.PinPath}}); err != nil {
+		return nil, fmt.Errorf("uplink spreading: the program counting the CPU map's drops: %w", loadError(err, d.opts.PinPath))
+	}
+	defer progs.XupfSpreadDrops.Close() // the link holds it
+	l, err := link.AttachTracing(link.TracingOptions{Program: progs.XupfSpreadDrops})
+	if err != nil {
+		return nil, fmt.Errorf("uplink spreading: attach to the xdp_cpumap_enqueue tracepoint, which counts "+
+			"what the CPU map's full queues drop: %w", err)
+	}
+	return l, nil
 }
 
 // fillCPUMap gives each spreading CPU an entry running prog, and removes every other entry

@@ -348,3 +348,60 @@ func (e *testEnv) ifindex(t *testing.T, name string) int {
 	}
 	return i
 }
+
+// TestSpreadQueueFullCounted gives each CPU a queue of 4 packets and sends G-PDUs into n3 from
+// CPU 0 as fast as it can: CPU 1's kthread cannot keep up, and the kernel drops what does not
+// fit, after the program returned. The xdp_cpumap_enqueue tracepoint counts those as
+// spread_queue_full, so every packet is still counted once: what CPU 0 spread is what CPU 1
+// received plus what its queue dropped.
+func TestSpreadQueueFullCounted(t *testing.T) {
+	requireCPUs(t)
+	e := newTestEnvOpts(t, Options{MaxSessions: 4, Spread: SpreadFlow, SpreadCPUs: []int{0, 1}, SpreadQueue: 4})
+	if err := e.dp.AddSession(sessPlain); err != nil {
+		t.Fatal(err)
+	}
+	var frames [][]byte
+	for f := range 64 {
+		frames = append(frames, outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil,
+			innerUDP(t, ueAddr, addrDN, uint16(40000+f), 5001, 64, payload)), nil))
+	}
+	const sent = 20000
+	err := e.do(func() error {
+		tx, err := packetSocket("n3p")
+		if err != nil {
+			return err
+		}
+		defer unix.Close(tx)
+		return onCPU(0, func() error {
+			for i := range sent {
+				if err := unix.Send(tx, frames[i%len(frames)], 0); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rx, spread []uint64
+	var full uint64
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		st, err := e.dp.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rx, spread, full = e.perCPU(t, "ul_rx"), e.perCPU(t, "ul_spread"), st.Drops["spread_queue_full"]
+		if rx[0]+rx[1]+full == sent {
+			break
+		}
+	}
+	t.Logf("ul_rx per CPU %v, ul_spread per CPU %v, spread_queue_full %d", rx[:2], spread[:2], full)
+	if full == 0 {
+		t.Errorf("no spread_queue_full: the 4-packet queue never overflowed, so the count is untested")
+	}
+	if spread[0] != rx[1]+full || rx[0]+rx[1]+full != sent {
+		t.Errorf("CPU 0 spread %d: CPU 1 received %d and its queue dropped %d; of %d sent, %d counted",
+			spread[0], rx[1], full, sent, rx[0]+rx[1]+full)
+	}
+}

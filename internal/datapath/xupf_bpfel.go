@@ -127,8 +127,9 @@ const (
 	xupfDropReasonDROP_SPOOFED_SOURCE         xupfDropReason = 23
 	xupfDropReasonDROP_GTPU_NOT_N3            xupfDropReason = 24
 	xupfDropReasonDROP_UE_TO_UPF              xupfDropReason = 25
-	xupfDropReasonDROP_INTERNAL               xupfDropReason = 26
-	xupfDropReasonDROP_MAX                    xupfDropReason = 27
+	xupfDropReasonDROP_SPREAD_QUEUE_FULL      xupfDropReason = 26
+	xupfDropReasonDROP_INTERNAL               xupfDropReason = 27
+	xupfDropReasonDROP_MAX                    xupfDropReason = 28
 )
 
 type xupfErrindWindow struct {
@@ -489,6 +490,7 @@ const (
 	xupfMapXupfUlKeys          = "xupf_ul_keys"
 	xupfMapXupfUsage           = "xupf_usage"
 	xupfProgXupfFlowLearn      = "xupf_flow_learn"
+	xupfProgXupfSpreadDrops    = "xupf_spread_drops"
 	xupfProgXupfXdp            = "xupf_xdp"
 	xupfVarBtfClsField         = "btf_cls_field"
 	xupfVarBtfClsLayout        = "btf_cls_layout"
@@ -523,6 +525,7 @@ const (
 	xupfVarCfgSdfFields        = "cfg_sdf_fields"
 	xupfVarCfgSpread           = "cfg_spread"
 	xupfVarCfgSpreadCpus       = "cfg_spread_cpus"
+	xupfVarCfgSpreadMapId      = "cfg_spread_map_id"
 	xupfVarCfgSpreadNcpus      = "cfg_spread_ncpus"
 	xupfVarCfgUlKeyBits        = "cfg_ul_key_bits"
 )
@@ -569,8 +572,9 @@ type xupfSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfProgramSpecs struct {
-	XupfFlowLearn *ebpf.ProgramSpec `ebpf:"xupf_flow_learn"`
-	XupfXdp       *ebpf.ProgramSpec `ebpf:"xupf_xdp"`
+	XupfFlowLearn   *ebpf.ProgramSpec `ebpf:"xupf_flow_learn"`
+	XupfSpreadDrops *ebpf.ProgramSpec `ebpf:"xupf_spread_drops"`
+	XupfXdp         *ebpf.ProgramSpec `ebpf:"xupf_xdp"`
 }
 
 // xupfMapSpecs contains maps before they are loaded into the kernel.
@@ -645,6 +649,7 @@ type xupfVariableSpecs struct {
 	CfgSdfFields        *ebpf.VariableSpec `ebpf:"cfg_sdf_fields"`
 	CfgSpread           *ebpf.VariableSpec `ebpf:"cfg_spread"`
 	CfgSpreadCpus       *ebpf.VariableSpec `ebpf:"cfg_spread_cpus"`
+	CfgSpreadMapId      *ebpf.VariableSpec `ebpf:"cfg_spread_map_id"`
 	CfgSpreadNcpus      *ebpf.VariableSpec `ebpf:"cfg_spread_ncpus"`
 	CfgUlKeyBits        *ebpf.VariableSpec `ebpf:"cfg_ul_key_bits"`
 }
@@ -771,6 +776,7 @@ type xupfVariables struct {
 	CfgSdfFields        *ebpf.Variable `ebpf:"cfg_sdf_fields"`
 	CfgSpread           *ebpf.Variable `ebpf:"cfg_spread"`
 	CfgSpreadCpus       *ebpf.Variable `ebpf:"cfg_spread_cpus"`
+	CfgSpreadMapId      *ebpf.Variable `ebpf:"cfg_spread_map_id"`
 	CfgSpreadNcpus      *ebpf.Variable `ebpf:"cfg_spread_ncpus"`
 	CfgUlKeyBits        *ebpf.Variable `ebpf:"cfg_ul_key_bits"`
 }
@@ -779,13 +785,15 @@ type xupfVariables struct {
 //
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfPrograms struct {
-	XupfFlowLearn *ebpf.Program `ebpf:"xupf_flow_learn"`
-	XupfXdp       *ebpf.Program `ebpf:"xupf_xdp"`
+	XupfFlowLearn   *ebpf.Program `ebpf:"xupf_flow_learn"`
+	XupfSpreadDrops *ebpf.Program `ebpf:"xupf_spread_drops"`
+	XupfXdp         *ebpf.Program `ebpf:"xupf_xdp"`
 }
 
 func (p *xupfPrograms) Close() error {
 	return _XupfClose(
 		p.XupfFlowLearn,
+		p.XupfSpreadDrops,
 		p.XupfXdp,
 	)
 }
