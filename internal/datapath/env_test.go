@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/xupf/xupf/internal/router"
 	"github.com/xupf/xupf/internal/testbed"
@@ -166,21 +167,46 @@ type xdpMD struct {
 // run runs the datapath once on pkt as if it arrived on ifindex, inside the namespace.
 func (e *testEnv) run(t testing.TB, pkt []byte, ifindex int) (uint32, []byte) {
 	t.Helper()
+	return e.runOn(t, anyCPU, pkt, ifindex)
+}
+
+// anyCPU is runOn's cpu for wherever the scheduler puts the test.
+const anyCPU = -1
+
+// runOn is run on CPU cpu: uplink spreading compares its choice with the CPU it runs on.
+func (e *testEnv) runOn(t testing.TB, cpu int, pkt []byte, ifindex int) (uint32, []byte) {
+	t.Helper()
 	var ret uint32
 	opts := &ebpf.RunOptions{
 		Data:    pkt,
 		DataOut: make([]byte, len(pkt)+512),
 		Context: xdpMD{DataEnd: uint32(len(pkt)), IngressIfindex: uint32(ifindex)},
 	}
+	run := func() (err error) { ret, err = e.dp.Program().Run(opts); return err }
 	err := e.do(func() error {
-		var err error
-		ret, err = e.dp.Program().Run(opts)
-		return err
+		if cpu == anyCPU {
+			return run()
+		}
+		return onCPU(cpu, run)
 	})
 	if err != nil {
 		t.Fatalf("BPF_PROG_TEST_RUN: %v", err)
 	}
 	return ret, opts.DataOut
+}
+
+// onCPU runs fn on a thread bound to cpu, then gives the thread its CPUs back.
+func onCPU(cpu int, fn func() error) error {
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return err
+	}
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("bind to CPU %d: %w", cpu, err)
+	}
+	defer unix.SchedSetaffinity(0, &old)
+	return fn()
 }
 
 func (e *testEnv) do(fn func() error) error { return testbed.InNetns(e.ns, fn) }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/xupf/xupf/internal/bench/gen"
@@ -28,39 +27,6 @@ func requireCPUs(t *testing.T) {
 	if !slices.Contains(online, 0) || !slices.Contains(online, 1) {
 		t.Skipf("needs CPUs 0 and 1 online (online: %v): packets are spread from one to the other", online)
 	}
-}
-
-// onCPU runs fn on a thread bound to cpu, then gives the thread its CPUs back.
-func onCPU(cpu int, fn func() error) error {
-	var old, set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		return err
-	}
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("bind to CPU %d: %w", cpu, err)
-	}
-	defer unix.SchedSetaffinity(0, &old)
-	return fn()
-}
-
-// runOn is run with the program on cpu: the spreading stage compares its choice with the CPU
-// it runs on.
-func (e *testEnv) runOn(t testing.TB, cpu int, pkt []byte, ifindex int) (uint32, []byte) {
-	t.Helper()
-	var ret uint32
-	opts := &ebpf.RunOptions{
-		Data:    pkt,
-		DataOut: make([]byte, len(pkt)+512),
-		Context: xdpMD{DataEnd: uint32(len(pkt)), IngressIfindex: uint32(ifindex)},
-	}
-	err := e.do(func() error {
-		return onCPU(cpu, func() (err error) { ret, err = e.dp.Program().Run(opts); return err })
-	})
-	if err != nil {
-		t.Fatalf("BPF_PROG_TEST_RUN on CPU %d: %v", cpu, err)
-	}
-	return ret, opts.DataOut
 }
 
 // The spreading stage on every packet of the datapath tables, run on CPU 0. With CPU 0 the
