@@ -7,6 +7,7 @@ import (
 
 	"github.com/xupf/xupf/internal/bench/result"
 	"github.com/xupf/xupf/internal/bench/scenario"
+	"github.com/xupf/xupf/internal/config"
 )
 
 // CostPrefix starts the names of the scenarios whose points make the cost table
@@ -58,7 +59,14 @@ const (
 	// rowManyClasses and rowSessions are named after their points.
 	rowManyClasses = "many traffic classes"
 	rowSessions    = "many sessions installed"
+	rowOneGNB      = "one gNB (one outer 5-tuple) on one CPU, no spreading"
 )
+
+func spreadIs(mode, cpus string) func(scenario.Point) bool {
+	return func(p scenario.Point) bool {
+		return p.Pipeline.UplinkSpread == mode && (cpus == "" || p.Pipeline.UplinkSpreadCPUs == cpus)
+	}
+}
 
 // costRows are the budget table's rows, in report order. The quick profile's sessions row
 // installs 100,000 sessions (the full profile 1,000,000): its name says which from the
@@ -77,7 +85,13 @@ var costRows = []costRow{
 	{name: rowManyClasses, scenario: "cost-classes", match: func(p scenario.Point) bool { return p.Pipeline.ClassifierClasses > 8 }, budget: plusNs, limit: 60, ref: rowCommon},
 	{name: "policer contract (on the 8 classes)", scenario: "cost-policer", match: anyPoint, budget: plusNs, limit: 15, ref: rowClasses8},
 	{name: rowSessions, scenario: "cost-sessions", match: anyPoint, budget: timesNs, limit: 1.05, ref: rowCommon},
-	{name: "one gNB (one outer 5-tuple), 2 generator CPUs", scenario: "cost-one-gnb", match: func(p scenario.Point) bool { return p.Tester.GeneratorThreads == 2 }, budget: timesRate, limit: 1.8, ref: rowCommon},
+	// One gNB's frames all arrive on one CPU; spreading hands them to both (the program's
+	// figure is then the receiving CPU's: the spreading stage, and the share it keeps).
+	{name: rowOneGNB, scenario: "cost-one-gnb", match: spreadIs(config.SpreadOff, "")},
+	{name: "one gNB on one CPU, spread over 2 CPUs by TEID", scenario: "cost-one-gnb", match: spreadIs(config.SpreadTEID, scenario.SpreadCPUsAll), budget: timesRate, limit: 1.8, ref: rowOneGNB},
+	{name: "one gNB on one CPU, spread over 2 CPUs by inner flow", scenario: "cost-one-gnb", match: spreadIs(config.SpreadFlow, scenario.SpreadCPUsAll), budget: timesRate, limit: 1.8, ref: rowOneGNB},
+	{name: "one gNB on one CPU, which only spreads, by TEID, to the other", scenario: "cost-one-gnb", match: spreadIs(config.SpreadTEID, scenario.SpreadCPUsOthers), budget: timesRate, limit: 1.8, ref: rowOneGNB},
+	{name: "one gNB on one CPU, which only spreads, by inner flow, to the other", scenario: "cost-one-gnb", match: spreadIs(config.SpreadFlow, scenario.SpreadCPUsOthers), budget: timesRate, limit: 1.8, ref: rowOneGNB},
 }
 
 // costCell is one row in one direction, its repetitions averaged.
@@ -156,7 +170,7 @@ func (row costRow) judge(c *costCell, ref *costCell) (budgetText, marginText str
 		got := c.rate / ref.rate
 		margin = got - row.limit
 		unit = "×"
-		budgetText = fmt.Sprintf("≥ %.2f× the rate of 1 CPU", row.limit)
+		budgetText = fmt.Sprintf("≥ %.2f× the rate without", row.limit)
 		return budgetText, fmt.Sprintf("%+.2f× (%.2f×)", margin, got), margin < 0, true
 	}
 	return budgetText, fmt.Sprintf("%+.1f %s", margin, unit), margin < 0, true
@@ -219,9 +233,13 @@ CPU, one direction at a time, as fast as the generator can; the baselines in the
 case below 0.9 of the forwarder's rate, is marked OVER — a finding, not a failure of the
 run. "× forwarder" is the rate against the bare forwarder's in the same direction. The
 machine is shared: compare rows of one run; two back-to-back runs are in docs/bench.md. The
-one-gNB row spreads its frames over two generator CPUs, each with its own veth queue, so it
-measures the machine's second CPU, not RSS: one outer 5-tuple on a real NIC would land on
-one queue.`
+one-gNB rows send every frame from one generator thread on CPU 0, so the UPF receives them
+all on CPU 0, as a NIC's RSS would with one outer 5-tuple; with uplink_spread over both
+CPUs, CPU 0 hands about half to CPU 1 through the CPU map; over "the other" CPU 0 only spreads
+and CPU 1 processes all. The budget is the rate against the same point without spreading. Their ns/packet is CPU 0's program only (the spreading stage and the share it
+keeps; the CPU map's program is not counted). On this 2-vCPU VM the generator and the sink
+share the same two CPUs, CPU 0's above all, so the ratio here understates what a second
+core gives a UPF whose NIC receives for free.`
 	return section{title: "Cost per packet against the budget", text: text, table: tb.String()}
 }
 

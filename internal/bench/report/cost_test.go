@@ -9,6 +9,7 @@ import (
 
 	"github.com/xupf/xupf/internal/bench/result"
 	"github.com/xupf/xupf/internal/bench/scenario"
+	"github.com/xupf/xupf/internal/config"
 )
 
 // costRes is a result of a cost scenario whose program took ns per packet (above a 45 ns
@@ -22,6 +23,12 @@ func costRes(name, dir string, ns, rate float64, edit func(*scenario.Point)) *re
 			edit(&r.Point)
 		}
 	})
+}
+
+func spread(mode string) func(*scenario.Point) {
+	return func(p *scenario.Point) {
+		p.Pipeline.UplinkSpread, p.Pipeline.UplinkSpreadCPUs = mode, scenario.SpreadCPUsAll
+	}
 }
 
 func datapath(d string) func(*scenario.Point) {
@@ -50,7 +57,12 @@ func TestCostSection(t *testing.T) {
 		costRes("cost-classes", up, 95.5, 1e6, classes(10000)),
 		costRes("cost-policer", up, 90, 1e6, nil), // ≤ 70 + 15: over by 5
 		costRes("cost-sessions", up, 33, 1e6, func(p *scenario.Point) { p.Pipeline.Users, p.Traffic.ActiveUsers = 100000, 64 }),
-		costRes("cost-one-gnb", up, 32, 3.42e6, func(p *scenario.Point) { p.Tester.GeneratorThreads = 2 }),
+		costRes("cost-one-gnb", up, 32, 1.8e6, spread(config.SpreadOff)),
+		costRes("cost-one-gnb", up, 20, 3.42e6, spread(config.SpreadTEID)),
+		costRes("cost-one-gnb", up, 22, 2.7e6, spread(config.SpreadFlow)),
+		costRes("cost-one-gnb", up, 12, 3.6e6, func(p *scenario.Point) {
+			p.Pipeline.UplinkSpread, p.Pipeline.UplinkSpreadCPUs = config.SpreadFlow, scenario.SpreadCPUsOthers
+		}),
 		// No reference (8 classes) in this direction: not judged.
 		costRes("cost-policer", down, 40, 1e6, nil),
 	}
@@ -72,7 +84,10 @@ func TestCostSection(t *testing.T) {
 		"| 10,000 traffic classes (budget: 10,000) | uplink | 95.5 | ≤ 92.0 ns (+60) | -3.5 ns | 1.000 | 0.50 | **OVER** |",
 		"| policer contract (on the 8 classes) | uplink | 90.0 | ≤ 85.0 ns (+15) | -5.0 ns | 1.000 | 0.50 | **OVER** |",
 		"| 100,000 sessions installed vs 64, the same 64 active | uplink | 33.0 | ≤ 33.6 ns (1.05×) | +0.6 ns | 1.000 | 0.50 | within |",
-		"| one gNB (one outer 5-tuple), 2 generator CPUs | uplink | 32.0 | ≥ 1.80× the rate of 1 CPU | +0.10× (1.90×) | 3.420 | 1.71 | within |",
+		"| one gNB (one outer 5-tuple) on one CPU, no spreading | uplink | 32.0 | – | – | 1.800 | 0.90 | reference |",
+		"| one gNB on one CPU, spread over 2 CPUs by TEID | uplink | 20.0 | ≥ 1.80× the rate without | +0.10× (1.90×) | 3.420 | 1.71 | within |",
+		"| one gNB on one CPU, spread over 2 CPUs by inner flow | uplink | 22.0 | ≥ 1.80× the rate without | -0.30× (1.50×) | 2.700 | 1.35 | **OVER** |",
+		"| one gNB on one CPU, which only spreads, by inner flow, to the other | uplink | 12.0 | ≥ 1.80× the rate without | +0.20× (2.00×) | 3.600 | 1.80 | within |",
 		"| policer contract (on the 8 classes) | downlink | 40.0 | no reference | – | 1.000 | 0.50 | not judged |",
 	} {
 		if !strings.Contains(tb, want) {

@@ -3,6 +3,8 @@ package run
 import (
 	"net/netip"
 	"reflect"
+	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/xupf/xupf/internal/api"
@@ -204,6 +206,20 @@ func TestCPUSets(t *testing.T) {
 	got := cpuSets(2, 1)
 	if len(got) != 2 || len(got[0]) != 1 || len(got[1]) != 1 {
 		t.Fatalf("%v", got)
+	}
+}
+
+// otherCPUs: the CPUs no generator lane uses (uplink_spread_cpus: others).
+func TestOtherCPUs(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs")
+	}
+	got := otherCPUs(cpuSets(1, 1))
+	if len(got) != runtime.NumCPU()-1 || slices.Contains(got, 0) {
+		t.Fatalf("others than CPU 0: %v", got)
+	}
+	if got := otherCPUs(cpuSets(1, runtime.NumCPU())); got != nil {
+		t.Fatalf("the generator on every CPU, others: %v", got)
 	}
 }
 

@@ -259,6 +259,12 @@ func (pt *point) startXUPF(ctx context.Context) error {
 	pt.closer = append(pt.closer, func() error { return os.RemoveAll(dir) })
 	cfg := e.t.Config(nil, httpListen)
 	cfg.QoSAlgorithm = p.Pipeline.Policer
+	cfg.UplinkSpread = p.Pipeline.UplinkSpread
+	if p.Pipeline.UplinkSpread != config.SpreadOff && p.Pipeline.UplinkSpreadCPUs == scenario.SpreadCPUsOthers {
+		if cfg.UplinkSpreadCPUs = otherCPUs(cpuSets(len(directions(p.Traffic.Direction)), p.Tester.GeneratorThreads)); cfg.UplinkSpreadCPUs == nil {
+			return fmt.Errorf("bench: uplink_spread_cpus: others: the generator uses every CPU; lower tester.generator_threads")
+		}
+	}
 	if p.Pipeline.UEAddress == scenario.UEByUPF {
 		// From the block routed toward the gNB, like the addresses the SMF gives.
 		cfg.UEPools = []netip.Prefix{ueNet}
@@ -378,6 +384,17 @@ func magicOffsets(want []pkt.Flow) []int {
 		}
 	}
 	return offs
+}
+
+// otherCPUs lists the machine's CPUs that none of the lanes' sets has.
+func otherCPUs(sets [][]int) []int {
+	var out []int
+	for c := range runtime.NumCPU() {
+		if !slices.ContainsFunc(sets, func(s []int) bool { return slices.Contains(s, c) }) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // cpuSets gives each of n lanes threads CPUs, round robin over the machine's: with one lane

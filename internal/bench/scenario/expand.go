@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/xupf/xupf/internal/config"
 )
 
 // expand returns the points of the cartesian product of axes (the first axis varies
@@ -107,8 +109,9 @@ func checkPoint(p *Point) []error {
 	if pl.PolicerContract > 0 && pl.ClassifierClasses == 0 {
 		add("pipeline.policer_contract needs classifier classes: the policer applies to classified packets; set classifier_classes to 1 or more, or remove the contract")
 	}
-	if pl.Datapath != DatapathXUPF && (pl.PolicerContract > 0 || pl.SMF != SMFOpen5GS || pl.UEAddress != UEBySMF) {
-		add("pipeline.policer_contract, smf and ue_address configure xupf, not the %s baseline; remove them or use datapath xupf", pl.Datapath)
+	if pl.Datapath != DatapathXUPF && (pl.PolicerContract > 0 || pl.SMF != SMFOpen5GS || pl.UEAddress != UEBySMF ||
+		pl.UplinkSpread != config.SpreadOff || pl.UplinkSpreadCPUs != SpreadCPUsAll) {
+		add("pipeline.policer_contract, smf, ue_address and uplink_spread(_cpus) configure xupf, not the %s baseline; remove them or use datapath xupf", pl.Datapath)
 	}
 	if pl.QERsPerUser > 2*pl.PDRsPerUser {
 		add("pipeline.qers_per_user (%d) exceeds the user's %d PDRs (pdrs_per_user %d, both directions): a QER no PDR uses is never metered; lower qers_per_user or raise pdrs_per_user", pl.QERsPerUser, 2*pl.PDRsPerUser, pl.PDRsPerUser)

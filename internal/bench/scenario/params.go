@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/xupf/xupf/internal/config"
 )
 
 // Defaults and limits.
@@ -345,6 +347,8 @@ func (v *validator) params(r *rawScenario) {
 	param(v, "pipeline.policer_contract", &pl.PolicerContract, d.Pipeline.PolicerContract, contractRate, bitrateLabel, func(p *Point, x uint64) { p.Pipeline.PolicerContract = x })
 	param(v, "pipeline.smf", &pl.SMF, d.Pipeline.SMF, oneOf(SMFOpen5GS, SMFFree5GC), ident, func(p *Point, x string) { p.Pipeline.SMF = x })
 	param(v, "pipeline.ue_address", &pl.UEAddress, d.Pipeline.UEAddress, oneOf(UEBySMF, UEByUPF), ident, func(p *Point, x string) { p.Pipeline.UEAddress = x })
+	param(v, "pipeline.uplink_spread", &pl.UplinkSpread, d.Pipeline.UplinkSpread, oneOf(config.SpreadOff, config.SpreadTEID, config.SpreadFlow), ident, func(p *Point, x string) { p.Pipeline.UplinkSpread = x })
+	param(v, "pipeline.uplink_spread_cpus", &pl.UplinkSpreadCPUs, d.Pipeline.UplinkSpreadCPUs, oneOf(SpreadCPUsAll, SpreadCPUsOthers), ident, func(p *Point, x string) { p.Pipeline.UplinkSpreadCPUs = x })
 
 	param(v, "pipeline.datapath", &pl.Datapath, d.Pipeline.Datapath, oneOf(DatapathXUPF, DatapathXDPForwarder, DatapathGTPU, DatapathKernel), ident, func(p *Point, x string) { p.Pipeline.Datapath = x })
 

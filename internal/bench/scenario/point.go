@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"github.com/xupf/xupf/internal/bench/pkt"
+	"github.com/xupf/xupf/internal/config"
 )
 
 // Directions.
@@ -67,6 +68,15 @@ const (
 	UEByUPF = "upf"
 )
 
+// The CPUs xupfd spreads uplink G-PDUs over (with uplink_spread teid or flow).
+const (
+	// SpreadCPUsAll: every online CPU, those the generator runs on included.
+	SpreadCPUsAll = "all"
+	// SpreadCPUsOthers: the CPUs the generator does not run on. The CPU that receives the
+	// frames then only spreads them, as a core a NIC delivers to would, at no generator cost.
+	SpreadCPUsOthers = "others"
+)
+
 // Point is one fully specified benchmark run: every parameter has one value.
 type Point struct {
 	// Name is the scenario's name, then "/" and the swept settings, e.g.
@@ -116,6 +126,11 @@ type Pipeline struct {
 	SMF string `json:"smf,omitempty" yaml:"smf,omitempty"`
 	// UEAddress is who chooses the UE addresses: UEBySMF or UEByUPF.
 	UEAddress string `json:"ue_address,omitempty" yaml:"ue_address,omitempty"`
+	// UplinkSpread is the daemon's uplink_spread: off, or teid or flow to spread uplink
+	// G-PDUs over every CPU through a CPU map.
+	UplinkSpread string `json:"uplink_spread,omitempty" yaml:"uplink_spread,omitempty"`
+	// UplinkSpreadCPUs is SpreadCPUsAll or SpreadCPUsOthers.
+	UplinkSpreadCPUs string `json:"uplink_spread_cpus,omitempty" yaml:"uplink_spread_cpus,omitempty"`
 	// Datapath is DatapathXUPF or a baseline; the baselines ignore the rest of the
 	// pipeline but the addresses (users, base stations, servers, routes).
 	Datapath string `json:"datapath" yaml:"datapath"`
@@ -195,7 +210,7 @@ func Default() Point {
 	return Point{
 		Pipeline: Pipeline{
 			Users: 1, BaseStations: 1, Servers: 1, Routes: 1, FlowsPerUser: 1,
-			PDRsPerUser: 1, SDFFiltersPerPDR: 1, Policer: PolicerTokenBucket, SMF: SMFOpen5GS, UEAddress: UEBySMF, Datapath: DatapathXUPF,
+			PDRsPerUser: 1, SDFFiltersPerPDR: 1, Policer: PolicerTokenBucket, SMF: SMFOpen5GS, UEAddress: UEBySMF, UplinkSpread: config.SpreadOff, UplinkSpreadCPUs: SpreadCPUsAll, Datapath: DatapathXUPF,
 		},
 		Traffic: Traffic{
 			Direction: Uplink, PacketSize: 128, Seed: 1, PDUSessionContainer: true,

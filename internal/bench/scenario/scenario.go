@@ -125,6 +125,8 @@ type rawPipeline struct {
 	PolicerContract   yaml.Node `yaml:"policer_contract"`
 	SMF               yaml.Node `yaml:"smf"`
 	UEAddress         yaml.Node `yaml:"ue_address"`
+	UplinkSpread      yaml.Node `yaml:"uplink_spread"`
+	UplinkSpreadCPUs  yaml.Node `yaml:"uplink_spread_cpus"`
 	Datapath          yaml.Node `yaml:"datapath"`
 }
 

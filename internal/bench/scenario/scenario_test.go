@@ -170,6 +170,18 @@ pipeline: {smf: [open5gs, free5gc], classifier_classes: 8, policer_contract: 100
 	}
 }
 
+// TestUplinkSpread: xupfd's uplink_spread is swept like any value, off by default.
+func TestUplinkSpread(t *testing.T) {
+	s := mustParse(t, "pipeline: {uplink_spread: [off, flow], uplink_spread_cpus: others}\n")
+	if len(s.Points) != 2 || s.Points[1].Pipeline.UplinkSpread != "flow" || s.Points[1].Name != "scenario/uplink_spread=flow" ||
+		s.Points[1].Pipeline.UplinkSpreadCPUs != SpreadCPUsOthers {
+		t.Fatalf("points %+v", s.Points)
+	}
+	if d := Default().Pipeline; d.UplinkSpread != "off" || d.UplinkSpreadCPUs != SpreadCPUsAll {
+		t.Fatalf("defaults uplink_spread %q, uplink_spread_cpus %q", d.UplinkSpread, d.UplinkSpreadCPUs)
+	}
+}
+
 // TestPerUsers: counts given per users follow the users of each point.
 func TestPerUsers(t *testing.T) {
 	s := mustParse(t, `
@@ -238,7 +250,10 @@ func TestErrors(t *testing.T) {
 		{"contract rate", "pipeline: {classifier_classes: 1, policer_contract: 1001bps}\n", []string{"pipeline.policer_contract", "multiple of 8"}},
 		{"contract without classes", "pipeline: {policer_contract: 1Gbps}\n", []string{"pipeline.policer_contract needs classifier classes"}},
 		{"smf", "pipeline: {smf: oai}\n", []string{`pipeline.smf: "oai": use one of open5gs, free5gc`}},
-		{"smf on a baseline", "pipeline: {smf: free5gc, datapath: xdp_forwarder}\n", []string{"smf and ue_address configure xupf, not the xdp_forwarder baseline"}},
+		{"smf on a baseline", "pipeline: {smf: free5gc, datapath: xdp_forwarder}\n", []string{"smf, ue_address and uplink_spread(_cpus) configure xupf, not the xdp_forwarder baseline"}},
+		{"uplink_spread", "pipeline: {uplink_spread: rss}\n", []string{`pipeline.uplink_spread: "rss": use one of off, teid, flow`}},
+		{"uplink_spread_cpus", "pipeline: {uplink_spread_cpus: 1}\n", []string{`pipeline.uplink_spread_cpus: "1": use one of all, others`}},
+		{"uplink_spread on a baseline", "pipeline: {uplink_spread: teid, datapath: gtpu_minimal}\n", []string{"uplink_spread(_cpus) configure xupf, not the gtpu_minimal baseline"}},
 		{"packet size word", "traffic: {packet_size: mix}\n", []string{"traffic.packet_size", "or imix"}},
 		{"events on a baseline", "pipeline: {datapath: kernel, base_stations: 2}\nevents: {handover: 1}\n", []string{"events need sessions, which only pipeline.datapath xupf has (it is kernel)"}},
 		{"delete", "events: {session_delete: 1}\ntester: {duration: 10s}\n", []string{"deletes more sessions than there are"}},
