@@ -45,7 +45,8 @@ const (
 	MaxSpreadCPUs = 256
 )
 
-// cpumapVal is struct bpf_cpumap_val: the queue length and the program (an fd when written).
+// cpumapVal is struct bpf_cpumap_val: the queue length and the program, an fd when written
+// and its id when read back.
 type cpumapVal struct {
 	Qsize  uint32
 	ProgFD int32

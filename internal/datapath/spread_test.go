@@ -371,3 +371,41 @@ func TestSpreadQueueFullCounted(t *testing.T) {
 			spread[0], rx[1], full, sent, rx[0]+rx[1]+full)
 	}
 }
+
+// A program swap (here for an SDF field) gives every spreading CPU's entry the CPU map program
+// with the new settings: the packets processed there are specialised like the others.
+func TestSpreadSwapUpdatesCPUMap(t *testing.T) {
+	requireCPUs(t)
+	e := newTestEnvOpts(t, Options{MaxSessions: 4, Spread: SpreadTEID, SpreadCPUs: []int{0, 1}})
+	entryProg := func(cpu uint32) uint32 {
+		var v cpumapVal
+		if err := e.dp.objs.XupfCpus.Lookup(cpu, &v); err != nil {
+			t.Fatalf("CPU %d's entry: %v", cpu, err)
+		}
+		return uint32(v.ProgFD) // an id when read
+	}
+	progID := func() uint32 {
+		info, err := e.dp.cpuProg.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := info.ID()
+		return uint32(id)
+	}
+	before := progID()
+	e.dp.mu.Lock()
+	err := e.dp.ensureSDFFields(1 << xupfSdfFieldSDF_PROTO)
+	e.dp.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := progID()
+	if after == before {
+		t.Fatalf("the CPU map program was not replaced (id %d)", after)
+	}
+	for cpu := range uint32(2) {
+		if got := entryProg(cpu); got != after {
+			t.Errorf("CPU %d runs program %d, want the new %d (the old was %d)", cpu, got, after, before)
+		}
+	}
+}
