@@ -111,9 +111,21 @@ func (d *Datapath) loadProgram(cfg progConfig, st stage) (*ebpf.Program, error) 
 		xupfVarCfgPolicer:   policer,
 		xupfVarCfgSpread:    uint32(cfg.spread),
 	}
+	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: d.opts.PinPath}}
 	if st == stageCPUMap {
 		vars[xupfVarCfgSpread] = uint32(SpreadOff)
 		spec.Programs[xupfProgXupfXdp].AttachType = ebpf.AttachXDPCPUMap
+		// The CPU map's entries hold this program. Were it to hold the CPU map in turn (the
+		// verifier drops the spreading code, not the map reference), neither would ever be
+		// freed, nor their kthreads stopped: it gets an empty CPU map of its own instead.
+		ms := spec.Maps[xupfMapXupfCpus].Copy()
+		ms.Pinning = ebpf.PinNone
+		empty, err := ebpf.NewMap(ms)
+		if err != nil {
+			return nil, fmt.Errorf("an empty CPU map for the CPU map's program: %w", err)
+		}
+		defer empty.Close()
+		opts.MapReplacements = map[string]*ebpf.Map{xupfMapXupfCpus: empty}
 	}
 	for name, v := range vars {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -123,7 +135,7 @@ func (d *Datapath) loadProgram(cfg progConfig, st stage) (*ebpf.Program, error) 
 	var progs struct { // the XDP program alone: Load loaded the rest once
 		XupfXdp *ebpf.Program `ebpf:"xupf_xdp"`
 	}
-	err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: d.opts.PinPath}})
+	err := spec.LoadAndAssign(&progs, opts)
 	if err != nil {
 		return nil, loadError(err, d.opts.PinPath)
 	}

@@ -3,13 +3,16 @@ package datapath
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/xupf/xupf/internal/bench/gen"
@@ -406,6 +409,35 @@ func TestSpreadSwapUpdatesCPUMap(t *testing.T) {
 	for cpu := range uint32(2) {
 		if got := entryProg(cpu); got != after {
 			t.Errorf("CPU %d runs program %d, want the new %d (the old was %d)", cpu, got, after, before)
+		}
+	}
+}
+
+// Closing a spreading datapath frees the CPU map and so stops its kthreads: the program in
+// its entries does not hold it (a reference cycle would keep both for ever).
+func TestSpreadCloseFreesCPUMap(t *testing.T) {
+	requireCPUs(t)
+	e := newTestEnv(t, 4)
+	dp := e.load(t, Options{PinPath: fmt.Sprintf("/sys/fs/bpf/xupf-test-%d-spread-close", os.Getpid()), MaxSessions: 4,
+		GTPUAddrs: []netip.Addr{addrN3}, N3Interfaces: []string{"n3"}, Spread: SpreadFlow, SpreadCPUs: []int{0, 1}})
+	info, err := dp.objs.XupfCpus.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := info.ID()
+	if err := dp.Close(true); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		m, err := ebpf.NewMapFromID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		if err == nil {
+			m.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the CPU map (id %d) is still there 5 s after Close: %v", id, err)
 		}
 	}
 }
