@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -113,6 +114,27 @@ events: {session_add: 20, session_delete: 10, handover: 20}
 	for _, want := range []string{"## Scenario tiny", "| tiny | uplink |", "| tiny | downlink |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestBenchSpread: with xupfd's uplink spreading, the runner records the CPU map program's
+// cost beside the receiving CPU's: some frames were processed there, not all, and none was
+// lost at this rate.
+func TestBenchSpread(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs: frames are spread from one to the other")
+	}
+	rs := benchScenario(t, `
+name: spread
+pipeline: {users: 4, flows_per_user: 8, uplink_spread: flow}
+traffic: {direction: uplink, packet_size: 128}
+tester: {mode: fixed_rate, rate: 20kpps, duration: 500ms, warmup: 100ms, generator_threads: 1}
+`)
+	for _, tr := range rs[0].Trials {
+		if c := tr.Cost; tr.Loss != 0 || c.SpreadRuns == 0 || c.SpreadRuns >= c.Runs || c.SpreadRunTime <= 0 {
+			t.Errorf("trial: %d sent, %d received; %d frames received on CPU 0, %d processed by the CPU map's program in %v",
+				tr.Sent, tr.Received, c.Runs, c.SpreadRuns, c.SpreadRunTime)
 		}
 	}
 }

@@ -142,6 +142,10 @@ type ProgramCost struct {
 	Runs        uint64        `json:"runs"`
 	SinkRunTime time.Duration `json:"sink_run_time_ns"`
 	SinkRuns    uint64        `json:"sink_runs"`
+	// SpreadRunTime and SpreadRuns are the CPU map's program's, with xupfd's uplink
+	// spreading: the packets the receiving CPU handed to the others, processed there.
+	SpreadRunTime time.Duration `json:"spread_run_time_ns,omitempty"`
+	SpreadRuns    uint64        `json:"spread_runs,omitempty"`
 	// FloorNs is the figure of a program that only returns, right after the trial: the
 	// statistics' two clock reads, which every program's figure includes (ns per run, the
 	// median of a few BPF_PROG_TEST_RUN rounds with the statistics on).
@@ -154,6 +158,14 @@ func (c ProgramCost) NsPerPacket() float64 {
 		return 0
 	}
 	return float64(c.RunTime)/float64(c.Runs) - c.FloorNs
+}
+
+// SpreadNsPerPacket is the same of the CPU map's program, per packet it processed.
+func (c ProgramCost) SpreadNsPerPacket() float64 {
+	if c.SpreadRuns == 0 {
+		return 0
+	}
+	return float64(c.SpreadRunTime)/float64(c.SpreadRuns) - c.FloorNs
 }
 
 // SinkNsPerPacket is the same of the sink.

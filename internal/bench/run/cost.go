@@ -37,28 +37,65 @@ func (e *env) attachedProgram(ifindex int) (*ebpf.Program, error) {
 	return p, nil
 }
 
-// costReading is a lane's programs' statistics at one instant.
-type costReading struct{ dut, sink *ebpf.ProgramStats }
+// cpuMapProgram is the program in the entries of a CPU map dut uses (xupfd's uplink
+// spreading), or nil when dut uses none or it has no entry. The caller closes it.
+func cpuMapProgram(dut *ebpf.Program) (*ebpf.Program, error) {
+	info, err := dut.Info()
+	if err != nil {
+		return nil, fmt.Errorf("bench: the datapath program's maps: %w", err)
+	}
+	ids, _ := info.MapIDs()
+	for _, id := range ids {
+		m, err := ebpf.NewMapFromID(id)
+		if err != nil {
+			return nil, fmt.Errorf("bench: the datapath program's map %d: %w", id, err)
+		}
+		defer m.Close()
+		if m.Type() != ebpf.CPUMap {
+			continue
+		}
+		var v struct{ Qsize, ProgID uint32 } // struct bpf_cpumap_val as read back
+		for cpu := range m.MaxEntries() {
+			if m.Lookup(cpu, &v) == nil && v.ProgID != 0 {
+				return ebpf.NewProgramFromID(ebpf.ProgramID(v.ProgID))
+			}
+		}
+	}
+	return nil, nil
+}
+
+// costReading is a lane's programs' statistics at one instant; spread is nil without a CPU
+// map's program.
+type costReading struct{ dut, sink, spread *ebpf.ProgramStats }
 
 func (l *lane) readCost() (costReading, error) {
-	dut, err := l.dut.Stats()
-	if err != nil {
-		return costReading{}, fmt.Errorf("bench: the datapath program's statistics: %w", err)
+	var r costReading
+	var err error
+	if r.dut, err = l.dut.Stats(); err != nil {
+		return r, fmt.Errorf("bench: the datapath program's statistics: %w", err)
 	}
-	sink, err := l.sink.Program().Stats()
-	if err != nil {
-		return costReading{}, fmt.Errorf("bench: the sink's statistics: %w", err)
+	if r.sink, err = l.sink.Program().Stats(); err != nil {
+		return r, fmt.Errorf("bench: the sink's statistics: %w", err)
 	}
-	return costReading{dut, sink}, nil
+	if l.spread != nil {
+		if r.spread, err = l.spread.Stats(); err != nil {
+			return r, fmt.Errorf("bench: the CPU map program's statistics: %w", err)
+		}
+	}
+	return r, nil
 }
 
 // costBetween is what the lane's programs did from a to b.
 func costBetween(a, b costReading, floor float64) *result.ProgramCost {
-	return &result.ProgramCost{
+	c := &result.ProgramCost{
 		RunTime: b.dut.Runtime - a.dut.Runtime, Runs: b.dut.RunCount - a.dut.RunCount,
 		SinkRunTime: b.sink.Runtime - a.sink.Runtime, SinkRuns: b.sink.RunCount - a.sink.RunCount,
 		FloorNs: floor,
 	}
+	if a.spread != nil && b.spread != nil {
+		c.SpreadRunTime, c.SpreadRuns = b.spread.Runtime-a.spread.Runtime, b.spread.RunCount-a.spread.RunCount
+	}
+	return c
 }
 
 // costMeter measures the lanes' program costs over a trial: startCost turns the kernel's BPF

@@ -110,9 +110,11 @@ type lane struct {
 	gen   *gen.Generator
 	sink  *gen.Sink
 	// dut is the datapath's XDP program on the lane's ingress interface in upf.
-	dut  *ebpf.Program
-	want []pkt.Flow
-	cpus []int
+	dut *ebpf.Program
+	// spread is the CPU map's program with xupfd's uplink spreading, else nil.
+	spread *ebpf.Program
+	want   []pkt.Flow
+	cpus   []int
 	// users are the flows' users, by flow id, for the check of handed-over downlink frames.
 	users []int
 }
@@ -355,7 +357,14 @@ func (pt *point) prepareLanes() error {
 			return err
 		}
 		pt.closer = append(pt.closer, dut.Close)
-		pt.lanes = append(pt.lanes, &lane{dir: dir, tmpls: tmpls, gen: g, sink: s, dut: dut, want: fr.Want, cpus: cpus[i], users: users})
+		spread, err := cpuMapProgram(dut)
+		if err != nil {
+			return err
+		}
+		if spread != nil {
+			pt.closer = append(pt.closer, spread.Close)
+		}
+		pt.lanes = append(pt.lanes, &lane{dir: dir, tmpls: tmpls, gen: g, sink: s, dut: dut, spread: spread, want: fr.Want, cpus: cpus[i], users: users})
 	}
 	return nil
 }
