@@ -13,23 +13,28 @@ func TestUnknownTEIDEvents(t *testing.T) {
 	e := newTestEnv(t, 16)
 	pkt := outerGTP(t, gtpHdr(0x30, 255, 0xdead, nil, ulInner(t, 64)), nil)
 	const sent, perSecond = 1010, 1000
+	// Every packet on one CPU: the bound is per CPU, and a test moved between CPUs meets
+	// two windows.
 	start := time.Now()
 	for range sent {
-		if ret, _ := e.run(t, pkt, e.n3); ret != xdpDrop {
+		if ret, _ := e.runOn(t, 0, pkt, e.n3); ret != xdpDrop {
 			t.Fatalf("verdict %s, want drop", verdictNames[ret])
 		}
 	}
-	if time.Since(start) > 900*time.Millisecond {
-		t.Skip("the packets took most of a second: the event window may have started again")
-	}
+	took := time.Since(start)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	var got []UnknownTEID
 	if err := e.dp.ReadUnknownTEIDs(ctx, func(u UnknownTEID) { got = append(got, u) }); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != perSecond {
-		t.Fatalf("%d events for %d packets, want %d (the per-CPU bound)", len(got), sent, perSecond)
+	// Within one second of the first packet the window holds exactly perSecond; a slower
+	// machine may see the window start again once, never more than a packet each.
+	switch {
+	case took < 900*time.Millisecond && len(got) != perSecond:
+		t.Fatalf("%d events for %d packets in %v, want %d (the per-CPU bound)", len(got), sent, took, perSecond)
+	case len(got) < perSecond || len(got) > sent:
+		t.Fatalf("%d events for %d packets in %v, want %d to %d", len(got), sent, took, perSecond, sent)
 	}
 	if want := (UnknownTEID{Peer: addrGNB, Local: addrN3, TEID: 0xdead}); got[0] != want {
 		t.Errorf("event %+v, want %+v", got[0], want)
