@@ -24,6 +24,8 @@ const enum meter_algo *btf_meter_algo __attribute__((unused));
 const enum meter_clock *btf_meter_clock __attribute__((unused));
 const enum police_action *btf_police_action __attribute__((unused));
 const enum nexthop_kind *btf_nexthop_kind __attribute__((unused));
+const enum pdr_usage *btf_pdr_usage __attribute__((unused));
+const enum quota_volume *btf_quota_volume __attribute__((unused));
 const struct unknown_teid_event *btf_unknown_teid_event __attribute__((unused));
 const enum flowcache_mode *btf_flowcache_mode __attribute__((unused));
 const enum flow_vlan_action *btf_flow_vlan_action __attribute__((unused));

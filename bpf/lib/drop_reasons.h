@@ -32,6 +32,7 @@ enum drop_reason {
 	DROP_GTPU_NOT_N3,          /* GTP-U to a local GTP-U address on an interface without the n3 role */
 	DROP_UE_TO_UPF,            /* uplink inner packet to the UPF's own address (ue_to_upf_allowed has exceptions) */
 	DROP_SPREAD_QUEUE_FULL,    /* uplink spreading: the chosen CPU's queue in the CPU map was full */
+	DROP_URR_QUOTA,            /* a URR of the PDR has used up its volume quota */
 	DROP_INTERNAL,             /* internal: a bounds check the verifier needs failed (a datapath bug if ever counted) */
 	DROP_MAX,
 };

@@ -15,6 +15,7 @@
 #include "classifier.h"
 #include "policer.h"
 #include "qos.h"
+#include "urr.h"
 
 /* A user packet as the rules see it: the IP packet a UE sent or is sent (on the uplink the
  * inner one, still in its tunnel). */
@@ -35,12 +36,14 @@ struct pkt {
 
 /* apply_pdr applies the rules of ref (a TEID's or a UE address's) to p. It returns 0 with
  * *pdrp and *farp set when the packet is to be forwarded, and has then charged it to the
- * QERs, the policer and usage; PKT_EXPIRING when its TTL runs out; otherwise the drop
- * reason. Only a packet that will be forwarded is charged: the TTL check comes before the
- * QERs, and a packet the policer refuses gets back what the QERs charged. */
+ * QERs, the policer, usage and the URR's quota; PKT_EXPIRING when its TTL runs out;
+ * otherwise the drop reason. Only a packet that will be forwarded is charged: the TTL check
+ * comes before the QERs, and a packet the policer refuses gets back what the QERs charged.
+ * The usage before QoS (PDR_U_BEFORE_QOS) counts what passed the FAR and the quota. */
 static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 				     const struct pdr **pdrp, const struct far **farp)
 {
+	struct quota *quota = NULL;
 	const struct far *far = NULL;
 	const struct pdr *pdr;
 	int reason;
@@ -54,10 +57,21 @@ static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 		return reason ? reason : DROP_FAR_DROP;
 	if (p->ip->ttl <= 1)
 		return PKT_EXPIRING;
+	if (pdr->usage & PDR_U_QUOTA) {
+		quota = quota_of(pdr);
+		if (!quota)
+			return DROP_INTERNAL;
+		if (quota_used_up(quota, p->dir))
+			return DROP_URR_QUOTA;
+	}
+	if (pdr->usage & PDR_U_BEFORE_QOS)
+		count_usage(pdr->counter_before_qos, p->len);
 	reason = qos_and_police(pdr, p->meta.cls, p->len);
 	if (reason)
 		return reason;
-	count_usage(pdr, p->len);
+	count_usage(pdr->counter, p->len);
+	if (quota)
+		quota_charge(quota, p->dir, p->len);
 	*pdrp = pdr;
 	*farp = far;
 	return 0;

@@ -102,9 +102,10 @@ static __always_inline int far_drop_reason(const struct far *far)
 	return DROP_FAR_DROP;
 }
 
-static __always_inline void count_usage(const struct pdr *pdr, __u32 bytes)
+/* count_usage adds a packet of bytes to usage counter slot (a PDR's counter or its
+ * counter_before_qos). */
+static __always_inline void count_usage(__u32 slot, __u32 bytes)
 {
-	__u32 slot = pdr->counter;
 	struct counters *c = bpf_map_lookup_elem(&xupf_usage, &slot);
 
 	if (c) {

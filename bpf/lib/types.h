@@ -62,6 +62,15 @@ struct nexthop {
 /* How many MBR meters one PDR applies (one per QER with an MBR in its direction). */
 #define PDR_MAX_METERS 4
 
+/* Bits of pdr.usage: the usage measurements a PDR takes besides its counter (urr.h). */
+enum pdr_usage {
+	/* A URR of the PDR measures before QoS enforcement (Measurement Information MBQE):
+	 * counter_before_qos also counts the packets the QERs and the policer then drop. */
+	PDR_U_BEFORE_QOS = 1 << 0,
+	/* A URR of the PDR has a volume quota: quota names its budget (struct quota). */
+	PDR_U_QUOTA = 1 << 1,
+};
+
 /* A Packet Detection Rule slot. */
 struct pdr {
 	__u32 far;     /* FAR slot */
@@ -76,8 +85,10 @@ struct pdr {
 	 * its direction, e.g. the session AMBR and the flow MBR). */
 	__u8 gate_closed;
 	__u8 nmeters;
-	__u8 pad;
+	__u8 usage;    /* enum pdr_usage bits */
 	__u32 meters[PDR_MAX_METERS];
+	__u32 counter_before_qos; /* with PDR_U_BEFORE_QOS: a usage counter slot */
+	__u32 quota;              /* with PDR_U_QUOTA: a xupf_quotas slot */
 };
 
 enum far_action {
@@ -136,6 +147,22 @@ struct cls_class;
 /* What one module learns about a packet for the modules after it, in the one XDP program. */
 struct pkt_meta {
 	const struct cls_class *cls;  /* the traffic class (classifier.h), NULL for none */
+};
+
+/* The volumes of a quota (struct quota): each direction's, and their total. */
+enum quota_volume {
+	QUOTA_UL = 0,
+	QUOTA_DL = 1,
+	QUOTA_TOTAL = 2,
+};
+
+/* A URR's volume quota (TS 29.244 5.2.2.3): bytes forwarded since it was granted, per
+ * direction, against a limit per direction and in total (~0 for none). Shared by every CPU
+ * and every PDR of the URR, so that it is one budget; the daemon writes a fresh one with
+ * each grant. */
+struct quota {
+	__u64 used[2];   /* [QUOTA_UL], [QUOTA_DL] */
+	__u64 limit[3];  /* enum quota_volume */
 };
 
 /* Packets and bytes (of the inner IP packet) counted per counter slot and CPU. */

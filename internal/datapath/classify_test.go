@@ -196,7 +196,7 @@ func (e *testEnv) installSet(t testing.TB, rs rules.RuleSet) *installedSet {
 	t.Helper()
 	e.dp.mu.Lock()
 	defer e.dp.mu.Unlock()
-	set, err := e.dp.writeSet(rs, nil, nil)
+	set, err := e.dp.writeSet(rs, nil, nil, nil)
 	if err != nil {
 		t.Fatalf("write rule set: %v\n%s", err, describeSet(rs))
 	}
@@ -219,13 +219,13 @@ func (e *testEnv) selected(t testing.TB, set *installedSet, pkt []byte, ifindex 
 	t.Helper()
 	before := map[uint32]uint64{}
 	for id, slot := range set.counters {
-		c, _ := e.dp.readCounter(slot)
+		c, _ := e.dp.readCounter(slot.after)
 		before[id] = c.Packets
 	}
 	ret, _ := e.run(t, pkt, ifindex)
 	var ids []uint32
 	for id, slot := range set.counters {
-		c, _ := e.dp.readCounter(slot)
+		c, _ := e.dp.readCounter(slot.after)
 		if c.Packets != before[id] {
 			ids = append(ids, id)
 		}

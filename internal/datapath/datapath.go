@@ -135,6 +135,8 @@ type Datapath struct {
 	rules      *slots                             // PDR and FAR slots (one FAR per PDR)
 	counters   *slots                             // usage counter slots
 	meterSlots *slots                             // QER meter slots
+	quotas     map[uint64]map[uint32]ownedQuota   // each owner's URR quotas, by URR id
+	quotaSlots *slots                             // URR quota slots
 	rulesets   *slots                             // classification rule set ids, less one
 	retired    []retiredTables                    // classification tables waiting out their grace
 	classSlots map[uint32]uint32                  // class id -> its counter slot in xupf_cls_stats
@@ -214,9 +216,12 @@ func Load(opts Options) (*Datapath, error) {
 	// One ref per key, plus spares: a replaced key's new ref is written before the old is freed.
 	nrefs := uint32((teidsPerSession+1)*opts.MaxSessions + spareRuleSlots)
 	spec.Maps[xupfMapXupfRefs].MaxEntries = nrefs
-	for _, m := range []string{xupfMapXupfPdrs, xupfMapXupfFars, xupfMapXupfUsage} {
+	for _, m := range []string{xupfMapXupfPdrs, xupfMapXupfFars, xupfMapXupfQuotas} {
 		spec.Maps[m].MaxEntries = nrules
 	}
+	// Two counters for a PDR that measures before QoS enforcement too.
+	ncounters := 2 * nrules
+	spec.Maps[xupfMapXupfUsage].MaxEntries = ncounters
 	nmeters := uint32(metersPerSession*opts.MaxSessions + spareRuleSlots)
 	spec.Maps[xupfMapXupfMeters].MaxEntries = nmeters
 	for name, v := range map[string]uint32{xupfVarCfgMeterAlgo: uint32(opts.MeterAlgo), xupfVarCfgClock: uint32(opts.Clock),
@@ -271,8 +276,10 @@ func Load(opts Options) (*Datapath, error) {
 		meters:     map[uint64]map[meterKey]ownedMeter{},
 		meterSlots: newSlots(nmeters),
 		refs:       newSlots(nrefs),
+		quotas:     map[uint64]map[uint32]ownedQuota{},
+		quotaSlots: newSlots(nrules),
 		rules:      newSlots(nrules),
-		counters:   newSlots(nrules),
+		counters:   newSlots(ncounters),
 		rulesets:   newSlots(uint32(opts.MaxRuleSets + spareRuleSets)),
 		classSlots: map[uint32]uint32{},
 		clsSlots:   newSlots(spec.Maps[xupfMapXupfClsStats].MaxEntries), // a slot per class and spares

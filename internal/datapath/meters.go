@@ -66,6 +66,8 @@ type ownedMeter struct {
 	rate, burst uint64
 }
 
+func (m ownedMeter) slotIndex() uint32 { return m.slot }
+
 // assignMeters gives every QER with an MBR in the direction of a rule set its meter: the
 // owner's existing slot when the rate and burst did not change (its state carries on), a
 // freshly written one otherwise. It returns the slots by key and those it took, which the

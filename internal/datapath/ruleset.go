@@ -20,10 +20,25 @@ import (
 // counter per PDR id, and classification tables when the set needs them.
 type installedSet struct {
 	rs       rules.RuleSet
-	ref      uint32            // its xupf_refs slot, what its key points at once published
-	slots    []uint32          // PDR/FAR slot of rs.PDRs[i], when classified (tables != nil)
-	counters map[uint32]uint32 // PDR id -> usage counter slot
-	tables   *setTables        // nil: one PDR without filters, no classification step
+	ref      uint32                 // its xupf_refs slot, what its key points at once published
+	slots    []uint32               // PDR/FAR slot of rs.PDRs[i], when classified (tables != nil)
+	counters map[uint32]pdrCounters // PDR id -> its usage counter slots
+	tables   *setTables             // nil: one PDR without filters, no classification step
+}
+
+// pdrCounters are a PDR's usage counter slots: after QoS, and before it when the PDR asks
+// (rules.PDR.BeforeQoS).
+type pdrCounters struct {
+	after, before uint32
+	hasBefore     bool
+}
+
+// slots are the counter slots c holds.
+func (c pdrCounters) slots() []uint32 {
+	if c.hasBefore {
+		return []uint32{c.after, c.before}
+	}
+	return []uint32{c.after}
 }
 
 // setTables is what writeTables wrote for one rule set, to be deleted with it.
@@ -38,7 +53,9 @@ func counterSlots(sets []*installedSet) map[uint32]bool {
 	out := map[uint32]bool{}
 	for _, s := range sets {
 		for _, c := range s.counters {
-			out[c] = true
+			for _, slot := range c.slots() {
+				out[slot] = true
+			}
 		}
 	}
 	return out
@@ -47,8 +64,8 @@ func counterSlots(sets []*installedSet) map[uint32]bool {
 // countersOf returns the counter slots of the PDRs of sets in one direction, by PDR id: the
 // counters a replacement carries on (a PDR id names one PDR per direction of a session, even
 // when its TEID or UE address changes).
-func countersOf(sets []*installedSet, uplink bool) map[uint32]uint32 {
-	out := map[uint32]uint32{}
+func countersOf(sets []*installedSet, uplink bool) map[uint32]pdrCounters {
+	out := map[uint32]pdrCounters{}
 	for _, s := range sets {
 		if s.rs.Uplink == uplink {
 			for id, c := range s.counters {
@@ -62,7 +79,8 @@ func countersOf(sets []*installedSet, uplink bool) map[uint32]uint32 {
 // writeSet writes rs's FARs, PDRs and classification tables without publishing them. The
 // PDRs whose ids are in prev (counter slots of the rules being replaced) keep those counters;
 // meters are the owner's QER meters (assignMeters).
-func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32, meters map[meterKey]ownedMeter) (_ *installedSet, err error) {
+func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]pdrCounters, meters map[meterKey]ownedMeter,
+	quotas map[uint32]ownedQuota) (_ *installedSet, err error) {
 	if err := checkKey(rs); err != nil {
 		return nil, err
 	}
@@ -70,10 +88,12 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32, meters map
 	if err != nil {
 		return nil, fmt.Errorf("rule reference table full (limits.max_sessions): %w (%w)", err, rules.ErrNoResources)
 	}
-	set := &installedSet{rs: rs, ref: ref, counters: map[uint32]uint32{}}
+	set := &installedSet{rs: rs, ref: ref, counters: map[uint32]pdrCounters{}}
 	keep := map[uint32]bool{}
 	for _, c := range prev {
-		keep[c] = true
+		for _, slot := range c.slots() {
+			keep[slot] = true
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -92,20 +112,27 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]uint32, meters map
 		if _, dup := set.counters[p.ID]; dup {
 			return nil, fmt.Errorf("PDR id %d appears twice", p.ID)
 		}
-		counter, ok := prev[p.ID]
-		if !ok {
-			if counter, err = d.allocCounter(); err != nil {
-				return nil, err
-			}
+		pc, found := prev[p.ID]
+		counters, err := d.pdrCounters(p, pc, found)
+		if err != nil {
+			return nil, err
 		}
-		set.counters[p.ID] = counter
+		set.counters[p.ID] = counters
 		far, err := farEntry(p.FAR)
 		if err != nil {
 			return nil, fmt.Errorf("PDR %d: %w", p.ID, err)
 		}
-		entry := xupfPdr{Counter: counter, Qfi: p.QFI}
+		entry := xupfPdr{Counter: counters.after, Qfi: p.QFI}
 		if err := pdrQoS(&entry, p, rs.Uplink, meters); err != nil {
 			return nil, fmt.Errorf("PDR %d: %w", p.ID, err)
+		}
+		if counters.hasBefore {
+			entry.Usage |= uint8(xupfPdrUsagePDR_U_BEFORE_QOS)
+			entry.CounterBeforeQos = counters.before
+		}
+		if p.Quota != nil {
+			entry.Usage |= uint8(xupfPdrUsagePDR_U_QUOTA)
+			entry.Quota = quotas[p.Quota.URR].slot
 		}
 		if !classified {
 			// The key's one PDR and FAR go into its rule_ref: no PDR or FAR slot.
@@ -219,8 +246,10 @@ func (d *Datapath) releaseSet(set *installedSet, keep map[uint32]bool) {
 		d.rules.release(slot)
 	}
 	for _, c := range set.counters {
-		if !keep[c] {
-			d.counters.release(c)
+		for _, slot := range c.slots() {
+			if !keep[slot] {
+				d.counters.release(slot)
+			}
 		}
 	}
 	if set.tables != nil {

@@ -67,6 +67,11 @@ func (d *Datapath) install(owner uint64, sets []rules.RuleSet) error {
 	if err != nil {
 		return fmt.Errorf("session %d: %w", owner, err)
 	}
+	quotas, newQuotas, err := d.assignQuotas(owner, sets)
+	if err != nil {
+		d.releaseMeters(newMeters)
+		return fmt.Errorf("session %d: %w", owner, err)
+	}
 	var written []*installedSet
 	undo := func() {
 		keep := counterSlots(prev)
@@ -74,9 +79,10 @@ func (d *Datapath) install(owner uint64, sets []rules.RuleSet) error {
 			d.releaseSet(set, keep)
 		}
 		d.releaseMeters(newMeters)
+		d.releaseQuotas(newQuotas)
 	}
 	for _, rs := range sets {
-		set, err := d.writeSet(rs, countersOf(prev, rs.Uplink), meters)
+		set, err := d.writeSet(rs, countersOf(prev, rs.Uplink), meters, quotas)
 		if err != nil {
 			undo()
 			return fmt.Errorf("session %d: %s: %w", owner, rs.Key(), err)
@@ -104,26 +110,31 @@ func (d *Datapath) install(owner uint64, sets []rules.RuleSet) error {
 		d.keys[set.rs.LookupKey()] = owner
 	}
 	d.owners[owner] = written
-	d.replaceMeters(owner, meters)
+	replaceOwned(d.meters, owner, meters, d.meterSlots)
+	replaceOwned(d.quotas, owner, quotas, d.quotaSlots)
 	return nil
 }
 
-// replaceMeters records an owner's meters and frees the slots of those it no longer uses.
-func (d *Datapath) replaceMeters(owner uint64, meters map[meterKey]ownedMeter) {
+// slotHolder is what an owner holds a slot of: a meter or a quota.
+type slotHolder interface{ slotIndex() uint32 }
+
+// replaceOwned records what an owner holds now (held, in all: by owner) and frees the slots
+// of what it held before and no longer does.
+func replaceOwned[K comparable, V slotHolder](all map[uint64]map[K]V, owner uint64, held map[K]V, free *slots) {
 	inUse := map[uint32]bool{}
-	for _, m := range meters {
-		inUse[m.slot] = true
+	for _, h := range held {
+		inUse[h.slotIndex()] = true
 	}
-	for _, m := range d.meters[owner] {
-		if !inUse[m.slot] {
-			d.meterSlots.release(m.slot)
+	for _, h := range all[owner] {
+		if !inUse[h.slotIndex()] {
+			free.release(h.slotIndex())
 		}
 	}
-	if len(meters) == 0 {
-		delete(d.meters, owner)
+	if len(held) == 0 {
+		delete(all, owner)
 		return
 	}
-	d.meters[owner] = meters
+	all[owner] = held
 }
 
 // sameKey returns the set of sets with rs's key, or nil.
@@ -170,7 +181,8 @@ func (d *Datapath) uninstall(owner uint64) ([]rules.Usage, error) {
 		delete(d.keys, set.rs.LookupKey())
 	}
 	delete(d.owners, owner)
-	d.replaceMeters(owner, nil)
+	replaceOwned(d.meters, owner, nil, d.meterSlots)
+	replaceOwned(d.quotas, owner, nil, d.quotaSlots)
 	return usage, err
 }
 
@@ -303,16 +315,61 @@ func (d *Datapath) allocCounter() (uint32, error) {
 	return slot, nil
 }
 
-// usage reads the counter of every PDR of sets.
+// pdrCounters gives PDR p the counters it needs: those of prev, the PDR it replaces (when
+// found), or fresh ones. On error it has released what it took.
+func (d *Datapath) pdrCounters(p rules.PDR, prev pdrCounters, found bool) (pdrCounters, error) {
+	c := prev
+	var fresh []uint32
+	take := func() (uint32, error) {
+		slot, err := d.allocCounter()
+		if err != nil {
+			for _, s := range fresh {
+				d.counters.release(s)
+			}
+			return 0, err
+		}
+		fresh = append(fresh, slot)
+		return slot, nil
+	}
+	if !found {
+		slot, err := take()
+		if err != nil {
+			return pdrCounters{}, err
+		}
+		c = pdrCounters{after: slot}
+	}
+	switch {
+	case !p.BeforeQoS:
+		c.before, c.hasBefore = 0, false
+	case !c.hasBefore:
+		slot, err := take()
+		if err != nil {
+			return pdrCounters{}, err
+		}
+		c.before, c.hasBefore = slot, true
+	}
+	return c, nil
+}
+
+// usage reads the counters of every PDR of sets.
 func (d *Datapath) usage(sets []*installedSet) ([]rules.Usage, error) {
 	var out []rules.Usage
 	for _, set := range sets {
 		for _, p := range set.rs.PDRs {
-			c, err := d.readCounter(set.counters[p.ID])
+			pc := set.counters[p.ID]
+			c, err := d.readCounter(pc.after)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, rules.Usage{Uplink: set.rs.Uplink, PDR: p.ID, Packets: c.Packets, Bytes: c.Bytes})
+			u := rules.Usage{Uplink: set.rs.Uplink, PDR: p.ID, Packets: c.Packets, Bytes: c.Bytes}
+			if pc.hasBefore {
+				b, err := d.readCounter(pc.before)
+				if err != nil {
+					return nil, err
+				}
+				u.BeforeQoS = rules.Counts{Packets: b.Packets, Bytes: b.Bytes}
+			}
+			out = append(out, u)
 		}
 	}
 	return out, nil

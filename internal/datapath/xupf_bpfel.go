@@ -128,8 +128,9 @@ const (
 	xupfDropReasonDROP_GTPU_NOT_N3            xupfDropReason = 24
 	xupfDropReasonDROP_UE_TO_UPF              xupfDropReason = 25
 	xupfDropReasonDROP_SPREAD_QUEUE_FULL      xupfDropReason = 26
-	xupfDropReasonDROP_INTERNAL               xupfDropReason = 27
-	xupfDropReasonDROP_MAX                    xupfDropReason = 28
+	xupfDropReasonDROP_URR_QUOTA              xupfDropReason = 27
+	xupfDropReasonDROP_INTERNAL               xupfDropReason = 28
+	xupfDropReasonDROP_MAX                    xupfDropReason = 29
 )
 
 type xupfErrindWindow struct {
@@ -295,15 +296,24 @@ const (
 )
 
 type xupfPdr struct {
-	_          structs.HostLayout
-	Far        uint32
-	Counter    uint32
-	Qfi        uint8
-	GateClosed uint8
-	Nmeters    uint8
-	Pad        uint8
-	Meters     [4]uint32
+	_                structs.HostLayout
+	Far              uint32
+	Counter          uint32
+	Qfi              uint8
+	GateClosed       uint8
+	Nmeters          uint8
+	Usage            uint8
+	Meters           [4]uint32
+	CounterBeforeQos uint32
+	Quota            uint32
 }
+
+type xupfPdrUsage uint32
+
+const (
+	xupfPdrUsagePDR_U_BEFORE_QOS xupfPdrUsage = 1
+	xupfPdrUsagePDR_U_QUOTA      xupfPdrUsage = 2
+)
 
 type xupfPoliceAction uint32
 
@@ -320,6 +330,20 @@ type xupfPoliceCounters struct {
 	DroppedPackets uint64
 	DroppedBytes   uint64
 }
+
+type xupfQuota struct {
+	_     structs.HostLayout
+	Used  [2]uint64
+	Limit [3]uint64
+}
+
+type xupfQuotaVolume uint32
+
+const (
+	xupfQuotaVolumeQUOTA_UL    xupfQuotaVolume = 0
+	xupfQuotaVolumeQUOTA_DL    xupfQuotaVolume = 1
+	xupfQuotaVolumeQUOTA_TOTAL xupfQuotaVolume = 2
+)
 
 type xupfRouteKey struct {
 	_         structs.HostLayout
@@ -479,6 +503,7 @@ const (
 	xupfMapXupfMeters          = "xupf_meters"
 	xupfMapXupfPdrs            = "xupf_pdrs"
 	xupfMapXupfPoliceStats     = "xupf_police_stats"
+	xupfMapXupfQuotas          = "xupf_quotas"
 	xupfMapXupfRefs            = "xupf_refs"
 	xupfMapXupfRoutes          = "xupf_routes"
 	xupfMapXupfRulesets        = "xupf_rulesets"
@@ -504,7 +529,9 @@ const (
 	xupfVarBtfMeterAlgo        = "btf_meter_algo"
 	xupfVarBtfMeterClock       = "btf_meter_clock"
 	xupfVarBtfNexthopKind      = "btf_nexthop_kind"
+	xupfVarBtfPdrUsage         = "btf_pdr_usage"
 	xupfVarBtfPoliceAction     = "btf_police_action"
+	xupfVarBtfQuotaVolume      = "btf_quota_volume"
 	xupfVarBtfSdfField         = "btf_sdf_field"
 	xupfVarBtfSpreadMode       = "btf_spread_mode"
 	xupfVarBtfStat             = "btf_stat"
@@ -600,6 +627,7 @@ type xupfMapSpecs struct {
 	XupfMeters       *ebpf.MapSpec `ebpf:"xupf_meters"`
 	XupfPdrs         *ebpf.MapSpec `ebpf:"xupf_pdrs"`
 	XupfPoliceStats  *ebpf.MapSpec `ebpf:"xupf_police_stats"`
+	XupfQuotas       *ebpf.MapSpec `ebpf:"xupf_quotas"`
 	XupfRefs         *ebpf.MapSpec `ebpf:"xupf_refs"`
 	XupfRoutes       *ebpf.MapSpec `ebpf:"xupf_routes"`
 	XupfRulesets     *ebpf.MapSpec `ebpf:"xupf_rulesets"`
@@ -628,7 +656,9 @@ type xupfVariableSpecs struct {
 	BtfMeterAlgo        *ebpf.VariableSpec `ebpf:"btf_meter_algo"`
 	BtfMeterClock       *ebpf.VariableSpec `ebpf:"btf_meter_clock"`
 	BtfNexthopKind      *ebpf.VariableSpec `ebpf:"btf_nexthop_kind"`
+	BtfPdrUsage         *ebpf.VariableSpec `ebpf:"btf_pdr_usage"`
 	BtfPoliceAction     *ebpf.VariableSpec `ebpf:"btf_police_action"`
+	BtfQuotaVolume      *ebpf.VariableSpec `ebpf:"btf_quota_volume"`
 	BtfSdfField         *ebpf.VariableSpec `ebpf:"btf_sdf_field"`
 	BtfSpreadMode       *ebpf.VariableSpec `ebpf:"btf_spread_mode"`
 	BtfStat             *ebpf.VariableSpec `ebpf:"btf_stat"`
@@ -693,6 +723,7 @@ type xupfMaps struct {
 	XupfMeters       *ebpf.Map `ebpf:"xupf_meters"`
 	XupfPdrs         *ebpf.Map `ebpf:"xupf_pdrs"`
 	XupfPoliceStats  *ebpf.Map `ebpf:"xupf_police_stats"`
+	XupfQuotas       *ebpf.Map `ebpf:"xupf_quotas"`
 	XupfRefs         *ebpf.Map `ebpf:"xupf_refs"`
 	XupfRoutes       *ebpf.Map `ebpf:"xupf_routes"`
 	XupfRulesets     *ebpf.Map `ebpf:"xupf_rulesets"`
@@ -726,6 +757,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfMeters,
 		m.XupfPdrs,
 		m.XupfPoliceStats,
+		m.XupfQuotas,
 		m.XupfRefs,
 		m.XupfRoutes,
 		m.XupfRulesets,
@@ -755,7 +787,9 @@ type xupfVariables struct {
 	BtfMeterAlgo        *ebpf.Variable `ebpf:"btf_meter_algo"`
 	BtfMeterClock       *ebpf.Variable `ebpf:"btf_meter_clock"`
 	BtfNexthopKind      *ebpf.Variable `ebpf:"btf_nexthop_kind"`
+	BtfPdrUsage         *ebpf.Variable `ebpf:"btf_pdr_usage"`
 	BtfPoliceAction     *ebpf.Variable `ebpf:"btf_police_action"`
+	BtfQuotaVolume      *ebpf.Variable `ebpf:"btf_quota_volume"`
 	BtfSdfField         *ebpf.Variable `ebpf:"btf_sdf_field"`
 	BtfSpreadMode       *ebpf.Variable `ebpf:"btf_spread_mode"`
 	BtfStat             *ebpf.Variable `ebpf:"btf_stat"`

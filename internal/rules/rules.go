@@ -6,6 +6,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 
 	"github.com/xupf/xupf/internal/sdf"
@@ -65,9 +66,29 @@ type PDR struct {
 	// same QER id share its meters.
 	QERs []QER
 	// URRs are the ids (within the session) of the usage reporting rules the PDR counts
-	// toward. The datapath does not read them yet: it counts per PDR, and the control plane
-	// adds the PDRs of each URR up (usage reports); counting per URR is the usage work.
+	// toward. The datapath counts per PDR, and the control plane adds the PDRs of each URR
+	// up (usage reports).
 	URRs []uint32
+	// BeforeQoS asks for a second counter, taken before the QERs and the policer (a URR
+	// measuring before QoS enforcement): Usage.BeforeQoS.
+	BeforeQoS bool
+	// Quota, when set, is the volume quota of one of the PDR's URRs, which the datapath
+	// enforces: once it is used up the PDR drops (urr_quota). PDRs of an owner naming the
+	// same URR spend one budget.
+	Quota *Quota
+}
+
+// NoLimit is a Quota volume without a limit.
+const NoLimit = math.MaxUint64
+
+// Quota is a URR's volume quota in bytes of inner IP packets, per direction and in total
+// (NoLimit where there is none). The datapath counts from zero for every new Grant: the
+// owner changes Grant with each quota the SMF gives, even an equal one, and keeps it to
+// carry the count on.
+type Quota struct {
+	URR                     uint32
+	Grant                   uint64
+	Uplink, Downlink, Total uint64
 }
 
 // Limits of what the datapath applies per PDR and per QER (qos.h, meters.go).
@@ -125,6 +146,13 @@ type Usage struct {
 	PDR     uint32
 	Packets uint64
 	Bytes   uint64
+	// BeforeQoS is what the PDR counted before QoS enforcement, when it asked (BeforeQoS).
+	BeforeQoS Counts
+}
+
+// Counts are packets and bytes of inner IP packets.
+type Counts struct {
+	Packets, Bytes uint64
 }
 
 // Key names the rule set's lookup key for messages.

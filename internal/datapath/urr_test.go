@@ -1,0 +1,120 @@
+package datapath
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/xupf/xupf/internal/rules"
+)
+
+// Keys of the quota tests' session: one uplink and one downlink PDR naming URR 7.
+var (
+	ueQuota   = netip.MustParseAddr("10.45.0.20")
+	ohcQuota  = rules.OuterHeader{TEID: 0x220, Peer: addrGNB, Local: addrN3}
+	teidQuota = uint32(0x120)
+)
+
+const quotaOwner = 1 << 32
+
+// quotaSets are a session's two rule sets with quota q on URR 7 in both PDRs, and QER 1
+// closing the downlink gate when gateClosed (the downlink PDR measures before QoS too).
+func quotaSets(q rules.Quota, gateClosed bool) []rules.RuleSet {
+	pdr := func(far rules.FAR) []rules.PDR {
+		return []rules.PDR{{ID: 1, Precedence: 1, URRs: []uint32{7}, Quota: &q, FAR: far, BeforeQoS: true,
+			QERs: []rules.QER{{ID: 1, DLClosed: gateClosed}}}}
+	}
+	return []rules.RuleSet{
+		{Uplink: true, TEID: teidQuota, PDRs: pdr(rules.FAR{Action: rules.Forward})},
+		{UE: ueQuota, PDRs: pdr(rules.FAR{Action: rules.Forward, OHC: &ohcQuota})},
+	}
+}
+
+// TestQuota: a URR's volume quota lets through packets until their bytes reach it, then
+// drops them as urr_quota, in both directions from one budget; a reinstall with the same
+// grant keeps the count, a new grant starts it over; the counter before QoS counts what the
+// QERs drop.
+func TestQuota(t *testing.T) {
+	e := newSessionsEnv(t)
+	dlInner := func(ttl uint8) []byte { return innerUDP(t, addrDN, ueQuota, 5000, 6000, ttl, payload) }
+	ulIn := outerGTP(t, gtpHdr(0x30, 255, teidQuota, nil, innerUDP(t, ueQuota, addrDN, 1000, 2000, 64, payload)), nil)
+	dlIn := concat(ethBytes(macDN, macN6), dlInner(64))
+	size := uint64(len(dlInner(64)))
+	forwarded := pktCase{name: "downlink within the quota", in: dlIn, ifindex: n6, verdict: xdpRedirect,
+		out: tunnelled(t, macGNB, ohcQuota, 0, 0x28, dlInner(63)), fixSport: true,
+		counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1}}
+	blockedDL := pktCase{name: "downlink past the quota", in: dlIn, ifindex: n6, verdict: xdpDrop,
+		counters: map[string]uint64{"dl_rx": 1}, drops: map[string]uint64{"urr_quota": 1}}
+	blockedUL := pktCase{name: "uplink past the quota", in: ulIn, ifindex: n3, verdict: xdpDrop,
+		counters: map[string]uint64{"ul_rx": 1}, drops: map[string]uint64{"urr_quota": 1}}
+
+	// Two packets and one byte: the third starts below the limit and passes (the overrun
+	// is less than one packet), the fourth finds it used up.
+	q := rules.Quota{URR: 7, Grant: 1, Uplink: rules.NoLimit, Downlink: rules.NoLimit, Total: 2*size + 1}
+	if err := e.dp.Install(quotaOwner, quotaSets(q, false)); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		runCase(t, e, forwarded)
+	}
+	runCase(t, e, blockedDL)
+	runCase(t, e, blockedUL)
+
+	if err := e.dp.Install(quotaOwner, quotaSets(q, false)); err != nil {
+		t.Fatal(err)
+	}
+	runCase(t, e, blockedDL) // the same grant: still used up
+	q.Grant++
+	if err := e.dp.Install(quotaOwner, quotaSets(q, false)); err != nil {
+		t.Fatal(err)
+	}
+	runCase(t, e, forwarded) // a new grant counts from zero
+
+	// A downlink limit leaves the uplink alone.
+	q = rules.Quota{URR: 7, Grant: 3, Uplink: rules.NoLimit, Downlink: 0, Total: rules.NoLimit}
+	if err := e.dp.Install(quotaOwner, quotaSets(q, false)); err != nil {
+		t.Fatal(err)
+	}
+	runCase(t, e, blockedDL)
+	runCase(t, e, pktCase{name: "uplink without a limit of its own", in: ulIn, ifindex: n3, verdict: xdpRedirect,
+		out:      concat(ethBytes(macN6, macDN), innerUDP(t, ueQuota, addrDN, 1000, 2000, 63, payload)),
+		counters: map[string]uint64{"ul_rx": 1, "ul_tx": 1}})
+
+	// Before QoS: a closed gate drops, and only the counter before QoS has seen it.
+	q = rules.Quota{URR: 7, Grant: 4, Uplink: rules.NoLimit, Downlink: rules.NoLimit, Total: rules.NoLimit}
+	if err := e.dp.Install(quotaOwner, quotaSets(q, true)); err != nil {
+		t.Fatal(err)
+	}
+	was := downlinkUsage(t, e)
+	runCase(t, e, pktCase{name: "downlink gate closed", in: dlIn, ifindex: n6, verdict: xdpDrop,
+		counters: map[string]uint64{"dl_rx": 1}, drops: map[string]uint64{"qer_gate_closed": 1}})
+	now := downlinkUsage(t, e)
+	if now.Packets != was.Packets || now.BeforeQoS.Packets != was.BeforeQoS.Packets+1 ||
+		now.BeforeQoS.Bytes != was.BeforeQoS.Bytes+size {
+		t.Errorf("usage went from %+v to %+v; want one more packet of %d bytes before QoS only", was, now, size)
+	}
+	if was.BeforeQoS != (rules.Counts{Packets: was.Packets, Bytes: was.Bytes}) {
+		t.Errorf("before the gate closed: %+v; want the same counts before and after QoS", was)
+	}
+
+	if _, err := e.dp.Uninstall(quotaOwner); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.dp.quotas); n != 0 {
+		t.Errorf("%d owners still hold quotas after uninstall", n)
+	}
+}
+
+func downlinkUsage(t *testing.T, e *testEnv) rules.Usage {
+	t.Helper()
+	us, err := e.dp.Usage(quotaOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range us {
+		if !u.Uplink {
+			return u
+		}
+	}
+	t.Fatal("no downlink usage")
+	return rules.Usage{}
+}
