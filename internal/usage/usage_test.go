@@ -1,0 +1,209 @@
+package usage
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/xupf/xupf/internal/rules"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// counters are the datapath's counters of a session with one uplink and one downlink PDR.
+type counters struct{ ul, dl rules.Usage }
+
+func newCounters() *counters {
+	return &counters{ul: rules.Usage{Uplink: true, PDR: 1}, dl: rules.Usage{PDR: 2}}
+}
+
+func (c *counters) send(uplink bool, packets, size uint64) {
+	u := &c.dl
+	if uplink {
+		u = &c.ul
+	}
+	u.Packets += packets
+	u.Bytes += packets * size
+	u.BeforeQoS.Packets += packets
+	u.BeforeQoS.Bytes += packets * size
+}
+
+func (c *counters) sample() []rules.Usage { return []rules.Usage{c.ul, c.dl} }
+
+var bothPDRs = map[PDR][]uint32{{Uplink: true, ID: 1}: {1}, {ID: 2}: {1}}
+
+func session(r Rule) *Session {
+	s := NewSession()
+	s.Set([]Rule{r}, bothPDRs, t0)
+	return s
+}
+
+func triggers(rs []Report) []Trigger {
+	var out []Trigger
+	for _, r := range rs {
+		out = append(out, r.Trigger)
+	}
+	return out
+}
+
+// TestVolumeThresholdFiresOnce: a threshold reports once when it is reached, and again only
+// after another threshold's worth, since each report starts a new measurement.
+func TestVolumeThresholdFiresOnce(t *testing.T) {
+	s := session(Rule{ID: 1, Triggers: VolumeThreshold, VolumeThreshold: Volume{NoLimit, NoLimit, 1000},
+		VolumeQuota: Unlimited})
+	c := newCounters()
+	var reports []Report
+	for i := range 30 {
+		c.send(i%2 == 0, 1, 100)
+		reports = append(reports, s.Observe(c.sample(), t0.Add(time.Duration(i+1)*100*time.Millisecond))...)
+	}
+	if len(reports) != 3 {
+		t.Fatalf("%d reports for 3000 bytes and a threshold of 1000: %+v", len(reports), reports)
+	}
+	for i, r := range reports {
+		if r.Trigger != VolumeThreshold || r.Seq != uint32(i) || r.Volume.Uplink.Bytes+r.Volume.Downlink.Bytes != 1000 {
+			t.Errorf("report %d: %+v", i, r)
+		}
+	}
+}
+
+// TestPeriodKept: periodic reports come at start + k × period, whatever the sampling.
+func TestPeriodKept(t *testing.T) {
+	s := session(Rule{ID: 1, Triggers: Periodic, Period: 2 * time.Second, VolumeThreshold: Unlimited,
+		VolumeQuota: Unlimited})
+	c := newCounters()
+	var ends []time.Duration
+	for ms := 0; ms <= 10_200; ms += 300 {
+		c.send(false, 1, 100)
+		for _, r := range s.Observe(c.sample(), t0.Add(time.Duration(ms)*time.Millisecond)) {
+			ends = append(ends, r.End.Sub(t0))
+		}
+	}
+	if len(ends) != 5 {
+		t.Fatalf("reports at %v, want 5", ends)
+	}
+	for i, e := range ends {
+		due := time.Duration(i+1) * 2 * time.Second
+		if e < due || e >= due+300*time.Millisecond {
+			t.Errorf("report %d at %v, due at %v: later than one sampling interval", i, e, due)
+		}
+	}
+}
+
+// TestQuotas: a volume quota reports once per grant; a new grant counts again; a time quota
+// counts the time of traffic; the quota holding time reports a pause.
+func TestQuotas(t *testing.T) {
+	r := Rule{ID: 1, Triggers: VolumeQuota | QuotaHoldingTime, VolumeQuota: Volume{500, NoLimit, NoLimit},
+		VolumeThreshold: Unlimited, QuotaHoldingTime: 5 * time.Second, Grant: 1}
+	s := session(r)
+	c := newCounters()
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	c.send(true, 4, 100)
+	if got := s.Observe(c.sample(), at(time.Second)); len(got) != 0 {
+		t.Fatalf("below the quota: %+v", got)
+	}
+	c.send(false, 10, 100) // downlink does not count toward an uplink quota
+	c.send(true, 1, 100)
+	if got := triggers(s.Observe(c.sample(), at(2*time.Second))); len(got) != 1 || got[0] != VolumeQuota {
+		t.Fatalf("at the quota: %v, want VOLQU", got)
+	}
+	if !s.QuotaUsedUp(1) {
+		t.Error("QuotaUsedUp false after VOLQU")
+	}
+	c.send(true, 1, 100)
+	if got := s.Observe(c.sample(), at(3*time.Second)); len(got) != 0 {
+		t.Fatalf("quota reported again: %+v", got)
+	}
+	r.Grant = 2
+	s.Set([]Rule{r}, bothPDRs, at(3*time.Second))
+	if got := triggers(s.Observe(c.sample(), at(9*time.Second))); len(got) != 1 || got[0] != QuotaHoldingTime {
+		t.Fatalf("6 s without traffic after a grant: %v, want QUHTI", got)
+	}
+	if got := s.Observe(c.sample(), at(20*time.Second)); len(got) != 0 {
+		t.Fatalf("QUHTI again in the same pause: %+v", got)
+	}
+
+	tq := session(Rule{ID: 1, Triggers: TimeQuota | StartOfTraffic | StopOfTraffic, TimeQuota: 3 * time.Second,
+		VolumeThreshold: Unlimited, VolumeQuota: Unlimited, Inactivity: 2 * time.Second})
+	c = newCounters()
+	var got []Trigger
+	for sec := 1; sec <= 12; sec++ {
+		if sec <= 2 || (sec >= 6 && sec <= 8) {
+			c.send(false, 1, 100)
+		}
+		got = append(got, triggers(tq.Observe(c.sample(), at(time.Duration(sec)*time.Second)))...)
+	}
+	want := []Trigger{StartOfTraffic, StopOfTraffic, StartOfTraffic, TimeQuota, StopOfTraffic}
+	if len(got) != len(want) {
+		t.Fatalf("triggers %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("triggers %v, want %v", got, want)
+		}
+	}
+}
+
+// TestLinkedAndQuery: a query reports the URRs asked and those linked to them; a report of a
+// URR another links to brings the other's.
+func TestLinkedAndQuery(t *testing.T) {
+	s := NewSession()
+	s.Set([]Rule{
+		{ID: 1, Triggers: VolumeThreshold, VolumeThreshold: Volume{NoLimit, NoLimit, 100}, VolumeQuota: Unlimited},
+		{ID: 2, Triggers: Linked, LinkedURRs: []uint32{1}, VolumeThreshold: Unlimited, VolumeQuota: Unlimited},
+		{ID: 3, VolumeThreshold: Unlimited, VolumeQuota: Unlimited},
+	}, map[PDR][]uint32{{Uplink: true, ID: 1}: {1, 2, 3}}, t0)
+	c := newCounters()
+	c.send(true, 1, 150)
+	rs := s.Observe(c.sample(), t0.Add(time.Second))
+	if len(rs) != 2 || rs[0].URR != 1 || rs[0].Trigger != VolumeThreshold || rs[1].URR != 2 || rs[1].Trigger != Linked {
+		t.Fatalf("reports %+v, want URR 1 VOLTH and URR 2 LIUSA", rs)
+	}
+	rs = s.Query([]uint32{3, 9}, Immediate, t0.Add(2*time.Second))
+	if len(rs) != 1 || rs[0].URR != 3 || rs[0].Volume.Uplink.Bytes != 150 || rs[0].Trigger != Immediate {
+		t.Fatalf("query: %+v", rs)
+	}
+}
+
+// TestReportsAddUp: whatever the triggers and the sampling, the reports of each URR add up to
+// the counters of its PDRs, before or after QoS as it measures.
+func TestReportsAddUp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := NewSession()
+	s.Set([]Rule{
+		{ID: 1, Triggers: Periodic | VolumeThreshold, Period: time.Second, VolumeThreshold: Volume{NoLimit, 7000, 9000},
+			VolumeQuota: Unlimited},
+		{ID: 2, Triggers: VolumeQuota | Linked, LinkedURRs: []uint32{1}, VolumeQuota: Volume{NoLimit, NoLimit, 50_000},
+			VolumeThreshold: Unlimited, BeforeQoS: true},
+	}, map[PDR][]uint32{{Uplink: true, ID: 1}: {1, 2}, {ID: 2}: {1, 2}}, t0)
+	c := newCounters()
+	sum := map[uint32]Counts{}
+	add := func(rs []Report) {
+		for _, r := range rs {
+			v := sum[r.URR]
+			v.Uplink.Packets += r.Volume.Uplink.Packets
+			v.Uplink.Bytes += r.Volume.Uplink.Bytes
+			v.Downlink.Packets += r.Volume.Downlink.Packets
+			v.Downlink.Bytes += r.Volume.Downlink.Bytes
+			sum[r.URR] = v
+		}
+	}
+	now := t0
+	for range 500 {
+		c.send(rng.IntN(2) == 0, uint64(rng.IntN(5)), uint64(40+rng.IntN(1400)))
+		c.dl.BeforeQoS.Packets += 1 // dropped by a QER: counted before QoS only
+		c.dl.BeforeQoS.Bytes += 100
+		now = now.Add(time.Duration(rng.IntN(400)) * time.Millisecond)
+		add(s.Observe(c.sample(), now))
+	}
+	add(s.Query([]uint32{1, 2}, Termination, now))
+	want := map[uint32]Counts{
+		1: {Uplink: rules.Counts{Packets: c.ul.Packets, Bytes: c.ul.Bytes}, Downlink: rules.Counts{Packets: c.dl.Packets, Bytes: c.dl.Bytes}},
+		2: {Uplink: c.ul.BeforeQoS, Downlink: c.dl.BeforeQoS},
+	}
+	for id, w := range want {
+		if sum[id] != w {
+			t.Errorf("URR %d: reports add up to %+v, counters %+v", id, sum[id], w)
+		}
+	}
+}
