@@ -38,6 +38,9 @@ func (n *Node) check(s *Session) error {
 				return fail("URR %d does not exist", u)
 			}
 		}
+		if s.quotaURRs(p) > 1 {
+			return fail("more than one of its URRs has a quota; the datapath enforces one per PDR")
+		}
 		if p.UE.IsValid() && !p.UEChosen {
 			if why := n.unusableUE(p.UE); why != "" {
 				return &requestError{cause: ie.CauseMandatoryIEIncorrect, offending: ie.UEIPAddress,
@@ -64,6 +67,25 @@ func (n *Node) check(s *Session) error {
 		q := s.QERs[id]
 		if max(q.MBRUL, q.MBRDL) > rules.MaxMBR {
 			return ruleFailure(ie.RuleIDTypeQER, id, "QER %d: MBR above %d kbit/s (1 Tbit/s) is not supported", id, rules.MaxMBR)
+		}
+	}
+	for _, id := range sortedKeys(s.URRs) {
+		u := s.URRs[id]
+		for _, l := range u.LinkedURRs {
+			if _, ok := s.URRs[l]; !ok {
+				return ruleFailure(ie.RuleIDTypeURR, id, "URR %d: linked URR %d does not exist", id, l)
+			}
+		}
+		if u.QuotaFAR != nil {
+			f, ok := s.FARs[*u.QuotaFAR]
+			if !ok {
+				return ruleFailure(ie.RuleIDTypeURR, id, "URR %d: FAR %d for quota action does not exist", id, *u.QuotaFAR)
+			}
+			if f.Apply&ApplyForward != 0 {
+				if err := checkForwarding(f); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	for _, id := range sortedKeys(s.FARs) {
@@ -161,8 +183,13 @@ func (n *Node) ruleSets(s *Session) []rules.RuleSet {
 			// classification step.
 			continue
 		}
+		beforeQoS, quota, quotaFAR := s.pdrUsage(p, n.ss.usage[s.SEID])
+		far := s.FARs[p.FAR]
+		if quotaFAR != nil {
+			far = quotaFAR
+		}
 		rp := rules.PDR{ID: uint32(id), Precedence: p.Precedence, QERs: s.qerRules(p), URRs: p.URRs,
-			FAR: farRule(s.FARs[p.FAR], local)}
+			FAR: farRule(far, local), BeforeQoS: beforeQoS, Quota: quota}
 		for _, f := range p.SDF {
 			rp.Filters = append(rp.Filters, f.Filter)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/wmnsk/go-pfcp/ie"
 
 	"github.com/xupf/xupf/internal/sdf"
+	"github.com/xupf/xupf/internal/usage"
 )
 
 // requestError is why a session request is refused: the cause to answer with, the IE to name
@@ -52,7 +54,11 @@ var ieNames = map[uint16]string{
 	ie.NetworkInstance: "Network Instance", ie.QFI: "QFI", ie.MBR: "MBR", ie.GBR: "GBR",
 	ie.TransportLevelMarking: "Transport Level Marking", ie.ForwardingParameters: "Forwarding Parameters",
 	ie.UpdateForwardingParameters: "Update Forwarding Parameters", ie.VolumeThreshold: "Volume Threshold",
-	ie.VolumeQuota: "Volume Quota",
+	ie.VolumeQuota: "Volume Quota", ie.MeasurementPeriod: "Measurement Period", ie.LinkedURRID: "Linked URR ID",
+	ie.MeasurementInformation: "Measurement Information", ie.TimeThreshold: "Time Threshold",
+	ie.TimeQuota: "Time Quota", ie.QuotaHoldingTime: "Quota Holding Time",
+	ie.InactivityDetectionTime: "Inactivity Detection Time", ie.QueryURR: "Query URR",
+	ie.PFCPSMReqFlags: "PFCPSMReq-Flags",
 }
 
 func ieName(t uint16) string {
@@ -549,19 +555,31 @@ func decodeURR(c children, u *URR, create bool) error {
 	} else if create {
 		return missingIE(ie.ReportingTriggers, where)
 	}
+	if x := c.first(ie.MeasurementInformation); x != nil {
+		v, err := decode(x, where, (*ie.IE).MeasurementInformation)
+		if err != nil {
+			return err
+		}
+		u.MeasurementInformation = v
+	}
 	if x := c.first(ie.VolumeThreshold); x != nil {
 		v, err := decode(x, where, (*ie.IE).VolumeThreshold)
 		if err != nil {
 			return err
 		}
-		u.VolumeThreshold = v.TotalVolume
+		u.VolumeThreshold, u.VolumeThresholdUL, u.VolumeThresholdDL = v.TotalVolume, v.UplinkVolume, v.DownlinkVolume
 	}
 	if x := c.first(ie.VolumeQuota); x != nil {
 		v, err := decode(x, where, (*ie.IE).VolumeQuota)
 		if err != nil {
 			return err
 		}
-		u.VolumeQuota = v.TotalVolume
+		u.VolumeQuota, u.VolumeQuotaUL, u.VolumeQuotaDL = v.TotalVolume, v.UplinkVolume, v.DownlinkVolume
+		u.VolumeQuotaFlags = v.Flags & (volumeTotal | volumeUplink | volumeDownlink)
+		if u.VolumeQuotaFlags == 0 {
+			return incorrectIE(ie.VolumeQuota, where, errors.New("no volume flag (TOVOL, ULVOL, DLVOL) set"))
+		}
+		u.Grant++
 	}
 	seconds := func(t uint16, fn func(*ie.IE) (time.Duration, error), dst *uint32) error {
 		if x := c.first(t); x != nil {
@@ -573,10 +591,66 @@ func decodeURR(c children, u *URR, create bool) error {
 		}
 		return nil
 	}
-	return errors.Join(
+	counter := func(t uint16, fn func(*ie.IE) (uint32, error), dst *uint32) error {
+		if x := c.first(t); x != nil {
+			v, err := decode(x, where, fn)
+			if err != nil {
+				return err
+			}
+			*dst = v
+		}
+		return nil
+	}
+	if c.first(ie.TimeQuota) != nil {
+		u.Grant++
+	}
+	if err := errors.Join(
 		seconds(ie.TimeThreshold, (*ie.IE).TimeThreshold, &u.TimeThreshold),
 		seconds(ie.TimeQuota, (*ie.IE).TimeQuota, &u.TimeQuota),
-		seconds(ie.MeasurementPeriod, (*ie.IE).MeasurementPeriod, &u.MeasurementPeriod))
+		seconds(ie.MeasurementPeriod, (*ie.IE).MeasurementPeriod, &u.MeasurementPeriod),
+		seconds(ie.QuotaHoldingTime, (*ie.IE).QuotaHoldingTime, &u.QuotaHoldingTime),
+		counter(ie.InactivityDetectionTime, (*ie.IE).InactivityDetectionTime, &u.InactivityTime)); err != nil {
+		return err
+	}
+	if l := c[ie.LinkedURRID]; len(l) > 0 {
+		ids, err := decodeIDs(l, where, (*ie.IE).LinkedURRID)
+		if err != nil {
+			return err
+		}
+		u.LinkedURRs = ids
+	}
+	if x := c.first(ie.FARID); x != nil { // FAR ID for Quota Action
+		v, err := decode(x, where, (*ie.IE).FARID)
+		if err != nil {
+			return err
+		}
+		u.QuotaFAR = &v
+	}
+	return checkURR(u, where)
+}
+
+// Volume flags of the Volume Threshold and Volume Quota IEs (TS 29.244 8.2.13, 8.2.14).
+const (
+	volumeTotal    = 0x01 // TOVOL
+	volumeUplink   = 0x02 // ULVOL
+	volumeDownlink = 0x04 // DLVOL
+)
+
+// checkURR refuses a URR whose IEs do not go together (TS 29.244 7.5.2.4): a linked trigger
+// without a Linked URR ID, a URR linked to itself. A trigger without its value (free5GC's
+// VOLTH without a Volume Threshold, PERIO without a Measurement Period as the SMFs' test
+// layouts send it) is accepted and never fires: SMFs send them, and refusing would fail the
+// session.
+func checkURR(u *URR, where string) error {
+	t := reportingTriggers(u.Triggers)
+	switch {
+	case t&usage.Linked != 0 && len(u.LinkedURRs) == 0:
+		return &requestError{cause: ie.CauseConditionalIEMissing, offending: ie.LinkedURRID,
+			msg: where + ": LIUSA without a Linked URR ID"}
+	case slices.Contains(u.LinkedURRs, u.ID):
+		return incorrectIE(ie.LinkedURRID, where, errors.New("a URR cannot be linked to itself"))
+	}
+	return nil
 }
 
 // decodeBAR applies a Create BAR or an Update BAR to b.

@@ -40,7 +40,8 @@ func FuzzHandle(f *testing.F) {
 	}
 	// The message types the conversations lack: an association update, the answers to
 	// the UPF's own heartbeat and setup requests, a report response, a pfcpsim-style
-	// buffering FAR with placeholder forwarding parameters.
+	// buffering FAR with placeholder forwarding parameters; and a URR with every usage
+	// reporting IE, then a modification that updates, queries and removes URRs.
 	placeholder := basicSession(ue1)
 	placeholder[3] = ie.NewCreateFAR(ie.NewFARID(2), ie.NewApplyAction(0x04), ie.NewForwardingParameters(
 		ie.NewDestinationInterface(ie.DstInterfaceAccess), ie.NewOuterHeaderCreation(0x0100, 0, "0.0.0.0", "", 0, 0, 0)))
@@ -51,6 +52,10 @@ func FuzzHandle(f *testing.F) {
 			ie.NewRecoveryTimeStamp(peerTS)),
 		message.NewSessionReportResponse(0, 0, FirstSEID, 3, 0, ie.NewCause(ie.CauseRequestAccepted)),
 		establishment(4, 0x33, placeholder...),
+		establishment(5, 0x34, fullURRSession()...),
+		message.NewSessionModificationRequest(0, 0, FirstSEID, 6, 0,
+			ie.NewUpdateURR(ie.NewURRID(1), ie.NewVolumeQuota(0x07, 5000, 2000, 3000), ie.NewTimeQuota(time.Minute)),
+			ie.NewQueryURR(ie.NewURRID(1)), ie.NewPFCPSMReqFlags(pfcpSMReqQAURR), ie.NewRemoveURR(ie.NewURRID(2))),
 	} {
 		f.Add(bytesOf(f, m))
 	}
@@ -239,4 +244,20 @@ func errorsOf(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// fullURRSession is basicSession with URR 1 carrying every usage reporting IE this UPF
+// reads, and URR 2, linked to it, measuring before QoS with a FAR for quota action.
+func fullURRSession() []*ie.IE {
+	ies := basicSession(ue1)
+	ies[0] = chosenULPDR(1, 1, 9, 1, ie.NewQERID(1), ie.NewURRID(1), ie.NewURRID(2))
+	ies[5] = ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(1, 1, 0), ie.NewReportingTriggers(0x7f, 0x02),
+		ie.NewMeasurementPeriod(10*time.Second), ie.NewVolumeThreshold(0x07, 3000, 1000, 2000),
+		ie.NewTimeThreshold(30*time.Second), ie.NewQuotaHoldingTime(20*time.Second),
+		ie.NewInactivityDetectionTime(5))
+	return append(ies,
+		ie.NewCreateURR(ie.NewURRID(2), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0x80, 0x01),
+			ie.NewMeasurementInformation(0x01), ie.NewVolumeQuota(0x01, 10000, 0, 0), ie.NewFARID(3),
+			ie.NewLinkedURRID(1)),
+		ie.NewCreateFAR(ie.NewFARID(3), ie.NewApplyAction(ApplyDrop)))
 }

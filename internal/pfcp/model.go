@@ -121,13 +121,34 @@ type URR struct {
 	Method uint8 `json:"measurement_method" yaml:"measurement_method"`
 	// Triggers are the reporting trigger octets as sent.
 	Triggers []byte `json:"reporting_triggers,omitempty" yaml:"reporting_triggers,omitempty"`
+	// MeasurementInformation is the Measurement Information octet (MBQE 1, INAM 2, ...).
+	MeasurementInformation uint8 `json:"measurement_information,omitempty" yaml:"measurement_information,omitempty"`
 	// VolumeThreshold and VolumeQuota are total volumes in bytes, 0 for none.
 	VolumeThreshold uint64 `json:"volume_threshold,omitempty" yaml:"volume_threshold,omitempty"`
 	VolumeQuota     uint64 `json:"volume_quota,omitempty" yaml:"volume_quota,omitempty"`
-	// TimeThreshold, TimeQuota and MeasurementPeriod are in seconds, 0 for none.
+	// The uplink and downlink volume thresholds and quotas in bytes, 0 for none.
+	VolumeThresholdUL uint64 `json:"volume_threshold_uplink,omitempty" yaml:"volume_threshold_uplink,omitempty"`
+	VolumeThresholdDL uint64 `json:"volume_threshold_downlink,omitempty" yaml:"volume_threshold_downlink,omitempty"`
+	VolumeQuotaUL     uint64 `json:"volume_quota_uplink,omitempty" yaml:"volume_quota_uplink,omitempty"`
+	VolumeQuotaDL     uint64 `json:"volume_quota_downlink,omitempty" yaml:"volume_quota_downlink,omitempty"`
+	// VolumeQuotaFlags are the Volume Quota's flags (TOVOL 1, ULVOL 2, DLVOL 4): which of the
+	// quotas were given, since a quota of 0 is one (nothing may pass).
+	VolumeQuotaFlags uint8 `json:"volume_quota_flags,omitempty" yaml:"volume_quota_flags,omitempty"`
+	// TimeThreshold, TimeQuota, MeasurementPeriod, QuotaHoldingTime and InactivityTime
+	// (Inactivity Detection Time) are in seconds, 0 for none.
 	TimeThreshold     uint32 `json:"time_threshold,omitempty" yaml:"time_threshold,omitempty"`
 	TimeQuota         uint32 `json:"time_quota,omitempty" yaml:"time_quota,omitempty"`
 	MeasurementPeriod uint32 `json:"measurement_period,omitempty" yaml:"measurement_period,omitempty"`
+	QuotaHoldingTime  uint32 `json:"quota_holding_time,omitempty" yaml:"quota_holding_time,omitempty"`
+	InactivityTime    uint32 `json:"inactivity_detection_time,omitempty" yaml:"inactivity_detection_time,omitempty"`
+	// LinkedURRs are the Linked URR IDs: this URR reports whenever one of them does (LIUSA).
+	LinkedURRs []uint32 `json:"linked_urr_ids,omitempty" yaml:"linked_urr_ids,omitempty"`
+	// QuotaFAR is the FAR ID for Quota Action: the FAR the URR's PDRs apply once its quota is
+	// used up, nil to stop forwarding.
+	QuotaFAR *uint32 `json:"far_id_for_quota_action,omitempty" yaml:"far_id_for_quota_action,omitempty"`
+	// Grant counts the quotas (Volume Quota or Time Quota IEs) the SMF gave: each new one
+	// starts counting again, even if it is equal to the last.
+	Grant uint64 `json:"quota_grant,omitempty" yaml:"quota_grant,omitempty"`
 }
 
 // BAR is a Buffering Action Rule.

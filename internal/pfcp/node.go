@@ -22,6 +22,7 @@ import (
 
 	"github.com/xupf/xupf/internal/ratelimit"
 	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/usage"
 )
 
 // Options configure a Node.
@@ -58,6 +59,9 @@ type Options struct {
 	ReportTimeout    time.Duration
 	ReportRetries    int
 	MaxReportsPerSMF int
+	// UsagePollInterval is how often Serve samples the counters of sessions whose URRs
+	// report on triggers; 0 takes DefaultUsagePollInterval.
+	UsagePollInterval time.Duration
 
 	// Datapath is where sessions are installed.
 	Datapath Datapath
@@ -124,13 +128,13 @@ type Node struct {
 }
 
 // upFeatures are the UP Function Features this UPF implements (TS 29.244 8.2.25), and no
-// more: FTUP (it allocates F-TEIDs on CHOOSE), EMPU (it sends End Markers on SNDEM) when it
-// has an EndMarkers sender and, with UE pools configured, UEIP (it allocates UE addresses
-// on CHV4). Buffering and downlink data notification (BUCP, DDND, DLBD) and usage
-// reporting features (QUOAC, VTIME, ...) are to be added here with the code that
-// implements them, not before: an SMF relies on what is advertised.
+// more: FTUP (it allocates F-TEIDs on CHOOSE), QUOAC (a URR's FAR for quota action), MNOP
+// (it counts packets in usage reports), EMPU (it sends End Markers on SNDEM) when it has an
+// EndMarkers sender and, with UE pools configured, UEIP (it allocates UE addresses on CHV4).
+// Buffering and downlink data notification (BUCP, DDND, DLBD) are to be added here with the
+// code that implements them, not before: an SMF relies on what is advertised.
 func (n *Node) upFeatures() *ie.IE {
-	var octet6, octet7 uint8
+	octet6, octet7 := uint8(featureQUOAC), uint8(featureMNOP)
 	if n.opts.EndMarkers != nil {
 		octet6 |= featureEMPU
 	}
@@ -142,9 +146,11 @@ func (n *Node) upFeatures() *ie.IE {
 
 // UP Function Features bits (TS 29.244 8.2.25), each in its octet: 5, 6 and 7.
 const (
-	featureFTUP = 0x10 // octet 5 bit 5
-	featureEMPU = 0x01 // octet 6 bit 1
-	featureUEIP = 0x04 // octet 7 bit 3
+	featureFTUP  = 0x10 // octet 5 bit 5
+	featureEMPU  = 0x01 // octet 6 bit 1
+	featureQUOAC = 0x08 // octet 6 bit 4
+	featureMNOP  = 0x10 // octet 7 bit 5
+	featureUEIP  = 0x04 // octet 7 bit 3
 )
 
 // NewNode returns a Node whose Recovery Time Stamp is now.
@@ -156,6 +162,7 @@ func NewNode(opts Options) *Node {
 	opts.ReportRetries = cmp.Or(opts.ReportRetries, DefaultReportRetries)
 	opts.MaxReportsPerSMF = cmp.Or(opts.MaxReportsPerSMF, DefaultMaxReportsPerSMF)
 	opts.EndMarkerDelay = cmp.Or(opts.EndMarkerDelay, DefaultEndMarkerDelay)
+	opts.UsagePollInterval = cmp.Or(opts.UsagePollInterval, DefaultUsagePollInterval)
 	for _, p := range opts.AllowedPeers {
 		if p.Bits() == 0 {
 			opts.Logger.Warn("pfcp: any address may associate as an SMF (pfcp_allowed_peers has " + p.String() +
@@ -175,7 +182,7 @@ func NewNode(opts Options) *Node {
 		answered: newResponseCache(responseLifetime),
 		reports:  reportState{bySeq: map[uint32]*pendingReport{}, perPeer: map[string]int{}}}
 	n.ss = sessionState{byID: map[uint64]*Session{}, bySMF: map[smfSEID]uint64{}, perPeer: map[string]int{},
-		byTunnel: map[tunnel]uint64{}, nextSEID: FirstSEID,
+		byTunnel: map[tunnel]uint64{}, usage: map[uint64]*usage.Session{}, nextSEID: FirstSEID,
 		alloc: newAllocator(opts.UEPools, func(k rules.Key) bool {
 			if opts.Datapath == nil {
 				return false

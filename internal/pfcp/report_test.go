@@ -296,15 +296,15 @@ func TestEndMarker(t *testing.T) {
 }
 
 // TestUPFeatures: the UP Function Features advertise EMPU only with an End Marker sender,
-// UEIP only with UE pools, FTUP always, and nothing else.
+// UEIP only with UE pools, FTUP, QUOAC and MNOP always, and nothing else.
 func TestUPFeatures(t *testing.T) {
 	for _, c := range []struct {
 		opts func(*Options)
 		want []byte
 	}{
-		{func(o *Options) { o.UEPools = nil }, []byte{0x10, 0, 0, 0}}, // go-pfcp pads to an even number of octets
-		{func(o *Options) {}, []byte{0x10, 0, 0x04, 0}},
-		{func(o *Options) { o.EndMarkers = &endMarkers{} }, []byte{0x10, 0x01, 0x04, 0}},
+		{func(o *Options) { o.UEPools = nil }, []byte{0x10, 0x08, 0x10, 0}}, // go-pfcp pads to an even number of octets
+		{func(o *Options) {}, []byte{0x10, 0x08, 0x14, 0}},
+		{func(o *Options) { o.EndMarkers = &endMarkers{} }, []byte{0x10, 0x09, 0x14, 0}},
 	} {
 		n := newSessionNode(newFakeDatapath(), c.opts)
 		m, _, _ := cause(t, n.Handle(smf, bytesOf(t, smfSetup(1))))

@@ -22,6 +22,7 @@ func (n *Node) Serve(ctx context.Context, conn *net.UDPConn) error {
 	n.conn.Store(conn)
 	defer n.conn.Store(nil)
 	go n.heartbeats(ctx, conn)
+	go n.pollUsage(ctx)
 	for _, smf := range n.opts.SMFPeers {
 		go n.initiate(ctx, conn, smf)
 	}

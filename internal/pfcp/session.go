@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/wmnsk/go-pfcp/message"
 
 	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/usage"
 )
 
 // Datapath is what session management needs from the datapath: every session's rule sets
@@ -37,6 +39,8 @@ type sessionState struct {
 	// byTunnel names the session of each tunnel its FARs send into, for the Error
 	// Indications peers send about them.
 	byTunnel map[tunnel]uint64
+	// usage is each session's usage reporting state (its URRs' measurements).
+	usage    map[uint64]*usage.Session
 	nextSEID uint64
 	alloc    *allocator
 }
@@ -139,6 +143,10 @@ func (n *Node) sessionEstablishment(from netip.AddrPort, m *message.SessionEstab
 	}
 	n.ss.byID[s.SEID] = s
 	n.ss.setTunnels(nil, s)
+	us := usage.NewSession()
+	urrs, pdrs := usageRules(s)
+	us.Set(urrs, pdrs, time.Now())
+	n.ss.usage[s.SEID] = us
 	n.ss.bySMF[smfSEID{peer, cpSEID}] = s.SEID
 	n.ss.perPeer[peer]++
 	n.log.Info("pfcp: session established", "seid", s.SEID, "cp_seid", cpSEID, "peer", peer, "pdrs", len(s.PDRs))
@@ -371,6 +379,17 @@ func (n *Node) sessionModification(peer netip.AddrPort, m *message.SessionModifi
 			*x.dst = []*ie.IE{x.ie}
 		}
 	}
+	queried, err := queriedURRs(m)
+	if err != nil {
+		return respond(asRequestError(err).ies()...)
+	}
+	// What the PDRs counted so far goes to the URRs they counted toward before the change;
+	// reports it makes due go out as Session Report Requests.
+	us, now := n.ss.usage[old.SEID], time.Now()
+	if due := n.sample(old, us, now); len(due) > 0 {
+		ies := usageReports(due, old.URRs, ie.NewUsageReportWithinSessionReportRequest)
+		go n.sendUsageReports(map[uint64][]*ie.IE{old.SEID: ies})
+	}
 	if err := n.apply(old, s, c); err != nil {
 		re := asRequestError(err)
 		n.log.Warn("pfcp: session modification refused; session unchanged", "seid", old.SEID,
@@ -380,8 +399,45 @@ func (n *Node) sessionModification(peer netip.AddrPort, m *message.SessionModifi
 	n.ss.byID[s.SEID] = s
 	n.ss.setTunnels(old, s)
 	n.sendEndMarkers(old, s, m.UpdateFAR)
+	var removed []uint32
+	for _, id := range sortedKeys(old.URRs) {
+		if _, ok := s.URRs[id]; !ok {
+			removed = append(removed, id)
+		}
+	}
+	if queried == nil && m.PFCPSMReqFlags != nil && len(m.PFCPSMReqFlags.Payload) > 0 &&
+		m.PFCPSMReqFlags.Payload[0]&pfcpSMReqQAURR != 0 {
+		queried = sortedKeys(s.URRs)
+	}
+	reports := append(us.Query(removed, usage.Termination, now), us.Query(queried, usage.Immediate, now)...)
+	urrs, pdrs := usageRules(s)
+	us.Set(urrs, pdrs, now)
 	n.log.Debug("pfcp: session modified", "seid", s.SEID)
-	return respond(append([]*ie.IE{ie.NewCause(ie.CauseRequestAccepted)}, createdPDRs(old, s)...)...)
+	ies := append([]*ie.IE{ie.NewCause(ie.CauseRequestAccepted)}, createdPDRs(old, s)...)
+	all := maps.Clone(old.URRs)
+	maps.Copy(all, s.URRs)
+	ies = append(ies, usageReports(reports, all, ie.NewUsageReportWithinSessionModificationResponse)...)
+	return respond(ies...)
+}
+
+// pfcpSMReqQAURR is the QAURR flag of PFCPSMReq-Flags (TS 29.244 8.2.59): report every URR.
+const pfcpSMReqQAURR = 0x04
+
+// queriedURRs are the URR ids of a modification's Query URR IEs.
+func queriedURRs(m *message.SessionModificationRequest) ([]uint32, error) {
+	var ids []uint32
+	for _, g := range m.QueryURR {
+		x, err := childrenOf(g).required(ie.URRID, "Query URR")
+		if err != nil {
+			return nil, err
+		}
+		id, err := decode(x, "Query URR", (*ie.IE).URRID)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }
 
 // sessionDeletion removes a session (TS 29.244 7.5.6) and reports what its URRs counted.
@@ -392,11 +448,12 @@ func (n *Node) sessionDeletion(peer netip.AddrPort, m *message.SessionDeletionRe
 	if cause := n.sessionCheck(s, ok, peer); cause != 0 {
 		return marshal(message.NewSessionDeletionResponse(0, 0, 0, m.SequenceNumber, 0, ie.NewCause(cause)))
 	}
-	usage, err := n.deleteSession(s)
+	reports, err := n.deleteSession(s)
 	if err != nil {
 		n.log.Warn("pfcp: session deleted but its counters could not be read", "seid", s.SEID, "err", err)
 	}
-	ies := append([]*ie.IE{ie.NewCause(ie.CauseRequestAccepted)}, usageReports(s, usage)...)
+	ies := append([]*ie.IE{ie.NewCause(ie.CauseRequestAccepted)},
+		usageReports(reports, s.URRs, ie.NewUsageReportWithinSessionDeletionResponse)...)
 	return marshal(message.NewSessionDeletionResponse(0, 0, s.CPSEID, m.SequenceNumber, 0, ies...))
 }
 
@@ -428,9 +485,19 @@ func (n *Node) sessionCheck(s *Session, found bool, peer netip.AddrPort) uint8 {
 	return 0
 }
 
-// deleteSession removes s from the datapath and the node; n.smu is held.
-func (n *Node) deleteSession(s *Session) ([]rules.Usage, error) {
-	usage, err := n.opts.Datapath.Uninstall(s.SEID)
+// deleteSession removes s from the datapath and the node and returns its URRs' last reports
+// (the session's end, and any other due); n.smu is held.
+func (n *Node) deleteSession(s *Session) ([]usage.Report, error) {
+	counts, err := n.opts.Datapath.Uninstall(s.SEID)
+	var reports []usage.Report
+	if us := n.ss.usage[s.SEID]; us != nil {
+		now := time.Now()
+		if err == nil {
+			reports = us.Observe(counts, now)
+		}
+		reports = append(reports, us.Query(us.IDs(), usage.Termination, now)...)
+		delete(n.ss.usage, s.SEID)
+	}
 	n.ss.alloc.release(s, nil)
 	delete(n.ss.byID, s.SEID)
 	n.ss.setTunnels(s, nil)
@@ -439,7 +506,7 @@ func (n *Node) deleteSession(s *Session) ([]rules.Usage, error) {
 		delete(n.ss.perPeer, s.Peer)
 	}
 	n.log.Info("pfcp: session deleted", "seid", s.SEID, "cp_seid", s.CPSEID, "peer", s.Peer)
-	return usage, err
+	return reports, err
 }
 
 // deletePeerSessions removes every session of an association's peer; with unlessAssociated,
@@ -467,40 +534,6 @@ func (n *Node) deletePeerSessions(peer, why string, unlessAssociated bool) {
 	if count > 0 {
 		n.log.Info("pfcp: sessions of the peer deleted", "node_id", peer, "sessions", count, "why", why)
 	}
-}
-
-// usageReports are the Usage Report IEs of a deleted session: per URR, the volume its PDRs
-// counted (uplink PDRs are on an F-TEID, downlink ones on a UE address).
-func usageReports(s *Session, usage []rules.Usage) []*ie.IE {
-	type volume struct{ ul, dl, ulPkts, dlPkts uint64 }
-	per := map[uint32]*volume{}
-	for _, id := range sortedKeys(s.URRs) {
-		per[id] = &volume{}
-	}
-	for _, u := range usage {
-		p := s.PDRs[uint16(u.PDR)]
-		if p == nil || (p.FTEID != nil) != u.Uplink {
-			continue
-		}
-		for _, id := range p.URRs {
-			if v := per[id]; v != nil {
-				if u.Uplink {
-					v.ul, v.ulPkts = v.ul+u.Bytes, v.ulPkts+u.Packets
-				} else {
-					v.dl, v.dlPkts = v.dl+u.Bytes, v.dlPkts+u.Packets
-				}
-			}
-		}
-	}
-	var out []*ie.IE
-	for _, id := range sortedKeys(per) {
-		v := per[id]
-		out = append(out, ie.NewUsageReportWithinSessionDeletionResponse(
-			ie.NewURRID(id), ie.NewURSEQN(0),
-			ie.NewUsageReportTrigger(0, 0x08, 0), // TERMR (octet 6): the session was terminated
-			ie.NewVolumeMeasurement(0x3f, v.ul+v.dl, v.ul, v.dl, v.ulPkts+v.dlPkts, v.ulPkts, v.dlPkts)))
-	}
-	return out
 }
 
 func (n *Node) newSEID() uint64 {

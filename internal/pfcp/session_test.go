@@ -379,6 +379,11 @@ func TestEstablishmentErrors(t *testing.T) {
 		out[i] = x
 		return out
 	}
+	twoQuotas := append(replace(0, chosenULPDR(1, 1, 9, 1, ie.NewQERID(1), ie.NewURRID(1), ie.NewURRID(2))),
+		ie.NewCreateURR(ie.NewURRID(2), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0x02),
+			ie.NewTimeQuota(60*time.Second)))
+	twoQuotas[5] = ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0x01),
+		ie.NewVolumeQuota(0x01, 1000, 0, 0))
 	cases := []struct {
 		name     string
 		ies      []*ie.IE
@@ -462,6 +467,29 @@ func TestEstablishmentErrors(t *testing.T) {
 			ie.NewCreateQER(ie.NewQERID(3), ie.NewGateStatus(0, 0), ie.NewMBR(1, 1)),
 			ie.NewCreateQER(ie.NewQERID(4), ie.NewGateStatus(0, 0), ie.NewMBR(1, 1)),
 			ie.NewCreateQER(ie.NewQERID(5), ie.NewGateStatus(0, 0), ie.NewMBR(1, 1))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
+		{name: "URR without measurement method", ies: replace(5, ie.NewCreateURR(ie.NewURRID(1), ie.NewReportingTriggers(0, 0))),
+			cause: ie.CauseMandatoryIEMissing, off: ie.MeasurementMethod},
+		{name: "URR LIUSA without a linked URR", ies: replace(5, ie.NewCreateURR(ie.NewURRID(1),
+			ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0x80, 0))),
+			cause: ie.CauseConditionalIEMissing, off: ie.LinkedURRID},
+		{name: "URR linked to itself", ies: replace(5, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+			ie.NewReportingTriggers(0x80, 0), ie.NewLinkedURRID(1))),
+			cause: ie.CauseMandatoryIEIncorrect, off: ie.LinkedURRID},
+		{name: "URR linked to a missing URR", ies: replace(5, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+			ie.NewReportingTriggers(0x80, 0), ie.NewLinkedURRID(9))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypeURR), 1}},
+		{name: "volume quota without a volume flag", ies: replace(5, ie.NewCreateURR(ie.NewURRID(1),
+			ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0x01), ie.NewVolumeQuota(0, 0, 0, 0))),
+			cause: ie.CauseMandatoryIEIncorrect, off: ie.VolumeQuota},
+		{name: "volume quota cut short", ies: replace(5, ie.NewCreateURR(ie.NewURRID(1),
+			ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0x01), ie.New(ie.VolumeQuota, []byte{0x01, 0, 0}))),
+			cause: ie.CauseMandatoryIEIncorrect, off: ie.VolumeQuota},
+		{name: "FAR for quota action missing", ies: replace(5, ie.NewCreateURR(ie.NewURRID(1),
+			ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0x01), ie.NewVolumeQuota(0x01, 1000, 0, 0),
+			ie.NewFARID(9))),
+			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypeURR), 1}},
+		{name: "two quotas on one PDR", ies: twoQuotas,
 			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
 		{name: "datapath failure", ies: ok, dpFail: errors.New("PDR id 1 appears twice"),
 			cause: ie.CauseRuleCreationModificationFailure},

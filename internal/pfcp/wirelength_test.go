@@ -15,7 +15,8 @@ func specLength(x *ie.IE) (valid, ok bool) {
 	n := len(x.Payload)
 	fixed := map[uint16]int{
 		ie.Cause: 1, ie.RecoveryTimeStamp: 4, ie.OffendingIE: 2, ie.PDRID: 2, ie.URRID: 4,
-		ie.URSEQN: 4, ie.PFCPASRspFlags: 1,
+		ie.URSEQN: 4, ie.PFCPASRspFlags: 1, ie.StartTime: 4, ie.EndTime: 4, ie.DurationMeasurement: 4,
+		ie.TimeOfFirstPacket: 4, ie.TimeOfLastPacket: 4,
 		ie.UsageReportTrigger: 3, // 8.2.41: octets 5 to 7
 	}
 	if want, found := fixed[x.Type]; found {
@@ -55,7 +56,8 @@ func specLength(x *ie.IE) (valid, ok bool) {
 			bits++
 		}
 		return n == 1+8*bits, true
-	case ie.CreatedPDR, ie.UsageReportWithinSessionDeletionResponse:
+	case ie.CreatedPDR, ie.UsageReportWithinSessionDeletionResponse, ie.UsageReportWithinSessionModificationResponse,
+		ie.UsageReportWithinSessionReportRequest:
 		return true, true // grouped: their children are checked
 	}
 	return false, false

@@ -19,6 +19,7 @@ import (
 
 	"github.com/xupf/xupf/internal/pfcpclient"
 	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/usage"
 )
 
 // TestWiresharkDecodesEverythingWeSend writes every kind of message this node sends (each
@@ -49,6 +50,11 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 		message.NewSessionModificationRequest(0, 0, FirstSEID, 22, 0, chv4),
 		message.NewSessionModificationRequest(0, 0, FirstSEID, 23, 0, ie.NewRemoveFAR(ie.NewFARID(77))),
 		message.NewSessionDeletionRequest(0, 0, FirstSEID, 24, 0),
+		// Usage reports in a Modification Response: Query URR, QAURR, Remove URR.
+		establishment(25, 0x54, fullURRSession()...),
+		message.NewSessionModificationRequest(0, 0, FirstSEID+2, 26, 0, ie.NewQueryURR(ie.NewURRID(1)),
+			ie.NewPFCPSMReqFlags(pfcpSMReqQAURR), ie.NewRemoveURR(ie.NewURRID(2)),
+			ie.NewUpdatePDR(ie.NewPDRID(1), ie.NewURRID(1))),
 		message.NewHeartbeatRequest(8, ie.NewRecoveryTimeStamp(peerTS), nil),
 		message.NewAssociationReleaseRequest(9, ie.NewNodeID(smfNode, "", "")),
 		message.NewAssociationReleaseRequest(10, ie.NewNodeID(smfNode, "", "")), // no association any more
@@ -106,7 +112,10 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 		t.Errorf("Wireshark saw %d PFCP messages, want %d", c, len(sent))
 	}
 	for _, ieName := range []string{"Created PDR", "UE IP Address", "Failed Rule ID", "Usage Report", "Volume Measurement", "Offending IE",
-		"Report Type", "Error Indication Report", "Downlink Data Report", "Update BAR", "DL Buffering Duration"} {
+		"Report Type", "Error Indication Report", "Downlink Data Report", "Update BAR", "DL Buffering Duration",
+		"Usage Report (Session Modification Response)", "Usage Report (Session Report Request)", "UR-SEQN",
+		"Usage Report Trigger", "Start Time", "End Time", "Duration Measurement", "Time of First Packet",
+		"Time of Last Packet"} {
 		if !strings.Contains(text, ieName) {
 			t.Errorf("no %s IE in what was sent: the capture does not cover it", ieName)
 		}
@@ -134,6 +143,11 @@ func reportRequests(t *testing.T, n *Node) [][]byte {
 	}{
 		{ReportErrorIndication, []*ie.IE{ie.NewErrorIndicationReport(ie.NewFTEID(0x01, 0x500, gnb.AsSlice(), nil, 0))}},
 		{ReportDownlinkData, []*ie.IE{ie.NewDownlinkDataReport(ie.NewPDRID(2))}},
+		{ReportUsage, usageReports([]usage.Report{{URR: 1, Seq: 3, Trigger: usage.VolumeThreshold | usage.Periodic,
+			Start: time.Unix(1_700_000_000, 0), End: time.Unix(1_700_000_010, 0), Duration: 7 * time.Second,
+			FirstPacket: time.Unix(1_700_000_001, 0), LastPacket: time.Unix(1_700_000_009, 0),
+			Volume: usage.Counts{Uplink: rules.Counts{Packets: 2, Bytes: 300}, Downlink: rules.Counts{Packets: 5, Bytes: 4000}}}},
+			map[uint32]*URR{1: {ID: 1, Method: methodVolume | methodDuration}}, ie.NewUsageReportWithinSessionReportRequest)},
 	} {
 		n.mu.Lock()
 		p, err := n.newReport(f.SEID, 0x53, smfNode, r.t, r.ies)

@@ -194,10 +194,21 @@ func (s *Session) Has(id uint32) bool { return s.urrs[id] != nil }
 // IDs are the session's URR ids, sorted.
 func (s *Session) IDs() []uint32 { return sortedIDs(s.urrs) }
 
-// QuotaUsedUp reports whether URR id has used up its quota: volume or time.
-func (s *Session) QuotaUsedUp(id uint32) bool {
+// QuotaUsedUp reports whether URR id has used up the quota of grant: volume or time.
+func (s *Session) QuotaUsedUp(id uint32, grant uint64) bool {
 	u := s.urrs[id]
-	return u != nil && u.quotaDone
+	return u != nil && u.grant == grant && u.quotaDone
+}
+
+// Watching reports whether a URR of the session reports on a trigger, so that its counters
+// must be sampled.
+func (s *Session) Watching() bool {
+	for _, u := range s.urrs {
+		if u.rule.Triggers != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Observe takes a sample of the session's PDR counters at now and returns the reports it

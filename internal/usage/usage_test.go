@@ -107,7 +107,7 @@ func TestQuotas(t *testing.T) {
 	if got := triggers(s.Observe(c.sample(), at(2*time.Second))); len(got) != 1 || got[0] != VolumeQuota {
 		t.Fatalf("at the quota: %v, want VOLQU", got)
 	}
-	if !s.QuotaUsedUp(1) {
+	if !s.QuotaUsedUp(1, 1) {
 		t.Error("QuotaUsedUp false after VOLQU")
 	}
 	c.send(true, 1, 100)

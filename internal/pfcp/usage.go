@@ -1,0 +1,238 @@
+package pfcp
+
+import (
+	"context"
+	"time"
+
+	"github.com/wmnsk/go-pfcp/ie"
+
+	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/usage"
+)
+
+// DefaultUsagePollInterval is how often the counters of sessions whose URRs report on
+// triggers are sampled: a threshold, a quota or a period is reported at most this late (plus
+// the send), well within the second a report may be late.
+const DefaultUsagePollInterval = 200 * time.Millisecond
+
+// Measurement Method bits (TS 29.244 8.2.40) and Measurement Information's MBQE (8.2.68).
+const (
+	methodDuration = 0x01
+	methodVolume   = 0x02
+	infoMBQE       = 0x01
+)
+
+// reportingTriggers maps the Reporting Triggers IE's octets (TS 29.244 8.2.19) to the
+// triggers this UPF implements, in the Usage Report Trigger layout. Octet 5's first six bits
+// are the same in both; LIUSA and octet 6's quotas move.
+func reportingTriggers(b []byte) usage.Trigger {
+	var t usage.Trigger
+	if len(b) > 0 {
+		t |= usage.Trigger(b[0] & 0x3f) // PERIO VOLTH TIMTH QUHTI START STOPT
+		if b[0]&0x80 != 0 {
+			t |= usage.Linked // LIUSA
+		}
+	}
+	if len(b) > 1 {
+		if b[1]&0x01 != 0 {
+			t |= usage.VolumeQuota
+		}
+		if b[1]&0x02 != 0 {
+			t |= usage.TimeQuota
+		}
+	}
+	return t
+}
+
+// usageRule is u as the usage package measures it.
+func usageRule(u *URR) usage.Rule {
+	limit := func(v uint64, given bool) uint64 {
+		if !given {
+			return usage.NoLimit
+		}
+		return v
+	}
+	seconds := func(s uint32) time.Duration { return time.Duration(s) * time.Second }
+	return usage.Rule{
+		ID:        u.ID,
+		Triggers:  reportingTriggers(u.Triggers),
+		BeforeQoS: u.MeasurementInformation&infoMBQE != 0,
+		Period:    seconds(u.MeasurementPeriod),
+		VolumeThreshold: usage.Volume{Uplink: limit(u.VolumeThresholdUL, u.VolumeThresholdUL != 0),
+			Downlink: limit(u.VolumeThresholdDL, u.VolumeThresholdDL != 0),
+			Total:    limit(u.VolumeThreshold, u.VolumeThreshold != 0)},
+		VolumeQuota:      u.volumeQuota(),
+		TimeThreshold:    seconds(u.TimeThreshold),
+		TimeQuota:        seconds(u.TimeQuota),
+		QuotaHoldingTime: seconds(u.QuotaHoldingTime),
+		Inactivity:       seconds(u.InactivityTime),
+		LinkedURRs:       u.LinkedURRs,
+		Grant:            u.Grant,
+	}
+}
+
+// volumeQuota is the URR's volume quota, usage.Unlimited without one.
+func (u *URR) volumeQuota() usage.Volume {
+	v := usage.Unlimited
+	if u.VolumeQuotaFlags&volumeTotal != 0 {
+		v.Total = u.VolumeQuota
+	}
+	if u.VolumeQuotaFlags&volumeUplink != 0 {
+		v.Uplink = u.VolumeQuotaUL
+	}
+	if u.VolumeQuotaFlags&volumeDownlink != 0 {
+		v.Downlink = u.VolumeQuotaDL
+	}
+	return v
+}
+
+// usageRules are the URRs of s, and the URRs each PDR counts toward.
+func usageRules(s *Session) ([]usage.Rule, map[usage.PDR][]uint32) {
+	var rs []usage.Rule
+	for _, id := range sortedKeys(s.URRs) {
+		rs = append(rs, usageRule(s.URRs[id]))
+	}
+	pdrs := map[usage.PDR][]uint32{}
+	for id, p := range s.PDRs {
+		pdrs[usage.PDR{Uplink: p.FTEID != nil, ID: uint32(id)}] = p.URRs
+	}
+	return rs, pdrs
+}
+
+// pdrUsage is what the datapath measures for PDR p beyond its counter: before QoS when one
+// of its URRs asks, and the volume quota of its URR that has one, which the datapath
+// enforces. A URR whose quota the usage state says is used up (us, nil for a new session)
+// stops the PDR with a quota of nothing, or switches it to the URR's FAR for quota action
+// (far, else nil).
+func (s *Session) pdrUsage(p *PDR, us *usage.Session) (beforeQoS bool, quota *rules.Quota, far *FAR) {
+	for _, id := range p.URRs {
+		u := s.URRs[id]
+		beforeQoS = beforeQoS || u.MeasurementInformation&infoMBQE != 0
+		if u.Grant == 0 || (u.VolumeQuotaFlags == 0 && u.TimeQuota == 0) {
+			continue
+		}
+		v := u.volumeQuota()
+		usedUp := us != nil && us.QuotaUsedUp(id, u.Grant)
+		if v == usage.Unlimited && !usedUp {
+			continue // a time quota: the datapath has nothing to count until it is used up
+		}
+		quota = &rules.Quota{URR: id, Grant: u.Grant, Uplink: v.Uplink, Downlink: v.Downlink, Total: v.Total}
+		if usedUp {
+			if u.QuotaFAR != nil {
+				quota, far = nil, s.FARs[*u.QuotaFAR]
+				continue
+			}
+			quota.Uplink, quota.Downlink, quota.Total = 0, 0, 0
+		}
+	}
+	return beforeQoS, quota, far
+}
+
+// quotaURRs counts the URRs of p with a quota: the datapath enforces one per PDR.
+func (s *Session) quotaURRs(p *PDR) int {
+	n := 0
+	for _, id := range p.URRs {
+		if u := s.URRs[id]; u != nil && (u.VolumeQuotaFlags != 0 || u.TimeQuota != 0) {
+			n++
+		}
+	}
+	return n
+}
+
+// usageReports are Usage Report IEs (wrap picks the message's kind) for rs; urrs are the
+// URRs they are of (a removed URR's among them), for what each measures.
+func usageReports(rs []usage.Report, urrs map[uint32]*URR, wrap func(...*ie.IE) *ie.IE) []*ie.IE {
+	out := make([]*ie.IE, 0, len(rs))
+	for _, r := range rs {
+		t := r.Trigger.Octets()
+		ies := []*ie.IE{ie.NewURRID(r.URR), ie.NewURSEQN(r.Seq), ie.NewUsageReportTrigger(t[0], t[1], t[2]),
+			ie.NewStartTime(r.Start), ie.NewEndTime(r.End)}
+		method := uint8(methodVolume)
+		if u := urrs[r.URR]; u != nil {
+			method = u.Method
+		}
+		if method&methodVolume != 0 || method&methodDuration == 0 {
+			ul, dl := r.Volume.Uplink, r.Volume.Downlink
+			ies = append(ies, ie.NewVolumeMeasurement(0x3f, ul.Bytes+dl.Bytes, ul.Bytes, dl.Bytes,
+				ul.Packets+dl.Packets, ul.Packets, dl.Packets)) // TOVOL ULVOL DLVOL TONOP ULNOP DLNOP
+		}
+		if method&methodDuration != 0 {
+			ies = append(ies, ie.NewDurationMeasurement(r.Duration))
+		}
+		if !r.FirstPacket.IsZero() {
+			ies = append(ies, ie.NewTimeOfFirstPacket(r.FirstPacket), ie.NewTimeOfLastPacket(r.LastPacket))
+		}
+		out = append(out, wrap(ies...))
+	}
+	return out
+}
+
+// sample takes a sample of session s's counters for its usage state at now and returns the
+// reports due. n.smu is held.
+func (n *Node) sample(s *Session, us *usage.Session, now time.Time) []usage.Report {
+	counts, err := n.opts.Datapath.Usage(s.SEID)
+	if err != nil {
+		n.log.Warn("pfcp: read a session's counters for its usage reports", "seid", s.SEID, "err", err)
+		return nil
+	}
+	return us.Observe(counts, now)
+}
+
+// pollUsage samples the counters of the sessions whose URRs report on triggers every
+// UsagePollInterval and sends the reports due, until ctx is done.
+func (n *Node) pollUsage(ctx context.Context) {
+	tick := time.NewTicker(n.opts.UsagePollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			n.sendUsageReports(n.dueReports(now))
+		}
+	}
+}
+
+// dueReports are the Usage Report IEs due at now, by session. A quota used up re-installs
+// the session's rules (stop, or the FAR for quota action).
+func (n *Node) dueReports(now time.Time) map[uint64][]*ie.IE {
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	out := map[uint64][]*ie.IE{}
+	for seid, us := range n.ss.usage {
+		s := n.ss.byID[seid]
+		if s == nil || !us.Watching() {
+			continue
+		}
+		rs := n.sample(s, us, now)
+		if len(rs) == 0 {
+			continue
+		}
+		out[seid] = usageReports(rs, s.URRs, ie.NewUsageReportWithinSessionReportRequest)
+		if quotaReported(rs) {
+			if err := n.opts.Datapath.Install(seid, n.ruleSets(s)); err != nil {
+				n.log.Warn("pfcp: apply a used-up quota", "seid", seid, "err", err)
+			}
+		}
+	}
+	return out
+}
+
+// quotaReported reports whether rs report a quota used up.
+func quotaReported(rs []usage.Report) bool {
+	for _, r := range rs {
+		if r.Trigger&(usage.VolumeQuota|usage.TimeQuota) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// sendUsageReports sends each session's SMF a Session Report Request with its reports.
+func (n *Node) sendUsageReports(bySession map[uint64][]*ie.IE) {
+	for _, seid := range sortedKeys(bySession) {
+		if err := n.Report(seid, ReportUsage, bySession[seid]...); err != nil {
+			n.log.Warn("pfcp: usage report not sent", "seid", seid, "err", err)
+		}
+	}
+}

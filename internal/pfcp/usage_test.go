@@ -1,0 +1,208 @@
+package pfcp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/wmnsk/go-pfcp/ie"
+	"github.com/wmnsk/go-pfcp/message"
+
+	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/usage"
+)
+
+// decodedReport is a Usage Report IE's children, decoded.
+type decodedReport struct {
+	urr, seq   uint32
+	trigger    []byte
+	start, end time.Time
+	vol        *ie.VolumeMeasurementFields
+	duration   time.Duration
+	first      time.Time
+}
+
+func decodeReports(t *testing.T, l []*ie.IE) []decodedReport {
+	t.Helper()
+	var out []decodedReport
+	for _, g := range l {
+		var r decodedReport
+		for _, x := range g.ChildIEs {
+			var err error
+			switch x.Type {
+			case ie.URRID:
+				r.urr, err = x.URRID()
+			case ie.URSEQN:
+				r.seq, err = x.URSEQN()
+			case ie.UsageReportTrigger:
+				r.trigger, err = x.UsageReportTrigger()
+			case ie.StartTime:
+				r.start, err = x.StartTime()
+			case ie.EndTime:
+				r.end, err = x.EndTime()
+			case ie.VolumeMeasurement:
+				r.vol, err = x.VolumeMeasurement()
+			case ie.DurationMeasurement:
+				r.duration, err = x.DurationMeasurement()
+			case ie.TimeOfFirstPacket:
+				r.first, err = x.TimeOfFirstPacket()
+			}
+			if err != nil {
+				t.Fatalf("usage report IE %d: %v", x.Type, err)
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// usageSession establishes basicSession with URR 1 replaced by urr and returns its SEID.
+func usageSession(p *pfcpTest, urr *ie.IE, extra ...*ie.IE) uint64 {
+	ies := basicSession(ue1)
+	ies[5] = urr
+	seid, _ := p.mustEstablish(0x40, append(ies, extra...)...)
+	return seid
+}
+
+// due takes the reports the poller would send at now, decoded, for seid.
+func (p *pfcpTest) due(seid uint64, now time.Time) []decodedReport {
+	p.t.Helper()
+	return decodeReports(p.t, p.n.dueReports(now)[seid])
+}
+
+// TestUsageThresholdAndPeriod: a volume threshold reports once per threshold's worth,
+// periodic reports keep their period, and each report carries what came since the last.
+func TestUsageThresholdAndPeriod(t *testing.T) {
+	p := newPFCPTest(t)
+	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 1),
+		ie.NewReportingTriggers(0x01|0x02, 0), ie.NewVolumeThreshold(0x01, 1000, 0, 0),
+		ie.NewMeasurementPeriod(10*time.Second)))
+	start := time.Now()
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600}, {PDR: 2, Packets: 1, Bytes: 300}}
+	if rs := p.due(seid, at(time.Second)); len(rs) != 0 {
+		t.Fatalf("below the threshold: %+v", rs)
+	}
+	p.dp.usage[seid][1] = rules.Usage{PDR: 2, Packets: 2, Bytes: 500}
+	rs := p.due(seid, at(2*time.Second))
+	if len(rs) != 1 || rs[0].trigger[0] != 0x02 || rs[0].seq != 0 || rs[0].vol.TotalVolume != 1100 ||
+		rs[0].vol.UplinkVolume != 600 || rs[0].vol.DownlinkNumberOfPackets != 2 || rs[0].first.IsZero() {
+		t.Fatalf("at the threshold: %+v", rs)
+	}
+	if rs := p.due(seid, at(3*time.Second)); len(rs) != 0 {
+		t.Fatalf("threshold reported twice: %+v", rs)
+	}
+	p.dp.usage[seid][0] = rules.Usage{Uplink: true, PDR: 1, Packets: 4, Bytes: 700}
+	rs = p.due(seid, at(10*time.Second+100*time.Millisecond))
+	if len(rs) != 1 || rs[0].trigger[0] != 0x01 || rs[0].seq != 1 || rs[0].vol.TotalVolume != 100 {
+		t.Fatalf("the period: %+v", rs)
+	}
+	// The period counts from the establishment, whatever reports came between; End Time
+	// has a resolution of one second.
+	if d := rs[0].end.Sub(start); d < 9*time.Second || d > 11*time.Second {
+		t.Errorf("periodic report ends %v after the establishment, want within a second of 10 s", d)
+	}
+}
+
+// TestUsageQuery: Query URR and the QAURR flag report in the Modification Response
+// (IMMER), Remove URR reports the URR's last usage (TERMR), and every report of a URR adds
+// up to what its PDRs counted.
+func TestUsageQuery(t *testing.T) {
+	p := newPFCPTest(t)
+	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+		ie.NewReportingTriggers(0, 0)))
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600}, {PDR: 2, Packets: 1, Bytes: 300}}
+	var total uint64
+	r := decodeReports(t, p.modify(seid, ie.NewQueryURR(ie.NewURRID(1))).UsageReport)
+	if len(r) != 1 || r[0].trigger[0] != 0x80 || r[0].vol.TotalVolume != 900 {
+		t.Fatalf("query: %+v", r)
+	}
+	total += r[0].vol.TotalVolume
+	p.dp.usage[seid][1] = rules.Usage{PDR: 2, Packets: 2, Bytes: 400}
+	r = decodeReports(t, p.modify(seid, ie.NewPFCPSMReqFlags(pfcpSMReqQAURR)).UsageReport)
+	if len(r) != 1 || r[0].trigger[0] != 0x80 || r[0].seq != 1 || r[0].vol.TotalVolume != 100 {
+		t.Fatalf("query all: %+v", r)
+	}
+	total += r[0].vol.TotalVolume
+	p.dp.usage[seid][0] = rules.Usage{Uplink: true, PDR: 1, Packets: 4, Bytes: 650}
+	// URR 2 takes URR 1's place on the PDRs.
+	r = decodeReports(t, p.modify(seid, ie.NewRemoveURR(ie.NewURRID(1)),
+		ie.NewCreateURR(ie.NewURRID(2), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0)),
+		ie.NewUpdatePDR(ie.NewPDRID(1), ie.NewURRID(2)), ie.NewUpdatePDR(ie.NewPDRID(2), ie.NewURRID(2))).UsageReport)
+	if len(r) != 1 || r[0].trigger[1] != 0x08 || r[0].seq != 2 || r[0].vol.TotalVolume != 50 {
+		t.Fatalf("removal: %+v", r)
+	}
+	total += r[0].vol.TotalVolume
+	if total != 650+400 {
+		t.Errorf("the reports add up to %d bytes, the counters to %d", total, 650+400)
+	}
+	if ids := p.n.ss.usage[seid].IDs(); len(ids) != 1 || ids[0] != 2 {
+		t.Errorf("URRs measured: %v, want only 2", ids)
+	}
+}
+
+// TestUsageQuota: a volume quota goes to the datapath with the URR's PDRs; used up, it is
+// reported once (VOLQU) and the PDRs then apply the FAR for quota action; a new quota in an
+// Update URR gives the PDRs their FAR and a fresh count back.
+func TestUsageQuota(t *testing.T) {
+	p := newPFCPTest(t)
+	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+		ie.NewReportingTriggers(0, 0x01), ie.NewVolumeQuota(0x01, 1000, 0, 0), ie.NewFARID(3)),
+		ie.NewCreateFAR(ie.NewFARID(3), ie.NewApplyAction(ApplyDrop)))
+	quota := func() (*rules.Quota, rules.Action) {
+		pdr := p.dp.sets[seid][1].PDRs[0]
+		return pdr.Quota, pdr.FAR.Action
+	}
+	if q, a := quota(); q == nil || q.Total != 1000 || q.Uplink != rules.NoLimit || q.Grant != 1 || a != rules.Forward {
+		t.Fatalf("datapath quota %+v, FAR %v; want a total of 1000 bytes, forwarding", q, a)
+	}
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600}, {PDR: 2, Packets: 2, Bytes: 450}}
+	rs := p.due(seid, time.Now())
+	if len(rs) != 1 || rs[0].trigger[1] != 0x01 || rs[0].vol.TotalVolume != 1050 {
+		t.Fatalf("quota used up: %+v", rs)
+	}
+	if q, a := quota(); q != nil || a != rules.Drop {
+		t.Errorf("after VOLQU: quota %+v, FAR %v; want the FAR for quota action (drop)", q, a)
+	}
+	if rs := p.due(seid, time.Now()); len(rs) != 0 {
+		t.Fatalf("quota reported twice: %+v", rs)
+	}
+	p.modify(seid, ie.NewUpdateURR(ie.NewURRID(1), ie.NewVolumeQuota(0x01, 1000, 0, 0)))
+	if q, a := quota(); q == nil || q.Grant != 2 || q.Total != 1000 || a != rules.Forward {
+		t.Errorf("after a new quota: %+v, FAR %v; want grant 2, forwarding", q, a)
+	}
+	if rs := p.due(seid, time.Now()); len(rs) != 0 {
+		t.Fatalf("a fresh quota reported at once: %+v", rs)
+	}
+}
+
+// TestDeletionReportsAddUp: the Deletion Response's reports carry what the earlier reports
+// did not, so that together they add up to the counters.
+func TestDeletionReportsAddUp(t *testing.T) {
+	p := newPFCPTest(t)
+	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+		ie.NewReportingTriggers(0x02, 0), ie.NewVolumeThreshold(0x01, 500, 0, 0)))
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600}, {PDR: 2}}
+	sum := uint64(0)
+	for _, r := range p.due(seid, time.Now()) {
+		sum += r.vol.TotalVolume
+	}
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 4, Bytes: 700}, {PDR: 2, Packets: 1, Bytes: 80}}
+	d := p.send(func(seq uint32) message.Message { return message.NewSessionDeletionRequest(0, 0, seid, seq, 0) })
+	for _, r := range decodeReports(t, d.(*message.SessionDeletionResponse).UsageReport) {
+		sum += r.vol.TotalVolume
+	}
+	if sum != 780 {
+		t.Errorf("reports add up to %d bytes, counters to 780", sum)
+	}
+}
+
+// TestReportingTriggersMap: the Reporting Triggers octets map to the Usage Report Trigger
+// layout the usage package uses.
+func TestReportingTriggersMap(t *testing.T) {
+	got := reportingTriggers([]byte{0xff, 0x03, 0xff})
+	want := usage.Periodic | usage.VolumeThreshold | usage.TimeThreshold | usage.QuotaHoldingTime |
+		usage.StartOfTraffic | usage.StopOfTraffic | usage.Linked | usage.VolumeQuota | usage.TimeQuota
+	if got != want {
+		t.Errorf("triggers %#x, want %#x", got, want)
+	}
+}
