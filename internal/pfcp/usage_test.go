@@ -7,52 +7,18 @@ import (
 	"github.com/wmnsk/go-pfcp/ie"
 	"github.com/wmnsk/go-pfcp/message"
 
+	"github.com/xupf/xupf/internal/pfcpclient"
 	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/usage"
 )
 
-// decodedReport is a Usage Report IE's children, decoded.
-type decodedReport struct {
-	urr, seq   uint32
-	trigger    []byte
-	start, end time.Time
-	vol        *ie.VolumeMeasurementFields
-	duration   time.Duration
-	first      time.Time
-}
-
-func decodeReports(t *testing.T, l []*ie.IE) []decodedReport {
+func decodeReports(t *testing.T, l []*ie.IE) []pfcpclient.UsageReport {
 	t.Helper()
-	var out []decodedReport
-	for _, g := range l {
-		var r decodedReport
-		for _, x := range g.ChildIEs {
-			var err error
-			switch x.Type {
-			case ie.URRID:
-				r.urr, err = x.URRID()
-			case ie.URSEQN:
-				r.seq, err = x.URSEQN()
-			case ie.UsageReportTrigger:
-				r.trigger, err = x.UsageReportTrigger()
-			case ie.StartTime:
-				r.start, err = x.StartTime()
-			case ie.EndTime:
-				r.end, err = x.EndTime()
-			case ie.VolumeMeasurement:
-				r.vol, err = x.VolumeMeasurement()
-			case ie.DurationMeasurement:
-				r.duration, err = x.DurationMeasurement()
-			case ie.TimeOfFirstPacket:
-				r.first, err = x.TimeOfFirstPacket()
-			}
-			if err != nil {
-				t.Fatalf("usage report IE %d: %v", x.Type, err)
-			}
-		}
-		out = append(out, r)
+	rs, err := pfcpclient.ParseUsageReports(l)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return rs
 }
 
 // usageSession establishes basicSession with URR 1 replaced by urr and returns its SEID.
@@ -64,7 +30,7 @@ func usageSession(p *pfcpTest, urr *ie.IE, extra ...*ie.IE) uint64 {
 }
 
 // due takes the reports the poller would send at now, decoded, for seid.
-func (p *pfcpTest) due(seid uint64, now time.Time) []decodedReport {
+func (p *pfcpTest) due(seid uint64, now time.Time) []pfcpclient.UsageReport {
 	p.t.Helper()
 	return decodeReports(p.t, p.n.dueReports(now)[seid])
 }
@@ -84,8 +50,8 @@ func TestUsageThresholdAndPeriod(t *testing.T) {
 	}
 	p.dp.usage[seid][1] = rules.Usage{PDR: 2, Packets: 2, Bytes: 500}
 	rs := p.due(seid, at(2*time.Second))
-	if len(rs) != 1 || rs[0].trigger[0] != 0x02 || rs[0].seq != 0 || rs[0].vol.TotalVolume != 1100 ||
-		rs[0].vol.UplinkVolume != 600 || rs[0].vol.DownlinkNumberOfPackets != 2 || rs[0].first.IsZero() {
+	if len(rs) != 1 || rs[0].Trigger[0] != 0x02 || rs[0].Seq != 0 || rs[0].Volume.TotalVolume != 1100 ||
+		rs[0].Volume.UplinkVolume != 600 || rs[0].Volume.DownlinkNumberOfPackets != 2 || rs[0].FirstPacket.IsZero() {
 		t.Fatalf("at the threshold: %+v", rs)
 	}
 	if rs := p.due(seid, at(3*time.Second)); len(rs) != 0 {
@@ -93,12 +59,12 @@ func TestUsageThresholdAndPeriod(t *testing.T) {
 	}
 	p.dp.usage[seid][0] = rules.Usage{Uplink: true, PDR: 1, Packets: 4, Bytes: 700}
 	rs = p.due(seid, at(10*time.Second+100*time.Millisecond))
-	if len(rs) != 1 || rs[0].trigger[0] != 0x01 || rs[0].seq != 1 || rs[0].vol.TotalVolume != 100 {
+	if len(rs) != 1 || rs[0].Trigger[0] != 0x01 || rs[0].Seq != 1 || rs[0].Volume.TotalVolume != 100 {
 		t.Fatalf("the period: %+v", rs)
 	}
 	// The period counts from the establishment, whatever reports came between; End Time
 	// has a resolution of one second.
-	if d := rs[0].end.Sub(start); d < 9*time.Second || d > 11*time.Second {
+	if d := rs[0].End.Sub(start); d < 9*time.Second || d > 11*time.Second {
 		t.Errorf("periodic report ends %v after the establishment, want within a second of 10 s", d)
 	}
 }
@@ -113,25 +79,25 @@ func TestUsageQuery(t *testing.T) {
 	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600}, {PDR: 2, Packets: 1, Bytes: 300}}
 	var total uint64
 	r := decodeReports(t, p.modify(seid, ie.NewQueryURR(ie.NewURRID(1))).UsageReport)
-	if len(r) != 1 || r[0].trigger[0] != 0x80 || r[0].vol.TotalVolume != 900 {
+	if len(r) != 1 || r[0].Trigger[0] != 0x80 || r[0].Volume.TotalVolume != 900 {
 		t.Fatalf("query: %+v", r)
 	}
-	total += r[0].vol.TotalVolume
+	total += r[0].Volume.TotalVolume
 	p.dp.usage[seid][1] = rules.Usage{PDR: 2, Packets: 2, Bytes: 400}
 	r = decodeReports(t, p.modify(seid, ie.NewPFCPSMReqFlags(pfcpSMReqQAURR)).UsageReport)
-	if len(r) != 1 || r[0].trigger[0] != 0x80 || r[0].seq != 1 || r[0].vol.TotalVolume != 100 {
+	if len(r) != 1 || r[0].Trigger[0] != 0x80 || r[0].Seq != 1 || r[0].Volume.TotalVolume != 100 {
 		t.Fatalf("query all: %+v", r)
 	}
-	total += r[0].vol.TotalVolume
+	total += r[0].Volume.TotalVolume
 	p.dp.usage[seid][0] = rules.Usage{Uplink: true, PDR: 1, Packets: 4, Bytes: 650}
 	// URR 2 takes URR 1's place on the PDRs.
 	r = decodeReports(t, p.modify(seid, ie.NewRemoveURR(ie.NewURRID(1)),
 		ie.NewCreateURR(ie.NewURRID(2), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0)),
 		ie.NewUpdatePDR(ie.NewPDRID(1), ie.NewURRID(2)), ie.NewUpdatePDR(ie.NewPDRID(2), ie.NewURRID(2))).UsageReport)
-	if len(r) != 1 || r[0].trigger[1] != 0x08 || r[0].seq != 2 || r[0].vol.TotalVolume != 50 {
+	if len(r) != 1 || r[0].Trigger[1] != 0x08 || r[0].Seq != 2 || r[0].Volume.TotalVolume != 50 {
 		t.Fatalf("removal: %+v", r)
 	}
-	total += r[0].vol.TotalVolume
+	total += r[0].Volume.TotalVolume
 	if total != 650+400 {
 		t.Errorf("the reports add up to %d bytes, the counters to %d", total, 650+400)
 	}
@@ -157,7 +123,7 @@ func TestUsageQuota(t *testing.T) {
 	}
 	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600}, {PDR: 2, Packets: 2, Bytes: 450}}
 	rs := p.due(seid, time.Now())
-	if len(rs) != 1 || rs[0].trigger[1] != 0x01 || rs[0].vol.TotalVolume != 1050 {
+	if len(rs) != 1 || rs[0].Trigger[1] != 0x01 || rs[0].Volume.TotalVolume != 1050 {
 		t.Fatalf("quota used up: %+v", rs)
 	}
 	if q, a := quota(); q != nil || a != rules.Drop {
@@ -184,12 +150,12 @@ func TestDeletionReportsAddUp(t *testing.T) {
 	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600}, {PDR: 2}}
 	sum := uint64(0)
 	for _, r := range p.due(seid, time.Now()) {
-		sum += r.vol.TotalVolume
+		sum += r.Volume.TotalVolume
 	}
 	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 4, Bytes: 700}, {PDR: 2, Packets: 1, Bytes: 80}}
 	d := p.send(func(seq uint32) message.Message { return message.NewSessionDeletionRequest(0, 0, seid, seq, 0) })
 	for _, r := range decodeReports(t, d.(*message.SessionDeletionResponse).UsageReport) {
-		sum += r.vol.TotalVolume
+		sum += r.Volume.TotalVolume
 	}
 	if sum != 780 {
 		t.Errorf("reports add up to %d bytes, counters to 780", sum)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/wmnsk/go-pfcp/ie"
 	"github.com/wmnsk/go-pfcp/message"
@@ -132,8 +133,11 @@ type SessionSpec struct {
 	// no MBR IE.
 	MBRUplink, MBRDownlink uint64
 	// VolumeThreshold is URR SessionURRID's total volume threshold in bytes, with the VOLTH
-	// reporting trigger; 0: the URR only measures.
-	VolumeThreshold uint64
+	// reporting trigger; VolumeQuota its total volume quota, with VOLQU; MeasurementPeriod
+	// its period (whole seconds), with PERIO. All 0: the URR only measures.
+	VolumeThreshold   uint64
+	VolumeQuota       uint64
+	MeasurementPeriod time.Duration
 	// Precedence is the precedence of the default PDRs; 0 means DefaultPrecedence.
 	Precedence uint32
 	// Flows are further QoS flows, each a pair of PDRs picked out by an SDF filter.
@@ -354,14 +358,27 @@ func qer(id uint32, qfi uint8, mbrUL, mbrDL uint64) *ie.IE {
 	return ie.NewCreateQER(ies...)
 }
 
-// urr returns a Create URR IE measuring volume, with a total volume threshold unless it is 0.
-func urr(id uint32, threshold uint64) *ie.IE {
-	const volth = 0x02 // Reporting Triggers octet 5, bit 2 (TS 29.244 8.2.19)
-	if threshold == 0 {
-		return ie.NewCreateURR(ie.NewURRID(id), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0))
+// urr returns a Create URR IE measuring volume, with a total volume threshold, a total volume
+// quota and a measurement period, each unless it is 0.
+func urr(id uint32, threshold, quota uint64, period time.Duration) *ie.IE {
+	// Reporting Triggers (TS 29.244 8.2.19): octet 5 PERIO bit 1, VOLTH bit 2; octet 6 VOLQU bit 1.
+	const perio, volth, volqu = 0x01, 0x02, 0x01
+	var octet5, octet6 uint8
+	ies := []*ie.IE{ie.NewURRID(id), ie.NewMeasurementMethod(0, 1, 0), nil}
+	if threshold != 0 {
+		octet5 |= volth
+		ies = append(ies, ie.NewVolumeThreshold(0x01, threshold, 0, 0)) // TOVOL
 	}
-	return ie.NewCreateURR(ie.NewURRID(id), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(volth, 0),
-		ie.NewVolumeThreshold(0x01, threshold, 0, 0)) // TOVOL
+	if quota != 0 {
+		octet6 |= volqu
+		ies = append(ies, ie.NewVolumeQuota(0x01, quota, 0, 0)) // TOVOL
+	}
+	if period != 0 {
+		octet5 |= perio
+		ies = append(ies, ie.NewMeasurementPeriod(period))
+	}
+	ies[2] = ie.NewReportingTriggers(octet5, octet6)
+	return ie.NewCreateURR(ies...)
 }
 
 // downlinkFAR returns the IEs of the downlink FAR after its ID: forwarding to gnb, or
@@ -413,9 +430,9 @@ func (s *SessionSpec) rules() []*ie.IE {
 		ie.NewCreateFAR(ie.NewFARID(UplinkFARID), ie.NewApplyAction(actionFORW), ie.NewForwardingParameters(uplink...)),
 		ie.NewCreateFAR(append([]*ie.IE{ie.NewFARID(DownlinkFARID)}, s.downlinkFAR(s.GNB, s.GNBTEID, false)...)...),
 		qer(SessionQERID, s.QFI, s.MBRUplink, s.MBRDownlink),
-		urr(SessionURRID, s.VolumeThreshold))
+		urr(SessionURRID, s.VolumeThreshold, s.VolumeQuota, s.MeasurementPeriod))
 	for i, f := range s.Flows {
-		ies = append(ies, qer(FlowQERID(i), f.QFI, f.MBRUplink, f.MBRDownlink), urr(FlowURRID(i), 0))
+		ies = append(ies, qer(FlowQERID(i), f.QFI, f.MBRUplink, f.MBRDownlink), urr(FlowURRID(i), 0, 0, 0))
 	}
 	return append(ies, ie.NewCreateBAR(ie.NewBARID(BARID)))
 }
@@ -586,15 +603,24 @@ func (c *Client) updateDownlinkFAR(ctx context.Context, s *Session, ies ...*ie.I
 // Delete sends a Session Deletion Request for s. A rejection, e.g. for a session the UPF
 // does not have, is a *CauseError.
 func (c *Client) Delete(ctx context.Context, s *Session) error {
+	_, err := c.DeleteWithUsage(ctx, s)
+	return err
+}
+
+// DeleteWithUsage is Delete, returning the usage reports of the Deletion Response.
+func (c *Client) DeleteWithUsage(ctx context.Context, s *Session) ([]UsageReport, error) {
 	resp, err := c.request(ctx, func(seq uint32) message.Message {
 		return message.NewSessionDeletionRequest(0, 0, s.UPSEID, seq, 0)
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r, ok := resp.(*message.SessionDeletionResponse)
 	if !ok {
-		return fmt.Errorf("pfcp client: session deletion answered with %s", resp.MessageTypeName())
+		return nil, fmt.Errorf("pfcp client: session deletion answered with %s", resp.MessageTypeName())
 	}
-	return checkCause("session deletion", r.Cause)
+	if err := checkCause("session deletion", r.Cause); err != nil {
+		return nil, err
+	}
+	return ParseUsageReports(r.UsageReport)
 }
