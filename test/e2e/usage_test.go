@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/xupf/xupf/internal/pfcpclient"
+	"github.com/xupf/xupf/internal/testbed"
+)
+
+// usageReports are the usage reports of the Session Report Requests the SMF got for the
+// session with CP SEID cpSEID until wait has passed, with the time each request arrived.
+func usageReports(t *testing.T, ch chan receivedReport, cpSEID uint64, wait time.Duration) ([]pfcpclient.UsageReport, []time.Time) {
+	t.Helper()
+	var out []pfcpclient.UsageReport
+	var at []time.Time
+	end := time.After(wait)
+	for {
+		select {
+		case r := <-ch:
+			if r.req.SEID() != cpSEID || r.req.ReportType == nil || r.req.ReportType.Payload[0]&0x02 == 0 {
+				continue
+			}
+			rs, err := pfcpclient.ParseUsageReports(r.req.UsageReport)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range rs {
+				at = append(at, r.at)
+			}
+			out = append(out, rs...)
+		case <-end:
+			return out, at
+		}
+	}
+}
+
+// Usage Report Trigger bits (TS 29.244 8.2.41).
+const (
+	trigPERIO = 0x01 // octet 5
+	trigVOLTH = 0x02 // octet 5
+	trigVOLQU = 0x01 // octet 6
+)
+
+// TestUsageReporting: with real traffic, a URR's periodic reports keep their period to
+// within a second, a volume threshold reports once per threshold's worth, a volume quota
+// stops the downlink within one packet per CPU and is reported, a Query URR reports what is
+// left, and all the reports of the URR, the Deletion Response's included, add up to the
+// datapath's counters.
+func TestUsageReporting(t *testing.T) {
+	e := newEnv(t)
+	opts, reports := reportsTo("smf.usage.test", 0)
+	c, ctx := e.smfClientWith(opts)
+	payload := testbed.Payload("usage")
+	size := uint64(20 + 8 + len(payload(0))) // the inner IPv4 packet usage counts
+
+	// Periodic: one report a second, each on time.
+	const period = time.Second
+	perio, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, GNB: testbed.GNBAddr,
+		GNBTEID: 0x940, MeasurementPeriod: period})
+	if err != nil {
+		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
+	}
+	established := time.Now()
+	rs, at := usageReports(t, reports, perio.CPSEID, 5*period+500*time.Millisecond)
+	if len(rs) != 5 {
+		t.Fatalf("%d periodic reports in 5.5 periods, want 5: %+v", len(rs), rs)
+	}
+	var worst time.Duration
+	for i, r := range rs {
+		late := at[i].Sub(established) - time.Duration(i+1)*period
+		worst = max(worst, late)
+		if r.Trigger[0] != trigPERIO || r.Seq != uint32(i) || late < -50*time.Millisecond || late > time.Second {
+			t.Errorf("report %d: trigger %x seq %d, %v after its time", i, r.Trigger, r.Seq, late)
+		}
+	}
+	t.Logf("periodic reports (period %v): the latest arrived %v after its time", period, worst)
+	if err := c.Delete(ctx, perio); err != nil {
+		t.Fatal(err)
+	}
+
+	// Threshold and quota, downlink.
+	threshold, quota := 50*size, 200*size+1
+	s, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, GNB: testbed.GNBAddr,
+		GNBTEID: 0x941, VolumeThreshold: threshold, VolumeQuota: quota})
+	if err != nil {
+		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
+	}
+	view := testbed.PFCPView(s, testbed.GNBAddr, 0x941, 0)
+	rx, err := e.topo.ListenGNB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	got := make(chan []testbed.Datagram, 1)
+	go func() { ds, _ := rx.Collect(1000, 4*time.Second); got <- ds }()
+	var all []pfcpclient.UsageReport
+	for i, want := range []struct {
+		packets int
+		trigger [2]byte
+	}{
+		{60, [2]byte{trigVOLTH, 0}},
+		{60, [2]byte{trigVOLTH, 0}},
+		{200, [2]byte{trigVOLTH, trigVOLQU}}, // the quota cuts the third batch short
+	} {
+		if err := e.topo.SendDownlink(view, want.packets, payload); err != nil {
+			t.Fatal(err)
+		}
+		sent := time.Now()
+		rs, at := usageReports(t, reports, s.CPSEID, 600*time.Millisecond)
+		// Each trigger once: in one report, or two when the batch straddled a sample.
+		var seen [2]byte
+		for j, r := range rs {
+			for k := range seen {
+				if seen[k]&r.Trigger[k] != 0 {
+					t.Errorf("batch %d: trigger %x reported twice", i, r.Trigger)
+				}
+				seen[k] |= r.Trigger[k]
+			}
+			t.Logf("batch %d: report %x %v after the last packet was sent", i, r.Trigger, at[j].Sub(sent))
+		}
+		if seen != want.trigger {
+			t.Fatalf("batch %d of %d packets: reports %+v, want triggers %x", i, want.packets, rs, want.trigger)
+		}
+		all = append(all, rs...)
+	}
+	forwarded := <-got
+	// 200 packets leave 1 byte of the quota: the 201st starts below it and passes; one
+	// packet per CPU at most may pass beyond.
+	t.Logf("quota %d bytes (%d packets of %d bytes): %d packets forwarded, %d bytes over",
+		quota, quota/size, size, len(forwarded), int64(uint64(len(forwarded))*size)-int64(quota))
+	if len(forwarded) < 201 || len(forwarded) > 200+runtime.NumCPU() {
+		t.Errorf("%d packets forwarded with a quota of 200 and a byte, want 201 to %d", len(forwarded), 200+runtime.NumCPU())
+	}
+	if d := e.stats().Drops["urr_quota"]; d != uint64(320-len(forwarded)) {
+		t.Errorf("urr_quota drops %d, want %d", d, 320-len(forwarded))
+	}
+	info, err := e.api.PFCPSession(e.ctx(), s.UPSEID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted uint64
+	for _, u := range info.Usage {
+		counted += u.Bytes
+	}
+	q, err := c.QueryURR(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final, err := c.DeleteWithUsage(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reported uint64
+	for _, r := range append(append(all, q...), final...) {
+		reported += r.Volume.TotalVolume
+	}
+	if reported != counted || counted != uint64(len(forwarded))*size {
+		t.Errorf("reports add up to %d bytes, the datapath counted %d, the gNB got %d",
+			reported, counted, uint64(len(forwarded))*size)
+	}
+}
