@@ -78,6 +78,7 @@ var costRows = []costRow{
 	{name: "common case, xupf chose the TEID and the UE address", scenario: "cost-ue-pool", match: anyPoint, budget: absNs, limit: 35, minRatio: 0.9},
 	{name: "common case, free5GC layout (SMF chose the TEID, UE IP on the uplink PDR)", scenario: "cost-free5gc", match: anyPoint, budget: withinNs, limit: 3, ref: rowCommon},
 	{name: "+ one MBR meter", scenario: "cost-mbr", match: anyPoint, budget: plusNs, limit: 15, ref: rowCommon},
+	{name: "+ URR with a volume threshold and quota", scenario: "cost-urr", match: anyPoint, budget: plusNs, limit: 10, ref: rowCommon},
 	{name: "8 PDRs with SDF filters", scenario: "cost-sdf", match: anyPoint, budget: plusNs, limit: 25, ref: rowCommon},
 	{name: rowClasses8, scenario: "cost-classes", match: func(p scenario.Point) bool { return p.Pipeline.ClassifierClasses == 8 }, budget: plusNs, limit: 30, ref: rowCommon},
 	// The quick profile installs 128 classes (10,000 through the API had not finished in 15

@@ -122,6 +122,7 @@ func (pl plan) spec(u int, gnb netip.Addr) pfcpclient.SessionSpec {
 	s := pfcpclient.SessionSpec{
 		UE: ueAddr(u), QFI: qfi, GNB: gnb, GNBTEID: uint32(gnbTEIDBase + u),
 		MBRUplink: ul, MBRDownlink: dl,
+		VolumeThreshold: pl.p.VolumeQuota / 2, VolumeQuota: pl.p.VolumeQuota,
 	}
 	if pl.p.UEAddress == scenario.UEByUPF {
 		s.UE = netip.Addr{}

@@ -295,6 +295,15 @@ func contractRate(s string) (uint64, error) {
 	return x, nil
 }
 
+// volumeQuota parses a URR volume quota in bytes.
+func volumeQuota(s string) (uint64, error) {
+	x, err := strconv.ParseUint(strings.ReplaceAll(s, "_", ""), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("use a whole number of bytes, e.g. 0 (no quota) or 1_000_000_000_000")
+	}
+	return x, nil
+}
+
 func bitrateLabel(x uint64) string {
 	switch {
 	case x >= 1e9 && x%1e6 == 0:
@@ -345,6 +354,7 @@ func (v *validator) params(r *rawScenario) {
 	param(v, "pipeline.policer", &pl.Policer, d.Pipeline.Policer, oneOf(PolicerTokenBucket, PolicerSlidingWindow, PolicerFixedWindow), ident, func(p *Point, x string) { p.Pipeline.Policer = x })
 
 	param(v, "pipeline.policer_contract", &pl.PolicerContract, d.Pipeline.PolicerContract, contractRate, bitrateLabel, func(p *Point, x uint64) { p.Pipeline.PolicerContract = x })
+	param(v, "pipeline.volume_quota", &pl.VolumeQuota, d.Pipeline.VolumeQuota, volumeQuota, ident, func(p *Point, x uint64) { p.Pipeline.VolumeQuota = x })
 	param(v, "pipeline.smf", &pl.SMF, d.Pipeline.SMF, oneOf(SMFOpen5GS, SMFFree5GC), ident, func(p *Point, x string) { p.Pipeline.SMF = x })
 	param(v, "pipeline.ue_address", &pl.UEAddress, d.Pipeline.UEAddress, oneOf(UEBySMF, UEByUPF), ident, func(p *Point, x string) { p.Pipeline.UEAddress = x })
 	param(v, "pipeline.uplink_spread", &pl.UplinkSpread, d.Pipeline.UplinkSpread, oneOf(config.SpreadOff, config.SpreadTEID, config.SpreadFlow), ident, func(p *Point, x string) { p.Pipeline.UplinkSpread = x })

@@ -122,6 +122,9 @@ type Pipeline struct {
 	// PolicerContract is the rate (bit/s) of a LIMIT policer contract on class 1, the class
 	// of the generated packets; 0 is no contract.
 	PolicerContract uint64 `json:"policer_contract,omitempty" yaml:"policer_contract,omitempty"`
+	// VolumeQuota is the session URR's total volume quota in bytes, with a volume threshold
+	// of half of it, which the datapath checks on every packet; 0 is neither.
+	VolumeQuota uint64 `json:"volume_quota,omitempty" yaml:"volume_quota,omitempty"`
 	// SMF is the layout of the sessions: SMFOpen5GS or SMFFree5GC.
 	SMF string `json:"smf,omitempty" yaml:"smf,omitempty"`
 	// UEAddress is who chooses the UE addresses: UEBySMF or UEByUPF.

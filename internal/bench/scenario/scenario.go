@@ -123,6 +123,7 @@ type rawPipeline struct {
 	ClassifierClasses yaml.Node `yaml:"classifier_classes"`
 	Policer           yaml.Node `yaml:"policer"`
 	PolicerContract   yaml.Node `yaml:"policer_contract"`
+	VolumeQuota       yaml.Node `yaml:"volume_quota"`
 	SMF               yaml.Node `yaml:"smf"`
 	UEAddress         yaml.Node `yaml:"ue_address"`
 	UplinkSpread      yaml.Node `yaml:"uplink_spread"`
