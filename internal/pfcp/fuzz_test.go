@@ -251,7 +251,7 @@ func errorsOf(errs ...error) error {
 func fullURRSession() []*ie.IE {
 	ies := basicSession(ue1)
 	ies[0] = chosenULPDR(1, 1, 9, 1, ie.NewQERID(1), ie.NewURRID(1), ie.NewURRID(2))
-	ies[5] = ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(1, 1, 0), ie.NewReportingTriggers(0x7f, 0x02),
+	ies[5] = ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 1), ie.NewReportingTriggers(0x7f, 0x02),
 		ie.NewMeasurementPeriod(10*time.Second), ie.NewVolumeThreshold(0x07, 3000, 1000, 2000),
 		ie.NewTimeThreshold(30*time.Second), ie.NewQuotaHoldingTime(20*time.Second),
 		ie.NewInactivityDetectionTime(5))

@@ -172,3 +172,30 @@ func TestReportingTriggersMap(t *testing.T) {
 		t.Errorf("triggers %#x, want %#x", got, want)
 	}
 }
+
+// TestUsageTimeQuota: a time quota counts the time of traffic; used up, it is reported
+// (TIMQU) and the URR's PDRs get a quota of nothing in the datapath.
+func TestUsageTimeQuota(t *testing.T) {
+	p := newPFCPTest(t)
+	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 0, 1),
+		ie.NewReportingTriggers(0, 0x02), ie.NewTimeQuota(2*time.Second)))
+	if q := p.dp.sets[seid][0].PDRs[0].Quota; q != nil {
+		t.Fatalf("a time quota not used up needs nothing in the datapath: %+v", q)
+	}
+	start := time.Now()
+	for sec := 1; sec <= 4; sec++ {
+		p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: uint64(sec), Bytes: uint64(100 * sec)}, {PDR: 2}}
+		rs := p.due(seid, start.Add(time.Duration(sec)*time.Second))
+		switch {
+		case sec < 3 && len(rs) != 0:
+			t.Fatalf("%d s: %+v before the quota is used up", sec, rs)
+		case sec == 3 && (len(rs) != 1 || rs[0].Trigger[1] != 0x02 || rs[0].Duration != 2*time.Second || rs[0].Volume != nil):
+			t.Fatalf("2 s of traffic: %+v, want one TIMQU report of 2 s, without volume (DURAT only)", rs)
+		}
+	}
+	for _, rs := range p.dp.sets[seid] {
+		if q := rs.PDRs[0].Quota; q == nil || q.Total != 0 || q.Uplink != 0 || q.Downlink != 0 {
+			t.Errorf("%s after TIMQU: quota %+v, want one of nothing", rs.Key(), q)
+		}
+	}
+}
