@@ -32,8 +32,8 @@ struct key_table {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 };
 
-/* The hash's secret: bucket i of key k is (k * mul_i + add_i) >> (64 - bits), multiply-add-shift
- * hashing with random odd multipliers. Keys an SMF chooses cannot be aimed at one bucket
+/* The hash's secret: bucket i of key k is (key_mix(k) * mul_i + add_i) >> (64 - bits),
+ * multiply-add-shift hashing with random odd multipliers. Keys an SMF chooses cannot be aimed at one bucket
  * without it, and a lookup reads two buckets at most whatever the keys. */
 struct key_seed {
 	__u64 mul1, add1, mul2, add2;
@@ -68,15 +68,29 @@ static __always_inline __u32 key_in_bucket(void *table, __u32 bucket, __be32 key
 	return KEY_NONE;
 }
 
+/* key_mix is murmur3's 32-bit finaliser (internal/keytable's mix): a bijection that scatters
+ * keys with a pattern (sequential TEIDs, a pool's addresses) before the linear hash, which
+ * alone maps such keys onto a lattice where both buckets of many keys coincide and fill. */
+static __always_inline __u32 key_mix(__u32 k)
+{
+	k ^= k >> 16;
+	k *= 0x85ebca6bu;
+	k ^= k >> 13;
+	k *= 0xc2b2ae35u;
+	k ^= k >> 16;
+	return k;
+}
+
 /* key_lookup returns the ref of key in table (a map of struct key_bucket with 1 << bits
  * buckets), or KEY_NONE. */
 static __always_inline __u32 key_lookup(void *table, __u32 bits, __be32 key)
 {
-	__u64 k = key;
+	__u64 k;
 	__u32 ref;
 
 	if (!key)
 		return KEY_NONE;
+	k = key_mix(key);
 	ref = key_in_bucket(table, (k * cfg_key_seed.mul1 + cfg_key_seed.add1) >> (64 - bits), key);
 	if (ref != KEY_NONE)
 		return ref;

@@ -36,7 +36,7 @@ const spillAt = 6
 // maxBits bounds the table at 2³¹ buckets (128 GiB): the bucket index is a u32.
 const maxBits = 31
 
-// Seed is the hash's secret: bucket i of key k is (k × Mul_i + Add_i) >> (64 - bits)
+// Seed is the hash's secret: bucket i of key k is (mix(k) × Mul_i + Add_i) >> (64 - bits)
 // (multiply-add-shift hashing, universal for 32-bit keys when the multipliers are random and
 // odd). Its layout is struct key_seed's.
 type Seed struct {
@@ -89,11 +89,23 @@ func New(words []uint64, bits uint, seed Seed) (*Table, error) {
 	return &Table{words: words[:BucketSlots<<bits], bits: bits, seed: seed}, nil
 }
 
+// mix is murmur3's 32-bit finaliser, key_mix in keytable.h: a bijection that scatters keys
+// with a pattern (sequential TEIDs, a pool's addresses) before the linear hash, which alone
+// maps such keys onto a lattice where both buckets of many keys coincide and fill.
+func mix(k uint32) uint32 {
+	k ^= k >> 16
+	k *= 0x85ebca6b
+	k ^= k >> 13
+	k *= 0xc2b2ae35
+	k ^= k >> 16
+	return k
+}
+
 // Buckets returns key's two buckets.
 func (t *Table) Buckets(key uint32) (uint32, uint32) {
-	s := t.seed
-	return uint32((uint64(key)*s.Mul1 + s.Add1) >> (64 - t.bits)),
-		uint32((uint64(key)*s.Mul2 + s.Add2) >> (64 - t.bits))
+	s, k := t.seed, uint64(mix(key))
+	return uint32((k*s.Mul1 + s.Add1) >> (64 - t.bits)),
+		uint32((k*s.Mul2 + s.Add2) >> (64 - t.bits))
 }
 
 func word(key, ref uint32) uint64 { return uint64(ref)<<32 | uint64(key) }

@@ -1,6 +1,7 @@
 package keytable
 
 import (
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -171,6 +172,39 @@ func TestLoad(t *testing.T) {
 		seen[k] = true
 		if err := tb.Put(k, 1); err != nil {
 			t.Fatalf("after %d keys: %v", len(seen), err)
+		}
+	}
+}
+
+// Keys an SMF or an address pool hands out are not random: sequential TEIDs, and UE addresses
+// from a pool, which the table sees in network byte order. Whatever the seed, such sets fill
+// a table to its designed load (Bits) without a full pair of buckets.
+func TestStructuredKeys(t *testing.T) {
+	const n = 100_000
+	sets := map[string]func(i uint32) uint32{
+		"sequential TEIDs": func(i uint32) uint32 { return 0x10000 + i },
+		"a pool's UE addresses": func(i uint32) uint32 {
+			var b [4]byte
+			binary.BigEndian.PutUint32(b[:], 10<<24|60<<16+i)
+			return binary.LittleEndian.Uint32(b[:])
+		},
+		"TEIDs in steps of 256": func(i uint32) uint32 { return (i + 1) << 8 },
+	}
+	for name, key := range sets {
+		for seed := range 20 {
+			bits, err := Bits(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb, err := New(make([]uint64, BucketSlots<<bits), bits, NewSeed())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range uint32(n) {
+				if err := tb.Put(key(i), i); err != nil {
+					t.Fatalf("%s, seed %d: key %d of %d: %v", name, seed, i, n, err)
+				}
+			}
 		}
 	}
 }
