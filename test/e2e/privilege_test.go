@@ -145,9 +145,9 @@ func TestLeastPrivilege(t *testing.T) {
 
 	// What fails without each (README.md, "Running xupfd as a service").
 	why := map[string]string{
-		"CAP_BPF":       "map create: operation not permitted",                            // any map
-		"CAP_NET_ADMIN": "program xupf_flow_learn: load program: operation not permitted", // a TC program
-		"CAP_PERFMON":   "pointer arithmetic with it prohibited for !root",                // the verifier
+		"CAP_BPF":       "map create: operation not permitted",                    // any map
+		"CAP_NET_ADMIN": "map xupf_tx_ports: map create: operation not permitted", // a devmap
+		"CAP_PERFMON":   "pointer arithmetic with it prohibited for !root",        // the verifier
 	}
 	for _, drop := range caps {
 		t.Run("without "+drop, func(t *testing.T) {
