@@ -5,7 +5,6 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/xupf/xupf/internal/keytable"
 )
@@ -44,21 +43,18 @@ func keySeed(pinPath string) (keytable.Seed, error) {
 // keyTable is a key table map mapped into this process.
 type keyTable struct {
 	*keytable.Table
-	mem []byte
+	mem mappedArray
 }
 
 // mapKeyTable maps m, a key table of 1<<bits buckets, for writing through keytable.
 func mapKeyTable(m *ebpf.Map, bits uint, seed keytable.Seed) (*keyTable, error) {
-	size := int(m.MaxEntries()) * int(m.ValueSize())
-	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := mapArray(m)
 	if err != nil {
-		return nil, fmt.Errorf("map %s into memory: %w", m, err)
+		return nil, err
 	}
-	// The mapping is page-aligned, so every word is 8-byte aligned for the atomic stores.
-	words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(mem))), size/8)
-	t, err := keytable.New(words, bits, seed)
+	t, err := keytable.New(mem.words64(), bits, seed)
 	if err != nil {
-		unix.Munmap(mem)
+		mem.unmap()
 		return nil, fmt.Errorf("%s: %w", m, err)
 	}
 	return &keyTable{Table: t, mem: mem}, nil
@@ -68,7 +64,7 @@ func (t *keyTable) close() error {
 	if t == nil {
 		return nil
 	}
-	return unix.Munmap(t.mem)
+	return t.mem.unmap()
 }
 
 // keyTableOf returns the table of set's key and the key as the datapath reads it.

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 
@@ -35,8 +34,7 @@ func (e *testEnv) ruleRef(t testing.TB, k rules.Key) xupfRuleRef {
 // slotOf returns the bucket and slot of the mapped table that hold key, as the program sees
 // them, or -1, -1.
 func slotOf(table *keyTable, key uint32) (int, int) {
-	words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(table.mem))), len(table.mem)/8)
-	for i, w := range words {
+	for i, w := range table.mem.words64() {
 		if uint32(w) == key {
 			return i / keytable.BucketSlots, i % keytable.BucketSlots
 		}
