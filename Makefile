@@ -61,7 +61,7 @@ bench-full: deps build
 
 # Go micro-benchmarks (needs root): ns/packet per path, PDR selection and classifier,
 # program size, the time of one class change (a few runs only: tens of milliseconds each),
-# the router's convergence (a netlink change to xupf_routes, 100 of each kind),
+# the router's convergence (a netlink change to the route table, 100 of each kind),
 # PFCP establishment, the meters, TCP through a QER. Numbers in docs/microbenchmarks.md.
 bench-micro: deps
 	$(GO) test -run '^$$' -bench 'Datapath|PDRSelection|Classifier/packet' -benchtime 200000x ./internal/datapath/

@@ -1,5 +1,5 @@
-/* Routing: one lookup in xupf_routes, a route table whose entries hold their next hop resolved
- * down to the MACs (internal/router keeps it from the kernel's tables or from the
+/* Routing: one lookup in the route table (xupf_route_dir), whose entries hold their next hop
+ * resolved down to the MACs (internal/router keeps it from the kernel's tables or from the
  * configuration), then a devmap redirect. Anything the fast path cannot finish goes to the
  * kernel (XDP_PASS), which knows how. */
 #ifndef XUPF_ROUTE_H
@@ -34,21 +34,69 @@ struct {
 #define XUPF_MAX_UE_ALLOWED 64
 #endif
 
-#ifndef XUPF_MAX_ROUTES
-#define XUPF_MAX_ROUTES 1048576  /* Load sets its own (DefaultMaxRoutes) */
-#endif
+/* The route table: DIR-16-8-8, compiled by the daemon (internal/routedir) from the routes and,
+ * for on-link destinations, a /32 per known neighbour. The first ROUTE_L1_ENTRIES words are
+ * indexed by the destination's top 16 bits; a word is a slot of xupf_nexthops (0: no entry)
+ * or, with ROUTE_CHUNK, the number of a chunk of ROUTE_CHUNK_ENTRIES words indexed by the
+ * next 8 bits, whose words are the same again for the last 8. A lookup reads at most three
+ * words (inlined array lookups) where an LPM trie walks node by node. The daemon writes the
+ * words through an mmap of the map, each with one atomic store, and fills a chunk before it
+ * points a word at it: a packet sees every word before or after a change. */
+#define ROUTE_L1_ENTRIES (1 << 16)
+#define ROUTE_CHUNK_ENTRIES (1 << 8)
+#define ROUTE_CHUNK 0x80000000u
 
-/* Routes and, for on-link destinations, a /32 per known neighbour, each with its next hop
- * resolved (struct nexthop). An update replaces an entry's value whole (RCU), so a packet
- * never meets half a next hop. */
+/* The map's value is a block of one chunk's words (an array pads a smaller value to 8
+ * bytes): the first ROUTE_L1_BLOCKS blocks are the first level, chunk c is block
+ * ROUTE_L1_BLOCKS + c. */
+#define ROUTE_L1_BLOCKS (ROUTE_L1_ENTRIES / ROUTE_CHUNK_ENTRIES)
+
+struct route_block {
+	__u32 word[ROUTE_CHUNK_ENTRIES];
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, XUPF_MAX_ROUTES);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct route_key);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, ROUTE_L1_BLOCKS);  /* Load adds the chunks (router.max_route_chunks) */
+	__type(key, __u32);
+	__type(value, struct route_block);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_route_dir SEC(".maps");
+
+/* The next hops the words point at (struct nexthop), resolved down to the frame to send. A
+ * slot is written only while no word points at it (a changed next hop gets a fresh slot), so
+ * a packet never meets half a next hop. Slot 0 stays zero: NH_KERNEL, as no entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);  /* Load sets its own (router.max_nexthops) */
+	__type(key, __u32);
 	__type(value, struct nexthop);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} xupf_routes SEC(".maps");
+} xupf_nexthops SEC(".maps");
+
+/* route_word returns word i of block b of xupf_route_dir, 0 (no entry) past its end. */
+static __always_inline __u32 route_word(__u32 b, __u32 i)
+{
+	const struct route_block *block = bpf_map_lookup_elem(&xupf_route_dir, &b);
+
+	return block ? *(volatile const __u32 *)&block->word[i & (ROUTE_CHUNK_ENTRIES - 1)] : 0;
+}
+
+/* route_lookup returns the next hop of the longest prefix holding daddr (NULL only past the
+ * end of xupf_nexthops: slot 0 is no entry, NH_KERNEL). */
+static __always_inline struct nexthop *route_lookup(__be32 daddr)
+{
+	__u32 a = bpf_ntohl(daddr);
+	__u32 w = route_word(a >> 24, a >> 16);
+
+	if (w & ROUTE_CHUNK) {
+		w = route_word(ROUTE_L1_BLOCKS + (w & ~ROUTE_CHUNK), a >> 8);
+		if (w & ROUTE_CHUNK)
+			w = route_word(ROUTE_L1_BLOCKS + (w & ~ROUTE_CHUNK), a);
+	}
+	return bpf_map_lookup_elem(&xupf_nexthops, &w);
+}
 
 /* Every IPv4 address of every interface in the UPF's namespace, and their broadcast
  * addresses: the daemon keeps it up to date from netlink. Read only when no route forwards an
@@ -111,7 +159,6 @@ static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind,
 	struct ethhdr *eth = data;
 	struct iphdr *ip = (void *)(eth + 1);
 	int forwarding = kind != ROUTE_BUILT;
-	struct route_key key = { .prefixlen = 32 };
 	struct nexthop *nh;
 	__u8 nh_kind = NH_KERNEL;
 
@@ -120,8 +167,7 @@ static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind,
 
 	/* The route comes before the TTL check: a UE's expiring packet to the UPF itself would be
 	 * delivered, not expired, by the kernel. */
-	key.addr = ip->daddr;
-	nh = bpf_map_lookup_elem(&xupf_routes, &key);
+	nh = route_lookup(ip->daddr);
 	if (nh)
 		nh_kind = nh->kind;
 	if (nh_kind == NH_NO_ROUTE)

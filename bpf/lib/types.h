@@ -31,13 +31,6 @@ struct unknown_teid_event {
 };
 
 
-/* Key of the route table (xupf_routes, an LPM trie): prefix length, then the IPv4 prefix as on
- * the wire. */
-struct route_key {
-	__u32 prefixlen;
-	__be32 addr;
-};
-
 /* What a route leads to, as route_ipv4 acts on it. The control plane (internal/router) keeps
  * every entry resolved: a packet needs one lookup. */
 enum nexthop_kind {

@@ -300,7 +300,8 @@ func Default() *Config {
 		Limits: Limits{MaxSessions: DefaultMaxSessions, MaxRuleSets: DefaultMaxRuleSets, MaxSDFEntries: DefaultMaxSDFEntries,
 			MaxAssociations: DefaultMaxAssociations, MaxSessionsPerAssociation: DefaultMaxSessions},
 		APIAccess: APIAccess{TokenFile: DefaultAPITokenFile},
-		Router:    Router{Mode: RouterMirror, MaxRoutes: DefaultMaxRoutes},
+		Router: Router{Mode: RouterMirror, MaxRoutes: DefaultMaxRoutes, MaxRouteChunks: DefaultMaxRouteChunks,
+			MaxNexthops: DefaultMaxNexthops},
 		FlowCache: FlowCache{IdleTimeout: DefaultFlowIdleTimeout},
 	}
 }

@@ -56,7 +56,7 @@ func TestLoadExample(t *testing.T) {
 		Limits: Limits{MaxSessions: 100000, MaxRuleSets: 100000, MaxSDFEntries: 262144, MaxAssociations: 64,
 			MaxSessionsPerAssociation: 100000},
 		APIAccess: APIAccess{TokenFile: "/var/lib/xupf/api-token"},
-		Router:    Router{Mode: "mirror", MaxRoutes: 1048576},
+		Router:    Router{Mode: "mirror", MaxRoutes: 1048576, MaxRouteChunks: 4096, MaxNexthops: 65536},
 		FlowCache: FlowCache{IdleTimeout: 30 * time.Second},
 		Sessions: []session.Session{
 			{

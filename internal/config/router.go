@@ -18,10 +18,14 @@ const (
 	RouterPrivate = "private"
 )
 
-// Bounds of router.max_routes.
+// Bounds of router.max_routes, router.max_route_chunks and router.max_nexthops.
 const (
-	DefaultMaxRoutes = 1 << 20
-	MaxMaxRoutes     = 1 << 24
+	DefaultMaxRoutes      = 1 << 20
+	MaxMaxRoutes          = 1 << 24
+	DefaultMaxRouteChunks = 4096
+	MaxMaxRouteChunks     = 1 << 22
+	DefaultMaxNexthops    = 1 << 16
+	MaxMaxNexthops        = 1 << 24
 )
 
 // Router says where the datapath's routes and neighbours come from.
@@ -30,6 +34,12 @@ type Router struct {
 	Mode string `yaml:"mode"`
 	// MaxRoutes sizes the route table: routes plus a /32 per neighbour on an on-link route.
 	MaxRoutes int `yaml:"max_routes"`
+	// MaxRouteChunks sizes the route table's second and third levels: a chunk (1 KiB) per
+	// /16 with longer prefixes inside, and per /24 with longer ones.
+	MaxRouteChunks int `yaml:"max_route_chunks"`
+	// MaxNexthops sizes the route table's next hops: one per distinct next hop (each
+	// neighbour's MAC on each interface), plus those of changes in the last moments.
+	MaxNexthops int `yaml:"max_nexthops"`
 	// Routes and Neighbours are the private mode's at start-up (the API adds more).
 	Routes     []Route     `yaml:"routes"`
 	Neighbours []Neighbour `yaml:"neighbours"`
@@ -59,6 +69,8 @@ type Neighbour struct {
 type rawRouter struct {
 	Mode       string         `yaml:"mode"`
 	MaxRoutes  yaml.Node      `yaml:"max_routes"`
+	MaxChunks  yaml.Node      `yaml:"max_route_chunks"`
+	MaxNexthop yaml.Node      `yaml:"max_nexthops"`
 	Routes     []rawRoute     `yaml:"routes"`
 	Neighbours []rawNeighbour `yaml:"neighbours"`
 }
@@ -88,12 +100,23 @@ func (v *validator) router(raw rawRouter) {
 	default:
 		v.addf("router.mode: %q is not a mode; use mirror (the kernel's routes and neighbours) or private (router.routes and the API)", raw.Mode)
 	}
-	n, present, err := intNode(&raw.MaxRoutes, 1, MaxMaxRoutes)
-	switch {
-	case err != nil:
-		v.addf("router.max_routes: %w; use 1 to %d", err, MaxMaxRoutes)
-	case present:
-		r.MaxRoutes = int(n)
+	for _, l := range []struct {
+		node     *yaml.Node
+		key      string
+		min, max int
+		to       *int
+	}{
+		{&raw.MaxRoutes, "max_routes", 1, MaxMaxRoutes, &r.MaxRoutes},
+		{&raw.MaxChunks, "max_route_chunks", 1, MaxMaxRouteChunks, &r.MaxRouteChunks},
+		{&raw.MaxNexthop, "max_nexthops", 2, MaxMaxNexthops, &r.MaxNexthops},
+	} {
+		n, present, err := intNode(l.node, uint64(l.min), uint64(l.max))
+		switch {
+		case err != nil:
+			v.addf("router.%s: %w; use %d to %d", l.key, err, l.min, l.max)
+		case present:
+			*l.to = int(n)
+		}
 	}
 	if r.Mode != RouterPrivate && (len(raw.Routes) > 0 || len(raw.Neighbours) > 0) {
 		v.addf("router: routes and neighbours are only for router.mode: private; in mirror mode they come from the kernel (ip route, ip neigh)")
@@ -102,6 +125,7 @@ func (v *validator) router(raw rawRouter) {
 	for i, rr := range raw.Routes {
 		path := fmt.Sprintf("router.routes[%d]", i)
 		var rt Route
+		var err error
 		nerrs := len(v.errs)
 		if rt.Prefix, err = netip.ParsePrefix(rr.Prefix); err != nil {
 			v.addf("%s.prefix: %q is not a prefix; give e.g. 0.0.0.0/0 or 192.0.2.0/24", path, rr.Prefix)
@@ -132,6 +156,7 @@ func (v *validator) router(raw rawRouter) {
 	for i, rn := range raw.Neighbours {
 		path := fmt.Sprintf("router.neighbours[%d]", i)
 		var nb Neighbour
+		var err error
 		nerrs := len(v.errs)
 		if nb.Address, err = parseAddr(rn.Address, "the neighbour's IPv4 address"); err != nil {
 			v.addf("%s.address: %w", path, err)

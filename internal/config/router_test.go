@@ -9,7 +9,7 @@ import (
 
 // TestRouter: the router section, private routes and neighbours, and every mistake named.
 func TestRouter(t *testing.T) {
-	cfg, err := Parse([]byte(minimal + "router:\n  mode: private\n  max_routes: 1000\n" +
+	cfg, err := Parse([]byte(minimal + "router:\n  mode: private\n  max_routes: 1000\n  max_route_chunks: 16\n  max_nexthops: 100\n" +
 		"  routes:\n" +
 		"    - {prefix: 0.0.0.0/0, via: 203.0.113.1, interface: eth0, mtu: 1400}\n" +
 		"    - {prefix: 198.51.100.0/24, type: blackhole}\n" +
@@ -18,7 +18,7 @@ func TestRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Router{Mode: RouterPrivate, MaxRoutes: 1000,
+	want := Router{Mode: RouterPrivate, MaxRoutes: 1000, MaxRouteChunks: 16, MaxNexthops: 100,
 		Routes: []Route{
 			{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Via: netip.MustParseAddr("203.0.113.1"), Interface: "eth0", MTU: 1400},
 			{Prefix: netip.MustParsePrefix("198.51.100.0/24"), Type: "blackhole"},
@@ -31,6 +31,8 @@ func TestRouter(t *testing.T) {
 	for _, c := range []struct{ section, want string }{
 		{"mode: kernel", `router.mode: "kernel" is not a mode`},
 		{"max_routes: 0", "router.max_routes:"},
+		{"max_route_chunks: 0", "router.max_route_chunks:"},
+		{"max_nexthops: 1", "router.max_nexthops:"},
 		{"routes: [{prefix: 0.0.0.0/0, via: 203.0.113.1, interface: eth0}]", "only for router.mode: private"},
 		{"mode: private\n  routes: [{prefix: 10.0.0.0/33, interface: eth0}]", `router.routes[0].prefix: "10.0.0.0/33" is not a prefix`},
 		{"mode: private\n  routes: [{prefix: 10.0.0.0/8, interface: eth9}]", `router.routes[0].interface: "eth9" is not one of interfaces[].name`},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/keytable"
+	"github.com/xupf/xupf/internal/routedir"
 	"github.com/xupf/xupf/internal/router"
 	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/session"
@@ -53,8 +54,12 @@ type Options struct {
 	// PrivateRoutes makes the routes and neighbours the datapath forwards with its own
 	// (router.mode: private, set through Router()); otherwise they mirror the kernel's.
 	PrivateRoutes bool
-	// MaxRoutes sizes xupf_routes; default DefaultMaxRoutes.
-	MaxRoutes int
+	// MaxRoutes, MaxRouteChunks and MaxNexthops size the route table (entries, chunks of
+	// xupf_route_dir, slots of xupf_nexthops); defaults DefaultMaxRoutes,
+	// DefaultMaxRouteChunks, DefaultMaxNexthops.
+	MaxRoutes      int
+	MaxRouteChunks int
+	MaxNexthops    int
 	// FlowCache configures the flow cache; its zero value leaves it off.
 	FlowCache FlowCacheOptions
 	// Spread spreads uplink G-PDUs over SpreadCPUs (every online CPU when empty), each
@@ -147,7 +152,8 @@ type Datapath struct {
 	contractSlots, policeSlots *slots
 	clsBufs                    [2]clsBuffer
 	links                      map[string]*attachment
-	stopAddrs                  func() // stops keeping xupf_local_addrs up to date
+	stopAddrs                  func()      // stops keeping xupf_local_addrs up to date
+	routes                     *routeTable // xupf_route_dir, written by the router
 	router                     *router.Router
 	stopRouter                 func() // stops following netlink for the router
 	ager                       flowAger
@@ -187,6 +193,12 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	if opts.MaxRoutes == 0 {
 		opts.MaxRoutes = DefaultMaxRoutes
+	}
+	if opts.MaxRouteChunks == 0 {
+		opts.MaxRouteChunks = DefaultMaxRouteChunks
+	}
+	if opts.MaxNexthops == 0 {
+		opts.MaxNexthops = DefaultMaxNexthops
 	}
 	opts.FlowCache.setDefaults()
 	if opts.SpreadQueue == 0 {
@@ -230,7 +242,8 @@ func Load(opts Options) (*Datapath, error) {
 			return nil, fmt.Errorf("load datapath: set %s: %w", name, err)
 		}
 	}
-	spec.Maps[xupfMapXupfRoutes].MaxEntries = uint32(opts.MaxRoutes)
+	spec.Maps[xupfMapXupfRouteDir].MaxEntries = uint32(routedir.Words(opts.MaxRouteChunks) / routedir.ChunkEntries)
+	spec.Maps[xupfMapXupfNexthops].MaxEntries = uint32(opts.MaxNexthops)
 	spec.Maps[xupfMapXupfRulesets].MaxEntries = uint32(opts.MaxRuleSets + spareRuleSets + 1) // id 0: none
 	spec.Maps[xupfMapXupfSdfExact].MaxEntries = uint32(opts.MaxSDFEntries)
 	spec.Maps[xupfMapXupfSdfLpm].MaxEntries = uint32(opts.MaxSDFEntries)
@@ -319,7 +332,11 @@ func Load(opts Options) (*Datapath, error) {
 			return nil, fmt.Errorf("clear %s left by an earlier run: %w", m, err)
 		}
 	}
-	if d.router, err = router.New(routeTable{d.objs.XupfRoutes}, opts.PrivateRoutes, opts.Logger); err != nil {
+	if d.routes, err = mapRouteTable(d.objs.XupfRouteDir, d.objs.XupfNexthops, opts); err != nil {
+		d.closeObjs()
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
+	if d.router, err = router.New(d.routes, opts.PrivateRoutes, opts.Logger); err != nil {
 		d.closeObjs()
 		return nil, err
 	}
@@ -378,9 +395,9 @@ func clearMap(m *ebpf.Map) error {
 	return nil
 }
 
-// closeObjs unmaps the key tables and closes the maps and program.
+// closeObjs unmaps the key and route tables and closes the maps and program.
 func (d *Datapath) closeObjs() error {
-	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.objs.Close())
+	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.routes.close(), d.objs.Close())
 }
 
 // Program is the XDP program, for tests and benchmarks that run it with BPF_PROG_TEST_RUN.

@@ -19,7 +19,7 @@ import (
 
 // testEnv is a network namespace with an N3 and an N6 veth, static neighbours and routes, and
 // the datapath loaded and attached there: Load has the router mirror this namespace's routes
-// and neighbours into xupf_routes, so packets run through the program see this network.
+// and neighbours into the route table, so packets run through the program see this network.
 //
 //	n3 10.0.1.1/24 (02:00:00:00:01:01) -- n3p  gNB 10.0.1.2 at 02:00:00:00:01:02
 //	                                             another UPF (N9) 10.0.1.4 at 02:00:00:00:01:04

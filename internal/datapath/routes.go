@@ -1,54 +1,75 @@
 package datapath
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netns"
 
+	"github.com/xupf/xupf/internal/routedir"
 	"github.com/xupf/xupf/internal/router"
 )
 
-// DefaultMaxRoutes sizes xupf_routes: routes, plus a /32 per neighbour on an on-link subnet.
-// The trie allocates entries as they come, so the size is a cap, not memory taken.
-const DefaultMaxRoutes = 1 << 20
+// Defaults of the route table's sizes (router.max_routes, max_route_chunks, max_nexthops).
+// Routes cost the daemon's memory as they come; the chunks (1 KiB each) and next-hop slots
+// are allocated when the maps are made.
+const (
+	DefaultMaxRoutes      = 1 << 20
+	DefaultMaxRouteChunks = 4096
+	DefaultMaxNexthops    = 1 << 16
+)
 
-// routeTable is xupf_routes as the router writes it.
-type routeTable struct{ m *ebpf.Map }
+// nexthopSlots is xupf_nexthops, where the route table's words point.
+type nexthopSlots struct{ m *ebpf.Map }
 
-var _ router.Table = routeTable{}
-
-func routeKeyOf(p netip.Prefix) xupfRouteKey {
-	return xupfRouteKey{Prefixlen: uint32(p.Bits()), Addr: addrBE(p.Addr())}
+func (s nexthopSlots) Put(slot uint32, nh router.Nexthop) error {
+	return s.m.Put(slot, xupfNexthop{Kind: uint8(nh.Kind), Ifindex: uint32(nh.Ifindex), Mtu: uint32(nh.MTU), Dmac: nh.Dst, Smac: nh.Src})
 }
 
-func (t routeTable) Put(p netip.Prefix, nh router.Nexthop) error {
-	v := xupfNexthop{Kind: uint8(nh.Kind), Ifindex: uint32(nh.Ifindex), Mtu: uint32(nh.MTU), Dmac: nh.Dst, Smac: nh.Src}
-	return t.m.Put(routeKeyOf(p), v)
-}
-
-func (t routeTable) Delete(p netip.Prefix) error {
-	if err := t.m.Delete(routeKeyOf(p)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return err
-	}
-	return nil
-}
-
-func (t routeTable) Entries() (map[netip.Prefix]router.Nexthop, error) {
-	out := map[netip.Prefix]router.Nexthop{}
-	var k xupfRouteKey
+func (s nexthopSlots) Get(slot uint32) (router.Nexthop, error) {
 	var v xupfNexthop
-	it := t.m.Iterate()
-	for it.Next(&k, &v) {
-		p := netip.PrefixFrom(addrFromBE(k.Addr), int(k.Prefixlen))
-		out[p] = router.Nexthop{Kind: router.Kind(v.Kind), Ifindex: int(v.Ifindex), MTU: int(v.Mtu), Dst: v.Dmac, Src: v.Smac}
+	if err := s.m.Lookup(slot, &v); err != nil {
+		return router.Nexthop{}, err
 	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("read xupf_routes: %w", err)
+	return router.Nexthop{Kind: router.Kind(v.Kind), Ifindex: int(v.Ifindex), MTU: int(v.Mtu), Dst: v.Dmac, Src: v.Smac}, nil
+}
+
+// routeTable is xupf_route_dir, mapped, as the router writes it.
+type routeTable struct {
+	*routedir.Table
+	mem mappedArray
+}
+
+var _ router.Table = (*routeTable)(nil)
+
+// mapRouteTable maps xupf_route_dir and takes over what an earlier run left in it.
+func mapRouteTable(dir, nexthops *ebpf.Map, opts Options) (*routeTable, error) {
+	mem, err := mapArray(dir)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	t, err := routedir.New(mem.words32(), nexthopSlots{nexthops}, routedir.Limits{
+		Routes: opts.MaxRoutes, Chunks: opts.MaxRouteChunks, Slots: opts.MaxNexthops,
+		RoutesKey: "router.max_routes", ChunksKey: "router.max_route_chunks", SlotsKey: "router.max_nexthops",
+	})
+	if err != nil {
+		mem.unmap()
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return &routeTable{Table: t, mem: mem}, nil
+}
+
+// Entries implements router.Table.
+func (t *routeTable) Entries() (map[netip.Prefix]router.Nexthop, error) {
+	return t.Table.Entries(), nil
+}
+
+func (t *routeTable) close() error {
+	if t == nil {
+		return nil
+	}
+	return t.mem.unmap()
 }
 
 // Router is the datapath's router: its routes and neighbours in private mode, its entries.

@@ -345,10 +345,9 @@ const (
 	xupfQuotaVolumeQUOTA_TOTAL xupfQuotaVolume = 2
 )
 
-type xupfRouteKey struct {
-	_         structs.HostLayout
-	Prefixlen uint32
-	Addr      uint32
+type xupfRouteBlock struct {
+	_    structs.HostLayout
+	Word [256]uint32
 }
 
 type xupfRuleRef struct {
@@ -501,11 +500,12 @@ const (
 	xupfMapXupfFlows           = "xupf_flows"
 	xupfMapXupfLocalAddrs      = "xupf_local_addrs"
 	xupfMapXupfMeters          = "xupf_meters"
+	xupfMapXupfNexthops        = "xupf_nexthops"
 	xupfMapXupfPdrs            = "xupf_pdrs"
 	xupfMapXupfPoliceStats     = "xupf_police_stats"
 	xupfMapXupfQuotas          = "xupf_quotas"
 	xupfMapXupfRefs            = "xupf_refs"
-	xupfMapXupfRoutes          = "xupf_routes"
+	xupfMapXupfRouteDir        = "xupf_route_dir"
 	xupfMapXupfRulesets        = "xupf_rulesets"
 	xupfMapXupfSdfExact        = "xupf_sdf_exact"
 	xupfMapXupfSdfLpm          = "xupf_sdf_lpm"
@@ -625,11 +625,12 @@ type xupfMapSpecs struct {
 	XupfFlows        *ebpf.MapSpec `ebpf:"xupf_flows"`
 	XupfLocalAddrs   *ebpf.MapSpec `ebpf:"xupf_local_addrs"`
 	XupfMeters       *ebpf.MapSpec `ebpf:"xupf_meters"`
+	XupfNexthops     *ebpf.MapSpec `ebpf:"xupf_nexthops"`
 	XupfPdrs         *ebpf.MapSpec `ebpf:"xupf_pdrs"`
 	XupfPoliceStats  *ebpf.MapSpec `ebpf:"xupf_police_stats"`
 	XupfQuotas       *ebpf.MapSpec `ebpf:"xupf_quotas"`
 	XupfRefs         *ebpf.MapSpec `ebpf:"xupf_refs"`
-	XupfRoutes       *ebpf.MapSpec `ebpf:"xupf_routes"`
+	XupfRouteDir     *ebpf.MapSpec `ebpf:"xupf_route_dir"`
 	XupfRulesets     *ebpf.MapSpec `ebpf:"xupf_rulesets"`
 	XupfSdfExact     *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
 	XupfSdfLpm       *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
@@ -721,11 +722,12 @@ type xupfMaps struct {
 	XupfFlows        *ebpf.Map `ebpf:"xupf_flows"`
 	XupfLocalAddrs   *ebpf.Map `ebpf:"xupf_local_addrs"`
 	XupfMeters       *ebpf.Map `ebpf:"xupf_meters"`
+	XupfNexthops     *ebpf.Map `ebpf:"xupf_nexthops"`
 	XupfPdrs         *ebpf.Map `ebpf:"xupf_pdrs"`
 	XupfPoliceStats  *ebpf.Map `ebpf:"xupf_police_stats"`
 	XupfQuotas       *ebpf.Map `ebpf:"xupf_quotas"`
 	XupfRefs         *ebpf.Map `ebpf:"xupf_refs"`
-	XupfRoutes       *ebpf.Map `ebpf:"xupf_routes"`
+	XupfRouteDir     *ebpf.Map `ebpf:"xupf_route_dir"`
 	XupfRulesets     *ebpf.Map `ebpf:"xupf_rulesets"`
 	XupfSdfExact     *ebpf.Map `ebpf:"xupf_sdf_exact"`
 	XupfSdfLpm       *ebpf.Map `ebpf:"xupf_sdf_lpm"`
@@ -755,11 +757,12 @@ func (m *xupfMaps) Close() error {
 		m.XupfFlows,
 		m.XupfLocalAddrs,
 		m.XupfMeters,
+		m.XupfNexthops,
 		m.XupfPdrs,
 		m.XupfPoliceStats,
 		m.XupfQuotas,
 		m.XupfRefs,
-		m.XupfRoutes,
+		m.XupfRouteDir,
 		m.XupfRulesets,
 		m.XupfSdfExact,
 		m.XupfSdfLpm,

@@ -1,6 +1,7 @@
 // Package router keeps the datapath's route table: every entry is a prefix with its next hop
 // resolved down to the frame to send (out interface, MTU, MACs), so the datapath forwards a
-// packet with one LPM lookup instead of a FIB and a neighbour lookup.
+// packet with one route table lookup (internal/routedir) instead of a FIB and a neighbour
+// lookup.
 //
 // The routes, neighbours and interfaces come either from the kernel (Mirror: ip route, ARP and
 // the links stay the source of truth) or from the configuration and the API (private mode:
@@ -53,7 +54,7 @@ type Nexthop struct {
 	Src     [6]byte // the out interface's MAC (Forward)
 }
 
-// Table is where the entries go: the datapath's xupf_routes.
+// Table is where the entries go: the datapath's route table (internal/routedir).
 type Table interface {
 	Put(netip.Prefix, Nexthop) error
 	Delete(netip.Prefix) error
