@@ -31,6 +31,8 @@ const enum flowcache_mode *btf_flowcache_mode __attribute__((unused));
 const enum flow_vlan_action *btf_flow_vlan_action __attribute__((unused));
 const enum flow_flag *btf_flow_flag __attribute__((unused));
 const enum spread_mode *btf_spread_mode __attribute__((unused));
+const struct buffered_hdr *btf_buffered_hdr __attribute__((unused));
+const enum buffer_mark *btf_buffer_mark __attribute__((unused));
 
 SEC("xdp")
 int xupf_xdp(struct xdp_md *ctx)

@@ -14,7 +14,7 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 					   struct iphdr *ip, const struct rule_ref *ref,
 					   void *data_end)
 {
-	struct pkt p = { .eth = eth, .ip = ip, .data_end = data_end, .dir = DIR_DOWNLINK,
+	struct pkt p = { .ctx = ctx, .eth = eth, .ip = ip, .data_end = data_end, .dir = DIR_DOWNLINK,
 			 .psc = PSC_NONE };
 	const struct pdr *pdr = NULL;
 	const struct far *far = NULL;
@@ -35,6 +35,8 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 		count_stat(STAT_DL_KERNEL);
 		return XDP_PASS;
 	}
+	if (verdict == PKT_BUFFER)
+		return pdr ? buffer_packet(ctx, pdr->counter) : drop(DROP_INTERNAL);
 	if (verdict)
 		return drop(verdict);
 	if (!pdr || !far)

@@ -23,7 +23,7 @@ enum drop_reason {
 	DROP_MALFORMED_DL_IP,      /* downlink IPv4 to a UE: bad IHL or total length */
 	DROP_NO_ROUTE,             /* the route is a blackhole, unreachable or prohibited */
 	DROP_HEADROOM,             /* bpf_xdp_adjust_head/tail failed: no room to encapsulate */
-	DROP_FAR_BUFFERED,         /* the matching FAR says buffer (BUFF), and nothing buffers yet */
+	DROP_BUFFER_FULL,          /* to buffer, but its PDR holds cfg_buffer_max_packets already, or the ring is full */
 	DROP_QER_GATE_CLOSED,      /* a QER of the PDR closes the gate in the packet's direction */
 	DROP_QER_MBR,              /* over a QER's maximum bit rate */
 	DROP_POLICER,              /* the policer's contract for the packet's class: DROP, or over its rate */

@@ -16,10 +16,12 @@
 #include "policer.h"
 #include "qos.h"
 #include "urr.h"
+#include "buffer.h"
 
 /* A user packet as the rules see it: the IP packet a UE sent or is sent (on the uplink the
  * inner one, still in its tunnel). */
 struct pkt {
+	struct xdp_md *ctx;
 	struct ethhdr *eth;    /* the received frame's Ethernet header */
 	struct iphdr *ip;      /* the user packet: its header and ihl_len bytes are in the frame */
 	void *data_end;
@@ -36,10 +38,12 @@ struct pkt {
 
 /* apply_pdr applies the rules of ref (a TEID's or a UE address's) to p. It returns 0 with
  * *pdrp and *farp set when the packet is to be forwarded, and has then charged it to the
- * QERs, the policer, usage and the URR's quota; PKT_EXPIRING when its TTL runs out;
- * otherwise the drop reason. Only a packet that will be forwarded is charged: the TTL check
- * comes before the QERs, and a packet the policer refuses gets back what the QERs charged.
- * The usage before QoS (PDR_U_BEFORE_QOS) counts what passed the FAR and the quota. */
+ * QERs, the policer, usage and the URR's quota; PKT_BUFFER with *pdrp set when the FAR
+ * buffers it (for buffer_packet, uncharged: it is charged when it is forwarded);
+ * PKT_EXPIRING when its TTL runs out; otherwise the drop reason. Only a packet that will be
+ * forwarded is charged: the TTL check comes before the QERs, and a packet the policer refuses
+ * gets back what the QERs charged. The usage before QoS (PDR_U_BEFORE_QOS) counts what passed
+ * the FAR and the quota. */
 static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 				     const struct pdr **pdrp, const struct far **farp)
 {
@@ -52,9 +56,18 @@ static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 	if (!pdr)
 		return DROP_NO_PDR_MATCH;
 	p->meta.cls = classify_packet(p->eth, p->ip, p->ihl_len, p->len, p->data_end, p->dir);
-	reason = far_drop_reason(far);
-	if (reason || !far)
-		return reason ? reason : DROP_FAR_DROP;
+	if (!far)
+		return DROP_FAR_DROP;
+	if (far->action != FAR_FORWARD) {
+		/* Off the fast path: a FAR that does not just forward drops, or buffers. */
+		reason = far_drop_reason(far);
+		if (!reason)
+			reason = buffer_verdict(p->ctx, far, pdr);
+		if (reason == PKT_BUFFER)
+			*pdrp = pdr;
+		if (reason)
+			return reason;
+	}
 	if (p->ip->ttl <= 1)
 		return PKT_EXPIRING;
 	if (pdr->usage & PDR_U_QUOTA) {

@@ -87,19 +87,22 @@ static __always_inline struct far *far_of(const struct pdr *pdr)
 	return bpf_map_lookup_elem(&xupf_fars, &slot);
 }
 
-/* far_drop_reason returns 0 when far forwards, else the reason to drop: a missing FAR, DROP
- * or an action this datapath does not know drops; BUFF and a FAR toward Access without a
- * tunnel have their own reasons, so that packets the control plane meant to hold, or has no
- * tunnel for yet, are told apart from those it meant to drop. */
+/* far_drop_reason returns 0 when far forwards, buffers (BUFF) or drains (FORW after BUFF:
+ * buffer.h decides what then), else the reason to drop: DROP or an action this datapath does
+ * not know drops; a FAR toward Access without a tunnel has its own reason, so that packets the
+ * control plane has no tunnel for yet are told apart from those it meant to drop. */
 static __always_inline int far_drop_reason(const struct far *far)
 {
-	if (far && far->action == FAR_FORWARD)
+	switch (far->action) {
+	case FAR_FORWARD:
+	case FAR_BUFFER:
+	case FAR_DRAIN:
 		return 0;
-	if (far && far->action == FAR_BUFFER)
-		return DROP_FAR_BUFFERED;
-	if (far && far->action == FAR_ACCESS_NO_TUNNEL)
+	case FAR_ACCESS_NO_TUNNEL:
 		return DROP_FAR_ACCESS_NO_TUNNEL;
-	return DROP_FAR_DROP;
+	default:
+		return DROP_FAR_DROP;
+	}
 }
 
 /* count_usage adds a packet of bytes to usage counter slot (a PDR's counter or its

@@ -89,14 +89,19 @@ enum far_action {
 	/* Uplink packets lose their outer headers first. Then, either way, FAR_F_OHC puts them
 	 * in a tunnel; without it they are routed as they are. */
 	FAR_FORWARD = 1,
-	/* BUFF: hold the packets until the FAR forwards again. Nothing buffers yet, so the
-	 * datapath drops them, counted apart from FAR_DROP (DROP_FAR_BUFFERED). */
+	/* BUFF: hold the packets until the FAR forwards again. The datapath cannot hold them: it
+	 * hands a copy of each frame to xupfd (buffer.h), which keeps them. */
 	FAR_BUFFER = 2,
 	/* FORW toward Access without outer header creation (free5GC's downlink FAR before the
 	 * gNB's tunnel is known): the only way to the UE is a tunnel, so routing the packet as it
 	 * is would send it back into the data network. Dropped (DROP_FAR_ACCESS_NO_TUNNEL), not
 	 * counted as usage. */
 	FAR_ACCESS_NO_TUNNEL = 3,
+	/* FORW after BUFF, while xupfd still holds packets of the PDR: forwarded like
+	 * FAR_FORWARD, but a packet that arrives while any are held is buffered behind them, so
+	 * that none overtakes them. xupfd makes the FAR FAR_FORWARD once it holds none. Kept off
+	 * FAR_FORWARD so that forwarding FARs pay nothing for it. */
+	FAR_DRAIN = 4,
 };
 
 /* Bits of far.flags: the parts of a forwarding FAR that are optional. */
@@ -121,10 +126,26 @@ struct far {
 	__be32 local_addr; /* outer header creation: our GTP-U address, the outer source */
 };
 
+/* What xupfd receives for each frame a buffering FAR hands it (buffer.h), before the frame. */
+struct buffered_hdr {
+	__u32 counter;  /* the PDR's counter slot: names the PDR across modifications */
+	__u32 ifindex;  /* the interface the frame arrived on, to run it through again as from there */
+	__u32 len;      /* bytes of frame that follow */
+	__u32 pad;
+};
+
+/* The first 4 bytes of XDP metadata xupfd puts before a frame it runs through the program
+ * again (BPF_PROG_TEST_RUN): the packet was buffered and is now to be forwarded. Only an XDP
+ * program or BPF_PROG_TEST_RUN can write metadata, so no packet from the wire carries it. */
+enum buffer_mark {
+	BUFFER_REPLAY_MARK = 0x78627566,  /* "xbuf" */
+};
+
 /* What a TEID or UE address leads to: the value its key lookup returns. With ruleset 0 (one PDR
  * and no filter to tell packets apart, the common case) the PDR and its FAR are here, copied
- * when the key is published, so the packet needs no other lookup to find its rules; otherwise
- * ruleset names the rule set whose PDRs the packet is classified against (pdr_select.h). */
+ * when the key is published, so the packet needs no other lookup to find its rules (only the
+ * end of a drain, FAR_DRAIN to FAR_FORWARD, changes that FAR in place); otherwise ruleset names
+ * the rule set whose PDRs the packet is classified against (pdr_select.h). */
 struct rule_ref {
 	__u32 ruleset;
 	/* Uplink: the inner source address every packet on the TEID must have, the session's UE

@@ -16,7 +16,7 @@
 static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 				       struct gtpu_hdr *gtp, void *data_end)
 {
-	struct pkt p = { .eth = eth, .data_end = data_end, .dir = DIR_UPLINK };
+	struct pkt p = { .ctx = ctx, .eth = eth, .data_end = data_end, .dir = DIR_UPLINK };
 	const struct rule_ref *ref;
 	struct gtpu_gpdu g;
 	struct iphdr *inner;
@@ -53,6 +53,8 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	if (ref->ue_addr && inner->saddr != ref->ue_addr)
 		return drop(DROP_SPOOFED_SOURCE);
 	verdict = apply_pdr(&p, ref, &pdr, &far);
+	if (verdict == PKT_BUFFER)
+		return pdr ? buffer_packet(ctx, pdr->counter) : drop(DROP_INTERNAL);
 	if (verdict > 0)
 		return drop(verdict);
 

@@ -133,6 +133,11 @@ timed_out     1
 GTP-U SIGNALLING           VALUE
 end_marker_sent            4
 error_indication_reported  1
+
+BUFFER              VALUE
+buffered            12
+discarded_overflow  2
+flushed             10
 `,
 		},
 		{

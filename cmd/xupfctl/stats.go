@@ -42,6 +42,8 @@ func renderStats(w io.Writer, st api.Stats) error {
 	writeCounterSection(tw, "PFCP REPORTS", st.PFCPReports)
 	fmt.Fprintln(tw)
 	writeCounterSection(tw, "GTP-U SIGNALLING", st.GTPU)
+	fmt.Fprintln(tw)
+	writeCounterSection(tw, "BUFFER", st.Buffer)
 	return flush(tw)
 }
 

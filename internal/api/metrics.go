@@ -17,6 +17,7 @@ type collector struct {
 	pfcpDrop *prometheus.Desc
 	reports  *prometheus.Desc
 	gtpu     *prometheus.Desc
+	buffer   *prometheus.Desc
 	sessions *prometheus.Desc
 	assocs   *prometheus.Desc
 	clsPkts  *prometheus.Desc
@@ -43,6 +44,9 @@ func newCollector(b Backend) *collector {
 		gtpu: prometheus.NewDesc("xupf_gtpu_signalling_total",
 			"GTP-U signalling xupfd received and sent itself (Error Indication, End Marker), by event.",
 			[]string{"event"}, nil),
+		buffer: prometheus.NewDesc("xupf_buffer_packets_total",
+			"What became of the packets buffering FARs handed to xupfd, by outcome.",
+			[]string{"outcome"}, nil),
 		sessions: prometheus.NewDesc("xupf_sessions",
 			"PDU sessions installed in the datapath, static and PFCP ones.",
 			nil, nil),
@@ -71,6 +75,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pfcpDrop
 	ch <- c.reports
 	ch <- c.gtpu
+	ch <- c.buffer
 	ch <- c.sessions
 	ch <- c.assocs
 	ch <- c.clsPkts
@@ -104,6 +109,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for event, v := range st.GTPU {
 		ch <- prometheus.MustNewConstMetric(c.gtpu, prometheus.CounterValue, float64(v), event)
+	}
+	for outcome, v := range st.Buffer {
+		ch <- prometheus.MustNewConstMetric(c.buffer, prometheus.CounterValue, float64(v), outcome)
 	}
 
 	c.collectClasses(ch)

@@ -113,7 +113,8 @@ func TestHandler(t *testing.T) {
 			wantBody: `{"counters":{"ul_rx":1042,"dl_tx":2088,"pass":0},"drops":{"unknown_teid":2,"malformed_gtp":0},
 				"pfcp_drops":{"undecodable_header":0,"amplification_limit":12,"unhandled_type":0},
 				"pfcp_reports":{"sent":3,"accepted":2,"timed_out":1},
-				"gtpu_signalling":{"error_indication_reported":1,"end_marker_sent":4}}`,
+				"gtpu_signalling":{"error_indication_reported":1,"end_marker_sent":4},
+				"buffer":{"buffered":12,"flushed":10,"discarded_overflow":2}}`,
 		},
 		{
 			name: "pfcp associations sorted by node id", method: "GET", path: "/api/v1/pfcp/associations", wantCode: 200,
@@ -324,6 +325,8 @@ func TestMetrics(t *testing.T) {
 		`xupf_pfcp_reports_total{outcome="timed_out"} 1`,
 		"# TYPE xupf_gtpu_signalling_total counter",
 		`xupf_gtpu_signalling_total{event="end_marker_sent"} 4`,
+		"# TYPE xupf_buffer_packets_total counter",
+		`xupf_buffer_packets_total{outcome="discarded_overflow"} 2`,
 		"# TYPE xupf_sessions gauge",
 		"xupf_sessions 4",
 		"# TYPE xupf_pfcp_associations gauge",

@@ -112,6 +112,8 @@ type Stats struct {
 	PFCPReports map[string]uint64 `json:"pfcp_reports" yaml:"pfcp_reports"`
 	// GTPU is the GTP-U signalling xupfd received and sent itself, by event.
 	GTPU map[string]uint64 `json:"gtpu_signalling" yaml:"gtpu_signalling"`
+	// Buffer is what became of the packets buffering FARs handed to xupfd, by outcome.
+	Buffer map[string]uint64 `json:"buffer" yaml:"buffer"`
 }
 
 // Error is the body of every non-2xx response.

@@ -86,6 +86,16 @@ const (
 	// source names.
 	DefaultGTPUErrorIndicationRate = 10
 	MaxGTPUErrorIndicationRate     = 10000
+	// Bounds of buffering (FAR BUFF): per session in packets and bytes, in bytes for all
+	// sessions, and how long a packet is held at most.
+	DefaultBufferMaxPacketsPerSession = 10000
+	MaxBufferMaxPacketsPerSession     = 1000000
+	DefaultBufferMaxBytesPerSession   = 10 << 20
+	MaxBufferMaxBytesPerSession       = 1 << 30
+	DefaultBufferMaxBytes             = 256 << 20
+	MaxBufferMaxBytes                 = 64 << 30
+	DefaultBufferMaxDuration          = 30 * time.Second
+	MaxBufferMaxDuration              = time.Hour
 
 	// qos_algorithm values.
 	AlgoTokenBucket   = "token_bucket"
@@ -196,6 +206,13 @@ type Config struct {
 	// the G-PDUs one peer sends to unknown TEIDs (0..MaxGTPUErrorIndicationRate; 0 sends
 	// none).
 	GTPUErrorIndicationRate int `yaml:"gtpu_error_indication_rate"`
+	// BufferMaxPacketsPerSession and BufferMaxBytesPerSession bound the packets a session's
+	// buffering FARs hold, BufferMaxBytes those of all sessions together, and
+	// BufferMaxDuration how long one is held (an SMF's DL Buffering Duration may shorten it).
+	BufferMaxPacketsPerSession int           `yaml:"buffer_max_packets_per_session"`
+	BufferMaxBytesPerSession   int           `yaml:"buffer_max_bytes_per_session"`
+	BufferMaxBytes             int           `yaml:"buffer_max_bytes"`
+	BufferMaxDuration          time.Duration `yaml:"buffer_max_duration"`
 	// UEPools are the IPv4 networks UE addresses are chosen from when an SMF asks the UPF to
 	// choose (UE IP Address with CHV4); empty: SMFs must give the addresses.
 	UEPools []netip.Prefix `yaml:"ue_pools"`
@@ -289,14 +306,18 @@ func Default() *Config {
 		HTTPListen:        DefaultHTTPListen,
 		// PFCPListen's and PFCPNodeID's defaults come from the first of gtpu_addresses, which
 		// Default does not have.
-		PFCPHeartbeatInterval:   DefaultPFCPHeartbeatInterval,
-		PFCPHeartbeatRetries:    DefaultPFCPHeartbeatRetries,
-		PFCPLostPeerSessions:    LostPeerKeep,
-		GTPUErrorIndicationRate: DefaultGTPUErrorIndicationRate,
-		QoSAlgorithm:            AlgoTokenBucket,
-		QoSClock:                ClockKtime,
-		QoSMBRBurst:             DefaultQoSMBRBurst,
-		LogLevel:                DefaultLogLevel,
+		PFCPHeartbeatInterval:      DefaultPFCPHeartbeatInterval,
+		PFCPHeartbeatRetries:       DefaultPFCPHeartbeatRetries,
+		PFCPLostPeerSessions:       LostPeerKeep,
+		GTPUErrorIndicationRate:    DefaultGTPUErrorIndicationRate,
+		BufferMaxPacketsPerSession: DefaultBufferMaxPacketsPerSession,
+		BufferMaxBytesPerSession:   DefaultBufferMaxBytesPerSession,
+		BufferMaxBytes:             DefaultBufferMaxBytes,
+		BufferMaxDuration:          DefaultBufferMaxDuration,
+		QoSAlgorithm:               AlgoTokenBucket,
+		QoSClock:                   ClockKtime,
+		QoSMBRBurst:                DefaultQoSMBRBurst,
+		LogLevel:                   DefaultLogLevel,
 		Limits: Limits{MaxSessions: DefaultMaxSessions, MaxRuleSets: DefaultMaxRuleSets, MaxSDFEntries: DefaultMaxSDFEntries,
 			MaxAssociations: DefaultMaxAssociations, MaxSessionsPerAssociation: DefaultMaxSessions},
 		APIAccess: APIAccess{TokenFile: DefaultAPITokenFile},
@@ -364,6 +385,10 @@ type rawConfig struct {
 	PFCPRetries   yaml.Node           `yaml:"pfcp_heartbeat_retries"`
 	PFCPLost      string              `yaml:"pfcp_lost_peer_sessions"`
 	GTPUErrInd    yaml.Node           `yaml:"gtpu_error_indication_rate"`
+	BufPackets    yaml.Node           `yaml:"buffer_max_packets_per_session"`
+	BufBytes      yaml.Node           `yaml:"buffer_max_bytes_per_session"`
+	BufTotal      yaml.Node           `yaml:"buffer_max_bytes"`
+	BufDuration   string              `yaml:"buffer_max_duration"`
 	UEPools       []string            `yaml:"ue_pools"`
 	UEPoolsOnly   bool                `yaml:"ue_pools_only"`
 	Instances     map[string]string   `yaml:"network_instances"`
@@ -428,6 +453,7 @@ func parse(data []byte) (*Config, []error) {
 		// A null or absent pfcp_heartbeat_interval keeps this default.
 		PFCPInterval: def.PFCPHeartbeatInterval.String(),
 		PFCPLost:     def.PFCPLostPeerSessions,
+		BufDuration:  def.BufferMaxDuration.String(),
 		QoSAlgorithm: def.QoSAlgorithm,
 		QoSClock:     def.QoSClock,
 		QoSMBRBurst:  def.QoSMBRBurst.String(),
@@ -928,6 +954,38 @@ func (v *validator) pfcp(raw *rawConfig) {
 			err, MaxGTPUErrorIndicationRate)
 	case present:
 		v.cfg.GTPUErrorIndicationRate = int(n)
+	}
+	v.buffering(raw)
+}
+
+// buffering checks the bounds of buffering.
+func (v *validator) buffering(raw *rawConfig) {
+	for _, b := range []struct {
+		node   *yaml.Node
+		name   string
+		lo, hi uint64
+		dst    *int
+		what   string
+	}{
+		{&raw.BufPackets, "buffer_max_packets_per_session", 1, MaxBufferMaxPacketsPerSession, &v.cfg.BufferMaxPacketsPerSession, "packets"},
+		{&raw.BufBytes, "buffer_max_bytes_per_session", 4096, MaxBufferMaxBytesPerSession, &v.cfg.BufferMaxBytesPerSession, "bytes"},
+		{&raw.BufTotal, "buffer_max_bytes", 4096, MaxBufferMaxBytes, &v.cfg.BufferMaxBytes, "bytes"},
+	} {
+		n, present, err := intNode(b.node, b.lo, b.hi)
+		switch {
+		case err != nil:
+			v.addf("%s: %w; use %d to %d %s", b.name, err, b.lo, b.hi, b.what)
+		case present:
+			*b.dst = int(n)
+		}
+	}
+	const durationRange = `use a duration from 1s to 1h, e.g. "30s"`
+	if d, err := time.ParseDuration(raw.BufDuration); err != nil {
+		v.addf("buffer_max_duration: %q is not a duration (a number with a unit: s, m); %s", raw.BufDuration, durationRange)
+	} else if d < time.Second || d > MaxBufferMaxDuration {
+		v.addf("buffer_max_duration: %s is out of range; %s", raw.BufDuration, durationRange)
+	} else {
+		v.cfg.BufferMaxDuration = d
 	}
 }
 

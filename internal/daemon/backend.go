@@ -134,6 +134,10 @@ func (d *Daemon) Stats() (api.Stats, error) {
 	if err != nil {
 		return api.Stats{}, err
 	}
-	return api.Stats{Counters: st.Counters, Drops: st.Drops, PFCPDrops: d.pfcpNode.Drops(),
-		PFCPReports: d.pfcpNode.Reports(), GTPU: d.gtpu.Counters()}, nil
+	out := api.Stats{Counters: st.Counters, Drops: st.Drops, PFCPDrops: d.pfcpNode.Drops(),
+		PFCPReports: d.pfcpNode.Reports(), GTPU: d.gtpu.Counters()}
+	if d.buf != nil {
+		out.Buffer = d.buf.Counts()
+	}
+	return out, nil
 }

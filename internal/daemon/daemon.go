@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/xupf/xupf/internal/api"
+	"github.com/xupf/xupf/internal/buffer"
 	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/datapath"
@@ -42,6 +43,8 @@ type Daemon struct {
 	// gtpu is the GTP-U signalling socket on each GTP-U address, made by New with the
 	// datapath (which hands it Error Indications) and served by Run.
 	gtpu *gtpu.Endpoint
+	// buf keeps the packets of buffering FARs, which the datapath hands over; Run reads them.
+	buf *buffer.Buffer
 	// stopClock stops advancing the meters' user clock (qos_clock: user).
 	stopClock func()
 
@@ -105,7 +108,9 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		Spread:         spreadModes[cfg.UplinkSpread],
 		SpreadCPUs:     cfg.UplinkSpreadCPUs,
 		SpreadQueue:    cfg.UplinkSpreadQueue,
-		Logger:         log,
+		// One session's PDR holds no more in the datapath than the session may in xupfd.
+		BufferMaxPackets: cfg.BufferMaxPacketsPerSession,
+		Logger:           log,
 	})
 	if err != nil {
 		return nil, err
@@ -114,7 +119,12 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	if d.gtpu, err = gtpu.Listen(cfg.GTPUAddresses, cfg.GTPUErrorIndicationRate, log); err != nil {
 		return nil, err
 	}
-	d.pfcpNode = newPFCPNode(cfg, dp, d.gtpu, log)
+	var node *pfcp.Node // the buffer notifies through it, and it sets the buffer's policies
+	d.buf = buffer.New(dp, buffer.Limits{MaxPacketsPerSession: cfg.BufferMaxPacketsPerSession,
+		MaxBytesPerSession: cfg.BufferMaxBytesPerSession, MaxBytes: cfg.BufferMaxBytes,
+		MaxDuration: cfg.BufferMaxDuration}, func(k buffer.Key) { node.DownlinkData(k) }, log)
+	node = newPFCPNode(cfg, dp, d.gtpu, d.buf, log)
+	d.pfcpNode = node
 	if cfg.QoSClock == config.ClockUser {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -174,9 +184,10 @@ func ueAllowed(cfg *config.Config) []datapath.UEService {
 	return out
 }
 
-// newPFCPNode returns the PFCP node the configuration describes, installing sessions in dp
-// and sending End Markers through em (nil: none).
-func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, em pfcp.EndMarkerSender, log *slog.Logger) *pfcp.Node {
+// newPFCPNode returns the PFCP node the configuration describes, installing sessions in dp,
+// sending End Markers through em (nil: none) and buffering in bufs (nil: none).
+func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, em pfcp.EndMarkerSender, bufs pfcp.BufferController,
+	log *slog.Logger) *pfcp.Node {
 	return pfcp.NewNode(pfcp.Options{
 		NodeID:                    cfg.PFCPNodeID,
 		AllowedPeers:              cfg.PFCPAllowedPeers,
@@ -190,6 +201,7 @@ func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, em pfcp.EndMarkerSender, 
 		DeleteSessionsOfLostPeers: cfg.PFCPLostPeerSessions == config.LostPeerDelete,
 		Datapath:                  dp,
 		EndMarkers:                em,
+		Buffers:                   bufs,
 		Address:                   n4Address(cfg),
 		GTPUAddrs:                 cfg.GTPUAddresses,
 		UEPools:                   cfg.UEPools,
@@ -267,6 +279,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		})
 	}
+	var bufDone sync.WaitGroup
+	if d.buf != nil {
+		bufDone.Go(func() {
+			if err := d.dp.ReadBuffered(ctx, d.buf.Add); err != nil {
+				d.log.Error("buffered packets: no more are kept", "err", err)
+			}
+		})
+		bufDone.Go(func() { d.buf.Run(ctx) })
+	}
 	d.log.Info("http api listening", "address", ln.Addr().String(), "tls", srv.TLSConfig != nil)
 	d.log.Info("pfcp listening", "address", conn.LocalAddr().String(), "node_id", d.cfg.PFCPNodeID,
 		"allowed_peers", d.cfg.PFCPAllowedPeers, "heartbeat_interval", d.cfg.PFCPHeartbeatInterval,
@@ -299,6 +320,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		<-pfcpErr // Serve returns once its socket is closed
 	}
 	gtpuDone.Wait()
+	bufDone.Wait()
 	return runErr
 }
 

@@ -196,7 +196,7 @@ func (e *testEnv) installSet(t testing.TB, rs rules.RuleSet) *installedSet {
 	t.Helper()
 	e.dp.mu.Lock()
 	defer e.dp.mu.Unlock()
-	set, err := e.dp.writeSet(rs, nil, nil, nil)
+	set, err := e.dp.writeSet(rs, nil, nil, nil, nil)
 	if err != nil {
 		t.Fatalf("write rule set: %v\n%s", err, describeSet(rs))
 	}

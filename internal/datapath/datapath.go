@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/xupf/xupf/internal/buffer"
 	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/keytable"
 	"github.com/xupf/xupf/internal/routedir"
@@ -67,7 +68,11 @@ type Options struct {
 	Spread      SpreadMode
 	SpreadCPUs  []int
 	SpreadQueue int
-	Logger      *slog.Logger
+	// BufferMaxPackets is how many packets one PDR whose FAR buffers may hold, in the ring to
+	// xupfd and in xupfd together; more are dropped as buffer_full. Default
+	// buffer.DefaultMaxPacketsPerSession.
+	BufferMaxPackets int
+	Logger           *slog.Logger
 }
 
 // Defaults of the classification limits.
@@ -159,6 +164,8 @@ type Datapath struct {
 	ager                       flowAger
 	stopAging                  func() // stops aging the flow cache
 	flowCounters
+	drainState
+	stopDrains func() // stops finishDrains
 }
 
 var _ Controller = (*Datapath)(nil)
@@ -204,6 +211,9 @@ func Load(opts Options) (*Datapath, error) {
 	if opts.SpreadQueue == 0 {
 		opts.SpreadQueue = DefaultSpreadQueue
 	}
+	if opts.BufferMaxPackets == 0 {
+		opts.BufferMaxPackets = buffer.DefaultMaxPacketsPerSession
+	}
 	if opts.MaxSessions <= 0 {
 		return nil, fmt.Errorf("load datapath: max sessions must be positive, got %d", opts.MaxSessions)
 	}
@@ -233,11 +243,14 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	// Two counters for a PDR that measures before QoS enforcement too.
 	ncounters := 2 * nrules
-	spec.Maps[xupfMapXupfUsage].MaxEntries = ncounters
+	for _, m := range []string{xupfMapXupfUsage, xupfMapXupfBufferIn, xupfMapXupfBufferOut} {
+		spec.Maps[m].MaxEntries = ncounters
+	}
 	nmeters := uint32(metersPerSession*opts.MaxSessions + spareRuleSlots)
 	spec.Maps[xupfMapXupfMeters].MaxEntries = nmeters
 	for name, v := range map[string]uint32{xupfVarCfgMeterAlgo: uint32(opts.MeterAlgo), xupfVarCfgClock: uint32(opts.Clock),
-		xupfVarCfgUlKeyBits: uint32(ulBits), xupfVarCfgDlKeyBits: uint32(dlBits)} {
+		xupfVarCfgUlKeyBits: uint32(ulBits), xupfVarCfgDlKeyBits: uint32(dlBits),
+		xupfVarCfgBufferMaxPackets: uint32(opts.BufferMaxPackets)} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("load datapath: set %s: %w", name, err)
 		}
@@ -303,6 +316,8 @@ func Load(opts Options) (*Datapath, error) {
 		links:         map[string]*attachment{},
 		spreadCPUs:    cpus,
 		prog:          progConfig{spread: opts.Spread},
+		drainState: drainState{draining: map[uint32]bool{}, byCounter: map[uint32]counterRef{},
+			drainKick: make(chan struct{}, 1)},
 	}
 	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{
 		Maps: ebpf.MapOptions{PinPath: opts.PinPath},
@@ -356,6 +371,9 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, err
 	}
 	d.stopAging = d.startAging()
+	stop, exited := make(chan struct{}), make(chan struct{})
+	go func() { defer close(exited); d.finishDrains(stop) }()
+	d.stopDrains = sync.OnceFunc(func() { close(stop); <-exited })
 	return d, nil
 }
 
@@ -407,6 +425,7 @@ func (d *Datapath) Program() *ebpf.Program { return d.objs.XupfXdp }
 // removed too, so the programs detach and the kernel frees everything; without, the
 // attached programs keep forwarding with the current tables after this process exits.
 func (d *Datapath) Close(unpin bool) error {
+	d.stopDrains() // before the lock: it takes it
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var errs []error

@@ -159,11 +159,6 @@ func (e *testEnv) setupNetwork() error {
 	return os.WriteFile("/proc/sys/net/ipv4/conf/all/forwarding", []byte("1"), 0o644)
 }
 
-// xdpMD is struct xdp_md, the context BPF_PROG_TEST_RUN takes for XDP.
-type xdpMD struct {
-	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
-}
-
 // run runs the datapath once on pkt as if it arrived on ifindex, inside the namespace.
 func (e *testEnv) run(t testing.TB, pkt []byte, ifindex int) (uint32, []byte) {
 	t.Helper()

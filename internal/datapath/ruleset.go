@@ -24,6 +24,7 @@ type installedSet struct {
 	slots    []uint32               // PDR/FAR slot of rs.PDRs[i], when classified (tables != nil)
 	counters map[uint32]pdrCounters // PDR id -> its usage counter slots
 	tables   *setTables             // nil: one PDR without filters, no classification step
+	draining map[uint32]bool        // PDR ids whose FAR was written FAR_DRAIN
 }
 
 // pdrCounters are a PDR's usage counter slots: after QoS, and before it when the PDR asks
@@ -78,9 +79,10 @@ func countersOf(sets []*installedSet, uplink bool) map[uint32]pdrCounters {
 
 // writeSet writes rs's FARs, PDRs and classification tables without publishing them. The
 // PDRs whose ids are in prev (counter slots of the rules being replaced) keep those counters;
-// meters are the owner's QER meters (assignMeters).
+// meters are the owner's QER meters (assignMeters); a forwarding FAR of a PDR in drain is
+// written FAR_DRAIN (buffer.go).
 func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]pdrCounters, meters map[meterKey]ownedMeter,
-	quotas map[uint32]ownedQuota) (_ *installedSet, err error) {
+	quotas map[uint32]ownedQuota, drain map[uint32]bool) (_ *installedSet, err error) {
 	if err := checkKey(rs); err != nil {
 		return nil, err
 	}
@@ -88,7 +90,8 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]pdrCounters, meter
 	if err != nil {
 		return nil, fmt.Errorf("rule reference table full (limits.max_sessions): %w (%w)", err, rules.ErrNoResources)
 	}
-	set := &installedSet{rs: rs, ref: ref, counters: map[uint32]pdrCounters{}}
+	set := &installedSet{rs: rs, ref: ref, counters: map[uint32]pdrCounters{},
+		draining: map[uint32]bool{}}
 	keep := map[uint32]bool{}
 	for _, c := range prev {
 		for _, slot := range c.slots() {
@@ -121,6 +124,10 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]pdrCounters, meter
 		far, err := farEntry(p.FAR)
 		if err != nil {
 			return nil, fmt.Errorf("PDR %d: %w", p.ID, err)
+		}
+		if far.Action == uint32(xupfFarActionFAR_FORWARD) && drain[p.ID] {
+			far.Action = uint32(xupfFarActionFAR_DRAIN)
+			set.draining[p.ID] = true
 		}
 		entry := xupfPdr{Counter: counters.after, Qfi: p.QFI}
 		if err := pdrQoS(&entry, p, rs.Uplink, meters); err != nil {

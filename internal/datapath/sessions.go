@@ -82,7 +82,7 @@ func (d *Datapath) install(owner uint64, sets []rules.RuleSet) error {
 		d.releaseQuotas(newQuotas)
 	}
 	for _, rs := range sets {
-		set, err := d.writeSet(rs, countersOf(prev, rs.Uplink), meters, quotas)
+		set, err := d.writeSet(rs, countersOf(prev, rs.Uplink), meters, quotas, d.drainingPDRs(prev, rs.Uplink))
 		if err != nil {
 			undo()
 			return fmt.Errorf("session %d: %s: %w", owner, rs.Key(), err)
@@ -109,6 +109,7 @@ func (d *Datapath) install(owner uint64, sets []rules.RuleSet) error {
 	for _, set := range written {
 		d.keys[set.rs.LookupKey()] = owner
 	}
+	d.trackCounters(owner, prev, written)
 	d.owners[owner] = written
 	replaceOwned(d.meters, owner, meters, d.meterSlots)
 	replaceOwned(d.quotas, owner, quotas, d.quotaSlots)
@@ -180,6 +181,7 @@ func (d *Datapath) uninstall(owner uint64) ([]rules.Usage, error) {
 		d.releaseSet(set, nil)
 		delete(d.keys, set.rs.LookupKey())
 	}
+	d.trackCounters(owner, sets, nil)
 	delete(d.owners, owner)
 	replaceOwned(d.meters, owner, nil, d.meterSlots)
 	replaceOwned(d.quotas, owner, nil, d.quotaSlots)
@@ -311,6 +313,10 @@ func (d *Datapath) allocCounter() (uint32, error) {
 	if err := d.objs.XupfUsage.Put(slot, zero); err != nil {
 		d.counters.release(slot)
 		return 0, fmt.Errorf("reset usage counters: %w", err)
+	}
+	if err := d.resetHeld(slot); err != nil {
+		d.counters.release(slot)
+		return 0, fmt.Errorf("reset buffered packet counts: %w", err)
 	}
 	return slot, nil
 }

@@ -22,6 +22,26 @@ type xupfBpfCpumapVal struct {
 	}
 }
 
+type xupfBufferMark uint32
+
+const (
+	xupfBufferMarkBUFFER_REPLAY_MARK xupfBufferMark = 2019718502
+)
+
+type xupfBufferedFrame struct {
+	_    structs.HostLayout
+	Hdr  xupfBufferedHdr
+	Data [4096]uint8
+}
+
+type xupfBufferedHdr struct {
+	_       structs.HostLayout
+	Counter uint32
+	Ifindex uint32
+	Len     uint32
+	Pad     uint32
+}
+
 type xupfClsChunk struct {
 	_ structs.HostLayout
 	W [8]uint64
@@ -119,7 +139,7 @@ const (
 	xupfDropReasonDROP_MALFORMED_DL_IP        xupfDropReason = 15
 	xupfDropReasonDROP_NO_ROUTE               xupfDropReason = 16
 	xupfDropReasonDROP_HEADROOM               xupfDropReason = 17
-	xupfDropReasonDROP_FAR_BUFFERED           xupfDropReason = 18
+	xupfDropReasonDROP_BUFFER_FULL            xupfDropReason = 18
 	xupfDropReasonDROP_QER_GATE_CLOSED        xupfDropReason = 19
 	xupfDropReasonDROP_QER_MBR                xupfDropReason = 20
 	xupfDropReasonDROP_POLICER                xupfDropReason = 21
@@ -157,6 +177,7 @@ const (
 	xupfFarActionFAR_FORWARD          xupfFarAction = 1
 	xupfFarActionFAR_BUFFER           xupfFarAction = 2
 	xupfFarActionFAR_ACCESS_NO_TUNNEL xupfFarAction = 3
+	xupfFarActionFAR_DRAIN            xupfFarAction = 4
 )
 
 type xupfFarFlag uint32
@@ -461,7 +482,9 @@ const (
 	xupfStatSTAT_FLOW_LEARNED xupfStat = 14
 	xupfStatSTAT_FLOW_FULL    xupfStat = 15
 	xupfStatSTAT_UL_SPREAD    xupfStat = 16
-	xupfStatSTAT_MAX          xupfStat = 17
+	xupfStatSTAT_BUFFERED     xupfStat = 17
+	xupfStatSTAT_REPLAYED     xupfStat = 18
+	xupfStatSTAT_MAX          xupfStat = 19
 )
 
 type xupfUeAllowedKey struct {
@@ -483,6 +506,10 @@ type xupfUnknownTeidEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	xupfMapXupfBufferIn        = "xupf_buffer_in"
+	xupfMapXupfBufferOut       = "xupf_buffer_out"
+	xupfMapXupfBufferScratch   = "xupf_buffer_scratch"
+	xupfMapXupfBuffered        = "xupf_buffered"
 	xupfMapXupfClock           = "xupf_clock"
 	xupfMapXupfClsChunks       = "xupf_cls_chunks"
 	xupfMapXupfClsClasses      = "xupf_cls_classes"
@@ -517,6 +544,8 @@ const (
 	xupfProgXupfFlowLearn      = "xupf_flow_learn"
 	xupfProgXupfSpreadDrops    = "xupf_spread_drops"
 	xupfProgXupfXdp            = "xupf_xdp"
+	xupfVarBtfBufferMark       = "btf_buffer_mark"
+	xupfVarBtfBufferedHdr      = "btf_buffered_hdr"
 	xupfVarBtfClsField         = "btf_cls_field"
 	xupfVarBtfClsLayout        = "btf_cls_layout"
 	xupfVarBtfDirection        = "btf_direction"
@@ -536,6 +565,7 @@ const (
 	xupfVarBtfSpreadMode       = "btf_spread_mode"
 	xupfVarBtfStat             = "btf_stat"
 	xupfVarBtfUnknownTeidEvent = "btf_unknown_teid_event"
+	xupfVarCfgBufferMaxPackets = "cfg_buffer_max_packets"
 	xupfVarCfgClock            = "cfg_clock"
 	xupfVarCfgClsBuf           = "cfg_cls_buf"
 	xupfVarCfgClsFields        = "cfg_cls_fields"
@@ -608,43 +638,49 @@ type xupfProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfMapSpecs struct {
-	XupfClock        *ebpf.MapSpec `ebpf:"xupf_clock"`
-	XupfClsChunks    *ebpf.MapSpec `ebpf:"xupf_cls_chunks"`
-	XupfClsClasses   *ebpf.MapSpec `ebpf:"xupf_cls_classes"`
-	XupfClsIndex     *ebpf.MapSpec `ebpf:"xupf_cls_index"`
-	XupfClsMacs      *ebpf.MapSpec `ebpf:"xupf_cls_macs"`
-	XupfClsStats     *ebpf.MapSpec `ebpf:"xupf_cls_stats"`
-	XupfContracts    *ebpf.MapSpec `ebpf:"xupf_contracts"`
-	XupfCpus         *ebpf.MapSpec `ebpf:"xupf_cpus"`
-	XupfDlKeys       *ebpf.MapSpec `ebpf:"xupf_dl_keys"`
-	XupfDrops        *ebpf.MapSpec `ebpf:"xupf_drops"`
-	XupfErrindEvents *ebpf.MapSpec `ebpf:"xupf_errind_events"`
-	XupfErrindWindow *ebpf.MapSpec `ebpf:"xupf_errind_window"`
-	XupfFars         *ebpf.MapSpec `ebpf:"xupf_fars"`
-	XupfFlowSeen     *ebpf.MapSpec `ebpf:"xupf_flow_seen"`
-	XupfFlows        *ebpf.MapSpec `ebpf:"xupf_flows"`
-	XupfLocalAddrs   *ebpf.MapSpec `ebpf:"xupf_local_addrs"`
-	XupfMeters       *ebpf.MapSpec `ebpf:"xupf_meters"`
-	XupfNexthops     *ebpf.MapSpec `ebpf:"xupf_nexthops"`
-	XupfPdrs         *ebpf.MapSpec `ebpf:"xupf_pdrs"`
-	XupfPoliceStats  *ebpf.MapSpec `ebpf:"xupf_police_stats"`
-	XupfQuotas       *ebpf.MapSpec `ebpf:"xupf_quotas"`
-	XupfRefs         *ebpf.MapSpec `ebpf:"xupf_refs"`
-	XupfRouteDir     *ebpf.MapSpec `ebpf:"xupf_route_dir"`
-	XupfRulesets     *ebpf.MapSpec `ebpf:"xupf_rulesets"`
-	XupfSdfExact     *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
-	XupfSdfLpm       *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
-	XupfStats        *ebpf.MapSpec `ebpf:"xupf_stats"`
-	XupfTxPorts      *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
-	XupfUeAllowed    *ebpf.MapSpec `ebpf:"xupf_ue_allowed"`
-	XupfUlKeys       *ebpf.MapSpec `ebpf:"xupf_ul_keys"`
-	XupfUsage        *ebpf.MapSpec `ebpf:"xupf_usage"`
+	XupfBufferIn      *ebpf.MapSpec `ebpf:"xupf_buffer_in"`
+	XupfBufferOut     *ebpf.MapSpec `ebpf:"xupf_buffer_out"`
+	XupfBufferScratch *ebpf.MapSpec `ebpf:"xupf_buffer_scratch"`
+	XupfBuffered      *ebpf.MapSpec `ebpf:"xupf_buffered"`
+	XupfClock         *ebpf.MapSpec `ebpf:"xupf_clock"`
+	XupfClsChunks     *ebpf.MapSpec `ebpf:"xupf_cls_chunks"`
+	XupfClsClasses    *ebpf.MapSpec `ebpf:"xupf_cls_classes"`
+	XupfClsIndex      *ebpf.MapSpec `ebpf:"xupf_cls_index"`
+	XupfClsMacs       *ebpf.MapSpec `ebpf:"xupf_cls_macs"`
+	XupfClsStats      *ebpf.MapSpec `ebpf:"xupf_cls_stats"`
+	XupfContracts     *ebpf.MapSpec `ebpf:"xupf_contracts"`
+	XupfCpus          *ebpf.MapSpec `ebpf:"xupf_cpus"`
+	XupfDlKeys        *ebpf.MapSpec `ebpf:"xupf_dl_keys"`
+	XupfDrops         *ebpf.MapSpec `ebpf:"xupf_drops"`
+	XupfErrindEvents  *ebpf.MapSpec `ebpf:"xupf_errind_events"`
+	XupfErrindWindow  *ebpf.MapSpec `ebpf:"xupf_errind_window"`
+	XupfFars          *ebpf.MapSpec `ebpf:"xupf_fars"`
+	XupfFlowSeen      *ebpf.MapSpec `ebpf:"xupf_flow_seen"`
+	XupfFlows         *ebpf.MapSpec `ebpf:"xupf_flows"`
+	XupfLocalAddrs    *ebpf.MapSpec `ebpf:"xupf_local_addrs"`
+	XupfMeters        *ebpf.MapSpec `ebpf:"xupf_meters"`
+	XupfNexthops      *ebpf.MapSpec `ebpf:"xupf_nexthops"`
+	XupfPdrs          *ebpf.MapSpec `ebpf:"xupf_pdrs"`
+	XupfPoliceStats   *ebpf.MapSpec `ebpf:"xupf_police_stats"`
+	XupfQuotas        *ebpf.MapSpec `ebpf:"xupf_quotas"`
+	XupfRefs          *ebpf.MapSpec `ebpf:"xupf_refs"`
+	XupfRouteDir      *ebpf.MapSpec `ebpf:"xupf_route_dir"`
+	XupfRulesets      *ebpf.MapSpec `ebpf:"xupf_rulesets"`
+	XupfSdfExact      *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
+	XupfSdfLpm        *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
+	XupfStats         *ebpf.MapSpec `ebpf:"xupf_stats"`
+	XupfTxPorts       *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
+	XupfUeAllowed     *ebpf.MapSpec `ebpf:"xupf_ue_allowed"`
+	XupfUlKeys        *ebpf.MapSpec `ebpf:"xupf_ul_keys"`
+	XupfUsage         *ebpf.MapSpec `ebpf:"xupf_usage"`
 }
 
 // xupfVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfVariableSpecs struct {
+	BtfBufferMark       *ebpf.VariableSpec `ebpf:"btf_buffer_mark"`
+	BtfBufferedHdr      *ebpf.VariableSpec `ebpf:"btf_buffered_hdr"`
 	BtfClsField         *ebpf.VariableSpec `ebpf:"btf_cls_field"`
 	BtfClsLayout        *ebpf.VariableSpec `ebpf:"btf_cls_layout"`
 	BtfDirection        *ebpf.VariableSpec `ebpf:"btf_direction"`
@@ -664,6 +700,7 @@ type xupfVariableSpecs struct {
 	BtfSpreadMode       *ebpf.VariableSpec `ebpf:"btf_spread_mode"`
 	BtfStat             *ebpf.VariableSpec `ebpf:"btf_stat"`
 	BtfUnknownTeidEvent *ebpf.VariableSpec `ebpf:"btf_unknown_teid_event"`
+	CfgBufferMaxPackets *ebpf.VariableSpec `ebpf:"cfg_buffer_max_packets"`
 	CfgClock            *ebpf.VariableSpec `ebpf:"cfg_clock"`
 	CfgClsBuf           *ebpf.VariableSpec `ebpf:"cfg_cls_buf"`
 	CfgClsFields        *ebpf.VariableSpec `ebpf:"cfg_cls_fields"`
@@ -705,41 +742,49 @@ func (o *xupfObjects) Close() error {
 //
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfMaps struct {
-	XupfClock        *ebpf.Map `ebpf:"xupf_clock"`
-	XupfClsChunks    *ebpf.Map `ebpf:"xupf_cls_chunks"`
-	XupfClsClasses   *ebpf.Map `ebpf:"xupf_cls_classes"`
-	XupfClsIndex     *ebpf.Map `ebpf:"xupf_cls_index"`
-	XupfClsMacs      *ebpf.Map `ebpf:"xupf_cls_macs"`
-	XupfClsStats     *ebpf.Map `ebpf:"xupf_cls_stats"`
-	XupfContracts    *ebpf.Map `ebpf:"xupf_contracts"`
-	XupfCpus         *ebpf.Map `ebpf:"xupf_cpus"`
-	XupfDlKeys       *ebpf.Map `ebpf:"xupf_dl_keys"`
-	XupfDrops        *ebpf.Map `ebpf:"xupf_drops"`
-	XupfErrindEvents *ebpf.Map `ebpf:"xupf_errind_events"`
-	XupfErrindWindow *ebpf.Map `ebpf:"xupf_errind_window"`
-	XupfFars         *ebpf.Map `ebpf:"xupf_fars"`
-	XupfFlowSeen     *ebpf.Map `ebpf:"xupf_flow_seen"`
-	XupfFlows        *ebpf.Map `ebpf:"xupf_flows"`
-	XupfLocalAddrs   *ebpf.Map `ebpf:"xupf_local_addrs"`
-	XupfMeters       *ebpf.Map `ebpf:"xupf_meters"`
-	XupfNexthops     *ebpf.Map `ebpf:"xupf_nexthops"`
-	XupfPdrs         *ebpf.Map `ebpf:"xupf_pdrs"`
-	XupfPoliceStats  *ebpf.Map `ebpf:"xupf_police_stats"`
-	XupfQuotas       *ebpf.Map `ebpf:"xupf_quotas"`
-	XupfRefs         *ebpf.Map `ebpf:"xupf_refs"`
-	XupfRouteDir     *ebpf.Map `ebpf:"xupf_route_dir"`
-	XupfRulesets     *ebpf.Map `ebpf:"xupf_rulesets"`
-	XupfSdfExact     *ebpf.Map `ebpf:"xupf_sdf_exact"`
-	XupfSdfLpm       *ebpf.Map `ebpf:"xupf_sdf_lpm"`
-	XupfStats        *ebpf.Map `ebpf:"xupf_stats"`
-	XupfTxPorts      *ebpf.Map `ebpf:"xupf_tx_ports"`
-	XupfUeAllowed    *ebpf.Map `ebpf:"xupf_ue_allowed"`
-	XupfUlKeys       *ebpf.Map `ebpf:"xupf_ul_keys"`
-	XupfUsage        *ebpf.Map `ebpf:"xupf_usage"`
+	XupfBufferIn      *ebpf.Map `ebpf:"xupf_buffer_in"`
+	XupfBufferOut     *ebpf.Map `ebpf:"xupf_buffer_out"`
+	XupfBufferScratch *ebpf.Map `ebpf:"xupf_buffer_scratch"`
+	XupfBuffered      *ebpf.Map `ebpf:"xupf_buffered"`
+	XupfClock         *ebpf.Map `ebpf:"xupf_clock"`
+	XupfClsChunks     *ebpf.Map `ebpf:"xupf_cls_chunks"`
+	XupfClsClasses    *ebpf.Map `ebpf:"xupf_cls_classes"`
+	XupfClsIndex      *ebpf.Map `ebpf:"xupf_cls_index"`
+	XupfClsMacs       *ebpf.Map `ebpf:"xupf_cls_macs"`
+	XupfClsStats      *ebpf.Map `ebpf:"xupf_cls_stats"`
+	XupfContracts     *ebpf.Map `ebpf:"xupf_contracts"`
+	XupfCpus          *ebpf.Map `ebpf:"xupf_cpus"`
+	XupfDlKeys        *ebpf.Map `ebpf:"xupf_dl_keys"`
+	XupfDrops         *ebpf.Map `ebpf:"xupf_drops"`
+	XupfErrindEvents  *ebpf.Map `ebpf:"xupf_errind_events"`
+	XupfErrindWindow  *ebpf.Map `ebpf:"xupf_errind_window"`
+	XupfFars          *ebpf.Map `ebpf:"xupf_fars"`
+	XupfFlowSeen      *ebpf.Map `ebpf:"xupf_flow_seen"`
+	XupfFlows         *ebpf.Map `ebpf:"xupf_flows"`
+	XupfLocalAddrs    *ebpf.Map `ebpf:"xupf_local_addrs"`
+	XupfMeters        *ebpf.Map `ebpf:"xupf_meters"`
+	XupfNexthops      *ebpf.Map `ebpf:"xupf_nexthops"`
+	XupfPdrs          *ebpf.Map `ebpf:"xupf_pdrs"`
+	XupfPoliceStats   *ebpf.Map `ebpf:"xupf_police_stats"`
+	XupfQuotas        *ebpf.Map `ebpf:"xupf_quotas"`
+	XupfRefs          *ebpf.Map `ebpf:"xupf_refs"`
+	XupfRouteDir      *ebpf.Map `ebpf:"xupf_route_dir"`
+	XupfRulesets      *ebpf.Map `ebpf:"xupf_rulesets"`
+	XupfSdfExact      *ebpf.Map `ebpf:"xupf_sdf_exact"`
+	XupfSdfLpm        *ebpf.Map `ebpf:"xupf_sdf_lpm"`
+	XupfStats         *ebpf.Map `ebpf:"xupf_stats"`
+	XupfTxPorts       *ebpf.Map `ebpf:"xupf_tx_ports"`
+	XupfUeAllowed     *ebpf.Map `ebpf:"xupf_ue_allowed"`
+	XupfUlKeys        *ebpf.Map `ebpf:"xupf_ul_keys"`
+	XupfUsage         *ebpf.Map `ebpf:"xupf_usage"`
 }
 
 func (m *xupfMaps) Close() error {
 	return _XupfClose(
+		m.XupfBufferIn,
+		m.XupfBufferOut,
+		m.XupfBufferScratch,
+		m.XupfBuffered,
 		m.XupfClock,
 		m.XupfClsChunks,
 		m.XupfClsClasses,
@@ -778,6 +823,8 @@ func (m *xupfMaps) Close() error {
 //
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfVariables struct {
+	BtfBufferMark       *ebpf.Variable `ebpf:"btf_buffer_mark"`
+	BtfBufferedHdr      *ebpf.Variable `ebpf:"btf_buffered_hdr"`
 	BtfClsField         *ebpf.Variable `ebpf:"btf_cls_field"`
 	BtfClsLayout        *ebpf.Variable `ebpf:"btf_cls_layout"`
 	BtfDirection        *ebpf.Variable `ebpf:"btf_direction"`
@@ -797,6 +844,7 @@ type xupfVariables struct {
 	BtfSpreadMode       *ebpf.Variable `ebpf:"btf_spread_mode"`
 	BtfStat             *ebpf.Variable `ebpf:"btf_stat"`
 	BtfUnknownTeidEvent *ebpf.Variable `ebpf:"btf_unknown_teid_event"`
+	CfgBufferMaxPackets *ebpf.Variable `ebpf:"cfg_buffer_max_packets"`
 	CfgClock            *ebpf.Variable `ebpf:"cfg_clock"`
 	CfgClsBuf           *ebpf.Variable `ebpf:"cfg_cls_buf"`
 	CfgClsFields        *ebpf.Variable `ebpf:"cfg_cls_fields"`

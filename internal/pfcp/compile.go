@@ -319,17 +319,21 @@ const (
 	destAccess = 0
 )
 
-// farRule is the datapath's view of a FAR; local is the outer source address of tunnels.
-func farRule(f *FAR, local netip.Addr) rules.FAR {
-	var out rules.FAR
+// action is what f's apply action does with packets: forward, buffer or drop.
+func (f *FAR) action() rules.Action {
 	switch {
 	case f.Apply&ApplyForward != 0:
-		out.Action = rules.Forward
+		return rules.Forward
 	case f.Apply&ApplyBuffer != 0:
-		out.Action = rules.Buffer
+		return rules.Buffer
 	default:
-		out.Action = rules.Drop
+		return rules.Drop
 	}
+}
+
+// farRule is the datapath's view of a FAR; local is the outer source address of tunnels.
+func farRule(f *FAR, local netip.Addr) rules.FAR {
+	out := rules.FAR{Action: f.action()}
 	switch {
 	case out.Action == rules.Forward && f.OHC != nil:
 		out.OHC = &rules.OuterHeader{TEID: f.OHC.TEID, Peer: f.OHC.Peer, Local: local}

@@ -90,6 +90,9 @@ type FAR struct {
 	// hasDestination: the FAR has been given a Destination Interface, which TS 29.244 makes
 	// mandatory for a FAR that forwards.
 	hasDestination bool
+	// epoch changes each time the SMF creates or updates the FAR (Node.newEpochs): a NOCP FAR
+	// notifies once per epoch.
+	epoch uint64
 }
 
 // OHC is an Outer Header Creation as the SMF gave it. Only GTP-U/UDP/IPv4 toward Peer with

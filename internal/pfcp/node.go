@@ -65,6 +65,9 @@ type Options struct {
 
 	// Datapath is where sessions are installed.
 	Datapath Datapath
+	// Buffers keeps the packets of FARs that buffer and notifies of them (NOCP) through
+	// DownlinkData; nil buffers none.
+	Buffers BufferController
 	// EndMarkers sends the End Markers an Update FAR with SNDEM asks for, EndMarkerDelay
 	// (default DefaultEndMarkerDelay) after the new FAR is installed; nil sends none.
 	EndMarkers     EndMarkerSender
@@ -129,23 +132,31 @@ type Node struct {
 
 // upFeatures are the UP Function Features this UPF implements (TS 29.244 8.2.25), and no
 // more: FTUP (it allocates F-TEIDs on CHOOSE), QUOAC (a URR's FAR for quota action), MNOP
-// (it counts packets in usage reports), EMPU (it sends End Markers on SNDEM) when it has an
-// EndMarkers sender and, with UE pools configured, UEIP (it allocates UE addresses on CHV4).
-// Buffering and downlink data notification (BUCP, DDND, DLBD) are to be added here with the
-// code that implements them, not before: an SMF relies on what is advertised.
+// (it counts packets in usage reports); with a buffer, DDND and DLBD (it honours the BAR's
+// Downlink Data Notification Delay and the DL Buffering Duration of Session Report Responses;
+// it buffers itself, so not BUCP, which offers buffering in the CP function); EMPU (it sends
+// End Markers on SNDEM) when it has an EndMarkers sender and, with UE pools configured, UEIP
+// (it allocates UE addresses on CHV4). Other features are to be added here with the code that
+// implements them, not before: an SMF relies on what is advertised.
 func (n *Node) upFeatures() *ie.IE {
+	octet5 := uint8(featureFTUP)
 	octet6, octet7 := uint8(featureQUOAC), uint8(featureMNOP)
+	if n.opts.Buffers != nil {
+		octet5 |= featureDDND | featureDLBD
+	}
 	if n.opts.EndMarkers != nil {
 		octet6 |= featureEMPU
 	}
 	if len(n.opts.UEPools) > 0 {
 		octet7 |= featureUEIP
 	}
-	return ie.NewUPFunctionFeatures(featureFTUP, octet6, octet7)
+	return ie.NewUPFunctionFeatures(octet5, octet6, octet7)
 }
 
 // UP Function Features bits (TS 29.244 8.2.25), each in its octet: 5, 6 and 7.
 const (
+	featureDDND  = 0x02 // octet 5 bit 2
+	featureDLBD  = 0x04 // octet 5 bit 3
 	featureFTUP  = 0x10 // octet 5 bit 5
 	featureEMPU  = 0x01 // octet 6 bit 1
 	featureQUOAC = 0x08 // octet 6 bit 4

@@ -234,6 +234,10 @@ func (n *Node) updateReportBAR(seid uint64, g *ie.IE) error {
 	if s == nil {
 		return fmt.Errorf("session 0x%x is gone", seid)
 	}
-	return upsert([]*ie.IE{g}, false, ie.BARID, "Update BAR", (*ie.IE).BARID, s.BARs, ie.RuleIDTypeBAR,
-		nil, barDecoder)
+	if err := upsert([]*ie.IE{g}, false, ie.BARID, "Update BAR", (*ie.IE).BARID, s.BARs, ie.RuleIDTypeBAR,
+		nil, barDecoder); err != nil {
+		return err
+	}
+	n.setBuffering(s)
+	return nil
 }

@@ -296,7 +296,8 @@ func TestEndMarker(t *testing.T) {
 }
 
 // TestUPFeatures: the UP Function Features advertise EMPU only with an End Marker sender,
-// UEIP only with UE pools, FTUP, QUOAC and MNOP always, and nothing else.
+// UEIP only with UE pools, DDND and DLBD only with a buffer, FTUP, QUOAC and MNOP always, and
+// nothing else.
 func TestUPFeatures(t *testing.T) {
 	for _, c := range []struct {
 		opts func(*Options)
@@ -305,6 +306,7 @@ func TestUPFeatures(t *testing.T) {
 		{func(o *Options) { o.UEPools = nil }, []byte{0x10, 0x08, 0x10, 0}}, // go-pfcp pads to an even number of octets
 		{func(o *Options) {}, []byte{0x10, 0x08, 0x14, 0}},
 		{func(o *Options) { o.EndMarkers = &endMarkers{} }, []byte{0x10, 0x09, 0x14, 0}},
+		{func(o *Options) { o.Buffers = &fakeBuffers{} }, []byte{0x10 | 0x02 | 0x04, 0x08, 0x14, 0}}, // DDND, DLBD
 	} {
 		n := newSessionNode(newFakeDatapath(), c.opts)
 		m, _, _ := cause(t, n.Handle(smf, bytesOf(t, smfSetup(1))))

@@ -42,6 +42,7 @@ type sessionState struct {
 	// usage is each session's usage reporting state (its URRs' measurements).
 	usage    map[uint64]*usage.Session
 	nextSEID uint64
+	epoch    uint64 // of the last FAR created or updated (newEpochs)
 	alloc    *allocator
 }
 
@@ -147,6 +148,7 @@ func (n *Node) sessionEstablishment(from netip.AddrPort, m *message.SessionEstab
 	urrs, pdrs := usageRules(s)
 	us.Set(urrs, pdrs, time.Now())
 	n.ss.usage[s.SEID] = us
+	n.setBuffering(s)
 	n.ss.bySMF[smfSEID{peer, cpSEID}] = s.SEID
 	n.ss.perPeer[peer]++
 	n.log.Info("pfcp: session established", "seid", s.SEID, "cp_seid", cpSEID, "peer", peer, "pdrs", len(s.PDRs))
@@ -182,6 +184,7 @@ func (n *Node) apply(old, s *Session, c ruleChanges) error {
 	if err := applyRules(s, c); err != nil {
 		return err
 	}
+	n.newEpochs(s, c)
 	// Checked before anything is allocated: a refused request takes no TEID or address.
 	if err := n.check(s); err != nil {
 		return err
@@ -398,6 +401,7 @@ func (n *Node) sessionModification(peer netip.AddrPort, m *message.SessionModifi
 	}
 	n.ss.byID[s.SEID] = s
 	n.ss.setTunnels(old, s)
+	n.setBuffering(s)
 	n.sendEndMarkers(old, s, m.UpdateFAR)
 	var removed []uint32
 	for _, id := range sortedKeys(old.URRs) {
@@ -497,6 +501,9 @@ func (n *Node) deleteSession(s *Session) ([]usage.Report, error) {
 		}
 		reports = append(reports, us.Query(us.IDs(), usage.Termination, now)...)
 		delete(n.ss.usage, s.SEID)
+	}
+	if n.opts.Buffers != nil {
+		n.opts.Buffers.Remove(s.SEID)
 	}
 	n.ss.alloc.release(s, nil)
 	delete(n.ss.byID, s.SEID)

@@ -112,7 +112,7 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 		t.Errorf("Wireshark saw %d PFCP messages, want %d", c, len(sent))
 	}
 	for _, ieName := range []string{"Created PDR", "UE IP Address", "Failed Rule ID", "Usage Report", "Volume Measurement", "Offending IE",
-		"Report Type", "Error Indication Report", "Downlink Data Report", "Update BAR", "DL Buffering Duration",
+		"Report Type", "Error Indication Report", "Downlink Data Report", "Downlink Data Service Information", "Update BAR", "DL Buffering Duration",
 		"Usage Report (Session Modification Response)", "Usage Report (Session Report Request)", "UR-SEQN",
 		"Usage Report Trigger", "Start Time", "End Time", "Duration Measurement", "Time of First Packet",
 		"Time of Last Packet"} {
@@ -142,7 +142,7 @@ func reportRequests(t *testing.T, n *Node) [][]byte {
 		ies []*ie.IE
 	}{
 		{ReportErrorIndication, []*ie.IE{ie.NewErrorIndicationReport(ie.NewFTEID(0x01, 0x500, gnb.AsSlice(), nil, 0))}},
-		{ReportDownlinkData, []*ie.IE{ie.NewDownlinkDataReport(ie.NewPDRID(2))}},
+		{ReportDownlinkData, []*ie.IE{downlinkDataReport(2, 9)}},
 		{ReportUsage, usageReports([]usage.Report{{URR: 1, Seq: 3, Trigger: usage.VolumeThreshold | usage.Periodic,
 			Start: time.Unix(1_700_000_000, 0), End: time.Unix(1_700_000_010, 0), Duration: 7 * time.Second,
 			FirstPacket: time.Unix(1_700_000_001, 0), LastPacket: time.Unix(1_700_000_009, 0),

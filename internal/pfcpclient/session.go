@@ -138,6 +138,11 @@ type SessionSpec struct {
 	VolumeThreshold   uint64
 	VolumeQuota       uint64
 	MeasurementPeriod time.Duration
+	// NotificationDelay and SuggestedBufferingPackets are BAR BARID's Downlink Data
+	// Notification Delay (in steps of 50 ms) and Suggested Buffering Packets Count; 0: the IE
+	// is left out.
+	NotificationDelay         time.Duration
+	SuggestedBufferingPackets uint8
 	// Precedence is the precedence of the default PDRs; 0 means DefaultPrecedence.
 	Precedence uint32
 	// Flows are further QoS flows, each a pair of PDRs picked out by an SDF filter.
@@ -434,7 +439,14 @@ func (s *SessionSpec) rules() []*ie.IE {
 	for i, f := range s.Flows {
 		ies = append(ies, qer(FlowQERID(i), f.QFI, f.MBRUplink, f.MBRDownlink), urr(FlowURRID(i), 0, 0, 0))
 	}
-	return append(ies, ie.NewCreateBAR(ie.NewBARID(BARID)))
+	bar := []*ie.IE{ie.NewBARID(BARID)}
+	if s.NotificationDelay != 0 {
+		bar = append(bar, ie.NewDownlinkDataNotificationDelay(s.NotificationDelay))
+	}
+	if s.SuggestedBufferingPackets != 0 {
+		bar = append(bar, ie.NewSuggestedBufferingPacketsCount(s.SuggestedBufferingPackets))
+	}
+	return append(ies, ie.NewCreateBAR(bar...))
 }
 
 // Establish sends a Session Establishment Request for spec, with a CP SEID of its own, and

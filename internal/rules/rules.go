@@ -18,8 +18,8 @@ type Action int
 const (
 	Drop    Action = iota
 	Forward        // uplink packets lose their outer headers first; then OHC, if any, and routing
-	// Buffer (BUFF) holds packets until the FAR forwards again. Until buffering is built the
-	// datapath drops them with their own drop reason (far_buffered).
+	// Buffer (BUFF) holds packets until the FAR forwards again: the datapath hands them to
+	// xupfd, which runs them through the datapath again then (datapath.Replay).
 	Buffer
 	// AccessNoTunnel is FORW toward Access without outer header creation (free5GC's downlink
 	// FAR before the gNB's tunnel is known): only a tunnel reaches a UE, and routing the

@@ -73,19 +73,19 @@ func TestPFCPSessions(t *testing.T) {
 		n, payload, e.downlinkTo(sa, 7000, n, payload)))
 
 	// free5GC style: the SMF chooses TEID and UE, and the downlink buffers until the gNB is
-	// known: packets are dropped as far_buffered meanwhile.
+	// known: the datapath hands its packets to xupfd meanwhile.
 	b, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Free5GC, UE: netip.MustParseAddr("10.45.0.50"),
 		UplinkTEID: 0x7000, N3: testbed.N3Addr, NetworkInstance: "internet"})
 	if err != nil {
 		t.Fatalf("establish b: %v", err)
 	}
 	sb := testbed.PFCPView(b, testbed.GNBAddr, 0x901, 0)
-	before := e.stats().Drops["far_buffered"]
+	before := e.stats().Counters["buffered"]
 	if got := e.downlink(sb, 10, payload); len(got) != 0 {
 		t.Errorf("%d downlink packets reached the gNB while the FAR buffers", len(got))
 	}
-	if d := e.stats().Drops["far_buffered"] - before; d != 10 {
-		t.Errorf("far_buffered grew by %d, want 10", d)
+	if d := e.stats().Counters["buffered"] - before; d != 10 {
+		t.Errorf("buffered grew by %d, want 10", d)
 	}
 	reportProblems(t, "session b uplink", testbed.CheckUplink(sb, n, payload, e.uplink(sb, n, payload, recvTimeout)))
 	// The gNB answers: BUFF -> FORW with outer header creation.

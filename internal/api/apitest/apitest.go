@@ -453,6 +453,7 @@ func NewBackend() *Backend {
 			PFCPDrops:   map[string]uint64{"undecodable_header": 0, "amplification_limit": 12, "unhandled_type": 0},
 			PFCPReports: map[string]uint64{"sent": 3, "accepted": 2, "timed_out": 1},
 			GTPU:        map[string]uint64{"error_indication_reported": 1, "end_marker_sent": 4},
+			Buffer:      map[string]uint64{"buffered": 12, "flushed": 10, "discarded_overflow": 2},
 		},
 		ClassesData:      Classes(),
 		ContractsData:    Contracts(),

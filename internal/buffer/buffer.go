@@ -1,0 +1,387 @@
+// Package buffer keeps the packets of FARs that buffer (BUFF), per session and PDR, in the
+// order the datapath handed them over, within bounds; it sends them on through the datapath
+// when the FAR forwards, discards them when it drops, the session goes or they expire, and
+// asks for the SMF to be notified (NOCP) of the first one.
+package buffer
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Packet is a frame a buffering FAR handed over (internal/datapath reads them).
+type Packet struct {
+	// Owner, Uplink and PDR name the PDR whose FAR buffered it; Owner is 0 when no installed
+	// rule has its counter any more (the session is gone).
+	Owner  uint64
+	Uplink bool
+	PDR    uint32
+	// Counter is the PDR's counter slot in the datapath, which Release takes.
+	Counter uint32
+	// Ifindex is the interface it arrived on: Replay runs it as arriving there.
+	Ifindex uint32
+	Frame   []byte
+}
+
+// Datapath is what the buffer needs from the datapath: to send a held packet on through the
+// program, and to hear that packets are held no more.
+type Datapath interface {
+	Replay(Packet) error
+	Release(counter uint32, n uint64) error
+}
+
+// Key names the PDR whose FAR buffered a packet: its session (datapath owner) and its id in
+// one direction.
+type Key struct {
+	Owner  uint64
+	Uplink bool
+	PDR    uint32
+}
+
+// Mode is what a PDR's FAR does with held packets now.
+type Mode int
+
+const (
+	Discard Mode = iota // DROP, or no FAR: held and arriving packets are discarded
+	Hold                // BUFF: keep them
+	Flush               // FORW: send them on, in order
+)
+
+// Policy is what a session's FAR and BAR say about one PDR's buffered packets.
+type Policy struct {
+	Mode Mode
+	// MaxPackets bounds the packets held for the PDR (the BAR's suggested count, or the SMF's
+	// DL Buffering Suggested Packet Count); 0 leaves the session's limit alone.
+	MaxPackets int
+	// Duration is how long a packet may be held (the SMF's DL Buffering Duration); 0 takes
+	// Limits.MaxDuration, and a negative one holds none.
+	Duration time.Duration
+	// Notify (NOCP) asks for one notification when the first packet is buffered or
+	// discarded, NotifyDelay after it (the BAR's Downlink Data Notification Delay).
+	Notify      bool
+	NotifyDelay time.Duration
+	// Epoch changes whenever the SMF creates or updates the FAR: one notification per epoch.
+	Epoch uint64
+}
+
+// Limits bound what is held: per session and in all.
+type Limits struct {
+	MaxPacketsPerSession int
+	MaxBytesPerSession   int
+	MaxBytes             int
+	MaxDuration          time.Duration
+}
+
+// Defaults of Limits.
+const (
+	DefaultMaxPacketsPerSession = 10000
+	DefaultMaxBytesPerSession   = 10 << 20
+	DefaultMaxBytes             = 256 << 20
+	DefaultMaxDuration          = 30 * time.Second
+)
+
+// outcome is what became of a packet handed over, counted for the metrics.
+type outcome int
+
+const (
+	outBuffered     outcome = iota // kept
+	outFlushed                     // sent on through the datapath
+	outOverflow                    // discarded: over a bound
+	outExpired                     // discarded: held too long, or the SMF allows no buffering
+	outDropped                     // discarded: the FAR drops
+	outDeleted                     // discarded: the session is gone
+	outReplayFailed                // discarded: the datapath would not take it back
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"buffered", "flushed", "discarded_overflow", "discarded_expired",
+	"discarded_dropped", "discarded_deleted", "discarded_replay_failed"}
+
+// Buffer holds the buffered packets of every session.
+type Buffer struct {
+	dp     Datapath
+	lim    Limits
+	log    *slog.Logger
+	notify func(Key)
+
+	mu       sync.Mutex
+	sessions map[uint64]*session
+	bytes    int // held, all sessions
+	counts   [numOutcomes]atomic.Uint64
+}
+
+// session is one owner's policies and queues.
+type session struct {
+	policies map[Key]Policy
+	queues   map[Key]*queue
+	packets  int
+	bytes    int
+}
+
+// queue is one PDR's held packets, oldest first.
+type queue struct {
+	items    []item
+	flushing bool   // a flush goroutine runs for it
+	epoch    uint64 // of the FAR when it last notified
+	notified bool   // a notification went (or waits its delay) in this epoch
+	timer    *time.Timer
+}
+
+type item struct {
+	p  Packet
+	at time.Time
+}
+
+// New returns an empty buffer that sends packets on through dp and calls notify (from a
+// goroutine of its own, never with a lock held) for the notifications policies ask for.
+func New(dp Datapath, lim Limits, notify func(Key), log *slog.Logger) *Buffer {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Buffer{dp: dp, lim: lim, log: log, notify: notify, sessions: map[uint64]*session{}}
+}
+
+// Counts returns how many packets were buffered, flushed and discarded, by reason.
+func (b *Buffer) Counts() map[string]uint64 {
+	out := make(map[string]uint64, numOutcomes)
+	for o := range numOutcomes {
+		out[outcomeNames[o]] = b.counts[o].Load()
+	}
+	return out
+}
+
+// Set gives an owner's PDRs their policies (every PDR of the session: one missing is
+// discarded). Held packets of a PDR that now forwards are sent on; those of one that drops
+// are discarded.
+func (b *Buffer) Set(owner uint64, policies map[Key]Policy) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.sessions[owner]
+	if s == nil {
+		s = &session{queues: map[Key]*queue{}}
+		b.sessions[owner] = s
+	}
+	s.policies = policies
+	for k, q := range s.queues {
+		pol := policies[k]
+		if pol.Epoch != q.epoch && q.timer != nil {
+			q.timer.Stop() // the SMF changed the FAR before it was notified: no more to say
+		}
+		switch pol.Mode {
+		case Flush:
+			b.startFlush(s, k, q)
+		case Discard:
+			b.discard(s, q, len(q.items), outDropped)
+		}
+	}
+}
+
+// Remove discards what an owner holds and forgets it.
+func (b *Buffer) Remove(owner uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.sessions[owner]
+	if s == nil {
+		return
+	}
+	for _, q := range s.queues {
+		if q.timer != nil {
+			q.timer.Stop()
+		}
+		// Not released: the datapath resets the counts of a counter slot when it hands it
+		// out again, and this one may be handed out already.
+		b.count(outDeleted, len(q.items))
+		b.take(s, q, len(q.items))
+	}
+	delete(b.sessions, owner)
+}
+
+// Add takes a packet the datapath handed over.
+func (b *Buffer) Add(p Packet) {
+	var notify *Key
+	b.mu.Lock()
+	s := b.sessions[p.Owner]
+	if p.Owner == 0 || s == nil {
+		b.mu.Unlock()
+		b.count(outDeleted, 1)
+		if p.Owner != 0 { // owned in the datapath, not known here yet or any more
+			b.release(p.Counter, 1)
+		}
+		return
+	}
+	k := Key{Owner: p.Owner, Uplink: p.Uplink, PDR: p.PDR}
+	pol := s.policies[k]
+	q := s.queues[k]
+	if q == nil {
+		q = &queue{epoch: pol.Epoch}
+		s.queues[k] = q
+	}
+	if pol.Notify && (!q.notified || q.epoch != pol.Epoch) {
+		q.notified, q.epoch = true, pol.Epoch
+		if pol.NotifyDelay <= 0 {
+			notify = &k
+		} else {
+			epoch := pol.Epoch
+			q.timer = time.AfterFunc(pol.NotifyDelay, func() { b.delayedNotify(k, epoch) })
+		}
+	}
+	reason := outcome(-1)
+	switch {
+	case pol.Mode == Discard:
+		reason = outDropped
+	case pol.Mode == Hold && pol.Duration < 0:
+		reason = outExpired
+	case s.packets >= b.maxPackets(pol) || s.bytes+len(p.Frame) > b.lim.MaxBytesPerSession ||
+		b.bytes+len(p.Frame) > b.lim.MaxBytes:
+		reason = outOverflow
+	}
+	if reason >= 0 {
+		b.mu.Unlock()
+		b.count(reason, 1)
+		b.release(p.Counter, 1)
+	} else {
+		q.items = append(q.items, item{p, time.Now()})
+		s.packets++
+		s.bytes += len(p.Frame)
+		b.bytes += len(p.Frame)
+		b.count(outBuffered, 1)
+		if pol.Mode == Flush {
+			b.startFlush(s, k, q)
+		}
+		b.mu.Unlock()
+	}
+	if notify != nil {
+		go b.notify(*notify) // the reader must not wait for the SMF's session lock
+	}
+}
+
+// maxPackets is the most packets a session may hold under pol.
+func (b *Buffer) maxPackets(pol Policy) int {
+	if pol.MaxPackets > 0 {
+		return min(pol.MaxPackets, b.lim.MaxPacketsPerSession)
+	}
+	return b.lim.MaxPacketsPerSession
+}
+
+// delayedNotify notifies for k after its delay, unless the FAR changed meanwhile or forwards.
+func (b *Buffer) delayedNotify(k Key, epoch uint64) {
+	b.mu.Lock()
+	s := b.sessions[k.Owner]
+	ok := s != nil && s.policies[k].Epoch == epoch && s.policies[k].Mode != Flush
+	b.mu.Unlock()
+	if ok {
+		b.notify(k)
+	}
+}
+
+// startFlush starts sending q on, unless that runs already; b.mu is held.
+func (b *Buffer) startFlush(s *session, k Key, q *queue) {
+	if q.flushing || len(q.items) == 0 {
+		return
+	}
+	q.flushing = true
+	go b.flush(s, k, q)
+}
+
+// flushBatch is how many packets a flush takes out of a queue at a time.
+const flushBatch = 64
+
+// flush sends q's packets on through the datapath, oldest first, while the PDR forwards. A
+// batch is released only once it has been sent: until then the datapath buffers the PDR's
+// new packets behind it.
+func (b *Buffer) flush(s *session, k Key, q *queue) {
+	for {
+		b.mu.Lock()
+		if s.policies[k].Mode != Flush || len(q.items) == 0 || b.sessions[k.Owner] != s {
+			q.flushing = false
+			b.mu.Unlock()
+			return
+		}
+		n := min(len(q.items), flushBatch)
+		batch := append([]item(nil), q.items[:n]...)
+		b.take(s, q, n)
+		b.mu.Unlock()
+		for _, it := range batch {
+			if err := b.dp.Replay(it.p); err != nil {
+				b.count(outReplayFailed, 1)
+				b.log.Warn("buffer: a held packet could not be sent on; discarded", "owner", k.Owner, "pdr", k.PDR, "err", err)
+				continue
+			}
+			b.count(outFlushed, 1)
+		}
+		b.release(batch[0].p.Counter, uint64(n))
+	}
+}
+
+// take removes the n oldest packets of q from the books; b.mu is held.
+func (b *Buffer) take(s *session, q *queue, n int) {
+	for _, it := range q.items[:n] {
+		s.packets--
+		s.bytes -= len(it.p.Frame)
+		b.bytes -= len(it.p.Frame)
+	}
+	q.items = q.items[n:]
+}
+
+// discard drops the n oldest packets of q, counted under why; b.mu is held.
+func (b *Buffer) discard(s *session, q *queue, n int, why outcome) {
+	if n == 0 {
+		return
+	}
+	counter := q.items[0].p.Counter
+	b.take(s, q, n)
+	b.count(why, n)
+	b.release(counter, uint64(n))
+}
+
+func (b *Buffer) count(o outcome, n int) { b.counts[o].Add(uint64(n)) }
+
+func (b *Buffer) release(counter uint32, n uint64) {
+	if err := b.dp.Release(counter, n); err != nil {
+		b.log.Warn("buffer: release held packets", "counter", counter, "err", err)
+	}
+}
+
+// expiryPeriod is how often held packets are checked for age: a packet lives at most this
+// much beyond its duration.
+const expiryPeriod = 100 * time.Millisecond
+
+// Run discards packets held longer than their duration until ctx is done.
+func (b *Buffer) Run(ctx context.Context) {
+	t := time.NewTicker(expiryPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			b.expire(now)
+		}
+	}
+}
+
+// expire discards the packets held longer than their policy's duration at now.
+func (b *Buffer) expire(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range b.sessions {
+		for k, q := range s.queues {
+			pol := s.policies[k]
+			if pol.Mode != Hold {
+				continue
+			}
+			d := b.lim.MaxDuration
+			if pol.Duration != 0 {
+				d = min(pol.Duration, d)
+			}
+			n := 0
+			for n < len(q.items) && now.Sub(q.items[n].at) >= d {
+				n++
+			}
+			b.discard(s, q, n, outExpired)
+		}
+	}
+}

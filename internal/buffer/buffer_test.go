@@ -1,0 +1,200 @@
+package buffer
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeDatapath records what is sent on and released.
+type fakeDatapath struct {
+	mu       sync.Mutex
+	replayed []string
+	released uint64
+}
+
+func (f *fakeDatapath) Replay(p Packet) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replayed = append(f.replayed, string(p.Frame))
+	return nil
+}
+
+func (f *fakeDatapath) Release(_ uint32, n uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released += n
+	return nil
+}
+
+func (f *fakeDatapath) state() ([]string, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.replayed), f.released
+}
+
+var k = Key{Owner: 1 << 32, PDR: 2}
+
+func pkt(i int) Packet {
+	return Packet{Owner: k.Owner, PDR: k.PDR, Counter: 9, Frame: fmt.Appendf(nil, "p%04d", i)}
+}
+
+func newTest(lim Limits) (*Buffer, *fakeDatapath, chan Key) {
+	dp := &fakeDatapath{}
+	notes := make(chan Key, 16)
+	return New(dp, lim, func(k Key) { notes <- k }, nil), dp, notes
+}
+
+var roomy = Limits{MaxPacketsPerSession: 100, MaxBytesPerSession: 1 << 20, MaxBytes: 1 << 20, MaxDuration: time.Minute}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestHoldThenFlush: held packets leave in order when the FAR forwards, and later ones go
+// behind them; each is released once sent.
+func TestHoldThenFlush(t *testing.T) {
+	b, dp, _ := newTest(roomy)
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold}})
+	var want []string
+	for i := range 50 {
+		b.Add(pkt(i))
+		want = append(want, string(pkt(i).Frame))
+	}
+	if got, rel := dp.state(); len(got) != 0 || rel != 0 {
+		t.Fatalf("sent %d, released %d while holding", len(got), rel)
+	}
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Flush}})
+	for i := 50; i < 80; i++ {
+		b.Add(pkt(i))
+		want = append(want, string(pkt(i).Frame))
+	}
+	waitFor(t, "the flush", func() bool { _, rel := dp.state(); return rel == 80 })
+	if got, _ := dp.state(); !slices.Equal(got, want) {
+		t.Errorf("sent on %v, want %v", got, want)
+	}
+	if c := b.Counts(); c["buffered"] != 80 || c["flushed"] != 80 {
+		t.Errorf("counts %v", c)
+	}
+}
+
+// TestBounds: the session's packet bound, the BAR's smaller one, and the byte bounds
+// discard as overflow, released.
+func TestBounds(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		lim  Limits
+		pol  Policy
+		kept int
+	}{
+		{"session packets", Limits{MaxPacketsPerSession: 3, MaxBytesPerSession: 1 << 20, MaxBytes: 1 << 20, MaxDuration: time.Minute}, Policy{Mode: Hold}, 3},
+		{"BAR's suggested count", roomy, Policy{Mode: Hold, MaxPackets: 2}, 2},
+		{"session bytes", Limits{MaxPacketsPerSession: 100, MaxBytesPerSession: 20, MaxBytes: 1 << 20, MaxDuration: time.Minute}, Policy{Mode: Hold}, 4},
+		{"all bytes", Limits{MaxPacketsPerSession: 100, MaxBytesPerSession: 1 << 20, MaxBytes: 10, MaxDuration: time.Minute}, Policy{Mode: Hold}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, dp, _ := newTest(c.lim)
+			b.Set(k.Owner, map[Key]Policy{k: c.pol})
+			for i := range 10 {
+				b.Add(pkt(i))
+			}
+			if got := b.Counts(); got["buffered"] != uint64(c.kept) || got["discarded_overflow"] != uint64(10-c.kept) {
+				t.Errorf("counts %v, want %d kept", got, c.kept)
+			}
+			if _, rel := dp.state(); rel != uint64(10-c.kept) {
+				t.Errorf("released %d, want the %d discarded", rel, 10-c.kept)
+			}
+		})
+	}
+}
+
+// TestDiscards: a FAR that drops discards what is held and what comes; so does the
+// session's removal and expiry; a duration below 0 holds nothing.
+func TestDiscards(t *testing.T) {
+	b, dp, _ := newTest(roomy)
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold}})
+	b.Add(pkt(0))
+	b.Add(pkt(1))
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Discard}})
+	b.Add(pkt(2))
+	if c := b.Counts(); c["discarded_dropped"] != 3 {
+		t.Errorf("counts %v, want 3 dropped", c)
+	}
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Duration: -1}})
+	b.Add(pkt(3))
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Duration: time.Second}})
+	b.Add(pkt(4))
+	b.Add(pkt(5))
+	b.expire(time.Now().Add(500 * time.Millisecond))
+	if c := b.Counts(); c["discarded_expired"] != 1 {
+		t.Errorf("counts %v, want 1 expired (duration 0)", c)
+	}
+	b.expire(time.Now().Add(time.Second))
+	if c := b.Counts(); c["discarded_expired"] != 3 {
+		t.Errorf("counts %v, want 3 expired", c)
+	}
+	b.Add(pkt(6))
+	b.Remove(k.Owner)
+	b.Add(pkt(7))
+	if c := b.Counts(); c["discarded_deleted"] != 2 {
+		t.Errorf("counts %v, want 2 deleted", c)
+	}
+	if got, rel := dp.state(); len(got) != 0 || rel != 7 {
+		t.Errorf("sent %v, released %d: want nothing sent, all but the removed one released", got, rel)
+	}
+}
+
+// TestNotifyOncePerEpoch: NOCP notifies for the first packet only, until the FAR changes;
+// a delayed notification is dropped when the FAR forwards before it is due.
+func TestNotifyOncePerEpoch(t *testing.T) {
+	b, _, notes := newTest(roomy)
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Notify: true, Epoch: 1}})
+	for i := range 5 {
+		b.Add(pkt(i))
+	}
+	expectNotes := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case got := <-notes:
+				if got != k {
+					t.Errorf("notified %+v, want %+v", got, k)
+				}
+			case <-time.After(time.Second):
+				t.Fatal("no notification")
+			}
+		}
+		select {
+		case got := <-notes:
+			t.Fatalf("one more notification: %+v", got)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	expectNotes(1)
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Notify: true, Epoch: 1, Duration: time.Hour}}) // a BAR update
+	b.Add(pkt(5))
+	expectNotes(0)
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Notify: true, Epoch: 2}}) // the FAR updated
+	b.Add(pkt(6))
+	expectNotes(1)
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Notify: true, Epoch: 3, NotifyDelay: 100 * time.Millisecond}})
+	start := time.Now()
+	b.Add(pkt(7))
+	expectNotes(1)
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Errorf("notified after %s, before the delay", d)
+	}
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Notify: true, Epoch: 4, NotifyDelay: 100 * time.Millisecond}})
+	b.Add(pkt(8))
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Flush, Epoch: 5}})
+	expectNotes(0)
+}

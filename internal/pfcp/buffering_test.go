@@ -1,0 +1,70 @@
+package pfcp
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wmnsk/go-pfcp/ie"
+	"github.com/wmnsk/go-pfcp/message"
+
+	"github.com/xupf/xupf/internal/buffer"
+)
+
+// fakeBuffers records what the node tells the buffer.
+type fakeBuffers struct {
+	mu      sync.Mutex
+	set     map[uint64]map[buffer.Key]buffer.Policy
+	removed []uint64
+}
+
+func (f *fakeBuffers) Set(owner uint64, p map[buffer.Key]buffer.Policy) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.set[owner] = p
+}
+
+func (f *fakeBuffers) Remove(owner uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed = append(f.removed, owner)
+}
+
+// TestBufferPolicies: a BUFF+NOCP downlink FAR with a BAR holds and notifies after the BAR's
+// delay, within its suggested count; the uplink forwards and never notifies; an Update FAR to
+// FORW flushes in a new epoch; deletion removes the session's buffer.
+func TestBufferPolicies(t *testing.T) {
+	fb := &fakeBuffers{set: map[uint64]map[buffer.Key]buffer.Policy{}}
+	n := newSessionNode(newFakeDatapath(), func(o *Options) { o.Buffers = fb })
+	cause(t, n.Handle(smf, bytesOf(t, smfSetup(1))))
+	ies := append(basicSession(ue1)[:3:3],
+		ie.NewCreateFAR(ie.NewFARID(2), ie.NewApplyAction(ApplyBuffer|ApplyNotifyCP), ie.NewBARID(1)),
+		ie.NewCreateBAR(ie.NewBARID(1), ie.NewDownlinkDataNotificationDelay(100*time.Millisecond),
+			ie.NewSuggestedBufferingPacketsCount(50)))
+	ies = append(ies, basicSession(ue1)[4:]...)
+	if _, c, _ := cause(t, n.Handle(smf, bytesOf(t, establishment(20, 0x51, ies...)))); c != ie.CauseRequestAccepted {
+		t.Fatalf("establishment: cause %d", c)
+	}
+	dl, ul := buffer.Key{Owner: FirstSEID, PDR: 2}, buffer.Key{Owner: FirstSEID, Uplink: true, PDR: 1}
+	pols := fb.set[FirstSEID]
+	if p := pols[dl]; p.Mode != buffer.Hold || !p.Notify || p.NotifyDelay != 100*time.Millisecond || p.MaxPackets != 50 || p.Epoch == 0 {
+		t.Errorf("downlink policy %+v, want Hold, notify after 100ms, 50 packets, an epoch", p)
+	}
+	if p := pols[ul]; p.Mode != buffer.Flush || p.Notify {
+		t.Errorf("uplink policy %+v, want Flush without notification", p)
+	}
+	before := pols[dl].Epoch
+	upd := message.NewSessionModificationRequest(0, 0, FirstSEID, 21, 0, ie.NewUpdateFAR(ie.NewFARID(2),
+		ie.NewApplyAction(ApplyForward), ie.NewUpdateForwardingParameters(ie.NewDestinationInterface(ie.DstInterfaceAccess),
+			ohc(0x500, gnb))))
+	if _, c, _ := cause(t, n.Handle(smf, bytesOf(t, upd))); c != ie.CauseRequestAccepted {
+		t.Fatalf("modification: cause %d", c)
+	}
+	if p := fb.set[FirstSEID][dl]; p.Mode != buffer.Flush || p.Epoch == before {
+		t.Errorf("after FORW: policy %+v, want Flush in a new epoch (not %d)", p, before)
+	}
+	cause(t, n.Handle(smf, bytesOf(t, message.NewSessionDeletionRequest(0, 0, FirstSEID, 22, 0))))
+	if len(fb.removed) != 1 || fb.removed[0] != FirstSEID {
+		t.Errorf("removed %v, want [0x%x]", fb.removed, uint64(FirstSEID))
+	}
+}

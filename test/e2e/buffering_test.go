@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/wmnsk/go-pfcp/ie"
+	"github.com/wmnsk/go-pfcp/message"
+
+	"github.com/xupf/xupf/internal/api"
+	"github.com/xupf/xupf/internal/config"
+	"github.com/xupf/xupf/internal/pfcpclient"
+	"github.com/xupf/xupf/internal/testbed"
+)
+
+// idleSession establishes a session whose downlink buffers and notifies (BUFF+NOCP with a
+// BAR, as Open5GS starts every session) for an SMF that answers reports with cause and ies,
+// and returns it with the reports the SMF receives.
+func (e *env) idleSession(nodeID string, spec pfcpclient.SessionSpec, ies ...*ie.IE) (*pfcpclient.Client,
+	*pfcpclient.Session, chan receivedReport) {
+	e.t.Helper()
+	opts, reports := reportsTo(nodeID, 0)
+	onReport := opts.OnReport
+	opts.OnReport = func(m *message.SessionReportRequest) pfcpclient.ReportAnswer {
+		a := onReport(m)
+		a.IEs = ies
+		return a
+	}
+	c, ctx := e.smfClientWith(opts)
+	s, err := c.Establish(ctx, spec)
+	if err != nil {
+		e.t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
+	}
+	return c, s, reports
+}
+
+// waitStat polls the stats until ok holds for them, for 10 s at most.
+func (e *env) waitStat(what string, ok func(st api.Stats) bool) api.Stats {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := e.stats()
+		if ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("waiting for %s: counters %v, drops %v, buffer %v", what, st.Counters, st.Drops, st.Buffer)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestIdleUEBuffering: toward an idle UE (BUFF+NOCP), downlink packets are buffered and the
+// first one brings exactly one Downlink Data Report (the PDR, the QFI); when the SMF makes the
+// FAR forward, mid-stream, the buffered packets reach the gNB first, in order, then the new
+// ones: none lost, none reordered.
+func TestIdleUEBuffering(t *testing.T) {
+	e := newEnv(t)
+	const teid, qfi = 0x940, 9
+	c, s, reports := e.idleSession("smf.buffer.test", pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, QFI: qfi})
+	view := testbed.PFCPView(s, testbed.GNBAddr, teid, qfi)
+	const held, more, after = 2000, 500, 5000
+	total := held + more + after
+	rx, err := e.topo.ListenGNB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	type got struct {
+		ps  []testbed.GTPUPacket
+		err error
+	}
+	gotCh := make(chan got, 1)
+	go func() { ps, err := testbed.ReceiveDownlink(rx, total, 15*time.Second); gotCh <- got{ps, err} }()
+
+	payload := testbed.Payload("idle")
+	from := func(first int) func(int) []byte { return func(i int) []byte { return payload(first + i) } }
+	sent := time.Now()
+	if err := e.topo.SendDownlink(view, held, payload); err != nil {
+		t.Fatal(err)
+	}
+	r := nextReport(t, reports)
+	t.Logf("DDN latency (first packet sent -> report at the SMF): %s", r.at.Sub(sent))
+	checkDownlinkDataReport(t, r, s.CPSEID, pfcpclient.DownlinkPDRID, qfi)
+	if err := e.topo.SendDownlink(view, more, from(held)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-reports:
+		t.Fatalf("a second report before the FAR changed: %v", r.req)
+	case <-time.After(300 * time.Millisecond):
+	}
+	e.waitStat("every packet buffered", func(st api.Stats) bool { return st.Buffer["buffered"] == held+more })
+
+	// The gNB answers while packets keep coming: those that arrive during the switch must
+	// queue behind the buffered ones, not overtake them.
+	sending := make(chan error, 1)
+	go func() { sending <- e.topo.SendDownlink(view, after, from(held+more)) }()
+	switched := time.Now()
+	if err := c.SetDownlink(e.ctx(), s, testbed.GNBAddr, teid); err != nil {
+		t.Fatal(err)
+	}
+	st := e.waitStat("the buffer flushed", func(st api.Stats) bool { return st.Buffer["flushed"] >= held+more })
+	flush := time.Since(switched)
+	if err := <-sending; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("flush: %d packets in %s after the Update FAR (%.0f packets/s); %d more buffered behind them",
+		st.Buffer["flushed"], flush, float64(st.Buffer["flushed"])/flush.Seconds(), st.Buffer["flushed"]-held-more)
+	g := <-gotCh
+	if g.err != nil {
+		t.Errorf("receive: %v", g.err)
+	}
+	next := 0
+	for _, p := range g.ps {
+		if p.TEID != teid || p.QFI != qfi || !bytes.Equal(p.Payload, payload(next)) {
+			t.Fatalf("packet %d at the gNB: TEID 0x%x QFI %d %q, want TEID 0x%x QFI %d %q (%d received in all)",
+				next, p.TEID, p.QFI, p.Payload, teid, qfi, payload(next), len(g.ps))
+		}
+		next++
+	}
+	if next != total {
+		t.Errorf("%d of %d packets reached the gNB, in order", next, total)
+	}
+	final := e.stats()
+	if final.Drops["buffer_full"] != 0 || final.Buffer["discarded_overflow"] != 0 || final.PFCPReports["sent"] != 1 {
+		t.Errorf("drops %v, buffer %v, reports %v: want nothing discarded and one report", final.Drops, final.Buffer,
+			final.PFCPReports)
+	}
+	t.Logf("datapath: buffered %d, replayed %d; xupfd: %v", final.Counters["buffered"], final.Counters["replayed"], final.Buffer)
+}
+
+// checkDownlinkDataReport checks a Session Report Request is a DLDR for the PDR, with the QFI.
+func checkDownlinkDataReport(t *testing.T, r receivedReport, cpSEID uint64, pdr uint16, qfi uint8) {
+	t.Helper()
+	m := r.req
+	if m.SEID() != cpSEID || m.ReportType == nil || len(m.ReportType.Payload) == 0 || m.ReportType.Payload[0] != 0x01 ||
+		m.DownlinkDataReport == nil {
+		t.Fatalf("report SEID 0x%x type %v DLDR %v, want a DLDR for CP SEID 0x%x", m.SEID(), m.ReportType,
+			m.DownlinkDataReport, cpSEID)
+	}
+	id, err := m.DownlinkDataReport.PDRID()
+	if err != nil || id != pdr {
+		t.Errorf("Downlink Data Report PDR ID %d %v, want %d", id, err, pdr)
+	}
+	dsi, err := m.DownlinkDataReport.DownlinkDataServiceInformation()
+	if err != nil || !bytes.Equal(dsi, []byte{0x02, qfi}) {
+		t.Errorf("Downlink Data Service Information %x %v, want QFI %d (02 %02x)", dsi, err, qfi, qfi)
+	}
+}
+
+// TestBufferingBoundsAndExpiry: a flood toward an idle UE stops at the session's bound
+// (counted as buffer_full in the datapath and discarded_overflow in xupfd) and costs no
+// other session its buffering; the SMF's DL Buffering Duration (Update BAR in its answer)
+// expires what is held, counted; a DROP FAR discards; the notification waits for the BAR's
+// delay.
+func TestBufferingBoundsAndExpiry(t *testing.T) {
+	e := newEnvConfig(t, func(c *config.Config) { c.BufferMaxPacketsPerSession = 300 })
+	// DL Buffering Duration 2 s (unit 2 s, value 1), in the answer to the report.
+	bar := ie.NewUpdateBARWithinSessionReportResponse(ie.NewBARID(pfcpclient.BARID), ie.NewDLBufferingDuration(2*time.Second))
+	const delay = 200 * time.Millisecond
+	_, flooded, reports := e.idleSession("smf.flood.test", pfcpclient.SessionSpec{Style: pfcpclient.Open5GS,
+		NotificationDelay: delay}, bar)
+	c2, quiet, reports2 := e.idleSession("smf.quiet.test", pfcpclient.SessionSpec{Style: pfcpclient.Open5GS})
+	fview := testbed.PFCPView(flooded, testbed.GNBAddr, 0x950, 0)
+	qview := testbed.PFCPView(quiet, testbed.GNBAddr, 0x951, 0)
+
+	sent := time.Now()
+	if err := e.topo.SendDownlink(fview, 3000, testbed.Payload("flood")); err != nil {
+		t.Fatal(err)
+	}
+	r := nextReport(t, reports)
+	if d := r.at.Sub(sent); d < delay {
+		t.Errorf("report %s after the first packet, before the BAR's delay of %s", d, delay)
+	}
+	if err := e.topo.SendDownlink(qview, 10, testbed.Payload("quiet")); err != nil {
+		t.Fatal(err)
+	}
+	nextReport(t, reports2)
+	st := e.waitStat("the flood held at the bound", func(st api.Stats) bool {
+		return st.Buffer["buffered"] == 300+10 && st.Drops["buffer_full"]+st.Buffer["discarded_overflow"] == 3000-300
+	})
+	t.Logf("flood of 3000: buffered %d, buffer_full %d, discarded_overflow %d", st.Buffer["buffered"],
+		st.Drops["buffer_full"], st.Buffer["discarded_overflow"])
+	e.waitStat("the flood's packets expired", func(st api.Stats) bool { return st.Buffer["discarded_expired"] == 300 })
+
+	if err := c2.DropDownlink(e.ctx(), quiet); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStat("the DROP FAR's packets discarded", func(st api.Stats) bool { return st.Buffer["discarded_dropped"] == 10 })
+}
