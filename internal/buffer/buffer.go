@@ -91,7 +91,7 @@ const (
 	outFlushed                     // sent on through the datapath
 	outOverflow                    // discarded: over a bound
 	outExpired                     // discarded: held too long, or the SMF allows no buffering
-	outDropped                     // discarded: the FAR drops
+	outDropped                     // discarded: the FAR drops, or the SMF said DROBU
 	outDeleted                     // discarded: the session is gone
 	outReplayFailed                // discarded: the datapath would not take it back
 	numOutcomes
@@ -174,6 +174,17 @@ func (b *Buffer) Set(owner uint64, policies map[Key]Policy) {
 		case Flush:
 			b.startFlush(s, k, q)
 		case Discard:
+			b.discard(s, q, len(q.items), outDropped)
+		}
+	}
+}
+
+// Drop discards what an owner holds now, counted as dropped; its policies stay.
+func (b *Buffer) Drop(owner uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.sessions[owner]; s != nil {
+		for _, q := range s.queues {
 			b.discard(s, q, len(q.items), outDropped)
 		}
 	}

@@ -117,8 +117,8 @@ func TestBounds(t *testing.T) {
 	}
 }
 
-// TestDiscards: a FAR that drops discards what is held and what comes; so does the
-// session's removal and expiry; a duration below 0 holds nothing.
+// TestDiscards: a FAR that drops discards what is held and what comes; so do the SMF's
+// DROBU, the session's removal and expiry; a duration below 0 holds nothing.
 func TestDiscards(t *testing.T) {
 	b, dp, _ := newTest(roomy)
 	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold}})
@@ -143,12 +143,17 @@ func TestDiscards(t *testing.T) {
 		t.Errorf("counts %v, want 3 expired", c)
 	}
 	b.Add(pkt(6))
+	b.Drop(k.Owner)
+	if c := b.Counts(); c["discarded_dropped"] != 4 {
+		t.Errorf("counts %v, want 4 dropped", c)
+	}
+	b.Add(pkt(6))
 	b.Remove(k.Owner)
 	b.Add(pkt(7))
 	if c := b.Counts(); c["discarded_deleted"] != 2 {
 		t.Errorf("counts %v, want 2 deleted", c)
 	}
-	if got, rel := dp.state(); len(got) != 0 || rel != 7 {
+	if got, rel := dp.state(); len(got) != 0 || rel != 8 {
 		t.Errorf("sent %v, released %d: want nothing sent, all but the removed one released", got, rel)
 	}
 }

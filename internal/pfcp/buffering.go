@@ -13,8 +13,14 @@ import (
 // tells it, after every change to a session, what each PDR's FAR and BAR say.
 type BufferController interface {
 	Set(owner uint64, policies map[buffer.Key]buffer.Policy)
+	// Drop discards what the session holds (the SMF's DROBU), Remove that and its policies.
+	Drop(owner uint64)
 	Remove(owner uint64)
 }
+
+// srrspDROBU is the DROBU flag of PFCPSRRsp-Flags (TS 29.244 8.2.60): drop the packets
+// buffered for the session.
+const srrspDROBU = 0x01
 
 // setBuffering tells the buffer what s's FARs and BARs say now; Node.smu is held.
 func (n *Node) setBuffering(s *Session) {

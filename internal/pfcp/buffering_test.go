@@ -1,6 +1,7 @@
 package pfcp
 
 import (
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,19 @@ type fakeBuffers struct {
 	mu      sync.Mutex
 	set     map[uint64]map[buffer.Key]buffer.Policy
 	removed []uint64
+	dropped []uint64
+}
+
+func (f *fakeBuffers) Drop(owner uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dropped = append(f.dropped, owner)
+}
+
+func (f *fakeBuffers) policy(owner uint64, k buffer.Key) buffer.Policy {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.set[owner][k]
 }
 
 func (f *fakeBuffers) Set(owner uint64, p map[buffer.Key]buffer.Policy) {
@@ -67,4 +81,40 @@ func TestBufferPolicies(t *testing.T) {
 	if len(fb.removed) != 1 || fb.removed[0] != FirstSEID {
 		t.Errorf("removed %v, want [0x%x]", fb.removed, uint64(FirstSEID))
 	}
+}
+
+// TestDownlinkDataReport: the buffer's notification becomes a Session Report Request with a
+// Downlink Data Report (the PDR, its QFI); the SMF's answer with DROBU discards what is held
+// and its Update BAR's DL Buffering Duration reaches the buffer.
+func TestDownlinkDataReport(t *testing.T) {
+	fb := &fakeBuffers{set: map[uint64]map[buffer.Key]buffer.Policy{}}
+	r := newReportTest(t, func(o *Options) { o.Buffers = fb })
+	k := buffer.Key{Owner: r.seid, PDR: 2}
+	smfAddr := r.smf.LocalAddr().(*net.UDPAddr).AddrPort()
+	idle := message.NewSessionModificationRequest(0, 0, r.seid, 3, 0, ie.NewUpdateFAR(ie.NewFARID(2),
+		ie.NewApplyAction(ApplyBuffer|ApplyNotifyCP), ie.NewBARID(1)))
+	if _, c, _ := cause(t, r.n.Handle(smfAddr, bytesOf(t, idle))); c != ie.CauseRequestAccepted {
+		t.Fatalf("modification to BUFF: cause %d", c)
+	}
+	r.n.DownlinkData(k)
+	req, from := r.receive()
+	if req.ReportType == nil || req.ReportType.Payload[0] != byte(ReportDownlinkData) || req.DownlinkDataReport == nil {
+		t.Fatalf("Report Type %v, DLDR %v: want a Downlink Data Report", req.ReportType, req.DownlinkDataReport)
+	}
+	id, err := req.DownlinkDataReport.PDRID()
+	dsi, err2 := req.DownlinkDataReport.DownlinkDataServiceInformation()
+	if err != nil || err2 != nil || id != 2 || string(dsi) != "\x02\x09" {
+		t.Errorf("PDR ID %d %v, service information %x %v: want PDR 2, QFI 9", id, err, dsi, err2)
+	}
+	r.answer(from, req.SequenceNumber, ie.NewCause(ie.CauseRequestAccepted), ie.NewPFCPSRRspFlags(srrspDROBU),
+		ie.NewUpdateBARWithinSessionReportResponse(ie.NewBARID(1), ie.NewDLBufferingDuration(20*time.Second)))
+	eventually(t, "the answer was not applied", func() bool {
+		fb.mu.Lock()
+		defer fb.mu.Unlock()
+		return len(fb.dropped) == 1 && fb.dropped[0] == r.seid
+	})
+	eventually(t, "the DL Buffering Duration did not reach the buffer", func() bool {
+		p := fb.policy(r.seid, k)
+		return p.Mode == buffer.Hold && p.Duration == 20*time.Second && p.MaxPackets == 10
+	})
 }

@@ -180,8 +180,8 @@ func (n *Node) transmit(to netip.AddrPort, msg []byte) error {
 }
 
 // handleReportResponse takes the SMF's answer to a Session Report Request: "Session context
-// not found" (the SMF has no such session) deletes the session, and an Update BAR changes
-// the session's BAR. An answer to no report of ours, or from another address than the one
+// not found" (the SMF has no such session) deletes the session, DROBU discards its buffered
+// packets, and an Update BAR changes the session's BAR. An answer to no report of ours, or from another address than the one
 // the report went to, is ignored.
 func (n *Node) handleReportResponse(peer netip.AddrPort, m *message.SessionReportResponse) {
 	n.mu.Lock()
@@ -217,6 +217,9 @@ func (n *Node) handleReportResponse(peer netip.AddrPort, m *message.SessionRepor
 	default:
 		n.reports.counts[reportRejected].Add(1)
 		n.log.Warn("pfcp: the SMF refused a session report", "seid", r.seid, "smf", r.peer, "cause", cause)
+	}
+	if f := m.PFCPSRRspFlags; f != nil && len(f.Payload) > 0 && f.Payload[0]&srrspDROBU != 0 && n.opts.Buffers != nil {
+		n.opts.Buffers.Drop(r.seid)
 	}
 	if m.UpdateBAR != nil {
 		if err := n.updateReportBAR(r.seid, m.UpdateBAR); err != nil {
