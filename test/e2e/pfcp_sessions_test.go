@@ -88,11 +88,26 @@ func TestPFCPSessions(t *testing.T) {
 		t.Errorf("buffered grew by %d, want 10", d)
 	}
 	reportProblems(t, "session b uplink", testbed.CheckUplink(sb, n, payload, e.uplink(sb, n, payload, recvTimeout)))
-	// The gNB answers: BUFF -> FORW with outer header creation.
+	// The gNB answers: BUFF -> FORW with outer header creation. The 10 buffered packets leave
+	// first, in order, then the new ones: the gNB listens before the switch, so it sees both.
+	gnb, err := e.topo.ListenGNB()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := c.SetDownlink(ctx, b, testbed.GNBAddr, 0x901); err != nil {
 		t.Fatal(err)
 	}
-	reportProblems(t, "session b downlink", testbed.CheckDownlink(sb, n, payload, e.downlink(sb, n, payload)))
+	if err := e.topo.SendDownlinkTo(sb, testbed.UEPort, n, payload); err != nil {
+		t.Fatal(err)
+	}
+	flush, err := testbed.ReceiveDownlink(gnb, 10+n, recvTimeout)
+	gnb.Close()
+	if err != nil {
+		t.Errorf("receive downlink: %v", err)
+	}
+	flushed := flush[:min(10, len(flush))]
+	reportProblems(t, "session b buffered downlink", testbed.CheckDownlink(sb, 10, payload, flushed))
+	reportProblems(t, "session b downlink", testbed.CheckDownlink(sb, n, payload, flush[len(flushed):]))
 
 	// Handover to a second gNB: downlink follows the new address and TEID.
 	rx, err := e.topo.ListenGTPU(testbed.GNB2Addr)
