@@ -248,12 +248,10 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	nmeters := uint32(metersPerSession*opts.MaxSessions + spareRuleSlots)
 	spec.Maps[xupfMapXupfMeters].MaxEntries = nmeters
-	for name, v := range map[string]uint32{xupfVarCfgMeterAlgo: uint32(opts.MeterAlgo), xupfVarCfgClock: uint32(opts.Clock),
+	if err := setVars(spec, map[string]any{xupfVarCfgMeterAlgo: uint32(opts.MeterAlgo), xupfVarCfgClock: uint32(opts.Clock),
 		xupfVarCfgUlKeyBits: uint32(ulBits), xupfVarCfgDlKeyBits: uint32(dlBits),
-		xupfVarCfgBufferMaxPackets: uint32(opts.BufferMaxPackets)} {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("load datapath: set %s: %w", name, err)
-		}
+		xupfVarCfgBufferMaxPackets: uint32(opts.BufferMaxPackets)}); err != nil {
+		return nil, fmt.Errorf("load datapath: %w", err)
 	}
 	spec.Maps[xupfMapXupfRouteDir].MaxEntries = uint32(routedir.Words(opts.MaxRouteChunks) / routedir.ChunkEntries)
 	spec.Maps[xupfMapXupfNexthops].MaxEntries = uint32(opts.MaxNexthops)

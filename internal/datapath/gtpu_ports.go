@@ -43,15 +43,10 @@ func setGTPUAddrs(spec *ebpf.CollectionSpec, addrs []netip.Addr, n3 []string) er
 		}
 		ifindexes[i] = uint32(iface.Index)
 	}
-	for name, v := range map[string]any{
+	return setVars(spec, map[string]any{
 		xupfVarCfgGtpuNaddrs: uint32(len(addrs)),
 		xupfVarCfgGtpuAddrs:  addrVals,
 		xupfVarCfgN3Nports:   uint32(len(n3)),
 		xupfVarCfgN3Ifindex:  ifindexes,
-	} {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return fmt.Errorf("set %s: %w", name, err)
-		}
-	}
-	return nil
+	})
 }

@@ -103,7 +103,7 @@ func (d *Datapath) loadProgram(cfg progConfig, st stage) (*ebpf.Program, error) 
 	if cfg.policer {
 		policer = 1
 	}
-	vars := map[string]uint32{
+	vars := map[string]any{
 		xupfVarCfgSdfFields: cfg.sdfFields,
 		xupfVarCfgClsFields: cfg.clsFields,
 		xupfVarCfgClsWords:  cfg.clsWords,
@@ -127,10 +127,8 @@ func (d *Datapath) loadProgram(cfg progConfig, st stage) (*ebpf.Program, error) 
 		defer empty.Close()
 		opts.MapReplacements = map[string]*ebpf.Map{xupfMapXupfCpus: empty}
 	}
-	for name, v := range vars {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("set %s: %w", name, err)
-		}
+	if err := setVars(spec, vars); err != nil {
+		return nil, err
 	}
 	var progs struct { // the XDP program alone: Load loaded the rest once
 		XupfXdp *ebpf.Program `ebpf:"xupf_xdp"`
@@ -140,4 +138,14 @@ func (d *Datapath) loadProgram(cfg progConfig, st stage) (*ebpf.Program, error) 
 		return nil, loadError(err, d.opts.PinPath)
 	}
 	return progs.XupfXdp, nil
+}
+
+// setVars sets the program's load-time constants (volatile const globals) in spec, by name.
+func setVars(spec *ebpf.CollectionSpec, vars map[string]any) error {
+	for name, v := range vars {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	return nil
 }

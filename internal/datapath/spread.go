@@ -120,16 +120,11 @@ func setSpread(spec *ebpf.CollectionSpec, mode SpreadMode, cpus []uint32) error 
 	spec.Maps[xupfMapXupfCpus].MaxEntries = uint32(possible)
 	var list [MaxSpreadCPUs]uint32
 	copy(list[:], cpus)
-	for name, v := range map[string]any{
+	return setVars(spec, map[string]any{
 		xupfVarCfgSpread:      uint32(mode),
 		xupfVarCfgSpreadNcpus: uint32(len(cpus)),
 		xupfVarCfgSpreadCpus:  list,
-	} {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return fmt.Errorf("set %s: %w", name, err)
-		}
-	}
-	return nil
+	})
 }
 
 // startSpread loads the CPU map's program and gives it the spreading CPUs; without spreading,
