@@ -6,17 +6,14 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +23,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/xupf/xupf/internal/session"
+	"github.com/xupf/xupf/internal/yamlerr"
 )
 
 // Interface roles.
@@ -437,12 +435,14 @@ type rawFlow struct {
 	DownlinkTEID yaml.Node `yaml:"downlink_teid"`
 }
 
+// document names the configuration file in yamlerr's messages.
+var document = yamlerr.Document{
+	Empty:       `the file is empty; it needs at least "interfaces" (with an n3 and an n6 role) and "gtpu_addresses"`,
+	OneDocument: `keep the whole configuration in one document (remove the "---" separator)`,
+}
+
 // parse returns the configuration or every problem found, without the "config: " prefix.
 func parse(data []byte) (*Config, []error) {
-	if err := checkDocument(data); err != nil {
-		return nil, []error{err}
-	}
-
 	def := Default()
 	raw := rawConfig{
 		XDPMode:     def.XDPMode,
@@ -460,10 +460,8 @@ func parse(data []byte) (*Config, []error) {
 		LogLevel:     def.LogLevel,
 		APIAccess:    def.APIAccess,
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&raw); err != nil {
-		return nil, decodeErrors(err)
+	if errs := yamlerr.Decode(data, &raw, document); len(errs) > 0 {
+		return nil, errs
 	}
 
 	v := validator{cfg: def}
@@ -483,155 +481,6 @@ func parse(data []byte) (*Config, []error) {
 		return nil, v.errs
 	}
 	return v.cfg, nil
-}
-
-// checkDocument rejects an empty file, a file holding more than one YAML document and a YAML
-// syntax error.
-func checkDocument(data []byte) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	err := dec.Decode(&doc)
-	if errors.Is(err, io.EOF) || err == nil && isNull(&doc) {
-		return errors.New(`the file is empty; it needs at least "interfaces" (with an n3 and an n6 role) and "gtpu_addresses"`)
-	}
-	if err != nil {
-		return syntaxError(err)
-	}
-	var next yaml.Node
-	switch err := dec.Decode(&next); {
-	case errors.Is(err, io.EOF):
-		return nil
-	case err != nil:
-		return syntaxError(err)
-	default:
-		return fmt.Errorf("line %d: a second YAML document starts here; keep the whole configuration in one document (remove the \"---\" separator)", next.Line)
-	}
-}
-
-// isNull reports whether n is absent or a YAML null (an empty document, "~", "null").
-func isNull(n *yaml.Node) bool {
-	if n.Kind == yaml.DocumentNode {
-		return len(n.Content) == 0 || isNull(n.Content[0])
-	}
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		return isNull(n.Alias)
-	}
-	return n.Kind == 0 || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
-}
-
-// syntaxError rewords a yaml parse error. yaml.v3 gives the line where the enclosing block
-// starts, which can be above the actual mistake, hence "from that line down".
-func syntaxError(err error) error {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if !strings.HasPrefix(msg, "line ") {
-		return fmt.Errorf("invalid YAML: %s", msg)
-	}
-	return fmt.Errorf("invalid YAML: %s; check the indentation and quoting from that line down", msg)
-}
-
-// decodeErrors turns yaml's decoding errors, which name Go types, into operator messages.
-func decodeErrors(err error) []error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return []error{syntaxError(err)}
-	}
-	errs := make([]error, 0, len(te.Errors))
-	for _, line := range te.Errors {
-		errs = append(errs, decodeError(line))
-	}
-	return errs
-}
-
-// decodeError rewrites one yaml.TypeError line:
-//
-//	line 3: field foo not found in type config.rawConfig
-//	line 3: cannot unmarshal !!str `abc` into []string
-func decodeError(msg string) error {
-	where, what, ok := strings.Cut(msg, ": ")
-	if !ok {
-		return errors.New(msg)
-	}
-	if rest, ok := strings.CutPrefix(what, "field "); ok {
-		if key, typ, ok := strings.Cut(rest, " not found in type "); ok {
-			section, t := sectionOf(typ)
-			return fmt.Errorf("%s: unknown key %q %s; remove it or correct its spelling (valid keys: %s)",
-				where, key, section, strings.Join(yamlKeys(t), ", "))
-		}
-	}
-	if rest, ok := strings.CutPrefix(what, "cannot unmarshal "); ok {
-		if got, typ, ok := strings.Cut(rest, " into "); ok {
-			return fmt.Errorf("%s: %s is not valid here; expected %s", where, describeTag(got), describeType(typ))
-		}
-	}
-	return errors.New(msg)
-}
-
-// sectionOf names where in the file a struct type sits, for the unknown-key message.
-func sectionOf(typ string) (string, reflect.Type) {
-	switch typ {
-	case "config.Interface":
-		return "in an interfaces entry", reflect.TypeOf(Interface{})
-	case "config.rawLimits":
-		return "under limits", reflect.TypeOf(rawLimits{})
-	case "config.rawSession":
-		return "in a sessions entry", reflect.TypeOf(rawSession{})
-	case "config.rawFlow":
-		return "in a flows entry", reflect.TypeOf(rawFlow{})
-	case "config.rawUEToUPF":
-		return "in a ue_to_upf_allowed entry", reflect.TypeOf(rawUEToUPF{})
-	case "config.rawRouter":
-		return "under router", reflect.TypeOf(rawRouter{})
-	case "config.rawRoute":
-		return "in a router.routes entry", reflect.TypeOf(rawRoute{})
-	case "config.rawFlowCache":
-		return "under flow_cache", reflect.TypeOf(rawFlowCache{})
-	case "config.rawNeighbour":
-		return "in a router.neighbours entry", reflect.TypeOf(rawNeighbour{})
-	default:
-		return "at the top level", reflect.TypeOf(rawConfig{})
-	}
-}
-
-func yamlKeys(t reflect.Type) []string {
-	keys := make([]string, 0, t.NumField())
-	for i := range t.NumField() {
-		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		switch {
-		case opts == "inline":
-			keys = append(keys, yamlKeys(t.Field(i).Type)...)
-		case name != "" && name != "-":
-			keys = append(keys, name)
-		}
-	}
-	return keys
-}
-
-// describeTag turns "!!str `abc`" or "!!seq" into words.
-func describeTag(got string) string {
-	tag, value, _ := strings.Cut(got, " ")
-	switch tag {
-	case "!!map":
-		return "a mapping (key: value pairs)"
-	case "!!seq":
-		return "a list"
-	}
-	return strings.Trim(value, "`")
-}
-
-func describeType(typ string) string {
-	switch {
-	case strings.HasPrefix(typ, "[]"):
-		return `a list, e.g. [a, b] or one "- item" per line`
-	case typ == "string":
-		return "a single value"
-	case typ == "bool":
-		return "true or false"
-	case strings.HasPrefix(typ, "int"), strings.HasPrefix(typ, "uint"):
-		return "an integer"
-	case strings.HasPrefix(typ, "config."):
-		return "a mapping (key: value pairs)"
-	}
-	return typ
 }
 
 // validator converts the raw configuration into cfg and collects every problem.
@@ -1212,11 +1061,15 @@ func intNode(n *yaml.Node, lo, hi uint64) (value uint64, present bool, err error
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
-	if isNull(n) {
+	if yamlerr.IsNull(n) {
 		return 0, false, nil
 	}
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-		return 0, true, fmt.Errorf("%s is not an integer", describeNode(n))
+		what := strconv.Quote(n.Value)
+		if n.Kind != yaml.ScalarNode {
+			what = yamlerr.Describe(n)
+		}
+		return 0, true, fmt.Errorf("%s is not an integer", what)
 	}
 	var x any
 	if err := n.Decode(&x); err != nil {
@@ -1238,16 +1091,6 @@ func intNode(n *yaml.Node, lo, hi uint64) (value uint64, present bool, err error
 		return 0, true, fmt.Errorf("%s is out of range", n.Value)
 	}
 	return value, true, nil
-}
-
-func describeNode(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	return strconv.Quote(n.Value)
 }
 
 func (v *validator) sessions(raws []rawSession) {

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/xupf/xupf/internal/session"
+	"github.com/xupf/xupf/internal/yamlerr"
 )
 
 // minimal is the smallest valid configuration; cases append keys to it.
@@ -677,7 +678,7 @@ func TestRawTypesMatchModel(t *testing.T) {
 		{reflect.TypeOf(rawLimits{}), reflect.TypeOf(Limits{})},
 	}
 	for _, p := range pairs {
-		if got, want := yamlKeys(p.raw), yamlKeys(p.model); !reflect.DeepEqual(got, want) {
+		if got, want := yamlerr.Keys(p.raw), yamlerr.Keys(p.model); !reflect.DeepEqual(got, want) {
 			t.Errorf("%v keys %v differ from %v keys %v", p.raw, got, p.model, want)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/xupf/xupf/internal/config"
+	"github.com/xupf/xupf/internal/yamlerr"
 )
 
 // Defaults and limits.
@@ -87,7 +88,7 @@ func (v *validator) addf(n *yaml.Node, key, format string, args ...any) {
 func param[T any](v *validator, key string, n *yaml.Node, def T, parse func(string) (T, error), label func(T) string, set func(*Point, T)) {
 	var nodes []*yaml.Node
 	switch {
-	case isNull(n):
+	case yamlerr.IsNull(n):
 	case n.Kind == yaml.ScalarNode:
 		nodes = []*yaml.Node{n}
 	case n.Kind == yaml.SequenceNode:

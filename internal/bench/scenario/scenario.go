@@ -18,17 +18,16 @@
 package scenario
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/xupf/xupf/internal/yamlerr"
 )
 
 // Scenario is a parsed scenario file.
@@ -167,26 +166,27 @@ type rawEvents struct {
 	Handover      yaml.Node `yaml:"handover"`
 }
 
+// document names a scenario file in yamlerr's messages.
+var document = yamlerr.Document{
+	Empty:       `the file is empty; a scenario needs at least "traffic: {direction: uplink}" (see internal/bench/scenario/testdata/example.yaml)`,
+	OneDocument: `keep the scenario in one document (remove the "---" separator) or split it into two files`,
+}
+
 func parse(data []byte, defaultName string) (*Scenario, []error) {
-	if err := checkDocument(data); err != nil {
-		return nil, []error{err}
-	}
 	var raw rawScenario
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&raw); err != nil {
-		return nil, decodeErrors(err)
+	if errs := yamlerr.Decode(data, &raw, document); len(errs) > 0 {
+		return nil, errs
 	}
 	v := &validator{}
 	s := &Scenario{Name: defaultName, Source: append([]byte(nil), data...)}
-	if n := &raw.Name; !isNull(n) {
+	if n := &raw.Name; !yamlerr.IsNull(n) {
 		if n.Kind != yaml.ScalarNode || !validName(n.Value) {
 			v.addf(n, "name", "%q is not a valid name; use 1 to 64 letters, digits, '.', '_' or '-'", n.Value)
 		} else {
 			s.Name = n.Value
 		}
 	}
-	if n := &raw.Description; !isNull(n) {
+	if n := &raw.Description; !yamlerr.IsNull(n) {
 		if n.Kind != yaml.ScalarNode {
 			v.addf(n, "description", "must be text")
 		} else {
@@ -220,113 +220,4 @@ func validName(s string) bool {
 		}
 	}
 	return true
-}
-
-// checkDocument rejects an empty file, several YAML documents and a syntax error.
-func checkDocument(data []byte) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	err := dec.Decode(&doc)
-	if errors.Is(err, io.EOF) || err == nil && isNull(&doc) {
-		return errors.New(`the file is empty; a scenario needs at least "traffic: {direction: uplink}" (see internal/bench/scenario/testdata/example.yaml)`)
-	}
-	if err != nil {
-		return syntaxError(err)
-	}
-	var next yaml.Node
-	switch err := dec.Decode(&next); {
-	case errors.Is(err, io.EOF):
-		return nil
-	case err != nil:
-		return syntaxError(err)
-	default:
-		return fmt.Errorf("line %d: a second YAML document starts here; keep the scenario in one document (remove the \"---\" separator) or split it into two files", next.Line)
-	}
-}
-
-// isNull reports whether n is absent or a YAML null.
-func isNull(n *yaml.Node) bool {
-	if n.Kind == yaml.DocumentNode {
-		return len(n.Content) == 0 || isNull(n.Content[0])
-	}
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		return isNull(n.Alias)
-	}
-	return n.Kind == 0 || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
-}
-
-func syntaxError(err error) error {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if !strings.HasPrefix(msg, "line ") {
-		return fmt.Errorf("invalid YAML: %s", msg)
-	}
-	return fmt.Errorf("invalid YAML: %s; check the indentation and quoting from that line down", msg)
-}
-
-// decodeErrors turns yaml's decoding errors, which name Go types, into operator messages.
-// With every parameter a yaml.Node, the only ones left are unknown keys and a section that
-// is not a mapping.
-func decodeErrors(err error) []error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return []error{syntaxError(err)}
-	}
-	errs := make([]error, 0, len(te.Errors))
-	for _, line := range te.Errors {
-		errs = append(errs, decodeError(line))
-	}
-	return errs
-}
-
-// decodeError rewrites one yaml.TypeError line:
-//
-//	line 3: field foo not found in type scenario.rawPipeline
-//	line 3: cannot unmarshal !!seq into scenario.rawTraffic
-func decodeError(msg string) error {
-	where, what, ok := strings.Cut(msg, ": ")
-	if !ok {
-		return errors.New(msg)
-	}
-	if rest, ok := strings.CutPrefix(what, "field "); ok {
-		if key, typ, ok := strings.Cut(rest, " not found in type "); ok {
-			section, t := sectionOf(typ)
-			return fmt.Errorf("%s: unknown key %q %s; remove it or correct its spelling (valid keys: %s)",
-				where, key, section, strings.Join(yamlKeys(t), ", "))
-		}
-	}
-	if rest, ok := strings.CutPrefix(what, "cannot unmarshal "); ok {
-		if _, typ, ok := strings.Cut(rest, " into "); ok {
-			section, _ := sectionOf(typ)
-			return fmt.Errorf("%s: the section %s must be a mapping (key: value pairs)", where, strings.TrimPrefix(section, "under "))
-		}
-	}
-	return errors.New(msg)
-}
-
-func sectionOf(typ string) (string, reflect.Type) {
-	switch typ {
-	case "scenario.rawPipeline":
-		return "under pipeline", reflect.TypeOf(rawPipeline{})
-	case "scenario.rawTraffic":
-		return "under traffic", reflect.TypeOf(rawTraffic{})
-	case "scenario.rawTester":
-		return "under tester", reflect.TypeOf(rawTester{})
-	case "scenario.rawRFC2544":
-		return "under tester.rfc2544", reflect.TypeOf(rawRFC2544{})
-	case "scenario.rawEvents":
-		return "under events", reflect.TypeOf(rawEvents{})
-	default:
-		return "at the top level", reflect.TypeOf(rawScenario{})
-	}
-}
-
-func yamlKeys(t reflect.Type) []string {
-	keys := make([]string, 0, t.NumField())
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		if name != "" && name != "-" {
-			keys = append(keys, name)
-		}
-	}
-	return keys
 }
