@@ -13,37 +13,6 @@ import (
 	"github.com/xupf/xupf/internal/session"
 )
 
-// Interface roles.
-const (
-	// RoleN3 marks the interface facing the gNBs: uplink GTP-U arrives and downlink GTP-U
-	// leaves here.
-	RoleN3 = "n3"
-	// RoleN6 marks the interface facing the data network: downlink packets to UEs arrive and
-	// decapsulated uplink packets leave here.
-	RoleN6 = "n6"
-)
-
-// XDP attach modes.
-const (
-	XDPModeNative  = "native"
-	XDPModeGeneric = "generic"
-)
-
-// uplink_spread values.
-const (
-	SpreadOff  = "off"
-	SpreadTEID = "teid"
-	SpreadFlow = "flow"
-)
-
-// Log levels.
-const (
-	LogLevelDebug = "debug"
-	LogLevelInfo  = "info"
-	LogLevelWarn  = "warn"
-	LogLevelError = "error"
-)
-
 // Defaults and limits.
 const (
 	DefaultXDPMode     = XDPModeNative
@@ -82,22 +51,10 @@ const (
 	DefaultBufferMaxDuration          = 30 * time.Second
 	MaxBufferMaxDuration              = time.Hour
 
-	// qos_algorithm values.
-	AlgoTokenBucket   = "token_bucket"
-	AlgoSlidingWindow = "sliding_window"
-	AlgoFixedWindow   = "fixed_window"
-	// qos_clock values.
-	ClockKtime  = "ktime"
-	ClockCoarse = "coarse"
-	ClockUser   = "user"
 	// DefaultQoSMBRBurst and its range.
 	DefaultQoSMBRBurst = 50 * time.Millisecond
 	MinQoSMBRBurst     = time.Millisecond
 	MaxQoSMBRBurst     = 10 * time.Second
-
-	// pfcp_lost_peer_sessions values.
-	LostPeerKeep   = "keep"
-	LostPeerDelete = "delete"
 
 	// MaxStaticSessionID is the largest static session id: PFCP sessions are named by SEIDs
 	// above it (pfcp.FirstSEID), so the two never collide.
@@ -147,10 +104,10 @@ type Config struct {
 	// one is the default gtpu_address of static sessions.
 	GTPUAddresses []netip.Addr `yaml:"gtpu_addresses"`
 	// XDPMode is XDPModeNative or XDPModeGeneric.
-	XDPMode string `yaml:"xdp_mode"`
+	XDPMode XDPMode `yaml:"xdp_mode"`
 	// UplinkSpread is how uplink G-PDUs are spread over CPUs when the NIC's RSS puts a gNB's
 	// on one: SpreadOff (the default), SpreadTEID or SpreadFlow.
-	UplinkSpread string `yaml:"uplink_spread"`
+	UplinkSpread SpreadMode `yaml:"uplink_spread"`
 	// UplinkSpreadCPUs are the CPUs they are spread over; empty: every online CPU.
 	UplinkSpreadCPUs []int `yaml:"uplink_spread_cpus"`
 	// UplinkSpreadQueue is the length of each CPU's queue (1..MaxUplinkSpreadQueue).
@@ -186,7 +143,7 @@ type Config struct {
 	PFCPHeartbeatRetries int `yaml:"pfcp_heartbeat_retries"`
 	// PFCPLostPeerSessions is what happens to the sessions of an SMF declared lost:
 	// LostPeerKeep (they keep forwarding, the default) or LostPeerDelete.
-	PFCPLostPeerSessions string `yaml:"pfcp_lost_peer_sessions"`
+	PFCPLostPeerSessions LostPeerPolicy `yaml:"pfcp_lost_peer_sessions"`
 	// GTPUErrorIndicationRate is how many GTP-U Error Indications a second, at most, answer
 	// the G-PDUs one peer sends to unknown TEIDs (0..MaxGTPUErrorIndicationRate; 0 sends
 	// none).
@@ -208,15 +165,15 @@ type Config struct {
 	NetworkInstances map[string]string `yaml:"network_instances"`
 	// QoSAlgorithm is the rate-limiting algorithm of QER MBRs and policer contracts:
 	// AlgoTokenBucket (the default), AlgoSlidingWindow or AlgoFixedWindow.
-	QoSAlgorithm string `yaml:"qos_algorithm"`
+	QoSAlgorithm QoSAlgorithm `yaml:"qos_algorithm"`
 	// QoSClock is the meters' time source: ClockKtime (the default), ClockCoarse or ClockUser.
-	QoSClock string `yaml:"qos_clock"`
+	QoSClock QoSClock `yaml:"qos_clock"`
 	// QoSMBRBurst is how long a QER's MBR may be exceeded in a burst: the meter's burst is
 	// MBR × QoSMBRBurst (at least 3000 bytes).
 	QoSMBRBurst time.Duration `yaml:"qos_mbr_burst"`
 	// LogLevel is one of debug, info, warn, error.
-	LogLevel string `yaml:"log_level"`
-	Limits   Limits `yaml:"limits"`
+	LogLevel LogLevel `yaml:"log_level"`
+	Limits   Limits   `yaml:"limits"`
 	// Sessions are static sessions installed at start-up; their GTPUAddr is always set.
 	Sessions []session.Session `yaml:"sessions"`
 	// APIAccess says who may use the HTTP API, and over what.
@@ -243,7 +200,7 @@ type Interface struct {
 	// Name is the Linux interface name, as shown by "ip link".
 	Name string `yaml:"name"`
 	// Roles holds RoleN3, RoleN6 or both.
-	Roles []string `yaml:"roles"`
+	Roles []Role `yaml:"roles"`
 }
 
 // Limits sizes the datapath.
@@ -264,12 +221,12 @@ type Limits struct {
 }
 
 // HasRole reports whether the interface plays role.
-func (i Interface) HasRole(role string) bool {
+func (i Interface) HasRole(role Role) bool {
 	return slices.Contains(i.Roles, role)
 }
 
 // InterfacesWithRole returns the interfaces that play role, in file order.
-func (c *Config) InterfacesWithRole(role string) []Interface {
+func (c *Config) InterfacesWithRole(role Role) []Interface {
 	var out []Interface
 	for _, ifc := range c.Interfaces {
 		if ifc.HasRole(role) {

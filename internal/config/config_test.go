@@ -31,8 +31,8 @@ func TestLoadExample(t *testing.T) {
 	}
 	want := &Config{
 		Interfaces: []Interface{
-			{Name: "eth1", Roles: []string{RoleN3}},
-			{Name: "eth2", Roles: []string{RoleN6}},
+			{Name: "eth1", Roles: []Role{RoleN3}},
+			{Name: "eth2", Roles: []Role{RoleN6}},
 		},
 		GTPUAddresses:     []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")},
 		XDPMode:           "native",
@@ -129,7 +129,7 @@ func TestMinimalGetsDefaults(t *testing.T) {
 		t.Fatalf("Parse(minimal): %v", err)
 	}
 	want := Default()
-	want.Interfaces = []Interface{{Name: "eth0", Roles: []string{"n3", "n6"}}}
+	want.Interfaces = []Interface{{Name: "eth0", Roles: []Role{"n3", "n6"}}}
 	want.GTPUAddresses = []netip.Addr{netip.MustParseAddr("192.0.2.1")}
 	want.PFCPNodeID = "192.0.2.1" // the first of gtpu_addresses
 	want.PFCPListen = "192.0.2.1:8805"

@@ -14,13 +14,13 @@ import (
 type UEToUPF struct {
 	Address netip.Addr `yaml:"address"`
 	// Protocol is one of UEToUPFProtocols.
-	Protocol string `yaml:"protocol"`
+	Protocol Protocol `yaml:"protocol"`
 	// Port is the destination port, for protocols with ports (1 to 65535); 0 for icmp.
 	Port uint16 `yaml:"port,omitempty"`
 }
 
 // UEToUPFProtocols are the protocols ue_to_upf_allowed takes, with their IP protocol numbers.
-var UEToUPFProtocols = map[string]uint8{"icmp": 1, "tcp": 6, "udp": 17, "sctp": 132}
+var UEToUPFProtocols = map[Protocol]uint8{"icmp": 1, "tcp": 6, "udp": 17, "sctp": 132}
 
 // MaxUEToUPF is how many services ue_to_upf_allowed may list (XUPF_MAX_UE_ALLOWED in
 // bpf/lib/route.h).
@@ -28,7 +28,7 @@ const MaxUEToUPF = 64
 
 type rawUEToUPF struct {
 	Address  string    `yaml:"address"`
-	Protocol string    `yaml:"protocol"`
+	Protocol Protocol  `yaml:"protocol"`
 	Port     yaml.Node `yaml:"port"`
 }
 
@@ -48,7 +48,7 @@ func (v *validator) ueToUPF(raws []rawUEToUPF) {
 		} else if !s.Address.Is4() {
 			v.addf("%s.address: %s is not IPv4; only IPv4 is supported", path, s.Address)
 		}
-		_, known := UEToUPFProtocols[raw.Protocol]
+		known := raw.Protocol.Valid()
 		if !known {
 			v.addf(`%s.protocol: %q is not a protocol; use "udp", "tcp", "sctp" or "icmp"`, path, raw.Protocol)
 		}

@@ -29,7 +29,7 @@ func (v *validator) interfaces(ifcs []Interface) {
 		}
 		for k, role := range ifc.Roles {
 			switch {
-			case role != RoleN3 && role != RoleN6:
+			case !role.Valid():
 				v.addf(`%s.roles[%d]: %q is not a role; use "n3" (facing the gNBs) or "n6" (facing the data network)`, path, k, role)
 			case k > 0 && slices.Contains(ifc.Roles[:k], role):
 				v.addf("%s.roles[%d]: %q is listed twice; list each role once", path, k, role)
@@ -37,7 +37,7 @@ func (v *validator) interfaces(ifcs []Interface) {
 		}
 	}
 	v.cfg.Interfaces = ifcs
-	for _, role := range []string{RoleN3, RoleN6} {
+	for _, role := range []Role{RoleN3, RoleN6} {
 		if len(v.cfg.InterfacesWithRole(role)) == 0 {
 			side := "the gNBs"
 			if role == RoleN6 {

@@ -53,8 +53,8 @@ func joinErrors(prefix string, errs []error) error {
 type rawConfig struct {
 	Interfaces    []Interface         `yaml:"interfaces"`
 	GTPUAddresses []string            `yaml:"gtpu_addresses"`
-	XDPMode       string              `yaml:"xdp_mode"`
-	Spread        string              `yaml:"uplink_spread"`
+	XDPMode       XDPMode             `yaml:"xdp_mode"`
+	Spread        SpreadMode          `yaml:"uplink_spread"`
 	SpreadCPUs    []yaml.Node         `yaml:"uplink_spread_cpus"`
 	SpreadQueue   yaml.Node           `yaml:"uplink_spread_queue"`
 	XDPFallback   bool                `yaml:"xdp_fallback"`
@@ -67,7 +67,7 @@ type rawConfig struct {
 	PFCPSMFs      []string            `yaml:"pfcp_smf_peers"`
 	PFCPInterval  string              `yaml:"pfcp_heartbeat_interval"`
 	PFCPRetries   yaml.Node           `yaml:"pfcp_heartbeat_retries"`
-	PFCPLost      string              `yaml:"pfcp_lost_peer_sessions"`
+	PFCPLost      LostPeerPolicy      `yaml:"pfcp_lost_peer_sessions"`
 	GTPUErrInd    yaml.Node           `yaml:"gtpu_error_indication_rate"`
 	BufPackets    yaml.Node           `yaml:"buffer_max_packets_per_session"`
 	BufBytes      yaml.Node           `yaml:"buffer_max_bytes_per_session"`
@@ -76,10 +76,10 @@ type rawConfig struct {
 	UEPools       []string            `yaml:"ue_pools"`
 	UEPoolsOnly   bool                `yaml:"ue_pools_only"`
 	Instances     map[string]string   `yaml:"network_instances"`
-	QoSAlgorithm  string              `yaml:"qos_algorithm"`
-	QoSClock      string              `yaml:"qos_clock"`
+	QoSAlgorithm  QoSAlgorithm        `yaml:"qos_algorithm"`
+	QoSClock      QoSClock            `yaml:"qos_clock"`
 	QoSMBRBurst   string              `yaml:"qos_mbr_burst"`
-	LogLevel      string              `yaml:"log_level"`
+	LogLevel      LogLevel            `yaml:"log_level"`
 	Limits        rawLimits           `yaml:"limits"`
 	Sessions      []rawSession        `yaml:"sessions"`
 	APIAccess     `yaml:",inline"`

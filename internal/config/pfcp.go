@@ -62,10 +62,9 @@ func (v *validator) pfcp(raw *rawConfig) {
 		v.cfg.PFCPHeartbeatInterval = d
 	}
 
-	switch raw.PFCPLost {
-	case LostPeerKeep, LostPeerDelete:
+	if raw.PFCPLost.Valid() {
 		v.cfg.PFCPLostPeerSessions = raw.PFCPLost
-	default:
+	} else {
 		v.addf("pfcp_lost_peer_sessions: %q is not a policy; use %q (lost SMFs' sessions keep forwarding) or %q",
 			raw.PFCPLost, LostPeerKeep, LostPeerDelete)
 	}

@@ -4,17 +4,15 @@ import ()
 
 // qos checks the meters' settings: qos_algorithm, qos_clock, qos_mbr_burst.
 func (v *validator) qos(raw *rawConfig) {
-	switch raw.QoSAlgorithm {
-	case AlgoTokenBucket, AlgoSlidingWindow, AlgoFixedWindow:
+	if raw.QoSAlgorithm.Valid() {
 		v.cfg.QoSAlgorithm = raw.QoSAlgorithm
-	default:
+	} else {
 		v.addf("qos_algorithm: %q is not an algorithm; use %s (the default), %s or %s",
 			raw.QoSAlgorithm, AlgoTokenBucket, AlgoSlidingWindow, AlgoFixedWindow)
 	}
-	switch raw.QoSClock {
-	case ClockKtime, ClockCoarse, ClockUser:
+	if raw.QoSClock.Valid() {
 		v.cfg.QoSClock = raw.QoSClock
-	default:
+	} else {
 		v.addf("qos_clock: %q is not a clock; use %s (the default), %s or %s", raw.QoSClock, ClockKtime, ClockCoarse, ClockUser)
 	}
 	if d, ok := v.duration("qos_mbr_burst", raw.QoSMBRBurst, "ms, s",

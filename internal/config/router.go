@@ -9,15 +9,6 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// router.mode values.
-const (
-	// RouterMirror: the datapath's routes and neighbours mirror the kernel's (ip route, ARP).
-	RouterMirror = "mirror"
-	// RouterPrivate: they come from router.routes, router.neighbours and the API; the
-	// kernel's tables are not read.
-	RouterPrivate = "private"
-)
-
 // Bounds of router.max_routes, router.max_route_chunks and router.max_nexthops.
 const (
 	DefaultMaxRoutes      = 1 << 20
@@ -31,7 +22,7 @@ const (
 // Router says where the datapath's routes and neighbours come from.
 type Router struct {
 	// Mode is RouterMirror (the default) or RouterPrivate.
-	Mode string `yaml:"mode"`
+	Mode RouterMode `yaml:"mode"`
 	// MaxRoutes sizes the route table: routes plus a /32 per neighbour on an on-link route.
 	MaxRoutes int `yaml:"max_routes"`
 	// MaxRouteChunks sizes the route table's second and third levels: a chunk (1 KiB) per
@@ -67,7 +58,7 @@ type Neighbour struct {
 }
 
 type rawRouter struct {
-	Mode       string         `yaml:"mode"`
+	Mode       RouterMode     `yaml:"mode"`
 	MaxRoutes  yaml.Node      `yaml:"max_routes"`
 	MaxChunks  yaml.Node      `yaml:"max_route_chunks"`
 	MaxNexthop yaml.Node      `yaml:"max_nexthops"`
@@ -92,11 +83,11 @@ type rawNeighbour struct {
 // router checks the router section.
 func (v *validator) router(raw rawRouter) {
 	r := &v.cfg.Router
-	switch raw.Mode {
-	case "", RouterMirror:
+	switch {
+	case raw.Mode == "":
 		r.Mode = RouterMirror
-	case RouterPrivate:
-		r.Mode = RouterPrivate
+	case raw.Mode.Valid():
+		r.Mode = raw.Mode
 	default:
 		v.addf("router.mode: %q is not a mode; use mirror (the kernel's routes and neighbours) or private (router.routes and the API)", raw.Mode)
 	}

@@ -11,10 +11,9 @@ import (
 )
 
 func (v *validator) settings(raw *rawConfig) {
-	switch raw.XDPMode {
-	case XDPModeNative, XDPModeGeneric:
+	if raw.XDPMode.Valid() {
 		v.cfg.XDPMode = raw.XDPMode
-	default:
+	} else {
 		v.addf(`xdp_mode: %q is not a mode; use "native" or "generic"`, raw.XDPMode)
 	}
 	v.cfg.XDPFallback = raw.XDPFallback
@@ -46,10 +45,9 @@ func (v *validator) settings(raw *rawConfig) {
 		v.cfg.PFCPListen = raw.PFCPListen
 	}
 
-	switch raw.LogLevel {
-	case LogLevelDebug, LogLevelInfo, LogLevelWarn, LogLevelError:
+	if raw.LogLevel.Valid() {
 		v.cfg.LogLevel = raw.LogLevel
-	default:
+	} else {
 		v.addf("log_level: %q is not a level; use debug, info, warn or error", raw.LogLevel)
 	}
 }
@@ -57,10 +55,9 @@ func (v *validator) settings(raw *rawConfig) {
 // uplinkSpread checks uplink_spread, uplink_spread_cpus and uplink_spread_queue. Whether the
 // CPUs are online is the datapath's to check, on the machine it runs on.
 func (v *validator) uplinkSpread(raw *rawConfig) {
-	switch raw.Spread {
-	case SpreadOff, SpreadTEID, SpreadFlow:
+	if raw.Spread.Valid() {
 		v.cfg.UplinkSpread = raw.Spread
-	default:
+	} else {
 		v.addf("uplink_spread: %q is not a mode; use %s (the default: the NIC's RSS spreads already), "+
 			"%s (each session's uplink on one CPU) or %s (each inner flow on one CPU)", raw.Spread, SpreadOff, SpreadTEID, SpreadFlow)
 	}

@@ -32,8 +32,8 @@ func (d *Daemon) Status() api.Status {
 		Sessions:         len(d.dp.Sessions()) + d.pfcpNode.SessionCount(),
 		MaxSessions:      d.cfg.Limits.MaxSessions,
 		BPFFSPath:        d.cfg.BPFFS,
-		QoSAlgorithm:     d.cfg.QoSAlgorithm,
-		QoSClock:         d.cfg.QoSClock,
+		QoSAlgorithm:     string(d.cfg.QoSAlgorithm),
+		QoSClock:         string(d.cfg.QoSClock),
 	}
 }
 

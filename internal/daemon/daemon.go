@@ -146,7 +146,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 			return nil, err
 		}
 		d.attached = append(d.attached, api.Interface{
-			Name: a.Name, Ifindex: a.Ifindex, Roles: iface.Roles, XDPMode: string(a.Mode),
+			Name: a.Name, Ifindex: a.Ifindex, Roles: roleNames(iface.Roles), XDPMode: string(a.Mode),
 		})
 		log.Info("attached", "interface", a.Name, "ifindex", a.Ifindex, "roles", iface.Roles, "xdp_mode", a.Mode)
 	}
@@ -171,6 +171,15 @@ func n3Interfaces(cfg *config.Config) []string {
 	var names []string
 	for _, ifc := range cfg.InterfacesWithRole(config.RoleN3) {
 		names = append(names, ifc.Name)
+	}
+	return names
+}
+
+// roleNames are an interface's roles as the API shows them.
+func roleNames(roles []config.Role) []string {
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = string(r)
 	}
 	return names
 }
@@ -358,11 +367,11 @@ func (d *Daemon) Close() error {
 
 // The configuration's names of the meters' algorithms and clocks.
 var (
-	meterAlgos = map[string]datapath.MeterAlgo{config.AlgoTokenBucket: datapath.TokenBucket,
+	meterAlgos = map[config.QoSAlgorithm]datapath.MeterAlgo{config.AlgoTokenBucket: datapath.TokenBucket,
 		config.AlgoSlidingWindow: datapath.SlidingWindow, config.AlgoFixedWindow: datapath.FixedWindow}
-	meterClocks = map[string]datapath.Clock{config.ClockKtime: datapath.ClockKtime,
+	meterClocks = map[config.QoSClock]datapath.Clock{config.ClockKtime: datapath.ClockKtime,
 		config.ClockCoarse: datapath.ClockCoarse, config.ClockUser: datapath.ClockUser}
-	spreadModes = map[string]datapath.SpreadMode{config.SpreadOff: datapath.SpreadOff,
+	spreadModes = map[config.SpreadMode]datapath.SpreadMode{config.SpreadOff: datapath.SpreadOff,
 		config.SpreadTEID: datapath.SpreadTEID, config.SpreadFlow: datapath.SpreadFlow}
 )
 

@@ -20,8 +20,8 @@ const MaxSessions = 1024
 func (t *Topology) Config(sessions []session.Session, httpListen string) *config.Config {
 	cfg := config.Default()
 	cfg.Interfaces = []config.Interface{
-		{Name: N3If, Roles: []string{config.RoleN3}},
-		{Name: N6If, Roles: []string{config.RoleN6}},
+		{Name: N3If, Roles: []config.Role{config.RoleN3}},
+		{Name: N6If, Roles: []config.Role{config.RoleN6}},
 	}
 	cfg.GTPUAddresses = []netip.Addr{N3Addr}
 	cfg.XDPMode = config.XDPModeNative

@@ -62,7 +62,7 @@ const (
 	rowOneGNB      = "one gNB (one outer 5-tuple) on one CPU, no spreading"
 )
 
-func spreadIs(mode, cpus string) func(scenario.Point) bool {
+func spreadIs(mode config.SpreadMode, cpus string) func(scenario.Point) bool {
 	return func(p scenario.Point) bool {
 		return p.Pipeline.UplinkSpread == mode && (cpus == "" || p.Pipeline.UplinkSpreadCPUs == cpus)
 	}

@@ -25,7 +25,7 @@ func costRes(name, dir string, ns, rate float64, edit func(*scenario.Point)) *re
 	})
 }
 
-func spread(mode string) func(*scenario.Point) {
+func spread(mode config.SpreadMode) func(*scenario.Point) {
 	return func(p *scenario.Point) {
 		p.Pipeline.UplinkSpread, p.Pipeline.UplinkSpreadCPUs = mode, scenario.SpreadCPUsAll
 	}

@@ -260,7 +260,7 @@ func (pt *point) startXUPF(ctx context.Context) error {
 	}
 	pt.closer = append(pt.closer, func() error { return os.RemoveAll(dir) })
 	cfg := e.t.Config(nil, httpListen)
-	cfg.QoSAlgorithm = p.Pipeline.Policer
+	cfg.QoSAlgorithm = config.QoSAlgorithm(p.Pipeline.Policer) // the scenario's names are the configuration's
 	cfg.UplinkSpread = p.Pipeline.UplinkSpread
 	if p.Pipeline.UplinkSpread != config.SpreadOff && p.Pipeline.UplinkSpreadCPUs == scenario.SpreadCPUsOthers {
 		if cfg.UplinkSpreadCPUs = otherCPUs(cpuSets(len(directions(p.Traffic.Direction)), p.Tester.GeneratorThreads)); cfg.UplinkSpreadCPUs == nil {

@@ -208,14 +208,19 @@ func uintAny(s string) (uint64, error) {
 	return x, nil
 }
 
-func oneOf(allowed ...string) func(string) (string, error) {
-	return func(s string) (string, error) {
+// oneOf parses one of allowed, the names of a string enumeration.
+func oneOf[E ~string](allowed ...E) func(string) (E, error) {
+	return func(s string) (E, error) {
 		for _, a := range allowed {
-			if s == a {
-				return s, nil
+			if s == string(a) {
+				return a, nil
 			}
 		}
-		return "", fmt.Errorf("use one of %s", strings.Join(allowed, ", "))
+		names := make([]string, len(allowed))
+		for i, a := range allowed {
+			names[i] = string(a)
+		}
+		return "", fmt.Errorf("use one of %s", strings.Join(names, ", "))
 	}
 }
 
@@ -358,7 +363,7 @@ func (v *validator) params(r *rawScenario) {
 	param(v, "pipeline.volume_quota", &pl.VolumeQuota, d.Pipeline.VolumeQuota, volumeQuota, ident, func(p *Point, x uint64) { p.Pipeline.VolumeQuota = x })
 	param(v, "pipeline.smf", &pl.SMF, d.Pipeline.SMF, oneOf(SMFOpen5GS, SMFFree5GC), ident, func(p *Point, x string) { p.Pipeline.SMF = x })
 	param(v, "pipeline.ue_address", &pl.UEAddress, d.Pipeline.UEAddress, oneOf(UEBySMF, UEByUPF), ident, func(p *Point, x string) { p.Pipeline.UEAddress = x })
-	param(v, "pipeline.uplink_spread", &pl.UplinkSpread, d.Pipeline.UplinkSpread, oneOf(config.SpreadOff, config.SpreadTEID, config.SpreadFlow), ident, func(p *Point, x string) { p.Pipeline.UplinkSpread = x })
+	param(v, "pipeline.uplink_spread", &pl.UplinkSpread, d.Pipeline.UplinkSpread, oneOf(config.SpreadOff, config.SpreadTEID, config.SpreadFlow), ident, func(p *Point, x config.SpreadMode) { p.Pipeline.UplinkSpread = x })
 	param(v, "pipeline.uplink_spread_cpus", &pl.UplinkSpreadCPUs, d.Pipeline.UplinkSpreadCPUs, oneOf(SpreadCPUsAll, SpreadCPUsOthers), ident, func(p *Point, x string) { p.Pipeline.UplinkSpreadCPUs = x })
 
 	param(v, "pipeline.datapath", &pl.Datapath, d.Pipeline.Datapath, oneOf(DatapathXUPF, DatapathXDPForwarder, DatapathGTPU, DatapathKernel), ident, func(p *Point, x string) { p.Pipeline.Datapath = x })

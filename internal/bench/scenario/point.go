@@ -131,7 +131,7 @@ type Pipeline struct {
 	UEAddress string `json:"ue_address,omitempty" yaml:"ue_address,omitempty"`
 	// UplinkSpread is the daemon's uplink_spread: off, or teid or flow to spread uplink
 	// G-PDUs over every CPU through a CPU map.
-	UplinkSpread string `json:"uplink_spread,omitempty" yaml:"uplink_spread,omitempty"`
+	UplinkSpread config.SpreadMode `json:"uplink_spread,omitempty" yaml:"uplink_spread,omitempty"`
 	// UplinkSpreadCPUs is SpreadCPUsAll or SpreadCPUsOthers.
 	UplinkSpreadCPUs string `json:"uplink_spread_cpus,omitempty" yaml:"uplink_spread_cpus,omitempty"`
 	// Datapath is DatapathXUPF or a baseline; the baselines ignore the rest of the
