@@ -29,7 +29,7 @@ func (d *Daemon) Status() api.Status {
 		GTPUAddresses:    addrs,
 		PFCPAddress:      d.cfg.PFCPListen,
 		PFCPAssociations: len(d.pfcpNode.Associations()),
-		Sessions:         len(d.dp.Sessions()) + d.pfcpNode.SessionCount(),
+		Sessions:         len(d.static.byID) + d.pfcpNode.SessionCount(),
 		MaxSessions:      d.cfg.Limits.MaxSessions,
 		BPFFSPath:        d.cfg.BPFFS,
 		QoSAlgorithm:     string(d.cfg.QoSAlgorithm),
@@ -40,34 +40,6 @@ func (d *Daemon) Status() api.Status {
 // Associations implements api.Backend.
 func (d *Daemon) Associations() []pfcp.Association {
 	return d.pfcpNode.Associations()
-}
-
-// Sessions implements api.Backend.
-func (d *Daemon) Sessions() ([]api.SessionInfo, error) {
-	var out []api.SessionInfo
-	for _, s := range d.dp.Sessions() {
-		info, err := d.Session(s.ID)
-		if errors.Is(err, api.ErrNotFound) {
-			continue // deleted meanwhile
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, info)
-	}
-	return out, nil
-}
-
-// Session implements api.Backend.
-func (d *Daemon) Session(id uint64) (api.SessionInfo, error) {
-	s, u, err := d.dp.Session(id)
-	if errors.Is(err, datapath.ErrNotFound) {
-		return api.SessionInfo{}, fmt.Errorf("session %d: %w", id, api.ErrNotFound)
-	}
-	if err != nil {
-		return api.SessionInfo{}, err
-	}
-	return api.SessionInfo{Session: s, Usage: u}, nil
 }
 
 // PFCPSessions implements api.Backend.

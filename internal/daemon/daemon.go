@@ -47,6 +47,8 @@ type Daemon struct {
 	buf *buffer.Buffer
 	// stopClock stops advancing the meters' user clock (qos_clock: user).
 	stopClock func()
+	// static are the configured sessions, installed by New.
+	static staticSessions
 
 	// The traffic classifier, configured through the API. classMu makes the Backend's class
 	// methods atomic: a duplicate id is found before the Manager sees it, and a listing
@@ -153,10 +155,8 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	if err := d.installRoutes(); err != nil {
 		return nil, err
 	}
-	for _, s := range cfg.Sessions {
-		if err := dp.AddSession(s); err != nil {
-			return nil, fmt.Errorf("static session: %w", err)
-		}
+	if d.static, err = installStatic(dp, cfg.Sessions); err != nil {
+		return nil, err
 	}
 	if err := dp.Prune(); err != nil {
 		return nil, fmt.Errorf("prune entries of an earlier run: %w", err)

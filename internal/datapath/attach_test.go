@@ -50,7 +50,7 @@ func TestRestartTakesOver(t *testing.T) {
 	gone := sessQFI // known to the first run only, with a flow: it has classification tables
 	gone.Flows = []session.Flow{{Precedence: 1, QFI: 5, SDF: []string{"permit out 17 from any to assigned 5060"}}}
 	for _, s := range []session.Session{sessPlain, gone} {
-		if err := e.dp.AddSession(s); err != nil {
+		if err := e.addSession(s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,7 +101,7 @@ func TestRestartTakesOver(t *testing.T) {
 	if ret, _ := e.run(t, ul, e.n3); ret != xdpRedirect {
 		t.Errorf("between restart and re-install: %s", verdictNames[ret])
 	}
-	if err := next.AddSession(sessPlain); err != nil {
+	if err := installSession(next, sessPlain); err != nil {
 		t.Fatal(err)
 	}
 	if err := next.Prune(); err != nil {

@@ -29,7 +29,7 @@ func BenchmarkDatapath(b *testing.B) {
 				ID: uint64(i + 1), UE: netip.AddrFrom4([4]byte{10, 60 + byte(i>>16), byte(i >> 8), byte(i)}),
 				UplinkTEID: uint32(0x10000 + i), GNB: addrGNB, DownlinkTEID: uint32(i + 1), QFI: 9, GTPUAddr: addrN3,
 			}
-			if err := e.dp.AddSession(last); err != nil {
+			if err := e.addSession(last); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -111,7 +111,7 @@ func BenchmarkPDRSelection(b *testing.B) {
 				ID: uint64(i + 1000), UE: netip.AddrFrom4([4]byte{10, 100 + byte(i>>16), byte(i >> 8), byte(i)}),
 				UplinkTEID: uint32(0x100000 + i), GNB: addrGNB, DownlinkTEID: uint32(i + 1), GTPUAddr: addrN3,
 			}
-			if err := e.dp.AddSession(s); err != nil {
+			if err := e.addSession(s); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -124,7 +124,7 @@ func BenchmarkPDRSelection(b *testing.B) {
 				s.Flows = append(s.Flows, session.Flow{Precedence: uint32(f), QFI: 9,
 					SDF: []string{fmt.Sprintf("permit out 17 from any %d-%d to assigned", 10000+f*10, 10005+f*10)}})
 			}
-			if err := e.dp.AddSession(s); err != nil {
+			if err := e.addSession(s); err != nil {
 				b.Fatal(err)
 			}
 			ul := outerGTP(b, gtpHdr(0x34, 255, s.UplinkTEID, optPSC(9), innerUDP(b, s.UE, addrDN, 1000, 2000, 64, payload)), nil)
@@ -163,14 +163,14 @@ func benchClasses(n int) []classifier.Rule {
 // set, fill the idle buffer, load the specialised program, swap it in).
 func BenchmarkClassifier(b *testing.B) {
 	e := newTestEnv(b, 4)
-	if err := e.dp.AddSession(sessPlain); err != nil {
+	if err := e.addSession(sessPlain); err != nil {
 		b.Fatal(err)
 	}
 	for _, n := range []int{1, 100, 1000, 10000} {
 		rules := benchClasses(n)
 		last := rules[n-1]
 		dst := last.DstIP.Addr()
-		if err := e.dp.AddSession(sessionFor(dst)); err != nil && dst != sessPlain.UE {
+		if err := e.addSession(sessionFor(dst)); err != nil && dst != sessPlain.UE {
 			b.Fatal(err)
 		}
 		compiled, err := classifier.Compile(rules)
@@ -203,7 +203,7 @@ func BenchmarkClassifier(b *testing.B) {
 				}
 			}
 		})
-		if _, err := e.dp.DeleteSession(99); err != nil {
+		if _, err := e.dp.Uninstall(99); err != nil {
 			b.Fatal(err)
 		}
 	}

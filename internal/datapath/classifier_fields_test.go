@@ -14,7 +14,7 @@ import (
 // the classifier.
 func TestClassifierFieldsOneByOne(t *testing.T) {
 	e := newTestEnv(t, 4)
-	if err := e.dp.AddSession(sessPlain); err != nil {
+	if err := e.addSession(sessPlain); err != nil {
 		t.Fatal(err)
 	}
 	type pkt struct {
@@ -107,7 +107,7 @@ func TestClassifierHoldsMaxClasses(t *testing.T) {
 	e := newTestEnv(t, 4)
 	rules := benchClasses(classifier.MaxClasses)
 	last := rules[len(rules)-1]
-	if err := e.dp.AddSession(sessionFor(last.DstIP.Addr())); err != nil {
+	if err := e.addSession(sessionFor(last.DstIP.Addr())); err != nil {
 		t.Fatal(err)
 	}
 	compiled, err := classifier.Compile(rules)
@@ -134,7 +134,7 @@ func TestClassifierHoldsMaxClasses(t *testing.T) {
 // bit (a class added before it) and start from zero when it is deleted and added again.
 func TestClassCountersAcrossChanges(t *testing.T) {
 	e := newTestEnv(t, 4)
-	if err := e.dp.AddSession(sessPlain); err != nil {
+	if err := e.addSession(sessPlain); err != nil {
 		t.Fatal(err)
 	}
 	send := func() {

@@ -129,7 +129,7 @@ func TestClassifierDifferential(t *testing.T) {
 	// anti-spoofing must let them through.
 	anySource := sessPlain
 	anySource.AllowAnySource = true
-	if err := e.dp.AddSession(anySource); err != nil {
+	if err := e.addSession(anySource); err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(3, 5))

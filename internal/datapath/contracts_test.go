@@ -29,7 +29,7 @@ const (
 func newPolicerEnv(t *testing.T, algo MeterAlgo) *testEnv {
 	t.Helper()
 	e := newTestEnvOpts(t, Options{MaxSessions: 16, Clock: ClockUser, MeterAlgo: algo})
-	if err := e.dp.AddSession(sessPlain); err != nil {
+	if err := e.addSession(sessPlain); err != nil {
 		t.Fatal(err)
 	}
 	e.setClasses(t,
@@ -328,7 +328,7 @@ func TestPolicerReplace(t *testing.T) {
 // runs after the classifier, only when there are classes.
 func TestPolicerWaitsForClasses(t *testing.T) {
 	e := newTestEnvOpts(t, Options{MaxSessions: 16, Clock: ClockUser})
-	if err := e.dp.AddSession(sessPlain); err != nil {
+	if err := e.addSession(sessPlain); err != nil {
 		t.Fatal(err)
 	}
 	setContract(t, e, Contract{Class: DefaultContractClass, Action: PoliceDrop})

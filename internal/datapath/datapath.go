@@ -21,7 +21,6 @@ import (
 	"github.com/xupf/xupf/internal/routedir"
 	"github.com/xupf/xupf/internal/router"
 	"github.com/xupf/xupf/internal/rules"
-	"github.com/xupf/xupf/internal/session"
 )
 
 // Options configure Load.
@@ -81,20 +80,6 @@ const (
 	DefaultMaxSDFEntries = 262144
 )
 
-// Controller is what the control plane needs from a datapath: sessions in, counters out.
-type Controller interface {
-	Install(owner uint64, sets []rules.RuleSet) error
-	Uninstall(owner uint64) ([]rules.Usage, error)
-	Usage(owner uint64) ([]rules.Usage, error)
-	KeyOwner(k rules.Key) (uint64, bool)
-	AddSession(s session.Session) error
-	ModifySession(s session.Session) error
-	DeleteSession(id uint64) (session.Usage, error)
-	Session(id uint64) (session.Session, session.Usage, error)
-	Sessions() []session.Session
-	Stats() (Stats, error)
-}
-
 // A session averages at most pdrsPerSession PDRs and teidsPerSession local F-TEIDs: what
 // Open5GS sends (an uplink, a downlink and two CP-function PDRs, on two TEIDs).
 const (
@@ -115,10 +100,11 @@ const (
 // looked them up just before the switch has long finished.
 const grace = 10 * time.Millisecond
 
-// ErrNotFound is returned for an unknown session id.
+// ErrNotFound is returned for an unknown owner (or a class without a contract).
 var ErrNotFound = errors.New("session not found")
 
-// Datapath is a loaded datapath. It implements Controller.
+// Datapath is a loaded datapath. It holds rule sets by owner (a static session's id or a
+// PFCP session's SEID) and knows nothing of sessions beyond them.
 type Datapath struct {
 	opts  Options
 	log   *slog.Logger
@@ -137,7 +123,6 @@ type Datapath struct {
 	mu         sync.Mutex
 	owners     map[uint64][]*installedSet         // by static session id or PFCP SEID
 	keys       map[rules.Key]uint64               // TEIDs and UE addresses in use -> owner
-	static     map[uint64]session.Session         // the static sessions among the owners
 	meters     map[uint64]map[meterKey]ownedMeter // each owner's QER meters
 	ulKeys     *keyTable                          // xupf_ul_keys: TEID -> ref
 	dlKeys     *keyTable                          // xupf_dl_keys: UE address -> ref
@@ -167,8 +152,6 @@ type Datapath struct {
 	drainState
 	stopDrains func() // stops finishDrains
 }
-
-var _ Controller = (*Datapath)(nil)
 
 // objects are what Load loads: every map, the XDP program and the flow cache's learner (TC).
 // The tracepoint program that counts the CPU map's drops is loaded with uplink spreading only
@@ -296,7 +279,6 @@ func Load(opts Options) (*Datapath, error) {
 		names:      nm,
 		owners:     map[uint64][]*installedSet{},
 		keys:       map[rules.Key]uint64{},
-		static:     map[uint64]session.Session{},
 		meters:     map[uint64]map[meterKey]ownedMeter{},
 		meterSlots: newSlots(nmeters),
 		refs:       newSlots(nrefs),

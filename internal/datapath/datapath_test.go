@@ -91,7 +91,7 @@ func newSessionsEnv(t *testing.T) *testEnv {
 func newSessionsEnvOpts(t *testing.T, opts Options) *testEnv {
 	e := newTestEnvOpts(t, opts)
 	for _, s := range []session.Session{sessPlain, sessQFI, sessNoARP, sessAnySource} {
-		if err := e.dp.AddSession(s); err != nil {
+		if err := e.addSession(s); err != nil {
 			t.Fatal(err)
 		}
 	}

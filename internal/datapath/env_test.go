@@ -14,8 +14,27 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xupf/xupf/internal/router"
+	"github.com/xupf/xupf/internal/session"
 	"github.com/xupf/xupf/internal/testbed"
 )
+
+// addSession installs a static session in e's datapath.
+func (e *testEnv) addSession(s session.Session) error { return installSession(e.dp, s) }
+
+// installSession installs a static session's rule sets under its id, as the daemon does.
+func installSession(dp *Datapath, s session.Session) error {
+	sets, err := s.RuleSets()
+	if err != nil {
+		return err
+	}
+	return dp.Install(s.ID, sets)
+}
+
+// usage is what the datapath counted for owner, per direction.
+func (e *testEnv) usage(owner uint64) (session.Usage, error) {
+	u, err := e.dp.Usage(owner)
+	return session.UsageOf(u), err
+}
 
 // testEnv is a network namespace with an N3 and an N6 veth, static neighbours and routes, and
 // the datapath loaded and attached there: Load has the router mirror this namespace's routes

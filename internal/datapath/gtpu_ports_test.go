@@ -9,7 +9,7 @@ import (
 // accepted on the new n3 interface only; the old one's entries of the earlier run are gone.
 func TestGTPUFollowsTheN3Role(t *testing.T) {
 	e := newTestEnv(t, 4)
-	if err := e.dp.AddSession(sessPlain); err != nil {
+	if err := e.addSession(sessPlain); err != nil {
 		t.Fatal(err)
 	}
 	pin := e.dp.opts.PinPath
@@ -24,7 +24,7 @@ func TestGTPUFollowsTheN3Role(t *testing.T) {
 				return err
 			}
 		}
-		return next.AddSession(sessPlain)
+		return installSession(next, sessPlain)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ func TestUEToUPF(t *testing.T) {
 		{Addr: n6Addr, Protocol: 17, Port: 53}, // a DNS resolver on the UPF
 		{Addr: n6Addr, Protocol: 1},            // ping
 	}})
-	if err := e.dp.AddSession(sessPlain); err != nil {
+	if err := e.addSession(sessPlain); err != nil {
 		t.Fatal(err)
 	}
 	// A new namespace's loopback is down, without its local routes; a host's is up.
@@ -146,7 +146,7 @@ func waitDrop(t *testing.T, e *testEnv, pkt []byte, reason string) {
 // error, a full socket buffer say), the table is still kept: a new subscription follows.
 func TestLocalAddrsResubscribe(t *testing.T) {
 	e := newTestEnv(t, 4)
-	if err := e.dp.AddSession(sessPlain); err != nil {
+	if err := e.addSession(sessPlain); err != nil {
 		t.Fatal(err)
 	}
 	e.dp.stopAddrs() // the environment's own watcher would keep the table anyway

@@ -23,7 +23,7 @@ import (
 // are.
 func TestRouteCases(t *testing.T) {
 	e := newTestEnv(t, 4)
-	if err := e.dp.AddSession(sessPlain); err != nil {
+	if err := e.addSession(sessPlain); err != nil {
 		t.Fatal(err)
 	}
 	mtuNet, otherNet := netip.MustParsePrefix("192.0.2.128/25"), netip.MustParsePrefix("203.0.113.0/24")
@@ -84,7 +84,7 @@ func ipNet(p netip.Prefix) *net.IPNet {
 // packet goes to the kernel (fib_no_neigh), which resolves the next hop again.
 func TestNeighbourChangeUnderTraffic(t *testing.T) {
 	e := newTestEnv(t, 4)
-	if err := e.dp.AddSession(sessPlain); err != nil {
+	if err := e.addSession(sessPlain); err != nil {
 		t.Fatal(err)
 	}
 	pkt := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, innerUDP(t, ueAddr, addrDN, 1, 2, 64, payload)), nil)

@@ -1,13 +1,11 @@
 package datapath
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
 	"runtime"
-	"slices"
 
 	"github.com/cilium/ebpf"
 
@@ -205,95 +203,6 @@ func (d *Datapath) KeyOwner(k rules.Key) (uint64, bool) {
 	defer d.mu.Unlock()
 	o, ok := d.keys[k]
 	return o, ok
-}
-
-// AddSession installs a new static session.
-func (d *Datapath) AddSession(s session.Session) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.owners[s.ID]; ok {
-		return fmt.Errorf("session %d already exists", s.ID)
-	}
-	return d.installStatic(s)
-}
-
-// ModifySession replaces a static session's rules, as Install does.
-func (d *Datapath) ModifySession(s session.Session) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.static[s.ID]; !ok {
-		return fmt.Errorf("session %d: %w", s.ID, ErrNotFound)
-	}
-	return d.installStatic(s)
-}
-
-func (d *Datapath) installStatic(s session.Session) error {
-	if err := s.Validate(); err != nil {
-		return fmt.Errorf("session %d: %w", s.ID, err)
-	}
-	if !slices.Contains(d.opts.GTPUAddrs, s.GTPUAddr) {
-		return fmt.Errorf("session %d: gtpu_address %s is not a local GTP-U address; use one of %v",
-			s.ID, s.GTPUAddr, d.opts.GTPUAddrs)
-	}
-	sets, err := s.RuleSets()
-	if err != nil {
-		return fmt.Errorf("session %d: %w", s.ID, err)
-	}
-	if err := d.install(s.ID, sets); err != nil {
-		return err
-	}
-	d.static[s.ID] = s
-	return nil
-}
-
-// DeleteSession removes a static session and returns what it had counted.
-func (d *Datapath) DeleteSession(id uint64) (session.Usage, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.static[id]; !ok {
-		return session.Usage{}, fmt.Errorf("session %d: %w", id, ErrNotFound)
-	}
-	delete(d.static, id)
-	usage, err := d.uninstall(id)
-	return directionUsage(usage), err
-}
-
-// Session returns one static session and its usage.
-func (d *Datapath) Session(id uint64) (session.Session, session.Usage, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s, ok := d.static[id]
-	if !ok {
-		return session.Session{}, session.Usage{}, fmt.Errorf("session %d: %w", id, ErrNotFound)
-	}
-	u, err := d.usage(d.owners[id])
-	return s, directionUsage(u), err
-}
-
-// Sessions returns every static session, sorted by id.
-func (d *Datapath) Sessions() []session.Session {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]session.Session, 0, len(d.static))
-	for _, s := range d.static {
-		out = append(out, s)
-	}
-	slices.SortFunc(out, func(a, b session.Session) int { return cmp.Compare(a.ID, b.ID) })
-	return out
-}
-
-// directionUsage sums PDR usage per direction.
-func directionUsage(pdrs []rules.Usage) session.Usage {
-	var u session.Usage
-	for _, p := range pdrs {
-		dir := &u.Downlink
-		if p.Uplink {
-			dir = &u.Uplink
-		}
-		dir.Packets += p.Packets
-		dir.Bytes += p.Bytes
-	}
-	return u
 }
 
 func (d *Datapath) deleteKey(m *ebpf.Map, key uint32) {

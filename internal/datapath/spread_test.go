@@ -156,7 +156,7 @@ func TestSpreadInTraffic(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			e := newTestEnvOpts(t, Options{MaxSessions: 16, Spread: mode, SpreadCPUs: []int{0, 1}})
 			for _, s := range sessions {
-				if err := e.dp.AddSession(s); err != nil {
+				if err := e.addSession(s); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -326,7 +326,7 @@ func (e *testEnv) ifindex(t *testing.T, name string) int {
 func TestSpreadQueueFullCounted(t *testing.T) {
 	requireCPUs(t)
 	e := newTestEnvOpts(t, Options{MaxSessions: 4, Spread: SpreadFlow, SpreadCPUs: []int{0, 1}, SpreadQueue: 4})
-	if err := e.dp.AddSession(sessPlain); err != nil {
+	if err := e.addSession(sessPlain); err != nil {
 		t.Fatal(err)
 	}
 	var frames [][]byte

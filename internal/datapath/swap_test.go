@@ -23,7 +23,7 @@ import (
 // unclassified or misclassified.
 func TestClassifierSwapUnderTraffic(t *testing.T) {
 	e := newTestEnv(t, 4)
-	if err := e.dp.AddSession(sessPlain); err != nil {
+	if err := e.addSession(sessPlain); err != nil {
 		t.Fatal(err)
 	}
 	versions := [][]classifier.Class{

@@ -134,3 +134,17 @@ type Usage struct {
 	Uplink   Counters `json:"uplink" yaml:"uplink"`
 	Downlink Counters `json:"downlink" yaml:"downlink"`
 }
+
+// UsageOf sums the usage of a session's PDRs per direction.
+func UsageOf(pdrs []rules.Usage) Usage {
+	var u Usage
+	for _, p := range pdrs {
+		dir := &u.Downlink
+		if p.Uplink {
+			dir = &u.Uplink
+		}
+		dir.Packets += p.Packets
+		dir.Bytes += p.Bytes
+	}
+	return u
+}
