@@ -31,15 +31,17 @@ func NewManager(dp Datapath) *Manager {
 	return &Manager{dp: dp, classes: map[uint32]Class{}}
 }
 
-// Add adds a class; its id must be new.
-func (m *Manager) Add(c Class) error {
+// Add adds classes, all or none, compiled and applied once; their ids must be new.
+func (m *Manager) Add(cs ...Class) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.classes[c.ID]; ok {
-		return fmt.Errorf("class %d already exists; delete it first or use another id", c.ID)
-	}
 	next := maps.Clone(m.classes)
-	next[c.ID] = c
+	for _, c := range cs {
+		if _, ok := next[c.ID]; ok {
+			return fmt.Errorf("class %d already exists; delete it first or use another id", c.ID)
+		}
+		next[c.ID] = c
+	}
 	return m.apply(next)
 }
 

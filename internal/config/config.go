@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/session"
 )
 
@@ -193,6 +194,11 @@ type Config struct {
 	Router Router `yaml:"router"`
 	// FlowCache configures the flow cache (off by default).
 	FlowCache FlowCache `yaml:"flow_cache"`
+
+	// Classes are traffic classes and Contracts policer contracts the daemon sets at
+	// start-up, as the API would (classes.go); the API may change them afterwards.
+	Classes   []classifier.Class `yaml:"classifier_classes,omitempty"`
+	Contracts []Contract         `yaml:"policer_contracts,omitempty"`
 }
 
 // Interface is one network interface and the roles it plays.

@@ -8,6 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/yamlerr"
 )
 
@@ -90,6 +91,9 @@ type rawConfig struct {
 
 	Router    rawRouter    `yaml:"router"`
 	FlowCache rawFlowCache `yaml:"flow_cache"`
+
+	Classes   []classifier.Class `yaml:"classifier_classes"`
+	Contracts []Contract         `yaml:"policer_contracts"`
 }
 
 type rawLimits struct {
@@ -143,6 +147,8 @@ func parse(data []byte) (*Config, []error) {
 	v.ueToUPF(raw.UEToUPFAllowed)
 	v.router(raw.Router)
 	v.flowCache(raw.FlowCache)
+	v.classes(raw.Classes)
+	v.contracts(raw.Contracts)
 	if len(v.errs) > 0 {
 		return nil, v.errs
 	}

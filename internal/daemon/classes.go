@@ -57,6 +57,27 @@ func classError(err error) error {
 	}
 }
 
+// configureClasses sets the configuration's classes and policer contracts as the API would:
+// the classes in one change of the Manager (one compilation, all or none), then each
+// contract through SetContract.
+func (d *Daemon) configureClasses() error {
+	if len(d.cfg.Classes) > 0 {
+		d.classMu.Lock()
+		err := d.classes.Add(d.cfg.Classes...)
+		d.classMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("classifier_classes: %w", err)
+		}
+		d.log.Info("classes added", "classes", len(d.cfg.Classes))
+	}
+	for _, c := range d.cfg.Contracts {
+		if _, err := d.SetContract(c.Class, c.Contract); err != nil {
+			return fmt.Errorf("policer_contracts: %w", err)
+		}
+	}
+	return nil
+}
+
 // Classes implements api.Backend.
 func (d *Daemon) Classes() ([]api.ClassInfo, error) {
 	d.classMu.RLock()

@@ -7,11 +7,13 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/classifier"
+	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/session"
 )
 
@@ -213,5 +215,37 @@ func TestDaemonConcurrentAddSameID(t *testing.T) {
 	}
 	if ok != 1 {
 		t.Errorf("%d additions succeeded, want 1", ok)
+	}
+}
+
+// The configuration's classes and contracts are set at start-up through the API's code path,
+// and the API lists them.
+func TestConfiguredClasses(t *testing.T) {
+	d, dp, client := newClassDaemon(t)
+	d.cfg = &config.Config{
+		Classes: []classifier.Class{{ID: 7, Priority: 1, Protocol: "udp"}, {ID: 9, Priority: 5}},
+		Contracts: []config.Contract{{Class: 7, Contract: api.Contract{Action: "limit", RateBPS: 8000, BurstBytes: 1500}},
+			{Class: 0, Contract: api.Contract{Action: "pass"}}},
+	}
+	if err := d.configureClasses(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(dp.applied, []uint32{9, 7}) {
+		t.Errorf("datapath classes %v, want [9 7] (by priority)", dp.applied)
+	}
+	classes, err := client.Classes(t.Context())
+	if err != nil || len(classes) != 2 || classes[0].Class != d.cfg.Classes[0] {
+		t.Errorf("API classes %+v, %v; want the configured ones", classes, err)
+	}
+	contracts, err := client.Contracts(t.Context())
+	if err != nil || len(contracts) != 2 || contracts[0].Class != 0 || contracts[1].Contract != d.cfg.Contracts[0].Contract {
+		t.Errorf("API contracts %+v, %v; want the configured ones", contracts, err)
+	}
+
+	// What the API refuses, the start-up refuses, naming the key.
+	d, _, _ = newClassDaemon(t)
+	d.cfg = &config.Config{Contracts: []config.Contract{{Class: 1, Contract: api.Contract{Action: "limit", RateBPS: 7}}}}
+	if err := d.configureClasses(); err == nil || !strings.Contains(err.Error(), "policer_contracts: contract for class 1: rate_bps") {
+		t.Errorf("bad contract: %v", err)
 	}
 }

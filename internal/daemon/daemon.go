@@ -138,6 +138,9 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		d.stopClock = func() { cancel(); <-done }
 	}
 	d.initClassifier(dp)
+	if err := d.configureClasses(); err != nil {
+		return nil, err
+	}
 
 	for _, iface := range cfg.Interfaces {
 		a, err := dp.Attach(iface.Name, datapath.XDPMode(cfg.XDPMode), cfg.XDPFallback)
