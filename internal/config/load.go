@@ -1,10 +1,7 @@
 package config
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 
 	"gopkg.in/yaml.v3"
 
@@ -15,17 +12,13 @@ import (
 // Load reads and parses the configuration file at path. Every error line starts with
 // "config: <path>: ".
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := yamlerr.ReadFile(path)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the path is already in our message
-		}
-		return nil, fmt.Errorf("config: cannot read %s: %w", path, err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	cfg, errs := parse(data)
 	if len(errs) > 0 {
-		return nil, joinErrors("config: "+path+": ", errs)
+		return nil, yamlerr.Join("config: "+path+": ", errs)
 	}
 	return cfg, nil
 }
@@ -35,17 +28,9 @@ func Load(path string) (*Config, error) {
 func Parse(data []byte) (*Config, error) {
 	cfg, errs := parse(data)
 	if len(errs) > 0 {
-		return nil, joinErrors("config: ", errs)
+		return nil, yamlerr.Join("config: ", errs)
 	}
 	return cfg, nil
-}
-
-func joinErrors(prefix string, errs []error) error {
-	wrapped := make([]error, len(errs))
-	for i, err := range errs {
-		wrapped[i] = fmt.Errorf("%s%w", prefix, err)
-	}
-	return errors.Join(wrapped...)
 }
 
 // rawConfig is what the file decodes into: addresses stay strings and numbers stay YAML nodes

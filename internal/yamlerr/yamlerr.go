@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"reflect"
 	"strings"
 	"time"
@@ -55,6 +57,30 @@ func Decode(data []byte, out any, doc Document) []error {
 		return []error{err}
 	}
 	return nil
+}
+
+// ReadFile reads the file at path. Its error reads "cannot read <path>: <why>", the path
+// said once (os names it too).
+func ReadFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// Join makes errs one error, a line each, every line starting with prefix; nil when there
+// are none.
+func Join(prefix string, errs []error) error {
+	wrapped := make([]error, len(errs))
+	for i, err := range errs {
+		wrapped[i] = fmt.Errorf("%s%w", prefix, err)
+	}
+	return errors.Join(wrapped...)
 }
 
 // parseOne returns the single document's root node.

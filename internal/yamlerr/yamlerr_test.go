@@ -170,3 +170,17 @@ func TestDecodeAliasBomb(t *testing.T) {
 	Decode([]byte("limits: &l {<<: *l}\n"), &f, doc)
 	Decode([]byte("limits: &l {<<: [*l, *l]}\n"), &f, doc)
 }
+
+func TestReadFileAndJoin(t *testing.T) {
+	_, err := ReadFile("/nonexistent/x.yaml")
+	if err == nil || err.Error() != "cannot read /nonexistent/x.yaml: no such file or directory" {
+		t.Errorf("ReadFile of a missing file: %v", err)
+	}
+	err = Join("config: f: ", []error{errors.New("a"), errors.New("b")})
+	if err == nil || err.Error() != "config: f: a\nconfig: f: b" {
+		t.Errorf("Join = %q", err)
+	}
+	if Join("x", nil) != nil {
+		t.Error("Join of no errors is not nil")
+	}
+}

@@ -18,10 +18,7 @@
 package scenario
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -64,18 +61,14 @@ const MaxPoints = 10000
 // Load reads and parses the scenario file at path. Every error line starts with
 // "scenario: <path>: ".
 func Load(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
+	data, err := yamlerr.ReadFile(path)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("scenario: cannot read %s: %w", path, err)
+		return nil, fmt.Errorf("scenario: %w", err)
 	}
 	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	s, errs := parse(data, base)
 	if len(errs) > 0 {
-		return nil, joinErrors("scenario: "+path+": ", errs)
+		return nil, yamlerr.Join("scenario: "+path+": ", errs)
 	}
 	return s, nil
 }
@@ -85,17 +78,9 @@ func Load(path string) (*Scenario, error) {
 func Parse(data []byte) (*Scenario, error) {
 	s, errs := parse(data, "scenario")
 	if len(errs) > 0 {
-		return nil, joinErrors("scenario: ", errs)
+		return nil, yamlerr.Join("scenario: ", errs)
 	}
 	return s, nil
-}
-
-func joinErrors(prefix string, errs []error) error {
-	wrapped := make([]error, len(errs))
-	for i, err := range errs {
-		wrapped[i] = fmt.Errorf("%s%w", prefix, err)
-	}
-	return errors.Join(wrapped...)
 }
 
 // The raw file: every parameter is a yaml.Node holding one value or a list of values.
