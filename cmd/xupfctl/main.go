@@ -129,7 +129,7 @@ Shell completion (including session ids for "session show" and class ids for
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(newStatusCmd(opts), newSessionCmd(opts), newClassifierCmd(opts), newPolicerCmd(opts),
-		newRouteCmd(opts), newNeighCmd(opts), newPFCPCmd(opts), newStatsCmd(opts))
+		newRouteCmd(opts), newNeighCmd(opts), newPFCPCmd(opts), newStatsCmd(opts), newConfigCmd(opts))
 	return root
 }
 
@@ -204,11 +204,16 @@ func writeYAML(w io.Writer, v any) error {
 	if err := root.Encode(v); err != nil {
 		return fmt.Errorf("writing yaml: %w", err)
 	}
-	quoteUnprintable(&root)
+	return writeYAMLNode(w, &root)
+}
+
+// writeYAMLNode writes a YAML node tree, its comments kept, escaped as writeYAML's.
+func writeYAMLNode(w io.Writer, root *yaml.Node) error {
+	quoteUnprintable(root)
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(&root); err != nil {
+	if err := enc.Encode(root); err != nil {
 		return fmt.Errorf("writing yaml: %w", err)
 	}
 	if err := enc.Close(); err != nil {

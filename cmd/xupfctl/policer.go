@@ -30,8 +30,9 @@ are powers of 1000), or a plain number of bit/s; the policer meters whole bytes 
 so a rate must be a multiple of 8 bit/s. Bursts are in bytes: 1500, 64kb, 1mb (kb, mb and
 gb are powers of 1024, as in tc). A packet larger than the burst never passes.
 
-Contracts live in the daemon's memory: a restarted daemon starts with none. The meters'
-algorithm and clock are shown by "xupfctl status".`,
+Contracts set here live in the daemon's memory: a restarted daemon starts again with those
+of its configuration file (policer_contracts; "xupfctl config show" prints the running
+ones). The meters' algorithm and clock are shown by "xupfctl status".`,
 		Example: `  xupfctl policer set --class 3 --limit --rate 10mbit --burst 64kb
   xupfctl policer set --class 4 --drop
   xupfctl policer default --pass

@@ -90,4 +90,10 @@ type Backend interface {
 
 	// Associations returns the established PFCP associations, in any order.
 	Associations() []pfcp.Association
+
+	// RunningConfig is the configuration the daemon runs with, as a YAML file xupfd
+	// accepts: the file's settings with their defaults, and the traffic classes and policer
+	// contracts as they are now. It holds no secret (the API token file is named, never
+	// read).
+	RunningConfig() ([]byte, error)
 }

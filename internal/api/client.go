@@ -103,6 +103,13 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	return st, err
 }
 
+// RunningConfig returns the daemon's running configuration, a YAML file xupfd accepts.
+func (c *Client) RunningConfig(ctx context.Context) ([]byte, error) {
+	var data []byte
+	err := c.get(ctx, "/api/v1/config", &data)
+	return data, err
+}
+
 // Sessions returns every session, sorted by id; never nil.
 func (c *Client) Sessions(ctx context.Context) ([]SessionInfo, error) {
 	var list []SessionInfo
@@ -256,12 +263,16 @@ func classPath(id uint32) string { return classesPath + "/" + strconv.FormatUint
 // answer with a large page, and only a message is wanted from it.
 const maxErrorBody = 64 << 10
 
+// maxRawBody bounds a body taken as it is (the running configuration): a configuration of
+// many static sessions and classes is a few MiB.
+const maxRawBody = 64 << 20
+
 func (c *Client) get(ctx context.Context, path string, out any) error {
 	return c.do(ctx, http.MethodGet, path, nil, out)
 }
 
 // do sends a request with an optional JSON body and decodes the answer into out, unless out
-// is nil (an answer without a body, such as 204).
+// is nil (an answer without a body, such as 204); a *[]byte out takes the body as it is.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
 	var reqBody io.Reader
 	if body != nil {
@@ -309,6 +320,13 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 		return responseError(resp)
 	}
 	if out == nil {
+		return nil
+	}
+	if raw, ok := out.(*[]byte); ok {
+		*raw, err = io.ReadAll(io.LimitReader(resp.Body, maxRawBody))
+		if err != nil {
+			return fmt.Errorf("reading the answer of %s%s: %w", c.baseURL, path, err)
+		}
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {

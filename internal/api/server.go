@@ -53,6 +53,7 @@ func routes() []route {
 		{http.MethodGet, "/api/v1/pfcp/associations", (*server).associations},
 		{http.MethodGet, "/api/v1/pfcp/sessions", (*server).pfcpSessions},
 		{http.MethodGet, "/api/v1/pfcp/sessions/{seid}", (*server).pfcpSession},
+		{http.MethodGet, "/api/v1/config", (*server).runningConfig},
 		{http.MethodGet, MetricsPath, (*server).metrics},
 	}
 }
@@ -117,6 +118,19 @@ func methodNotAllowed(methods []string) http.Handler {
 		writeError(w, http.StatusMethodNotAllowed,
 			fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(methods, " or ")))
 	})
+}
+
+// runningConfig serves the configuration as YAML, the file's format, so it can be saved and
+// given back to xupfd as it is.
+func (s *server) runningConfig(w http.ResponseWriter, r *http.Request) {
+	data, err := s.backend.RunningConfig()
+	if err != nil {
+		s.internalError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(data) // an error is the client gone; nothing to do
 }
 
 func (s *server) status(w http.ResponseWriter, _ *http.Request) {

@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"os"
+	"reflect"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/classifier"
@@ -12,12 +16,15 @@ import (
 
 // TestConfiguredPolicer writes a class for sessQFI's downlink and a DROP contract for it in
 // the configuration file: from the start, that session's downlink is dropped by the policer
-// (the other session's passes), and xupfctl lists the class and the contract with the drops.
+// (the other session's passes), and xupfctl lists the class and the contract with the drops;
+// xupfctl config show prints the configuration back.
 func TestConfiguredPolicer(t *testing.T) {
 	class := classifier.Class{ID: 4, Priority: 10, Direction: "egress", DstIP: sessQFI.UE.String() + "/32"}
+	var written *config.Config
 	e := newEnvConfig(t, func(c *config.Config) {
 		c.Classes = []classifier.Class{class}
 		c.Contracts = []config.Contract{{Class: 4, Contract: api.Contract{Action: api.ActionDrop}}}
+		written = c
 	}, sessQFI, sessNoQFI)
 
 	const n = 10
@@ -43,5 +50,36 @@ func TestConfiguredPolicer(t *testing.T) {
 	}
 	if got := e.stats().Drops["policer"]; got != n {
 		t.Errorf("policer drops %d, want %d", got, n)
+	}
+
+	t.Run("config_show", func(t *testing.T) { e.checkConfigShow(t, written) })
+}
+
+// checkConfigShow checks that xupfctl config show prints what xupfd runs with: the file it
+// was started with, parsed (defaults filled in), which config.Parse, and so xupfd, takes back
+// as it is; and that it does not hold the API token.
+func (e *env) checkConfigShow(t *testing.T, written *config.Config) {
+	out := e.ctl(t, "config", "show")
+	got, err := config.Parse([]byte(out))
+	if err != nil {
+		t.Fatalf("xupfctl config show does not parse: %v\n%s", err, out)
+	}
+	file, err := yaml.Marshal(written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := config.Parse(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("xupfctl config show\n%+v\nwant the configuration xupfd was started with\n%+v", got, want)
+	}
+	token, err := os.ReadFile(e.daemon.TokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok := strings.TrimSpace(string(token)); tok == "" || strings.Contains(out, tok) {
+		t.Errorf("xupfctl config show prints the API token (or the token is empty)")
 	}
 }

@@ -52,7 +52,9 @@ type Backend struct {
 	// address), checking nothing.
 	RoutesData     []api.Route
 	NeighboursData []api.Neighbour
-	Err            error
+	// ConfigData is the running configuration's YAML.
+	ConfigData []byte
+	Err        error
 
 	mu sync.Mutex // guards ClassesData, ContractsData, RoutesData and NeighboursData against concurrent requests
 }
@@ -177,6 +179,14 @@ func (b *Backend) DeleteClass(id uint32) error {
 
 // Associations returns AssociationsData as it is, unsorted.
 func (b *Backend) Associations() []pfcp.Association { return b.AssociationsData }
+
+// RunningConfig returns ConfigData, or Err.
+func (b *Backend) RunningConfig() ([]byte, error) {
+	if b.Err != nil {
+		return nil, b.Err
+	}
+	return b.ConfigData, nil
+}
 
 func (b *Backend) classIndex(id uint32) int {
 	return slices.IndexFunc(b.ClassesData, func(c api.ClassInfo) bool { return c.ID == id })
