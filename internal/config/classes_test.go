@@ -38,6 +38,12 @@ func TestClassesAndContracts(t *testing.T) {
 	}
 
 	// They survive a round trip through YAML, as xupfctl config show prints them.
+	checkRoundTrip(t, cfg)
+}
+
+// checkRoundTrip checks that cfg, written as YAML, parses back to itself.
+func checkRoundTrip(t *testing.T, cfg *Config) {
+	t.Helper()
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
