@@ -11,7 +11,11 @@
  * grace period (a packet that read in > out has been handed over by then). A packet from one
  * receive queue is handled to the end before the next, so none overtakes those held before.
  *
- * Nothing here runs for a FAR that forwards (FAR_FORWARD): only BUFF and DRAIN reach it. */
+ * A FAR that drops with NOCP (FAR_DROP_NOTIFY) hands over its first packet only, for xupfd
+ * to discard and notify the SMF of (the notification it makes for a buffering FAR's first).
+ *
+ * Nothing here runs for a FAR that forwards (FAR_FORWARD): only BUFF, DRAIN and DROP with
+ * NOCP reach it. */
 #ifndef XUPF_BUFFER_H
 #define XUPF_BUFFER_H
 
@@ -105,10 +109,20 @@ static __always_inline __s64 held(__u32 counter)
 	return n < 0 ? 0 : n;
 }
 
+/* notify_once reports whether this packet is the one a FAR_DROP_NOTIFY FAR hands over, and
+ * makes the FAR FAR_DROP: a compare-and-exchange, so that of packets on several CPUs one
+ * alone is. xupfd writes the FAR again (FAR_DROP_NOTIFY) when the SMF changes the session. */
+static __always_inline int notify_once(const struct far *far)
+{
+	return __sync_val_compare_and_swap((__u32 *)&far->action, FAR_DROP_NOTIFY, FAR_DROP) ==
+	       FAR_DROP_NOTIFY;
+}
+
 /* buffer_verdict is apply_pdr's verdict for a FAR that buffers or drains: 0 to forward (a
  * draining FAR with nothing held, or a frame xupfd runs through again), PKT_BUFFER to hand
  * the frame over, or a drop reason. A frame run through again while the FAR buffers (the SMF
- * made it BUFF again meanwhile) is handed over again. */
+ * made it BUFF again meanwhile) is handed over again. A FAR that drops with NOCP hands over
+ * its first packet (PKT_BUFFER) and drops the others. */
 static __always_inline int buffer_verdict(struct xdp_md *ctx, const struct far *far,
 					  const struct pdr *pdr)
 {
@@ -116,6 +130,8 @@ static __always_inline int buffer_verdict(struct xdp_md *ctx, const struct far *
 
 	if (replayed(ctx) && far->action == FAR_DRAIN)
 		return 0;
+	if (far->action == FAR_DROP_NOTIFY)
+		return notify_once(far) ? PKT_BUFFER : DROP_FAR_DROP;
 	n = held(pdr->counter);
 	if (n < 0)
 		return DROP_INTERNAL;

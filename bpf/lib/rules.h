@@ -87,8 +87,8 @@ static __always_inline struct far *far_of(const struct pdr *pdr)
 	return bpf_map_lookup_elem(&xupf_fars, &slot);
 }
 
-/* far_drop_reason returns 0 when far forwards, buffers (BUFF) or drains (FORW after BUFF:
- * buffer.h decides what then), else the reason to drop: DROP or an action this datapath does
+/* far_drop_reason returns 0 when far forwards, buffers (BUFF), drains (FORW after BUFF) or
+ * drops the first packet for a notification (DROP with NOCP): buffer.h decides what then; else the reason to drop: DROP or an action this datapath does
  * not know drops; a FAR toward Access without a tunnel has its own reason, so that packets the
  * control plane has no tunnel for yet are told apart from those it meant to drop. */
 static __always_inline int far_drop_reason(const struct far *far)
@@ -97,6 +97,7 @@ static __always_inline int far_drop_reason(const struct far *far)
 	case FAR_FORWARD:
 	case FAR_BUFFER:
 	case FAR_DRAIN:
+	case FAR_DROP_NOTIFY:
 		return 0;
 	case FAR_ACCESS_NO_TUNNEL:
 		return DROP_FAR_ACCESS_NO_TUNNEL;

@@ -102,6 +102,10 @@ enum far_action {
 	 * that none overtakes them. xupfd makes the FAR FAR_FORWARD once it holds none. Kept off
 	 * FAR_FORWARD so that forwarding FARs pay nothing for it. */
 	FAR_DRAIN = 4,
+	/* DROP with NOCP: dropped (DROP_FAR_DROP), but the first packet after xupfd writes the
+	 * FAR is handed over as a buffered one (buffer.h), for xupfd to discard and notify the
+	 * SMF of; handing it over makes the FAR FAR_DROP, so a flood costs one copy. */
+	FAR_DROP_NOTIFY = 5,
 };
 
 /* Bits of far.flags: the parts of a forwarding FAR that are optional. */

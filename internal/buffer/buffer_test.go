@@ -159,7 +159,8 @@ func TestDiscards(t *testing.T) {
 }
 
 // TestNotifyOncePerEpoch: NOCP notifies for the first packet only, until the FAR changes;
-// a delayed notification is dropped when the FAR forwards before it is due.
+// a delayed notification is dropped when the FAR forwards before it is due; a FAR that
+// drops notifies as one that buffers.
 func TestNotifyOncePerEpoch(t *testing.T) {
 	b, _, notes := newTest(roomy)
 	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Notify: true, Epoch: 1}})
@@ -202,4 +203,9 @@ func TestNotifyOncePerEpoch(t *testing.T) {
 	b.Add(pkt(8))
 	b.Set(k.Owner, map[Key]Policy{k: {Mode: Flush, Epoch: 5}})
 	expectNotes(0)
+	// DROP with NOCP: the packet the datapath hands over is discarded, and notified once.
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Discard, Notify: true, Epoch: 6}})
+	b.Add(pkt(9))
+	b.Add(pkt(10))
+	expectNotes(1)
 }

@@ -188,6 +188,50 @@ func TestBufferBounds(t *testing.T) {
 	checkDeltas(t, "counter", before.Counters, after.Counters, map[string]uint64{"dl_rx": 4, "buffered": 3, "replayed": 1})
 }
 
+// TestDropNotify: a DROP FAR with NOCP hands over its first packet only, and becomes a plain
+// DROP FAR doing so; the others are dropped as far_drop. Installing the rules again arms it
+// again.
+func TestDropNotify(t *testing.T) {
+	e := newTestEnv(t, 64)
+	got := readBuffered(t, e)
+	install := func() {
+		t.Helper()
+		if err := e.dp.Install(bufferOwner, bufferSet(rules.FAR{Action: rules.DropNotify})); err != nil {
+			t.Fatal(err)
+		}
+		if a := e.farAction(t); a != xupfFarActionFAR_DROP_NOTIFY {
+			t.Fatalf("FAR action %v after install, want FAR_DROP_NOTIFY", a)
+		}
+	}
+	install()
+	before, _ := e.dp.Stats()
+	for i := range 3 {
+		if v, _ := e.run(t, seqIn(t, i), e.n6); v != xdpDrop {
+			t.Fatalf("packet %d: verdict %s, want DROP", i, verdictNames[v])
+		}
+	}
+	if p := nextBuffered(t, got); !bytes.Equal(p.Frame, seqIn(t, 0)) || p.Owner != bufferOwner || p.PDR != 3 {
+		t.Fatalf("handed over %+v\n%s\nwant packet 0 of PDR 3", p, dump(p.Frame))
+	}
+	if a := e.farAction(t); a != xupfFarActionFAR_DROP {
+		t.Errorf("FAR action %v after the first packet, want FAR_DROP", a)
+	}
+	mid, _ := e.dp.Stats()
+	checkDeltas(t, "counter", before.Counters, mid.Counters, map[string]uint64{"dl_rx": 3, "buffered": 1})
+	checkDeltas(t, "drop", before.Drops, mid.Drops, map[string]uint64{"far_drop": 2})
+
+	install()
+	e.run(t, seqIn(t, 3), e.n6)
+	if p := nextBuffered(t, got); !bytes.Equal(p.Frame, seqIn(t, 3)) {
+		t.Fatalf("after the rules were installed again, handed over\n%s\nwant packet 3", dump(p.Frame))
+	}
+	select {
+	case p := <-got:
+		t.Errorf("a second packet handed over:\n%s", dump(p.Frame))
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
 // BenchmarkReplay: one buffered frame run through again and released, as xupfd flushes.
 func BenchmarkReplay(b *testing.B) {
 	e := newTestEnv(b, 64)

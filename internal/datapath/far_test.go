@@ -43,6 +43,8 @@ func TestFAREntry(t *testing.T) {
 			err: "IPv4 local address, got invalid IP"},
 		{name: "toward Access without a tunnel", far: rules.FAR{Action: rules.AccessNoTunnel, TOS: 0xb8, HasTOS: true},
 			want: xupfFar{Action: uint32(xupfFarActionFAR_ACCESS_NO_TUNNEL)}},
+		{name: "drop and notify leaves its tunnel out", far: rules.FAR{Action: rules.DropNotify, OHC: peer(netip.Addr{})},
+			want: xupfFar{Action: uint32(xupfFarActionFAR_DROP_NOTIFY)}},
 		{name: "unknown action", far: rules.FAR{Action: 7}, err: "FAR action 7 unknown"},
 	}
 	for _, c := range cases {

@@ -195,7 +195,7 @@ func matchesAll(filters []sdf.Filter) bool {
 // farEntry is f as the datapath's struct far. A forwarding FAR's tunnel needs IPv4 ends: the
 // datapath builds IPv4 outer headers only. Drop and Buffer FARs leave the tunnel out (the
 // datapath reads it only when forwarding), so one kept across a switch to BUFF is not checked.
-// AccessNoTunnel has no tunnel to check.
+// AccessNoTunnel and DropNotify have no tunnel to check.
 func farEntry(f rules.FAR) (xupfFar, error) {
 	switch f.Action {
 	case rules.Drop:
@@ -204,6 +204,8 @@ func farEntry(f rules.FAR) (xupfFar, error) {
 		return xupfFar{Action: uint32(xupfFarActionFAR_BUFFER)}, nil
 	case rules.AccessNoTunnel:
 		return xupfFar{Action: uint32(xupfFarActionFAR_ACCESS_NO_TUNNEL)}, nil
+	case rules.DropNotify:
+		return xupfFar{Action: uint32(xupfFarActionFAR_DROP_NOTIFY)}, nil
 	case rules.Forward: // below
 	default:
 		return xupfFar{}, fmt.Errorf("FAR action %d unknown", f.Action)

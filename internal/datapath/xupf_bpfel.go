@@ -178,6 +178,7 @@ const (
 	xupfFarActionFAR_BUFFER           xupfFarAction = 2
 	xupfFarActionFAR_ACCESS_NO_TUNNEL xupfFarAction = 3
 	xupfFarActionFAR_DRAIN            xupfFarAction = 4
+	xupfFarActionFAR_DROP_NOTIFY      xupfFarAction = 5
 )
 
 type xupfFarFlag uint32

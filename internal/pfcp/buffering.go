@@ -30,9 +30,9 @@ func (n *Node) setBuffering(s *Session) {
 }
 
 // bufferModes is what a FAR's action does with the packets it buffered before: a FAR that
-// drops discards them.
+// drops discards them (and the one packet a DROP FAR with NOCP hands over to be notified of).
 var bufferModes = map[rules.Action]buffer.Mode{rules.Forward: buffer.Flush, rules.Buffer: buffer.Hold,
-	rules.Drop: buffer.Discard}
+	rules.Drop: buffer.Discard, rules.DropNotify: buffer.Discard}
 
 // notificationDelayUnit is the unit of the Downlink Data Notification Delay IE (TS 29.244
 // 8.2.28).

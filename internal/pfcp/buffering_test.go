@@ -10,6 +10,7 @@ import (
 	"github.com/wmnsk/go-pfcp/message"
 
 	"github.com/xupf/xupf/internal/buffer"
+	"github.com/xupf/xupf/internal/rules"
 )
 
 // fakeBuffers records what the node tells the buffer.
@@ -46,10 +47,11 @@ func (f *fakeBuffers) Remove(owner uint64) {
 
 // TestBufferPolicies: a BUFF+NOCP downlink FAR with a BAR holds and notifies after the BAR's
 // delay, within its suggested count; the uplink forwards and never notifies; an Update FAR to
-// FORW flushes in a new epoch; deletion removes the session's buffer.
+// FORW flushes in a new epoch; DROP+NOCP discards and notifies; deletion removes the session's buffer.
 func TestBufferPolicies(t *testing.T) {
 	fb := &fakeBuffers{set: map[uint64]map[buffer.Key]buffer.Policy{}}
-	n := newSessionNode(newFakeDatapath(), func(o *Options) { o.Buffers = fb })
+	dp := newFakeDatapath()
+	n := newSessionNode(dp, func(o *Options) { o.Buffers = fb })
 	cause(t, n.Handle(smf, bytesOf(t, smfSetup(1))))
 	ies := append(basicSession(ue1)[:3:3],
 		ie.NewCreateFAR(ie.NewFARID(2), ie.NewApplyAction(ApplyBuffer|ApplyNotifyCP), ie.NewBARID(1)),
@@ -76,6 +78,19 @@ func TestBufferPolicies(t *testing.T) {
 	}
 	if p := fb.set[FirstSEID][dl]; p.Mode != buffer.Flush || p.Epoch == before {
 		t.Errorf("after FORW: policy %+v, want Flush in a new epoch (not %d)", p, before)
+	}
+	// DROP with NOCP: the datapath hands over the first packet (rules.DropNotify) for the
+	// buffer to discard and notify.
+	drop := message.NewSessionModificationRequest(0, 0, FirstSEID, 23, 0, ie.NewUpdateFAR(ie.NewFARID(2),
+		ie.NewApplyAction(ApplyDrop|ApplyNotifyCP)))
+	if _, c, _ := cause(t, n.Handle(smf, bytesOf(t, drop))); c != ie.CauseRequestAccepted {
+		t.Fatalf("modification to DROP+NOCP: cause %d", c)
+	}
+	if p := fb.policy(FirstSEID, dl); p.Mode != buffer.Discard || !p.Notify {
+		t.Errorf("after DROP+NOCP: policy %+v, want Discard with notification", p)
+	}
+	if a := dp.sets[FirstSEID][1].PDRs[0].FAR.Action; a != rules.DropNotify {
+		t.Errorf("after DROP+NOCP: the datapath's FAR action %d, want DropNotify", a)
 	}
 	cause(t, n.Handle(smf, bytesOf(t, message.NewSessionDeletionRequest(0, 0, FirstSEID, 22, 0))))
 	if len(fb.removed) != 1 || fb.removed[0] != FirstSEID {

@@ -319,13 +319,16 @@ const (
 	destAccess = 0
 )
 
-// action is what f's apply action does with packets: forward, buffer or drop.
+// action is what f's apply action does with packets: forward, buffer, or drop (and notify
+// the first with NOCP).
 func (f *FAR) action() rules.Action {
 	switch {
 	case f.Apply&ApplyForward != 0:
 		return rules.Forward
 	case f.Apply&ApplyBuffer != 0:
 		return rules.Buffer
+	case f.Apply&ApplyNotifyCP != 0:
+		return rules.DropNotify
 	default:
 		return rules.Drop
 	}

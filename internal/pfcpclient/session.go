@@ -600,7 +600,17 @@ func (c *Client) SetDownlinkBuffering(ctx context.Context, s *Session) error {
 
 // DropDownlink makes the downlink FAR drop.
 func (c *Client) DropDownlink(ctx context.Context, s *Session) error {
-	if err := c.updateDownlinkFAR(ctx, s, ie.NewApplyAction(actionDROP)); err != nil {
+	return c.dropDownlink(ctx, s, ie.NewApplyAction(actionDROP))
+}
+
+// DropDownlinkNotify makes the downlink FAR drop and ask for a Downlink Data Report of the
+// first packet it drops (DROP and NOCP, with BAR BARID).
+func (c *Client) DropDownlinkNotify(ctx context.Context, s *Session) error {
+	return c.dropDownlink(ctx, s, ie.NewApplyAction(actionDROP|actionNOCP), ie.NewBARID(BARID))
+}
+
+func (c *Client) dropDownlink(ctx context.Context, s *Session, ies ...*ie.IE) error {
+	if err := c.updateDownlinkFAR(ctx, s, ies...); err != nil {
 		return err
 	}
 	s.GNB, s.GNBTEID = netip.Addr{}, 0

@@ -404,6 +404,9 @@ func TestModifyAndDelete(t *testing.T) {
 	if err := c.DropDownlink(ctx, s); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.DropDownlinkNotify(ctx, s); err != nil {
+		t.Fatal(err)
+	}
 	if s.GNB.IsValid() {
 		t.Errorf("session still forwards to %s after DropDownlink", s.GNB)
 	}
@@ -413,8 +416,8 @@ func TestModifyAndDelete(t *testing.T) {
 	}
 
 	got, _ := upf.Session(s.UPSEID)
-	if len(got.Modifications) != 5 {
-		t.Fatalf("the UPF got %d modifications, want 5", len(got.Modifications))
+	if len(got.Modifications) != 6 {
+		t.Fatalf("the UPF got %d modifications, want 6", len(got.Modifications))
 	}
 	for i, m := range got.Modifications {
 		if m.SEID() != s.UPSEID {
@@ -439,7 +442,10 @@ func TestModifyAndDelete(t *testing.T) {
 	if f := updateFAR(got.Modifications[3]); !f.HasDROP() || f.HasFORW() || f.HasBUFF() {
 		t.Errorf("dropping Update FAR %v", f)
 	}
-	if q := got.Modifications[4].UpdateQER; len(q) != 1 {
+	if f := updateFAR(got.Modifications[4]); !f.HasDROP() || !f.HasNOCP() || f.HasFORW() || barID(t, f) != BARID {
+		t.Errorf("dropping and notifying Update FAR %v", f)
+	}
+	if q := got.Modifications[5].UpdateQER; len(q) != 1 {
 		t.Errorf("generic modification carried %d Update QERs", len(q))
 	}
 

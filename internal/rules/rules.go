@@ -26,6 +26,9 @@ const (
 	// packets as they are would send them back into the data network. The datapath drops
 	// them with their own drop reason (far_access_no_tunnel) and counts no usage.
 	AccessNoTunnel
+	// DropNotify is DROP with NOCP: dropped, except that the first packet after the rules are
+	// installed reaches xupfd like a buffered one, which it discards and notifies the SMF of.
+	DropNotify
 )
 
 // FAR is a Forwarding Action Rule.

@@ -190,3 +190,35 @@ func TestBufferingBoundsAndExpiry(t *testing.T) {
 	}
 	e.waitStat("the DROP FAR's packets discarded", func(st api.Stats) bool { return st.Buffer["discarded_dropped"] == 10 })
 }
+
+// TestDropNotify: a downlink FAR that drops with NOCP brings exactly one Downlink Data Report
+// for a stream of packets, and discards them all (the first in xupfd, the others in the
+// datapath); the SMF's next Update FAR brings one more.
+func TestDropNotify(t *testing.T) {
+	e := newEnv(t)
+	const qfi = 5
+	c, s, reports := e.idleSession("smf.dropnotify.test", pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, QFI: qfi})
+	view := testbed.PFCPView(s, testbed.GNBAddr, 0x960, qfi)
+	before := e.stats()
+	for round := range 2 {
+		if err := c.DropDownlinkNotify(e.ctx(), s); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.topo.SendDownlink(view, 200, testbed.Payload("dropped")); err != nil {
+			t.Fatal(err)
+		}
+		checkDownlinkDataReport(t, nextReport(t, reports), s.CPSEID, pfcpclient.DownlinkPDRID, qfi)
+		select {
+		case r := <-reports:
+			t.Fatalf("round %d: a second report before the FAR changed: %v", round, r.req)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	st := e.waitStat("every packet discarded", func(st api.Stats) bool {
+		return st.Buffer["discarded_dropped"]-before.Buffer["discarded_dropped"] == 2 &&
+			st.Drops["far_drop"]-before.Drops["far_drop"] == 2*199
+	})
+	if n := st.Buffer["buffered"] - before.Buffer["buffered"]; n != 0 || st.PFCPReports["sent"] != 2 {
+		t.Errorf("%d packets kept, reports %v: want none kept and two reports", n, st.PFCPReports)
+	}
+}
