@@ -63,6 +63,10 @@ type Policy struct {
 	// discarded, NotifyDelay after it (the BAR's Downlink Data Notification Delay).
 	Notify      bool
 	NotifyDelay time.Duration
+	// NotifyAgain, when set, is the end of the DL Buffering Duration the SMF gave in its
+	// answer to a notification: until then it wants no other (TS 23.401 5.3.4.3), after it
+	// the next packet notifies again, once, in the same epoch.
+	NotifyAgain time.Time
 	// Epoch changes whenever the SMF creates or updates the FAR: one notification per epoch.
 	Epoch uint64
 }
@@ -123,11 +127,12 @@ type session struct {
 
 // queue is one PDR's held packets, oldest first.
 type queue struct {
-	items    []item
-	flushing bool   // a flush goroutine runs for it
-	epoch    uint64 // of the FAR when it last notified
-	notified bool   // a notification went (or waits its delay) in this epoch
-	timer    *time.Timer
+	items      []item
+	flushing   bool      // a flush goroutine runs for it
+	epoch      uint64    // of the FAR when it last notified
+	notified   bool      // a notification went (or waits its delay) in this epoch
+	notifiedAt time.Time // when it last did
+	timer      *time.Timer
 }
 
 type item struct {
@@ -230,8 +235,8 @@ func (b *Buffer) Add(p Packet) {
 		q = &queue{epoch: pol.Epoch}
 		s.queues[k] = q
 	}
-	if pol.Notify && (!q.notified || q.epoch != pol.Epoch) {
-		q.notified, q.epoch = true, pol.Epoch
+	if now := time.Now(); pol.Notify && q.notifyDue(pol, now) {
+		q.notified, q.epoch, q.notifiedAt = true, pol.Epoch, now
 		if pol.NotifyDelay <= 0 {
 			notify = &k
 		} else {
@@ -267,6 +272,15 @@ func (b *Buffer) Add(p Packet) {
 	if notify != nil {
 		go b.notify(*notify) // the reader must not wait for the SMF's session lock
 	}
+}
+
+// notifyDue reports whether a packet of q arriving at now is to be notified under pol: the
+// first of the FAR's epoch, or the first after the SMF's DL Buffering Duration ran out.
+func (q *queue) notifyDue(pol Policy, now time.Time) bool {
+	if !q.notified || q.epoch != pol.Epoch {
+		return true
+	}
+	return !pol.NotifyAgain.IsZero() && q.notifiedAt.Before(pol.NotifyAgain) && !now.Before(pol.NotifyAgain)
 }
 
 // maxPackets is the most packets a session may hold under pol.

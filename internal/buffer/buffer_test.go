@@ -167,45 +167,64 @@ func TestNotifyOncePerEpoch(t *testing.T) {
 	for i := range 5 {
 		b.Add(pkt(i))
 	}
-	expectNotes := func(n int) {
-		t.Helper()
-		for range n {
-			select {
-			case got := <-notes:
-				if got != k {
-					t.Errorf("notified %+v, want %+v", got, k)
-				}
-			case <-time.After(time.Second):
-				t.Fatal("no notification")
-			}
-		}
-		select {
-		case got := <-notes:
-			t.Fatalf("one more notification: %+v", got)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	expectNotes(1)
+	expectNotes(t, notes, 1)
 	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Notify: true, Epoch: 1, Duration: time.Hour}}) // a BAR update
 	b.Add(pkt(5))
-	expectNotes(0)
+	expectNotes(t, notes, 0)
 	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Notify: true, Epoch: 2}}) // the FAR updated
 	b.Add(pkt(6))
-	expectNotes(1)
+	expectNotes(t, notes, 1)
 	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Notify: true, Epoch: 3, NotifyDelay: 100 * time.Millisecond}})
 	start := time.Now()
 	b.Add(pkt(7))
-	expectNotes(1)
+	expectNotes(t, notes, 1)
 	if d := time.Since(start); d < 100*time.Millisecond {
 		t.Errorf("notified after %s, before the delay", d)
 	}
 	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Notify: true, Epoch: 4, NotifyDelay: 100 * time.Millisecond}})
 	b.Add(pkt(8))
 	b.Set(k.Owner, map[Key]Policy{k: {Mode: Flush, Epoch: 5}})
-	expectNotes(0)
+	expectNotes(t, notes, 0)
 	// DROP with NOCP: the packet the datapath hands over is discarded, and notified once.
 	b.Set(k.Owner, map[Key]Policy{k: {Mode: Discard, Notify: true, Epoch: 6}})
 	b.Add(pkt(9))
 	b.Add(pkt(10))
-	expectNotes(1)
+	expectNotes(t, notes, 1)
+}
+
+// expectNotes waits for n notifications of k, and then for none more.
+func expectNotes(t *testing.T, notes chan Key, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case got := <-notes:
+			if got != k {
+				t.Errorf("notified %+v, want %+v", got, k)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("no notification")
+		}
+	}
+	select {
+	case got := <-notes:
+		t.Fatalf("one more notification: %+v", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// TestNotifyAgainAfterBufferingDuration: while the DL Buffering Duration the SMF gave in its
+// answer runs, packets bring no notification; the first after it brings one, and only one.
+func TestNotifyAgainAfterBufferingDuration(t *testing.T) {
+	b, _, notes := newTest(roomy)
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Notify: true, Epoch: 1}})
+	b.Add(pkt(0))
+	expectNotes(t, notes, 1)
+	until := time.Now().Add(200 * time.Millisecond)
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold, Notify: true, Epoch: 1, NotifyAgain: until}}) // the SMF's answer
+	b.Add(pkt(1))
+	expectNotes(t, notes, 0)
+	time.Sleep(time.Until(until))
+	b.Add(pkt(2))
+	b.Add(pkt(3))
+	expectNotes(t, notes, 1)
 }

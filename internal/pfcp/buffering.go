@@ -43,7 +43,7 @@ const notificationDelayUnit = 50 * time.Millisecond
 // FAR's BAR bounds the count (its Suggested Buffering Packets Count, or the DL Buffering
 // Suggested Packet Count of the SMF's last Session Report Response), delays the report
 // (Downlink Data Notification Delay) and bounds how long packets are held (DL Buffering
-// Duration: 0 holds none).
+// Duration: 0 holds none); while that duration runs, no other report goes.
 func bufferPolicies(s *Session) map[buffer.Key]buffer.Policy {
 	out := make(map[buffer.Key]buffer.Policy, len(s.PDRs))
 	for id, p := range s.PDRs {
@@ -63,6 +63,7 @@ func bufferPolicies(s *Session) map[buffer.Key]buffer.Policy {
 						pol.Duration = -1
 					}
 				}
+				pol.NotifyAgain = b.BufferingUntil
 				if d := b.BufferingDuration; d != nil && *d != InfiniteBuffering {
 					pol.Duration = *d
 					if *d == 0 {

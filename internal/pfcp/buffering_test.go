@@ -100,7 +100,8 @@ func TestBufferPolicies(t *testing.T) {
 
 // TestDownlinkDataReport: the buffer's notification becomes a Session Report Request with a
 // Downlink Data Report (the PDR, its QFI); the SMF's answer with DROBU discards what is held
-// and its Update BAR's DL Buffering Duration reaches the buffer.
+// and its Update BAR's DL Buffering Duration reaches the buffer, which notifies again only
+// once it has run out.
 func TestDownlinkDataReport(t *testing.T) {
 	fb := &fakeBuffers{set: map[uint64]map[buffer.Key]buffer.Policy{}}
 	r := newReportTest(t, func(o *Options) { o.Buffers = fb })
@@ -121,6 +122,7 @@ func TestDownlinkDataReport(t *testing.T) {
 	if err != nil || err2 != nil || id != 2 || string(dsi) != "\x02\x09" {
 		t.Errorf("PDR ID %d %v, service information %x %v: want PDR 2, QFI 9", id, err, dsi, err2)
 	}
+	answered := time.Now()
 	r.answer(from, req.SequenceNumber, ie.NewCause(ie.CauseRequestAccepted), ie.NewPFCPSRRspFlags(srrspDROBU),
 		ie.NewUpdateBARWithinSessionReportResponse(ie.NewBARID(1), ie.NewDLBufferingDuration(20*time.Second)))
 	eventually(t, "the answer was not applied", func() bool {
@@ -132,4 +134,8 @@ func TestDownlinkDataReport(t *testing.T) {
 		p := fb.policy(r.seid, k)
 		return p.Mode == buffer.Hold && p.Duration == 20*time.Second && p.MaxPackets == 10
 	})
+	if p := fb.policy(r.seid, k); p.NotifyAgain.Before(answered.Add(20*time.Second)) ||
+		p.NotifyAgain.After(time.Now().Add(20*time.Second)) {
+		t.Errorf("notify again at %s, want 20 s after the answer (%s)", p.NotifyAgain, answered)
+	}
 }

@@ -675,6 +675,10 @@ func decodeBAR(c children, b *BAR) error {
 		}
 		d := bufferingDuration(x.Payload[0])
 		b.BufferingDuration = &d
+		b.BufferingUntil = time.Time{}
+		if d != InfiniteBuffering {
+			b.BufferingUntil = time.Now().Add(d)
+		}
 	}
 	if x := c.first(ie.DLBufferingSuggestedPacketCount); x != nil {
 		var v uint16

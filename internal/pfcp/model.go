@@ -166,6 +166,10 @@ type BAR struct {
 	// given; a duration of 0 stops buffering, InfiniteBuffering has no end.
 	BufferingDuration *time.Duration `json:"dl_buffering_duration,omitempty" yaml:"dl_buffering_duration,omitempty"`
 	BufferingPackets  *uint16        `json:"dl_buffering_suggested_packets,omitempty" yaml:"dl_buffering_suggested_packets,omitempty"`
+	// BufferingUntil is when the BufferingDuration the SMF gave runs out, zero for none or
+	// one without end: until then it wants no other Downlink Data Report (TS 23.401
+	// 5.3.4.3, the throttling an SMF asks of a UPF), after it the next packet brings one.
+	BufferingUntil time.Time `json:"dl_buffering_until,omitzero" yaml:"dl_buffering_until,omitempty"`
 }
 
 // InfiniteBuffering is a DL Buffering Duration without end.

@@ -153,7 +153,7 @@ func checkDownlinkDataReport(t *testing.T, r receivedReport, cpSEID uint64, pdr 
 // TestBufferingBoundsAndExpiry: a flood toward an idle UE stops at the session's bound
 // (counted as buffer_full in the datapath and discarded_overflow in xupfd) and costs no
 // other session its buffering; the SMF's DL Buffering Duration (Update BAR in its answer)
-// expires what is held, counted; a DROP FAR discards; the notification waits for the BAR's
+// expires what is held, counted, and holds back other reports while it runs; a DROP FAR discards; the notification waits for the BAR's
 // delay.
 func TestBufferingBoundsAndExpiry(t *testing.T) {
 	e := newEnvConfig(t, func(c *config.Config) { c.BufferMaxPacketsPerSession = 300 })
@@ -184,6 +184,23 @@ func TestBufferingBoundsAndExpiry(t *testing.T) {
 	t.Logf("flood of 3000: buffered %d, buffer_full %d, discarded_overflow %d", st.Buffer["buffered"],
 		st.Drops["buffer_full"], st.Buffer["discarded_overflow"])
 	e.waitStat("the flood's packets expired", func(st api.Stats) bool { return st.Buffer["discarded_expired"] == 300 })
+	// The SMF asked for no other report while its DL Buffering Duration ran: the flood brought
+	// one; the first packet after it brings one more.
+	select {
+	case r := <-reports:
+		t.Fatalf("a second report while the DL Buffering Duration ran: %v", r.req)
+	default:
+	}
+	time.Sleep(time.Until(r.at.Add(2*time.Second + 300*time.Millisecond)))
+	if err := e.topo.SendDownlink(fview, 5, testbed.Payload("later")); err != nil {
+		t.Fatal(err)
+	}
+	nextReport(t, reports)
+	select {
+	case r := <-reports:
+		t.Fatalf("a third report: %v", r.req)
+	case <-time.After(delay + 300*time.Millisecond):
+	}
 
 	if err := c2.DropDownlink(e.ctx(), quiet); err != nil {
 		t.Fatal(err)
