@@ -6,10 +6,14 @@ package buffer
 
 import (
 	"context"
+	"encoding/binary"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/xupf/xupf/internal/rules"
 )
 
 // Packet is a frame a buffering FAR handed over (internal/datapath reads them).
@@ -123,6 +127,9 @@ type session struct {
 	queues   map[Key]*queue
 	packets  int
 	bytes    int
+	// dropped counts, per downlink PDR, the packets discarded for it and their IP bytes: what
+	// a URR's Dropped DL Traffic Threshold measures.
+	dropped map[Key]rules.Counts
 }
 
 // queue is one PDR's held packets, oldest first.
@@ -166,7 +173,7 @@ func (b *Buffer) Set(owner uint64, policies map[Key]Policy) {
 	defer b.mu.Unlock()
 	s := b.sessions[owner]
 	if s == nil {
-		s = &session{queues: map[Key]*queue{}}
+		s = &session{queues: map[Key]*queue{}, dropped: map[Key]rules.Counts{}}
 		b.sessions[owner] = s
 	}
 	s.policies = policies
@@ -179,7 +186,7 @@ func (b *Buffer) Set(owner uint64, policies map[Key]Policy) {
 		case Flush:
 			b.startFlush(s, k, q)
 		case Discard:
-			b.discard(s, q, len(q.items), outDropped)
+			b.discard(s, k, q, len(q.items), outDropped)
 		}
 	}
 }
@@ -189,8 +196,8 @@ func (b *Buffer) Drop(owner uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if s := b.sessions[owner]; s != nil {
-		for _, q := range s.queues {
-			b.discard(s, q, len(q.items), outDropped)
+		for k, q := range s.queues {
+			b.discard(s, k, q, len(q.items), outDropped)
 		}
 	}
 }
@@ -255,6 +262,7 @@ func (b *Buffer) Add(p Packet) {
 		reason = outOverflow
 	}
 	if reason >= 0 {
+		s.countDropped(k, p.Frame)
 		b.mu.Unlock()
 		b.count(reason, 1)
 		b.release(p.Counter, 1)
@@ -351,10 +359,13 @@ func (b *Buffer) take(s *session, q *queue, n int) {
 	q.items = q.items[n:]
 }
 
-// discard drops the n oldest packets of q, counted under why; b.mu is held.
-func (b *Buffer) discard(s *session, q *queue, n int, why outcome) {
+// discard drops the n oldest packets of k's queue q, counted under why; b.mu is held.
+func (b *Buffer) discard(s *session, k Key, q *queue, n int, why outcome) {
 	if n == 0 {
 		return
+	}
+	for _, it := range q.items[:n] {
+		s.countDropped(k, it.p.Frame)
 	}
 	counter := q.items[0].p.Counter
 	b.take(s, q, n)
@@ -363,6 +374,38 @@ func (b *Buffer) discard(s *session, q *queue, n int, why outcome) {
 }
 
 func (b *Buffer) count(o outcome, n int) { b.counts[o].Add(uint64(n)) }
+
+// countDropped counts a downlink frame of k discarded; s's lock (b.mu) is held.
+func (s *session) countDropped(k Key, frame []byte) {
+	if k.Uplink {
+		return
+	}
+	c := s.dropped[k]
+	c.Packets++
+	c.Bytes += ipLength(frame)
+	s.dropped[k] = c
+}
+
+// ipLength is the length of the IPv4 packet in a downlink Ethernet frame (what usage counts),
+// or what follows the Ethernet header when the frame holds no IPv4 header.
+func ipLength(frame []byte) uint64 {
+	const eth = 14
+	if len(frame) >= eth+4 && binary.BigEndian.Uint16(frame[12:14]) == 0x0800 {
+		return uint64(binary.BigEndian.Uint16(frame[eth+2 : eth+4]))
+	}
+	return uint64(max(len(frame)-eth, 0))
+}
+
+// Dropped is what was discarded for each downlink PDR of owner so far: packets and IP bytes,
+// counts that only grow while the owner has policies.
+func (b *Buffer) Dropped(owner uint64) map[Key]rules.Counts {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.sessions[owner]; s != nil {
+		return maps.Clone(s.dropped)
+	}
+	return nil
+}
 
 func (b *Buffer) release(counter uint32, n uint64) {
 	if err := b.dp.Release(counter, n); err != nil {
@@ -406,7 +449,7 @@ func (b *Buffer) expire(now time.Time) {
 			for n < len(q.items) && now.Sub(q.items[n].at) >= d {
 				n++
 			}
-			b.discard(s, q, n, outExpired)
+			b.discard(s, k, q, n, outExpired)
 		}
 	}
 }

@@ -118,7 +118,8 @@ func TestBounds(t *testing.T) {
 }
 
 // TestDiscards: a FAR that drops discards what is held and what comes; so do the SMF's
-// DROBU, the session's removal and expiry; a duration below 0 holds nothing.
+// DROBU, the session's removal and expiry; a duration below 0 holds nothing. What is
+// discarded for the PDR, but for the removal, is counted as dropped downlink traffic.
 func TestDiscards(t *testing.T) {
 	b, dp, _ := newTest(roomy)
 	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold}})
@@ -147,6 +148,9 @@ func TestDiscards(t *testing.T) {
 	if c := b.Counts(); c["discarded_dropped"] != 4 {
 		t.Errorf("counts %v, want 4 dropped", c)
 	}
+	if d := b.Dropped(k.Owner); d[k].Packets != 7 {
+		t.Errorf("dropped for the PDR %+v, want the 7 discarded (4 dropped, 3 expired)", d)
+	}
 	b.Add(pkt(6))
 	b.Remove(k.Owner)
 	b.Add(pkt(7))
@@ -155,6 +159,18 @@ func TestDiscards(t *testing.T) {
 	}
 	if got, rel := dp.state(); len(got) != 0 || rel != 8 {
 		t.Errorf("sent %v, released %d: want nothing sent, all but the removed one released", got, rel)
+	}
+}
+
+// TestIPLength: dropped bytes are the IPv4 packet's length, as usage counts them.
+func TestIPLength(t *testing.T) {
+	frame := make([]byte, 14+100)
+	frame[12], frame[13], frame[16], frame[17] = 0x08, 0x00, 0, 100
+	if n := ipLength(frame); n != 100 {
+		t.Errorf("IPv4 frame: %d bytes, want 100", n)
+	}
+	if n := ipLength(frame[:10]); n != 0 {
+		t.Errorf("a runt: %d bytes, want 0", n)
 	}
 }
 

@@ -16,6 +16,8 @@ type BufferController interface {
 	// Drop discards what the session holds (the SMF's DROBU), Remove that and its policies.
 	Drop(owner uint64)
 	Remove(owner uint64)
+	// Dropped is what was discarded for each downlink PDR of the session so far.
+	Dropped(owner uint64) map[buffer.Key]rules.Counts
 }
 
 // srrspDROBU is the DROBU flag of PFCPSRRsp-Flags (TS 29.244 8.2.60): drop the packets

@@ -1,6 +1,7 @@
 package pfcp
 
 import (
+	"maps"
 	"net"
 	"sync"
 	"testing"
@@ -19,6 +20,14 @@ type fakeBuffers struct {
 	set     map[uint64]map[buffer.Key]buffer.Policy
 	removed []uint64
 	dropped []uint64
+	// discarded is what Dropped returns.
+	discarded map[buffer.Key]rules.Counts
+}
+
+func (f *fakeBuffers) Dropped(uint64) map[buffer.Key]rules.Counts {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.discarded)
 }
 
 func (f *fakeBuffers) Drop(owner uint64) {

@@ -190,6 +190,10 @@ func (n *Node) ruleSets(s *Session) []rules.RuleSet {
 		}
 		rp := rules.PDR{ID: uint32(id), Precedence: p.Precedence, QERs: s.qerRules(p), URRs: p.URRs,
 			FAR: farRule(far, local), BeforeQoS: beforeQoS, Quota: quota}
+		if a := rp.FAR.Action; (a == rules.Drop || a == rules.DropNotify) && s.countsDropped(p) {
+			// Every packet to the buffer, which discards and counts it (bufferModes).
+			rp.FAR.Action = rules.Buffer
+		}
 		for _, f := range p.SDF {
 			rp.Filters = append(rp.Filters, f.Filter)
 		}

@@ -58,7 +58,7 @@ var ieNames = map[uint16]string{
 	ie.MeasurementInformation: "Measurement Information", ie.TimeThreshold: "Time Threshold",
 	ie.TimeQuota: "Time Quota", ie.QuotaHoldingTime: "Quota Holding Time",
 	ie.InactivityDetectionTime: "Inactivity Detection Time", ie.QueryURR: "Query URR",
-	ie.PFCPSMReqFlags: "PFCPSMReq-Flags",
+	ie.PFCPSMReqFlags: "PFCPSMReq-Flags", ie.DroppedDLTrafficThreshold: "Dropped DL Traffic Threshold",
 }
 
 func ieName(t uint16) string {
@@ -619,6 +619,11 @@ func decodeURR(c children, u *URR, create bool) error {
 		}
 		u.LinkedURRs = ids
 	}
+	if x := c.first(ie.DroppedDLTrafficThreshold); x != nil {
+		if err := decodeDroppedThreshold(x, u); err != nil {
+			return incorrectIE(x.Type, where, err)
+		}
+	}
 	if x := c.first(ie.FARID); x != nil { // FAR ID for Quota Action
 		v, err := decode(x, where, (*ie.IE).FARID)
 		if err != nil {
@@ -627,6 +632,42 @@ func decodeURR(c children, u *URR, create bool) error {
 		u.QuotaFAR = &v
 	}
 	return checkURR(u, where)
+}
+
+// Flags of the Dropped DL Traffic Threshold IE (TS 29.244 8.2.49): which counts follow.
+const (
+	droppedPackets = 0x01 // DLPA: Downlink Packets
+	droppedBytes   = 0x02 // DLBY: Number of Bytes of Downlink Data
+)
+
+// decodeDroppedThreshold takes a Dropped DL Traffic Threshold IE (TS 29.244 8.2.49: flags,
+// then an 8-octet count for each flag set, packets before bytes) into u. go-pfcp reads only
+// its flags. A new threshold counts the dropped traffic afresh.
+func decodeDroppedThreshold(x *ie.IE, u *URR) error {
+	b := x.Payload
+	if len(b) < 1 {
+		return errors.New("empty")
+	}
+	flags := b[0] & (droppedPackets | droppedBytes)
+	if flags == 0 {
+		return errors.New("no flag (DLPA, DLBY) set")
+	}
+	rest := b[1:]
+	var packets, bytes uint64
+	for _, f := range []struct {
+		bit uint8
+		dst *uint64
+	}{{droppedPackets, &packets}, {droppedBytes, &bytes}} {
+		if flags&f.bit == 0 {
+			continue
+		}
+		if len(rest) < 8 {
+			return errShort
+		}
+		*f.dst, rest = binary.BigEndian.Uint64(rest), rest[8:]
+	}
+	u.DroppedThresholdFlags, u.DroppedPackets, u.DroppedBytes = flags, packets, bytes
+	return nil
 }
 
 // Volume flags of the Volume Threshold and Volume Quota IEs (TS 29.244 8.2.13, 8.2.14).

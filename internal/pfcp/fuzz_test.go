@@ -190,7 +190,7 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) (sent, answers []
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	spec := pfcpclient.SessionSpec{Style: style, UE: ue1, QFI: 9, NetworkInstance: "internet",
-		GNB: gnb, GNBTEID: 0x500, MBRUplink: 1000, MBRDownlink: 2000, VolumeThreshold: 100 << 20,
+		GNB: gnb, GNBTEID: 0x500, MBRUplink: 1000, MBRDownlink: 2000, VolumeThreshold: 100 << 20, DroppedPackets: 1000,
 		Flows: []pfcpclient.Flow{{Filter: "permit out 17 from 198.51.100.0/24 to assigned 5060", Precedence: 100, QFI: 5}}}
 	if style == pfcpclient.Free5GC {
 		spec.UplinkTEID, spec.N3 = 0x77, n3
@@ -205,7 +205,7 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) (sent, answers []
 			}
 			upSEID.Store(s.UPSEID)
 			return errorsOf(c.SetDownlink(ctx, s, gnb2, 0x600), reportAnswered(ctx, n, s.UPSEID),
-				c.SetDownlinkBuffering(ctx, s), c.DropDownlink(ctx, s), c.Delete(ctx, s))
+				c.SetDownlinkBuffering(ctx, s), c.DropDownlink(ctx, s), c.DropDownlinkNotify(ctx, s), c.Delete(ctx, s))
 		},
 		func() error { return c.Release(ctx) },
 	}

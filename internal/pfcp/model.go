@@ -144,6 +144,12 @@ type URR struct {
 	MeasurementPeriod uint32 `json:"measurement_period,omitempty" yaml:"measurement_period,omitempty"`
 	QuotaHoldingTime  uint32 `json:"quota_holding_time,omitempty" yaml:"quota_holding_time,omitempty"`
 	InactivityTime    uint32 `json:"inactivity_detection_time,omitempty" yaml:"inactivity_detection_time,omitempty"`
+	// DroppedThresholdFlags (DLPA 1, DLBY 2) say which of DroppedPackets and DroppedBytes the
+	// Dropped DL Traffic Threshold gave: the downlink traffic the UPF may drop for the URR's
+	// PDRs before it reports (DROTH).
+	DroppedThresholdFlags uint8  `json:"dropped_dl_threshold_flags,omitempty" yaml:"dropped_dl_threshold_flags,omitempty"`
+	DroppedPackets        uint64 `json:"dropped_dl_threshold_packets,omitempty" yaml:"dropped_dl_threshold_packets,omitempty"`
+	DroppedBytes          uint64 `json:"dropped_dl_threshold_bytes,omitempty" yaml:"dropped_dl_threshold_bytes,omitempty"`
 	// LinkedURRs are the Linked URR IDs: this URR reports whenever one of them does (LIUSA).
 	LinkedURRs []uint32 `json:"linked_urr_ids,omitempty" yaml:"linked_urr_ids,omitempty"`
 	// QuotaFAR is the FAR ID for Quota Action: the FAR the URR's PDRs apply once its quota is

@@ -23,12 +23,12 @@ const (
 )
 
 // reportingTriggers maps the Reporting Triggers IE's octets (TS 29.244 8.2.19) to the
-// triggers this UPF implements, in the Usage Report Trigger layout. Octet 5's first six bits
-// are the same in both; LIUSA and octet 6's quotas move.
+// triggers this UPF implements, in the Usage Report Trigger layout. Octet 5's first seven
+// bits are the same in both; LIUSA and octet 6's quotas move.
 func reportingTriggers(b []byte) usage.Trigger {
 	var t usage.Trigger
 	if len(b) > 0 {
-		t |= usage.Trigger(b[0] & 0x3f) // PERIO VOLTH TIMTH QUHTI START STOPT
+		t |= usage.Trigger(b[0] & 0x7f) // PERIO VOLTH TIMTH QUHTI START STOPT DROTH
 		if b[0]&0x80 != 0 {
 			t |= usage.Linked // LIUSA
 		}
@@ -66,9 +66,26 @@ func usageRule(u *URR) usage.Rule {
 		TimeQuota:        seconds(u.TimeQuota),
 		QuotaHoldingTime: seconds(u.QuotaHoldingTime),
 		Inactivity:       seconds(u.InactivityTime),
-		LinkedURRs:       u.LinkedURRs,
-		Grant:            u.Grant,
+		DroppedThreshold: rules.Counts{Packets: limit(u.DroppedPackets, u.DroppedThresholdFlags&droppedPackets != 0),
+			Bytes: limit(u.DroppedBytes, u.DroppedThresholdFlags&droppedBytes != 0)},
+		LinkedURRs: u.LinkedURRs,
+		Grant:      u.Grant,
 	}
+}
+
+// countsDropped reports whether a URR of PDR p measures the downlink traffic dropped for it
+// (DROTH): a FAR that drops then hands every packet to the buffer, which discards and counts
+// it, instead of dropping it in the datapath uncounted.
+func (s *Session) countsDropped(p *PDR) bool {
+	if p.FTEID != nil {
+		return false
+	}
+	for _, id := range p.URRs {
+		if u := s.URRs[id]; u != nil && reportingTriggers(u.Triggers)&usage.DroppedThreshold != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // volumeQuota is the URR's volume quota, usage.Unlimited without one.
@@ -174,6 +191,13 @@ func (n *Node) sample(s *Session, us *usage.Session, now time.Time) []usage.Repo
 	if err != nil {
 		n.log.Warn("pfcp: read a session's counters for its usage reports", "seid", s.SEID, "err", err)
 		return nil
+	}
+	if n.opts.Buffers != nil {
+		dropped := map[usage.PDR]rules.Counts{}
+		for k, c := range n.opts.Buffers.Dropped(s.SEID) {
+			dropped[usage.PDR{Uplink: k.Uplink, ID: k.PDR}] = c
+		}
+		us.ObserveDropped(dropped)
 	}
 	return us.Observe(counts, now)
 }

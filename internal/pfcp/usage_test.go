@@ -7,6 +7,7 @@ import (
 	"github.com/wmnsk/go-pfcp/ie"
 	"github.com/wmnsk/go-pfcp/message"
 
+	"github.com/xupf/xupf/internal/buffer"
 	"github.com/xupf/xupf/internal/pfcpclient"
 	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/usage"
@@ -167,7 +168,8 @@ func TestDeletionReportsAddUp(t *testing.T) {
 func TestReportingTriggersMap(t *testing.T) {
 	got := reportingTriggers([]byte{0xff, 0x03, 0xff})
 	want := usage.Periodic | usage.VolumeThreshold | usage.TimeThreshold | usage.QuotaHoldingTime |
-		usage.StartOfTraffic | usage.StopOfTraffic | usage.Linked | usage.VolumeQuota | usage.TimeQuota
+		usage.StartOfTraffic | usage.StopOfTraffic | usage.DroppedThreshold | usage.Linked | usage.VolumeQuota |
+		usage.TimeQuota
 	if got != want {
 		t.Errorf("triggers %#x, want %#x", got, want)
 	}
@@ -196,6 +198,45 @@ func TestUsageTimeQuota(t *testing.T) {
 	for _, rs := range p.dp.sets[seid] {
 		if q := rs.PDRs[0].Quota; q == nil || q.Total != 0 || q.Uplink != 0 || q.Downlink != 0 {
 			t.Errorf("%s after TIMQU: quota %+v, want one of nothing", rs.Key(), q)
+		}
+	}
+}
+
+// TestDroppedDLTrafficThreshold: a downlink PDR whose URR has DROTH hands the packets of a
+// FAR that drops to the buffer (rules.Buffer in the datapath, Discard in the buffer), and the
+// URR reports once (DROTH) when what the buffer discarded for the PDR reaches the Dropped DL
+// Traffic Threshold.
+func TestDroppedDLTrafficThreshold(t *testing.T) {
+	fb := &fakeBuffers{set: map[uint64]map[buffer.Key]buffer.Policy{}}
+	p := newPFCPTest(t, func(o *Options) { o.Buffers = fb })
+	ies := basicSession(ue1)
+	ies[3] = ie.NewCreateFAR(ie.NewFARID(2), ie.NewApplyAction(ApplyDrop))
+	ies[5] = ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+		ie.NewReportingTriggers(0x40, 0), ie.NewDroppedDLTrafficThreshold(true, true, 10, 1_000_000))
+	seid, _ := p.mustEstablish(0x40, ies...)
+	dl := buffer.Key{Owner: seid, PDR: 2}
+	for _, rs := range p.dp.sets[seid] {
+		if want := map[bool]rules.Action{true: rules.Forward, false: rules.Buffer}[rs.Uplink]; rs.PDRs[0].FAR.Action != want {
+			t.Errorf("%s: FAR action %d, want %d", rs.Key(), rs.PDRs[0].FAR.Action, want)
+		}
+	}
+	if pol := fb.policy(seid, dl); pol.Mode != buffer.Discard {
+		t.Errorf("downlink policy %+v, want Discard", pol)
+	}
+	start := time.Now()
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1}, {PDR: 2}}
+	for i, n := range []uint64{5, 9, 10, 30} {
+		fb.mu.Lock()
+		fb.discarded = map[buffer.Key]rules.Counts{dl: {Packets: n, Bytes: 100 * n}}
+		fb.mu.Unlock()
+		rs := p.due(seid, start.Add(time.Duration(i+1)*time.Second))
+		switch {
+		case n < 10 && len(rs) != 0:
+			t.Fatalf("%d dropped: reports %+v below the threshold", n, rs)
+		case n == 10 && (len(rs) != 1 || rs[0].Trigger[0] != 0x40):
+			t.Fatalf("%d dropped: reports %+v, want one DROTH", n, rs)
+		case n > 10 && len(rs) != 0:
+			t.Fatalf("%d dropped: reports %+v, the threshold reported again", n, rs)
 		}
 	}
 }

@@ -24,7 +24,7 @@ import (
 
 // TestWiresharkDecodesEverythingWeSend writes every kind of message this node sends (each
 // response, its own heartbeat, association setup and session report requests, and our SMF
-// client's answer to a report) into a capture and has Wireshark's PFCP dissector
+// client's session requests and answer to a report) into a capture and has Wireshark's PFCP dissector
 // read it: no packet may be malformed or carry an error-level expert note.
 func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 	tshark, err := exec.LookPath("tshark")
@@ -77,10 +77,13 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 	}
 	sent = append(sent, n.setupRequest(netip.MustParseAddrPort("192.0.2.20:8805")))
 	sent = append(sent, reportRequests(t, n)...)
-	// What our SMF client answers a report with (an Update BAR).
+	// What our SMF client answers a report with (an Update BAR), and the session it asks for
+	// (a URR with a Dropped DL Traffic Threshold, a FAR that drops and notifies).
 	clientSent, _ := recordConversation(t, pfcpclient.Open5GS)
 	for _, b := range clientSent {
-		if b[1] == message.MsgTypeSessionReportResponse {
+		switch b[1] {
+		case message.MsgTypeSessionReportResponse, message.MsgTypeSessionEstablishmentRequest,
+			message.MsgTypeSessionModificationRequest:
 			sent = append(sent, b)
 		}
 	}
@@ -115,7 +118,7 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 		"Report Type", "Error Indication Report", "Downlink Data Report", "Downlink Data Service Information", "Update BAR", "DL Buffering Duration",
 		"Usage Report (Session Modification Response)", "Usage Report (Session Report Request)", "UR-SEQN",
 		"Usage Report Trigger", "Start Time", "End Time", "Duration Measurement", "Time of First Packet",
-		"Time of Last Packet"} {
+		"Time of Last Packet", "Dropped DL Traffic Threshold"} {
 		if !strings.Contains(text, ieName) {
 			t.Errorf("no %s IE in what was sent: the capture does not cover it", ieName)
 		}
@@ -143,7 +146,7 @@ func reportRequests(t *testing.T, n *Node) [][]byte {
 	}{
 		{ReportErrorIndication, []*ie.IE{ie.NewErrorIndicationReport(ie.NewFTEID(0x01, 0x500, gnb.AsSlice(), nil, 0))}},
 		{ReportDownlinkData, []*ie.IE{downlinkDataReport(2, 9)}},
-		{ReportUsage, usageReports([]usage.Report{{URR: 1, Seq: 3, Trigger: usage.VolumeThreshold | usage.Periodic,
+		{ReportUsage, usageReports([]usage.Report{{URR: 1, Seq: 3, Trigger: usage.VolumeThreshold | usage.Periodic | usage.DroppedThreshold,
 			Start: time.Unix(1_700_000_000, 0), End: time.Unix(1_700_000_010, 0), Duration: 7 * time.Second,
 			FirstPacket: time.Unix(1_700_000_001, 0), LastPacket: time.Unix(1_700_000_009, 0),
 			Volume: usage.Counts{Uplink: rules.Counts{Packets: 2, Bytes: 300}, Downlink: rules.Counts{Packets: 5, Bytes: 4000}}}},

@@ -138,6 +138,9 @@ type SessionSpec struct {
 	VolumeThreshold   uint64
 	VolumeQuota       uint64
 	MeasurementPeriod time.Duration
+	// DroppedPackets is URR SessionURRID's Dropped DL Traffic Threshold in downlink packets,
+	// with the DROTH reporting trigger; 0: none.
+	DroppedPackets uint64
 	// NotificationDelay and SuggestedBufferingPackets are BAR BARID's Downlink Data
 	// Notification Delay (in steps of 50 ms) and Suggested Buffering Packets Count; 0: the IE
 	// is left out.
@@ -364,10 +367,11 @@ func qer(id uint32, qfi uint8, mbrUL, mbrDL uint64) *ie.IE {
 }
 
 // urr returns a Create URR IE measuring volume, with a total volume threshold, a total volume
-// quota and a measurement period, each unless it is 0.
-func urr(id uint32, threshold, quota uint64, period time.Duration) *ie.IE {
-	// Reporting Triggers (TS 29.244 8.2.19): octet 5 PERIO bit 1, VOLTH bit 2; octet 6 VOLQU bit 1.
-	const perio, volth, volqu = 0x01, 0x02, 0x01
+// quota, a measurement period and a dropped downlink packets threshold, each unless it is 0.
+func urr(id uint32, threshold, quota uint64, period time.Duration, dropped uint64) *ie.IE {
+	// Reporting Triggers (TS 29.244 8.2.19): octet 5 PERIO bit 1, VOLTH bit 2, DROTH bit 7;
+	// octet 6 VOLQU bit 1.
+	const perio, volth, droth, volqu = 0x01, 0x02, 0x40, 0x01
 	var octet5, octet6 uint8
 	ies := []*ie.IE{ie.NewURRID(id), ie.NewMeasurementMethod(0, 1, 0), nil}
 	if threshold != 0 {
@@ -381,6 +385,10 @@ func urr(id uint32, threshold, quota uint64, period time.Duration) *ie.IE {
 	if period != 0 {
 		octet5 |= perio
 		ies = append(ies, ie.NewMeasurementPeriod(period))
+	}
+	if dropped != 0 {
+		octet5 |= droth
+		ies = append(ies, ie.NewDroppedDLTrafficThreshold(true, false, dropped, 0)) // DLPA
 	}
 	ies[2] = ie.NewReportingTriggers(octet5, octet6)
 	return ie.NewCreateURR(ies...)
@@ -435,9 +443,9 @@ func (s *SessionSpec) rules() []*ie.IE {
 		ie.NewCreateFAR(ie.NewFARID(UplinkFARID), ie.NewApplyAction(actionFORW), ie.NewForwardingParameters(uplink...)),
 		ie.NewCreateFAR(append([]*ie.IE{ie.NewFARID(DownlinkFARID)}, s.downlinkFAR(s.GNB, s.GNBTEID, false)...)...),
 		qer(SessionQERID, s.QFI, s.MBRUplink, s.MBRDownlink),
-		urr(SessionURRID, s.VolumeThreshold, s.VolumeQuota, s.MeasurementPeriod))
+		urr(SessionURRID, s.VolumeThreshold, s.VolumeQuota, s.MeasurementPeriod, s.DroppedPackets))
 	for i, f := range s.Flows {
-		ies = append(ies, qer(FlowQERID(i), f.QFI, f.MBRUplink, f.MBRDownlink), urr(FlowURRID(i), 0, 0, 0))
+		ies = append(ies, qer(FlowQERID(i), f.QFI, f.MBRUplink, f.MBRDownlink), urr(FlowURRID(i), 0, 0, 0, 0))
 	}
 	bar := []*ie.IE{ie.NewBARID(BARID)}
 	if s.NotificationDelay != 0 {

@@ -118,7 +118,7 @@ func decodePDRs(t *testing.T, creates []*ie.IE) map[uint16]pdr {
 func TestEstablishOpen5GSStyle(t *testing.T) {
 	c, upf := associated(t, pfcptest.Options{}, Options{})
 	spec := SessionSpec{NetworkInstance: "internet", QFI: 9, MBRUplink: 20000, MBRDownlink: 100000,
-		VolumeThreshold: 1 << 30, Flows: []Flow{
+		VolumeThreshold: 1 << 30, DroppedPackets: 500, Flows: []Flow{
 			{Filter: "permit out 17 from 198.51.100.0/24 to assigned 5060", Precedence: 100, QFI: 5,
 				QERIDs: []uint32{FlowQERID(0), SessionQERID}},
 			{Filter: "permit out 6 from any 443 to assigned", Precedence: 200, QFI: 6, MBRDownlink: 5000},
@@ -271,8 +271,13 @@ func TestEstablishOpen5GSStyle(t *testing.T) {
 		th := pfcptest.One(u, ie.VolumeThreshold)
 		if id == SessionURRID {
 			v, err := th.VolumeThreshold()
-			if err != nil || v.TotalVolume != 1<<30 || trig[0] != 0x02 {
-				t.Errorf("session URR threshold %+v (%v), triggers %x; want 1 GiB total, VOLTH", v, err, trig)
+			if err != nil || v.TotalVolume != 1<<30 || trig[0] != 0x02|0x40 {
+				t.Errorf("session URR threshold %+v (%v), triggers %x; want 1 GiB total, VOLTH and DROTH", v, err, trig)
+			}
+			// Dropped DL Traffic Threshold (TS 29.244 8.2.49): DLPA, then 8 octets of packets.
+			if d := pfcptest.One(u, ie.DroppedDLTrafficThreshold); d == nil ||
+				string(d.Payload) != "\x01\x00\x00\x00\x00\x00\x00\x01\xf4" {
+				t.Errorf("session URR dropped DL traffic threshold %v, want DLPA 500 packets", d)
 			}
 		} else if th != nil || trig[0] != 0 {
 			t.Errorf("flow URR %d: threshold %v, triggers %x; want none", id, th, trig)

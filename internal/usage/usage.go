@@ -1,9 +1,9 @@
 // Package usage measures a PFCP session's usage reporting rules (URRs, TS 29.244 5.2.2) from
 // the datapath's per-PDR counters and decides when each reports: periodic, volume and time
-// thresholds and quotas, quota holding time, start and stop of traffic, linked reports; and
-// the reports a query, a removal or the session's end asks for. It knows nothing of PFCP
-// encoding or of BPF: the caller samples the counters (Observe) as often as reports must be
-// on time, and sends what it returns.
+// thresholds and quotas, quota holding time, start and stop of traffic, dropped downlink
+// traffic, linked reports; and the reports a query, a removal or the session's end asks for.
+// It knows nothing of PFCP encoding or of BPF: the caller samples the counters (Observe) as
+// often as reports must be on time, and sends what it returns.
 //
 // Every report carries what was counted since the URR's previous report, so the reports of
 // a URR add up to what the datapath counted for its PDRs.
@@ -28,6 +28,7 @@ const (
 	QuotaHoldingTime Trigger = 1 << 3  // QUHTI
 	StartOfTraffic   Trigger = 1 << 4  // START
 	StopOfTraffic    Trigger = 1 << 5  // STOPT
+	DroppedThreshold Trigger = 1 << 6  // DROTH: dropped downlink traffic reached its threshold
 	Immediate        Trigger = 1 << 7  // IMMER: a query
 	VolumeQuota      Trigger = 1 << 8  // VOLQU
 	TimeQuota        Trigger = 1 << 9  // TIMQU
@@ -80,6 +81,10 @@ type Rule struct {
 	// Inactivity is the pause that stops traffic (StopOfTraffic) and the duration
 	// measurement; 0 means DefaultInactivity.
 	Inactivity time.Duration
+	// DroppedThreshold is the downlink traffic of the URR's PDRs the UPF may drop (buffer
+	// overflow and expiry, a FAR that drops) before a DroppedThreshold report: packets and
+	// bytes, NoLimit for none. It reports once per threshold the SMF gives.
+	DroppedThreshold rules.Counts
 	// LinkedURRs: when one of these reports, this URR reports too (Linked).
 	LinkedURRs []uint32
 	// Grant names the quota the SMF gave last: a new grant (even of the same quota) starts
@@ -136,6 +141,9 @@ type urr struct {
 	holdingDone bool // QuotaHoldingTime reported for this pause
 	// Traffic state for StartOfTraffic and StopOfTraffic.
 	flowing bool
+	// Downlink traffic dropped since the DroppedThreshold was given, and whether it reported.
+	dropped     rules.Counts
+	droppedDone bool
 }
 
 // PDR names one PDR's counter: its direction and id.
@@ -151,11 +159,14 @@ type Session struct {
 	// sample, so that a sample adds only what came since.
 	pdrs map[PDR][]uint32
 	last map[PDR]rules.Usage
+	// lastDropped is each PDR's count of dropped downlink traffic at the last sample.
+	lastDropped map[PDR]rules.Counts
 }
 
 // NewSession returns a session without URRs.
 func NewSession() *Session {
-	return &Session{urrs: map[uint32]*urr{}, pdrs: map[PDR][]uint32{}, last: map[PDR]rules.Usage{}}
+	return &Session{urrs: map[uint32]*urr{}, pdrs: map[PDR][]uint32{}, last: map[PDR]rules.Usage{},
+		lastDropped: map[PDR]rules.Counts{}}
 }
 
 // Set makes rs the session's URRs and pdrs the URRs each PDR counts toward, at now. A URR
@@ -173,6 +184,9 @@ func (s *Session) Set(rs []Rule, pdrs map[PDR][]uint32, now time.Time) {
 		if r.Grant != u.grant {
 			u.grant, u.granted, u.quotaUsed, u.quotaActive, u.quotaDone = r.Grant, now, Counts{}, 0, false
 		}
+		if r.DroppedThreshold != u.rule.DroppedThreshold {
+			u.dropped, u.droppedDone = rules.Counts{}, false
+		}
 		if r.Period != u.rule.Period || u.nextPeriod.IsZero() {
 			u.nextPeriod = u.start.Add(r.Period)
 		}
@@ -184,6 +198,11 @@ func (s *Session) Set(rs []Rule, pdrs map[PDR][]uint32, now time.Time) {
 	for p := range s.last {
 		if _, ok := pdrs[p]; !ok {
 			delete(s.last, p)
+		}
+	}
+	for p := range s.lastDropped {
+		if _, ok := pdrs[p]; !ok {
+			delete(s.lastDropped, p)
 		}
 	}
 }
@@ -249,6 +268,25 @@ func (s *Session) Observe(sample []rules.Usage, now time.Time) []Report {
 		}
 	}
 	return s.withLinked(out, now)
+}
+
+// ObserveDropped takes a sample of the downlink traffic dropped for each PDR so far (counts
+// that only grow, as the counters do) for the URRs' DroppedThreshold; call it before Observe,
+// which reports.
+func (s *Session) ObserveDropped(sample map[PDR]rules.Counts) {
+	for k, cur := range sample {
+		was := s.lastDropped[k]
+		s.lastDropped[k] = cur
+		if cur.Packets < was.Packets || cur.Bytes < was.Bytes {
+			was = rules.Counts{} // counted afresh (the session's buffer was made again)
+		}
+		for _, id := range s.pdrs[k] {
+			if u := s.urrs[id]; u != nil {
+				u.dropped.Packets += cur.Packets - was.Packets
+				u.dropped.Bytes += cur.Bytes - was.Bytes
+			}
+		}
+	}
 }
 
 // pick is the counts a URR measures: before or after QoS.
@@ -319,6 +357,10 @@ func (u *urr) due(now time.Time) Trigger {
 	if r.Triggers&TimeThreshold != 0 && r.TimeThreshold > 0 && u.duration(now) >= r.TimeThreshold {
 		t |= TimeThreshold
 	}
+	if r.Triggers&DroppedThreshold != 0 && !u.droppedDone &&
+		(u.dropped.Packets >= r.DroppedThreshold.Packets || u.dropped.Bytes >= r.DroppedThreshold.Bytes) {
+		t |= DroppedThreshold
+	}
 	if !u.quotaDone {
 		if r.Triggers&VolumeQuota != 0 && r.VolumeQuota != Unlimited && r.VolumeQuota.reached(u.quotaUsed) {
 			t |= VolumeQuota
@@ -366,6 +408,9 @@ func (u *urr) report(t Trigger, now time.Time) Report {
 	}
 	if t&QuotaHoldingTime != 0 {
 		u.holdingDone = true
+	}
+	if t&DroppedThreshold != 0 {
+		u.droppedDone = true
 	}
 	if u.rule.Period > 0 {
 		for !u.nextPeriod.After(now) {

@@ -67,6 +67,34 @@ func TestVolumeThresholdFiresOnce(t *testing.T) {
 	}
 }
 
+// TestDroppedThresholdFiresOnce: dropped downlink traffic reports once when it reaches the
+// threshold (packets here), whatever more is dropped; a new threshold counts afresh.
+func TestDroppedThresholdFiresOnce(t *testing.T) {
+	r := Rule{ID: 1, Triggers: DroppedThreshold, VolumeThreshold: Unlimited, VolumeQuota: Unlimited,
+		DroppedThreshold: rules.Counts{Packets: 10, Bytes: NoLimit}}
+	s := session(r)
+	c := newCounters()
+	dl := PDR{ID: 2}
+	var got []Trigger
+	for i := range 20 {
+		s.ObserveDropped(map[PDR]rules.Counts{dl: {Packets: uint64(i + 1), Bytes: uint64(100 * (i + 1))}})
+		got = append(got, triggers(s.Observe(c.sample(), t0.Add(time.Duration(i+1)*100*time.Millisecond)))...)
+	}
+	if len(got) != 1 || got[0] != DroppedThreshold {
+		t.Fatalf("triggers %v, want one DroppedThreshold", got)
+	}
+	r.DroppedThreshold = rules.Counts{Packets: NoLimit, Bytes: 500}
+	s.Set([]Rule{r}, bothPDRs, t0.Add(3*time.Second))
+	s.ObserveDropped(map[PDR]rules.Counts{dl: {Packets: 24, Bytes: 2400}})
+	if rs := s.Observe(c.sample(), t0.Add(4*time.Second)); len(rs) != 0 {
+		t.Fatalf("reports %v after 400 bytes of a new threshold of 500", triggers(rs))
+	}
+	s.ObserveDropped(map[PDR]rules.Counts{dl: {Packets: 25, Bytes: 2500}})
+	if rs := s.Observe(c.sample(), t0.Add(5*time.Second)); len(rs) != 1 || rs[0].Trigger != DroppedThreshold {
+		t.Fatalf("reports %v at the new threshold, want one DroppedThreshold", triggers(rs))
+	}
+}
+
 // TestPeriodKept: periodic reports come at start + k × period, whatever the sampling.
 func TestPeriodKept(t *testing.T) {
 	s := session(Rule{ID: 1, Triggers: Periodic, Period: 2 * time.Second, VolumeThreshold: Unlimited,

@@ -239,3 +239,60 @@ func TestDropNotify(t *testing.T) {
 		t.Errorf("%d packets kept, reports %v: want none kept and two reports", n, st.PFCPReports)
 	}
 }
+
+// TestDroppedDLTrafficThreshold: the downlink packets dropped for a session (beyond the BAR's
+// count, then by a FAR that drops) are counted for its URR's Dropped DL Traffic Threshold,
+// which reports once (DROTH) when they reach it.
+func TestDroppedDLTrafficThreshold(t *testing.T) {
+	e := newEnv(t)
+	c, s, reports := e.idleSession("smf.droth.test", pfcpclient.SessionSpec{Style: pfcpclient.Open5GS,
+		SuggestedBufferingPackets: 20, DroppedPackets: 50})
+	view := testbed.PFCPView(s, testbed.GNBAddr, 0x970, 0)
+	payload := testbed.Payload("droth")
+	sent := 0
+	send := func(n int) {
+		t.Helper()
+		if err := e.topo.SendDownlink(view, n, func(i int) []byte { return payload(sent + i) }); err != nil {
+			t.Fatal(err)
+		}
+		sent += n
+	}
+	droth := func(wait time.Duration) int {
+		t.Helper()
+		rs, _ := usageReports(t, reports, s.CPSEID, wait)
+		n := 0
+		for _, r := range rs {
+			if len(r.Trigger) > 0 && r.Trigger[0]&trigDROTH != 0 {
+				n++
+			}
+		}
+		if n != len(rs) {
+			t.Errorf("usage reports %+v: want only DROTH ones", rs)
+		}
+		return n
+	}
+	before := e.stats()
+	discarded := func(st api.Stats) uint64 {
+		return st.Buffer["discarded_overflow"] + st.Buffer["discarded_dropped"] -
+			before.Buffer["discarded_overflow"] - before.Buffer["discarded_dropped"]
+	}
+	send(30) // 20 buffered (the BAR's count), 10 over it
+	e.waitStat("10 over the BAR's count", func(st api.Stats) bool { return discarded(st) == 10 })
+	if err := c.DropDownlink(e.ctx(), s); err != nil { // the 20 held are dropped: 30
+		t.Fatal(err)
+	}
+	send(19) // dropped by the FAR: 49
+	e.waitStat("49 dropped", func(st api.Stats) bool { return discarded(st) == 49 })
+	if n := droth(500 * time.Millisecond); n != 0 {
+		t.Fatalf("%d DROTH reports below the threshold", n)
+	}
+	send(1)
+	if n := droth(time.Second); n != 1 {
+		t.Fatalf("%d DROTH reports at the threshold, want 1", n)
+	}
+	send(20)
+	e.waitStat("70 dropped", func(st api.Stats) bool { return discarded(st) == 70 })
+	if n := droth(500 * time.Millisecond); n != 0 {
+		t.Errorf("%d more DROTH reports past the threshold, want none", n)
+	}
+}

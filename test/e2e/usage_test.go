@@ -40,6 +40,7 @@ func usageReports(t *testing.T, ch chan receivedReport, cpSEID uint64, wait time
 const (
 	trigPERIO = 0x01 // octet 5
 	trigVOLTH = 0x02 // octet 5
+	trigDROTH = 0x40 // octet 5
 	trigVOLQU = 0x01 // octet 6
 )
 
