@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -295,4 +296,95 @@ func TestDroppedDLTrafficThreshold(t *testing.T) {
 	if n := droth(500 * time.Millisecond); n != 0 {
 		t.Errorf("%d more DROTH reports past the threshold, want none", n)
 	}
+}
+
+// TestDrainSeveralPDRs: a session whose two downlink PDRs (the default one and a flow's, by
+// SDF filter) buffer behind two FARs; one Modification makes both FARs forward, each into
+// its own tunnel, while packets keep coming. Each PDR's packets reach the gNB through its
+// own FAR's new tunnel and QFI, the buffered ones first and all in order.
+func TestDrainSeveralPDRs(t *testing.T) {
+	e := newEnv(t)
+	const qfiA, qfiB, portB = 9, 5, 7000
+	const teidA, teidB = 0x980, 0x981
+	const farB = 9
+	c, s, _ := e.idleSession("smf.drain.test", pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, QFI: qfiA,
+		Flows: []pfcpclient.Flow{{Filter: "permit out 17 from any to assigned 7000", Precedence: 100, QFI: qfiB}}})
+	_, flowDL := pfcpclient.FlowPDRIDs(0)
+	if _, err := c.Modify(e.ctx(), s, ie.NewCreateFAR(ie.NewFARID(farB), ie.NewApplyAction(0x04)), // BUFF
+		ie.NewUpdatePDR(ie.NewPDRID(flowDL), ie.NewFARID(farB))); err != nil {
+		t.Fatal(err)
+	}
+	view := testbed.PFCPView(s, testbed.GNBAddr, teidA, qfiA)
+	a, b := testbed.Payload("pdr-a"), testbed.Payload("pdr-b")
+	from := func(p func(int) []byte, first int) func(int) []byte {
+		return func(i int) []byte { return p(first + i) }
+	}
+	const heldA, heldB, after = 300, 200, 2000
+	total := heldA + heldB + 2*after
+	rx, err := e.topo.ListenGNB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	type got struct {
+		ps  []testbed.GTPUPacket
+		err error
+	}
+	gotCh := make(chan got, 1)
+	go func() { ps, err := testbed.ReceiveDownlink(rx, total, 15*time.Second); gotCh <- got{ps, err} }()
+
+	// Held, interleaved between the PDRs: A 0-149, B 0-199, A 150-299.
+	for _, step := range []func() error{
+		func() error { return e.topo.SendDownlink(view, heldA/2, a) },
+		func() error { return e.topo.SendDownlinkTo(view, portB, heldB, b) },
+		func() error { return e.topo.SendDownlink(view, heldA/2, from(a, heldA/2)) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitStat("every packet buffered", func(st api.Stats) bool { return st.Buffer["buffered"] == heldA+heldB })
+
+	sending := make(chan error, 1)
+	go func() {
+		sending <- errors.Join(e.topo.SendDownlink(view, after, from(a, heldA)),
+			e.topo.SendDownlinkTo(view, portB, after, from(b, heldB)))
+	}()
+	forward := func(far uint32, teid uint32) *ie.IE {
+		return ie.NewUpdateFAR(ie.NewFARID(far), ie.NewApplyAction(0x02), ie.NewUpdateForwardingParameters(
+			ie.NewDestinationInterface(ie.DstInterfaceAccess),
+			ie.NewOuterHeaderCreation(0x0100, teid, testbed.GNBAddr.String(), "", 0, 0, 0)))
+	}
+	if _, err := c.Modify(e.ctx(), s, forward(pfcpclient.DownlinkFARID, teidA), forward(farB, teidB)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sending; err != nil {
+		t.Fatal(err)
+	}
+	g := <-gotCh
+	if g.err != nil {
+		t.Errorf("receive: %v", g.err)
+	}
+	next := map[uint32]int{}
+	want := map[uint32]struct {
+		qfi     uint8
+		payload func(int) []byte
+	}{teidA: {qfiA, a}, teidB: {qfiB, b}}
+	for _, p := range g.ps {
+		w, ok := want[p.TEID]
+		if !ok || p.QFI != w.qfi || !bytes.Equal(p.Payload, w.payload(next[p.TEID])) {
+			t.Fatalf("packet at the gNB: TEID 0x%x QFI %d %q; want TEID 0x%x QFI %d %q or TEID 0x%x QFI %d %q",
+				p.TEID, p.QFI, p.Payload, teidA, qfiA, a(next[teidA]), teidB, qfiB, b(next[teidB]))
+		}
+		next[p.TEID]++
+	}
+	if next[teidA] != heldA+after || next[teidB] != heldB+after {
+		t.Errorf("in order at the gNB: %d through FAR 2's tunnel, %d through FAR %d's; want %d and %d",
+			next[teidA], next[teidB], farB, heldA+after, heldB+after)
+	}
+	st := e.stats()
+	if st.Drops["buffer_full"] != 0 || st.Buffer["discarded_overflow"] != 0 {
+		t.Errorf("drops %v, buffer %v: want nothing discarded", st.Drops, st.Buffer)
+	}
+	t.Logf("datapath: buffered %d, replayed %d; xupfd: %v", st.Counters["buffered"], st.Counters["replayed"], st.Buffer)
 }
