@@ -48,6 +48,7 @@ static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 				     const struct pdr **pdrp, const struct far **farp)
 {
 	struct quota *quota = NULL;
+	const struct quota_list *quotas = NULL;
 	const struct far *far = NULL;
 	const struct pdr *pdr;
 	int reason;
@@ -71,11 +72,19 @@ static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 	if (p->ip->ttl <= 1)
 		return PKT_EXPIRING;
 	if (pdr->usage & PDR_U_QUOTA) {
-		quota = quota_of(pdr);
-		if (!quota)
-			return DROP_INTERNAL;
-		if (quota_used_up(quota, p->dir))
-			return DROP_URR_QUOTA;
+		if (pdr->usage & PDR_U_QUOTAS) {
+			quotas = quota_list_of(pdr);
+			if (!quotas)
+				return DROP_INTERNAL;
+			if (quota_list_used_up(quotas, p->dir))
+				return DROP_URR_QUOTA;
+		} else {
+			quota = quota_of(pdr);
+			if (!quota)
+				return DROP_INTERNAL;
+			if (quota_used_up(quota, p->dir))
+				return DROP_URR_QUOTA;
+		}
 	}
 	if (pdr->usage & PDR_U_BEFORE_QOS)
 		count_usage(pdr->counter_before_qos, p->len);
@@ -85,6 +94,8 @@ static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 	count_usage(pdr->counter, p->len);
 	if (quota)
 		quota_charge(quota, p->dir, p->len);
+	else if (quotas)
+		quota_list_charge(quotas, p->dir, p->len);
 	*pdrp = pdr;
 	*farp = far;
 	return 0;

@@ -62,6 +62,9 @@ enum pdr_usage {
 	PDR_U_BEFORE_QOS = 1 << 0,
 	/* A URR of the PDR has a volume quota: quota names its budget (struct quota). */
 	PDR_U_QUOTA = 1 << 1,
+	/* With PDR_U_QUOTA: several URRs of the PDR have volume quotas, and quota names the list
+	 * of their budgets instead (struct quota_list). */
+	PDR_U_QUOTAS = 1 << 2,
 };
 
 /* A Packet Detection Rule slot. */
@@ -181,6 +184,16 @@ enum quota_volume {
 struct quota {
 	__u64 used[2];   /* [QUOTA_UL], [QUOTA_DL] */
 	__u64 limit[3];  /* enum quota_volume */
+};
+
+/* How many URRs with a volume quota one PDR may have. */
+#define PDR_MAX_QUOTAS 4
+
+/* The budgets of a PDR several of whose URRs have volume quotas (PDR_U_QUOTAS): a packet
+ * passes only if none is used up, and is charged to all. */
+struct quota_list {
+	__u32 n;                       /* slots used, 2 to PDR_MAX_QUOTAS */
+	__u32 slots[PDR_MAX_QUOTAS];   /* xupf_quotas slots */
 };
 
 /* Packets and bytes (of the inner IP packet) counted per counter slot and CPU. */

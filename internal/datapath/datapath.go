@@ -221,7 +221,7 @@ func Load(opts Options) (*Datapath, error) {
 	// One ref per key, plus spares: a replaced key's new ref is written before the old is freed.
 	nrefs := uint32((teidsPerSession+1)*opts.MaxSessions + spareRuleSlots)
 	spec.Maps[xupfMapXupfRefs].MaxEntries = nrefs
-	for _, m := range []string{xupfMapXupfPdrs, xupfMapXupfFars, xupfMapXupfQuotas} {
+	for _, m := range []string{xupfMapXupfPdrs, xupfMapXupfFars, xupfMapXupfQuotas, xupfMapXupfQuotaLists} {
 		spec.Maps[m].MaxEntries = nrules
 	}
 	// Two counters for a PDR that measures before QoS enforcement too.

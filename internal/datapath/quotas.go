@@ -37,29 +37,27 @@ func (d *Datapath) assignQuotas(owner uint64, sets []rules.RuleSet) (map[uint32]
 	}
 	for _, rs := range sets {
 		for _, p := range rs.PDRs {
-			q := p.Quota
-			if q == nil {
-				continue
-			}
-			if done, ok := out[q.URR]; ok {
-				if done.quota != *q {
-					return fail(fmt.Errorf("URR %d: PDRs give it different quotas", q.URR))
+			for _, q := range p.Quotas {
+				if done, ok := out[q.URR]; ok {
+					if done.quota != q {
+						return fail(fmt.Errorf("URR %d: PDRs give it different quotas", q.URR))
+					}
+					continue
 				}
-				continue
+				if old, ok := prev[q.URR]; ok && old.quota == q {
+					out[q.URR] = old
+					continue
+				}
+				slot, err := d.quotaSlots.alloc()
+				if err != nil {
+					return fail(fmt.Errorf("URR %d: quota table full (limits.max_sessions): %w", q.URR, err))
+				}
+				taken = append(taken, slot)
+				if err := d.objs.XupfQuotas.Put(slot, quotaEntry(q)); err != nil {
+					return fail(fmt.Errorf("URR %d: write quota: %w", q.URR, err))
+				}
+				out[q.URR] = ownedQuota{slot: slot, quota: q}
 			}
-			if old, ok := prev[q.URR]; ok && old.quota == *q {
-				out[q.URR] = old
-				continue
-			}
-			slot, err := d.quotaSlots.alloc()
-			if err != nil {
-				return fail(fmt.Errorf("URR %d: quota table full (limits.max_sessions): %w", q.URR, err))
-			}
-			taken = append(taken, slot)
-			if err := d.objs.XupfQuotas.Put(slot, quotaEntry(*q)); err != nil {
-				return fail(fmt.Errorf("URR %d: write quota: %w", q.URR, err))
-			}
-			out[q.URR] = ownedQuota{slot: slot, quota: *q}
 		}
 	}
 	return out, taken, nil
@@ -69,4 +67,37 @@ func (d *Datapath) releaseQuotas(slots []uint32) {
 	for _, s := range slots {
 		d.quotaSlots.release(s)
 	}
+}
+
+// pdrQuotas sets the quota fields of a PDR entry for its quotas (slots by URR id): one is
+// read directly (PDR_U_QUOTA); several through a list written to a quota slot of its own
+// (PDR_U_QUOTAS), which it returns (with list true) for the set to free with it.
+func (d *Datapath) pdrQuotas(entry *xupfPdr, qs []rules.Quota, slots map[uint32]ownedQuota) (slot uint32, list bool, err error) {
+	switch {
+	case len(qs) == 0:
+		return 0, false, nil
+	case len(qs) == 1:
+		entry.Usage |= uint8(xupfPdrUsagePDR_U_QUOTA)
+		entry.Quota = slots[qs[0].URR].slot
+		return 0, false, nil
+	}
+	var l xupfQuotaList
+	if len(qs) > len(l.Slots) {
+		return 0, false, fmt.Errorf("%d URRs with quotas; at most %d", len(qs), len(l.Slots))
+	}
+	for i, q := range qs {
+		l.Slots[i] = slots[q.URR].slot
+	}
+	l.N = uint32(len(qs))
+	slot, err = d.quotaSlots.alloc()
+	if err != nil {
+		return 0, false, fmt.Errorf("quota table full (limits.max_sessions): %w", err)
+	}
+	if err := d.objs.XupfQuotaLists.Put(slot, l); err != nil {
+		d.quotaSlots.release(slot)
+		return 0, false, fmt.Errorf("write quota list: %w", err)
+	}
+	entry.Usage |= uint8(xupfPdrUsagePDR_U_QUOTA | xupfPdrUsagePDR_U_QUOTAS)
+	entry.Quota = slot
+	return slot, true, nil
 }

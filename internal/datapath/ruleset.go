@@ -25,6 +25,8 @@ type installedSet struct {
 	counters map[uint32]pdrCounters // PDR id -> its usage counter slots
 	tables   *setTables             // nil: one PDR without filters, no classification step
 	draining map[uint32]bool        // PDR ids whose FAR was written FAR_DRAIN
+	// quotaLists are the quota slots holding the quota lists of its PDRs with several quotas.
+	quotaLists []uint32
 }
 
 // pdrCounters are a PDR's usage counter slots: after QoS, and before it when the PDR asks
@@ -137,9 +139,12 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]pdrCounters, meter
 			entry.Usage |= uint8(xupfPdrUsagePDR_U_BEFORE_QOS)
 			entry.CounterBeforeQos = counters.before
 		}
-		if p.Quota != nil {
-			entry.Usage |= uint8(xupfPdrUsagePDR_U_QUOTA)
-			entry.Quota = quotas[p.Quota.URR].slot
+		listSlot, list, err := d.pdrQuotas(&entry, p.Quotas, quotas)
+		if err != nil {
+			return nil, fmt.Errorf("PDR %d: %w", p.ID, err)
+		}
+		if list {
+			set.quotaLists = append(set.quotaLists, listSlot)
 		}
 		if !classified {
 			// The key's one PDR and FAR go into its rule_ref: no PDR or FAR slot.
@@ -264,6 +269,7 @@ func (d *Datapath) releaseSet(set *installedSet, keep map[uint32]bool) {
 	if set.tables != nil {
 		d.retireTables(set.tables)
 	}
+	d.releaseQuotas(set.quotaLists)
 }
 
 // retireTables deletes t after the grace: a packet that read the old rule_ref just before the

@@ -20,7 +20,7 @@ const quotaOwner = 1 << 32
 // closing the downlink gate when gateClosed (the downlink PDR measures before QoS too).
 func quotaSets(q rules.Quota, gateClosed bool) []rules.RuleSet {
 	pdr := func(far rules.FAR) []rules.PDR {
-		return []rules.PDR{{ID: 1, Precedence: 1, URRs: []uint32{7}, Quota: &q, FAR: far, BeforeQoS: true,
+		return []rules.PDR{{ID: 1, Precedence: 1, URRs: []uint32{7}, Quotas: []rules.Quota{q}, FAR: far, BeforeQoS: true,
 			QERs: []rules.QER{{ID: 1, DLClosed: gateClosed}}}}
 	}
 	return []rules.RuleSet{
@@ -117,4 +117,55 @@ func downlinkUsage(t *testing.T, e *testEnv) rules.Usage {
 	}
 	t.Fatal("no downlink usage")
 	return rules.Usage{}
+}
+
+// TestSeveralQuotas: a PDR whose two URRs have volume quotas stops at the first used up,
+// whichever it is in the list, and charges every packet it forwards to both; its quota list
+// goes with its rules.
+func TestSeveralQuotas(t *testing.T) {
+	e := newSessionsEnv(t)
+	dlInner := innerUDP(t, addrDN, ueQuota, 5000, 6000, 64, payload)
+	dlIn := concat(ethBytes(macDN, macN6), dlInner)
+	size := uint64(len(dlInner))
+	forwarded := pktCase{name: "downlink within both quotas", in: dlIn, ifindex: n6, verdict: xdpRedirect,
+		out:      tunnelled(t, macGNB, ohcQuota, 0, 0x28, innerUDP(t, addrDN, ueQuota, 5000, 6000, 63, payload)),
+		fixSport: true, counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1}}
+	blocked := pktCase{name: "downlink past one quota", in: dlIn, ifindex: n6, verdict: xdpDrop,
+		counters: map[string]uint64{"dl_rx": 1}, drops: map[string]uint64{"urr_quota": 1}}
+	free := e.dp.quotaSlots.n
+	small := rules.Quota{URR: 7, Grant: 1, Uplink: rules.NoLimit, Downlink: rules.NoLimit, Total: 2*size + 1}
+	large := rules.Quota{URR: 8, Grant: 1, Uplink: rules.NoLimit, Downlink: rules.NoLimit, Total: 100 * size}
+	for i := range 2 {
+		qs := []rules.Quota{small, large}
+		if i == 1 {
+			qs = []rules.Quota{large, small}
+		}
+		sets := []rules.RuleSet{{UE: ueQuota, PDRs: []rules.PDR{{ID: 1, Precedence: 1, URRs: []uint32{7, 8},
+			Quotas: qs, FAR: rules.FAR{Action: rules.Forward, OHC: &ohcQuota}}}}}
+		if err := e.dp.Install(quotaOwner, sets); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			runCase(t, e, forwarded)
+		}
+		runCase(t, e, blocked)
+		var q xupfQuota
+		e.dp.mu.Lock()
+		err := e.dp.objs.XupfQuotas.Lookup(e.dp.quotas[quotaOwner][8].slot, &q)
+		e.dp.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := uint64(i+1) * 3 * size; q.Used[xupfQuotaVolumeQUOTA_DL] != want {
+			t.Errorf("order %d: the large quota was charged %d bytes, want %d (every packet forwarded)",
+				i, q.Used[xupfQuotaVolumeQUOTA_DL], want)
+		}
+		small.Grant++ // the next install starts the small one over; the large one carries on
+	}
+	if _, err := e.dp.Uninstall(quotaOwner); err != nil {
+		t.Fatal(err)
+	}
+	if e.dp.quotaSlots.n != free {
+		t.Errorf("%d quota slots free after uninstall, want %d: a quota or a list leaked", e.dp.quotaSlots.n, free)
+	}
 }

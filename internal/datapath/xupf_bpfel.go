@@ -335,6 +335,7 @@ type xupfPdrUsage uint32
 const (
 	xupfPdrUsagePDR_U_BEFORE_QOS xupfPdrUsage = 1
 	xupfPdrUsagePDR_U_QUOTA      xupfPdrUsage = 2
+	xupfPdrUsagePDR_U_QUOTAS     xupfPdrUsage = 4
 )
 
 type xupfPoliceAction uint32
@@ -357,6 +358,12 @@ type xupfQuota struct {
 	_     structs.HostLayout
 	Used  [2]uint64
 	Limit [3]uint64
+}
+
+type xupfQuotaList struct {
+	_     structs.HostLayout
+	N     uint32
+	Slots [4]uint32
 }
 
 type xupfQuotaVolume uint32
@@ -531,6 +538,7 @@ const (
 	xupfMapXupfNexthops        = "xupf_nexthops"
 	xupfMapXupfPdrs            = "xupf_pdrs"
 	xupfMapXupfPoliceStats     = "xupf_police_stats"
+	xupfMapXupfQuotaLists      = "xupf_quota_lists"
 	xupfMapXupfQuotas          = "xupf_quotas"
 	xupfMapXupfRefs            = "xupf_refs"
 	xupfMapXupfRouteDir        = "xupf_route_dir"
@@ -663,6 +671,7 @@ type xupfMapSpecs struct {
 	XupfNexthops      *ebpf.MapSpec `ebpf:"xupf_nexthops"`
 	XupfPdrs          *ebpf.MapSpec `ebpf:"xupf_pdrs"`
 	XupfPoliceStats   *ebpf.MapSpec `ebpf:"xupf_police_stats"`
+	XupfQuotaLists    *ebpf.MapSpec `ebpf:"xupf_quota_lists"`
 	XupfQuotas        *ebpf.MapSpec `ebpf:"xupf_quotas"`
 	XupfRefs          *ebpf.MapSpec `ebpf:"xupf_refs"`
 	XupfRouteDir      *ebpf.MapSpec `ebpf:"xupf_route_dir"`
@@ -767,6 +776,7 @@ type xupfMaps struct {
 	XupfNexthops      *ebpf.Map `ebpf:"xupf_nexthops"`
 	XupfPdrs          *ebpf.Map `ebpf:"xupf_pdrs"`
 	XupfPoliceStats   *ebpf.Map `ebpf:"xupf_police_stats"`
+	XupfQuotaLists    *ebpf.Map `ebpf:"xupf_quota_lists"`
 	XupfQuotas        *ebpf.Map `ebpf:"xupf_quotas"`
 	XupfRefs          *ebpf.Map `ebpf:"xupf_refs"`
 	XupfRouteDir      *ebpf.Map `ebpf:"xupf_route_dir"`
@@ -806,6 +816,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfNexthops,
 		m.XupfPdrs,
 		m.XupfPoliceStats,
+		m.XupfQuotaLists,
 		m.XupfQuotas,
 		m.XupfRefs,
 		m.XupfRouteDir,

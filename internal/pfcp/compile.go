@@ -38,8 +38,8 @@ func (n *Node) check(s *Session) error {
 				return fail("URR %d does not exist", u)
 			}
 		}
-		if s.quotaURRs(p) > 1 {
-			return fail("more than one of its URRs has a quota; the datapath enforces one per PDR")
+		if n := s.quotaURRs(p); n > rules.MaxQuotasPerPDR {
+			return fail("%d of its URRs have quotas; the datapath enforces %d per PDR", n, rules.MaxQuotasPerPDR)
 		}
 		if p.UE.IsValid() && !p.UEChosen {
 			if why := n.unusableUE(p.UE); why != "" {
@@ -183,13 +183,13 @@ func (n *Node) ruleSets(s *Session) []rules.RuleSet {
 			// classification step.
 			continue
 		}
-		beforeQoS, quota, quotaFAR := s.pdrUsage(p, n.ss.usage[s.SEID])
+		beforeQoS, quotas, quotaFAR := s.pdrUsage(p, n.ss.usage[s.SEID])
 		far := s.FARs[p.FAR]
 		if quotaFAR != nil {
 			far = quotaFAR
 		}
 		rp := rules.PDR{ID: uint32(id), Precedence: p.Precedence, QERs: s.qerRules(p), URRs: p.URRs,
-			FAR: farRule(far, local), BeforeQoS: beforeQoS, Quota: quota}
+			FAR: farRule(far, local), BeforeQoS: beforeQoS, Quotas: quotas}
 		if a := rp.FAR.Action; (a == rules.Drop || a == rules.DropNotify) && s.countsDropped(p) {
 			// Every packet to the buffer, which discards and counts it (bufferModes).
 			rp.FAR.Action = rules.Buffer

@@ -379,11 +379,14 @@ func TestEstablishmentErrors(t *testing.T) {
 		out[i] = x
 		return out
 	}
-	twoQuotas := append(replace(0, chosenULPDR(1, 1, 9, 1, ie.NewQERID(1), ie.NewURRID(1), ie.NewURRID(2))),
-		ie.NewCreateURR(ie.NewURRID(2), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0x02),
-			ie.NewTimeQuota(60*time.Second)))
-	twoQuotas[5] = ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0x01),
+	fiveQuotas := replace(0, chosenULPDR(1, 1, 9, 1, ie.NewQERID(1), ie.NewURRID(1), ie.NewURRID(2), ie.NewURRID(3),
+		ie.NewURRID(4), ie.NewURRID(5)))
+	fiveQuotas[5] = ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0x01),
 		ie.NewVolumeQuota(0x01, 1000, 0, 0))
+	for id := uint32(2); id <= 5; id++ {
+		fiveQuotas = append(fiveQuotas, ie.NewCreateURR(ie.NewURRID(id), ie.NewMeasurementMethod(0, 1, 0),
+			ie.NewReportingTriggers(0, 0x02), ie.NewTimeQuota(60*time.Second)))
+	}
 	cases := []struct {
 		name     string
 		ies      []*ie.IE
@@ -499,7 +502,7 @@ func TestEstablishmentErrors(t *testing.T) {
 			ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0x01), ie.NewVolumeQuota(0x01, 1000, 0, 0),
 			ie.NewFARID(9))),
 			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypeURR), 1}},
-		{name: "two quotas on one PDR", ies: twoQuotas,
+		{name: "five quotas on one PDR", ies: fiveQuotas,
 			cause: ie.CauseRuleCreationModificationFailure, failRule: &[2]uint32{uint32(ie.RuleIDTypePDR), 1}},
 		{name: "datapath failure", ies: ok, dpFail: errors.New("PDR id 1 appears twice"),
 			cause: ie.CauseRuleCreationModificationFailure},

@@ -117,11 +117,11 @@ func usageRules(s *Session) ([]usage.Rule, map[usage.PDR][]uint32) {
 }
 
 // pdrUsage is what the datapath measures for PDR p beyond its counter: before QoS when one
-// of its URRs asks, and the volume quota of its URR that has one, which the datapath
+// of its URRs asks, and the volume quotas of its URRs that have one, which the datapath
 // enforces. A URR whose quota the usage state says is used up (us, nil for a new session)
 // stops the PDR with a quota of nothing, or switches it to the URR's FAR for quota action
 // (far, else nil).
-func (s *Session) pdrUsage(p *PDR, us *usage.Session) (beforeQoS bool, quota *rules.Quota, far *FAR) {
+func (s *Session) pdrUsage(p *PDR, us *usage.Session) (beforeQoS bool, quotas []rules.Quota, far *FAR) {
 	for _, id := range p.URRs {
 		u := s.URRs[id]
 		beforeQoS = beforeQoS || u.MeasurementInformation&infoMBQE != 0
@@ -133,19 +133,20 @@ func (s *Session) pdrUsage(p *PDR, us *usage.Session) (beforeQoS bool, quota *ru
 		if v == usage.Unlimited && !usedUp {
 			continue // a time quota: the datapath has nothing to count until it is used up
 		}
-		quota = &rules.Quota{URR: id, Grant: u.Grant, Uplink: v.Uplink, Downlink: v.Downlink, Total: v.Total}
+		quota := rules.Quota{URR: id, Grant: u.Grant, Uplink: v.Uplink, Downlink: v.Downlink, Total: v.Total}
 		if usedUp {
 			if u.QuotaFAR != nil {
-				quota, far = nil, s.FARs[*u.QuotaFAR]
+				far = s.FARs[*u.QuotaFAR]
 				continue
 			}
 			quota.Uplink, quota.Downlink, quota.Total = 0, 0, 0
 		}
+		quotas = append(quotas, quota)
 	}
-	return beforeQoS, quota, far
+	return beforeQoS, quotas, far
 }
 
-// quotaURRs counts the URRs of p with a quota: the datapath enforces one per PDR.
+// quotaURRs counts the URRs of p with a quota: the datapath enforces rules.MaxQuotasPerPDR.
 func (s *Session) quotaURRs(p *PDR) int {
 	n := 0
 	for _, id := range p.URRs {

@@ -117,7 +117,10 @@ func TestUsageQuota(t *testing.T) {
 		ie.NewCreateFAR(ie.NewFARID(3), ie.NewApplyAction(ApplyDrop)))
 	quota := func() (*rules.Quota, rules.Action) {
 		pdr := p.dp.sets[seid][1].PDRs[0]
-		return pdr.Quota, pdr.FAR.Action
+		if len(pdr.Quotas) != 1 {
+			return nil, pdr.FAR.Action
+		}
+		return &pdr.Quotas[0], pdr.FAR.Action
 	}
 	if q, a := quota(); q == nil || q.Total != 1000 || q.Uplink != rules.NoLimit || q.Grant != 1 || a != rules.Forward {
 		t.Fatalf("datapath quota %+v, FAR %v; want a total of 1000 bytes, forwarding", q, a)
@@ -181,7 +184,7 @@ func TestUsageTimeQuota(t *testing.T) {
 	p := newPFCPTest(t)
 	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 0, 1),
 		ie.NewReportingTriggers(0, 0x02), ie.NewTimeQuota(2*time.Second)))
-	if q := p.dp.sets[seid][0].PDRs[0].Quota; q != nil {
+	if q := p.dp.sets[seid][0].PDRs[0].Quotas; len(q) != 0 {
 		t.Fatalf("a time quota not used up needs nothing in the datapath: %+v", q)
 	}
 	start := time.Now()
@@ -196,8 +199,8 @@ func TestUsageTimeQuota(t *testing.T) {
 		}
 	}
 	for _, rs := range p.dp.sets[seid] {
-		if q := rs.PDRs[0].Quota; q == nil || q.Total != 0 || q.Uplink != 0 || q.Downlink != 0 {
-			t.Errorf("%s after TIMQU: quota %+v, want one of nothing", rs.Key(), q)
+		if q := rs.PDRs[0].Quotas; len(q) != 1 || q[0].Total != 0 || q[0].Uplink != 0 || q[0].Downlink != 0 {
+			t.Errorf("%s after TIMQU: quotas %+v, want one of nothing", rs.Key(), q)
 		}
 	}
 }
@@ -238,5 +241,38 @@ func TestDroppedDLTrafficThreshold(t *testing.T) {
 		case n > 10 && len(rs) != 0:
 			t.Fatalf("%d dropped: reports %+v, the threshold reported again", n, rs)
 		}
+	}
+}
+
+// TestUsageSeveralQuotas: a PDR with two URRs with volume quotas (as free5GC's URRs before and
+// after QoS) gives the datapath both; the one used up first is reported and becomes a quota
+// of nothing, the other keeps its budget.
+func TestUsageSeveralQuotas(t *testing.T) {
+	p := newPFCPTest(t)
+	ies := basicSession(ue1)
+	ies[0] = chosenULPDR(1, 1, 9, 1, ie.NewQERID(1), ie.NewURRID(1), ie.NewURRID(2))
+	ies[1] = dlPDR(2, ue1, 2, ie.NewQERID(1), ie.NewURRID(1), ie.NewURRID(2))
+	ies[5] = ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0x01),
+		ie.NewVolumeQuota(0x01, 1000, 0, 0))
+	ies = append(ies, ie.NewCreateURR(ie.NewURRID(2), ie.NewMeasurementMethod(0, 1, 0),
+		ie.NewReportingTriggers(0, 0x01), ie.NewVolumeQuota(0x01, 5000, 0, 0), ie.NewMeasurementInformation(0x01)))
+	seid, _ := p.mustEstablish(0x41, ies...)
+	totals := func() []uint64 {
+		var out []uint64
+		for _, q := range p.dp.sets[seid][1].PDRs[0].Quotas {
+			out = append(out, q.Total)
+		}
+		return out
+	}
+	if got := totals(); len(got) != 2 || got[0] != 1000 || got[1] != 5000 {
+		t.Fatalf("datapath quotas %v, want 1000 and 5000", got)
+	}
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600, BeforeQoS: rules.Counts{Packets: 3, Bytes: 600}},
+		{PDR: 2, Packets: 2, Bytes: 450, BeforeQoS: rules.Counts{Packets: 2, Bytes: 450}}}
+	if rs := p.due(seid, time.Now()); len(rs) != 1 || rs[0].URR != 1 || rs[0].Trigger[1] != 0x01 {
+		t.Fatalf("reports %+v, want URR 1's VOLQU", rs)
+	}
+	if got := totals(); len(got) != 2 || got[0] != 0 || got[1] != 5000 {
+		t.Errorf("datapath quotas %v after URR 1's VOLQU, want 0 and 5000", got)
 	}
 }

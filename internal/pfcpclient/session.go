@@ -169,6 +169,9 @@ type Flow struct {
 	// MBRUplink and MBRDownlink are the flow's QER's maximum bit rates in kbit/s; both 0: no
 	// MBR IE.
 	MBRUplink, MBRDownlink uint64
+	// VolumeQuota is the flow's URR's total volume quota in bytes, with VOLQU; 0: none. With
+	// the session's VolumeQuota the flow's PDRs have two URRs with quotas.
+	VolumeQuota uint64
 	// QERIDs and URRIDs are the QERs and URRs both PDRs of the flow reference. nil means the
 	// flow's own QER (FlowQERID) and URR (FlowURRID) and the session's URR (SessionURRID), so
 	// that the flow's usage counts toward the session's too.
@@ -445,7 +448,7 @@ func (s *SessionSpec) rules() []*ie.IE {
 		qer(SessionQERID, s.QFI, s.MBRUplink, s.MBRDownlink),
 		urr(SessionURRID, s.VolumeThreshold, s.VolumeQuota, s.MeasurementPeriod, s.DroppedPackets))
 	for i, f := range s.Flows {
-		ies = append(ies, qer(FlowQERID(i), f.QFI, f.MBRUplink, f.MBRDownlink), urr(FlowURRID(i), 0, 0, 0, 0))
+		ies = append(ies, qer(FlowQERID(i), f.QFI, f.MBRUplink, f.MBRDownlink), urr(FlowURRID(i), 0, f.VolumeQuota, 0, 0))
 	}
 	bar := []*ie.IE{ie.NewBARID(BARID)}
 	if s.NotificationDelay != 0 {

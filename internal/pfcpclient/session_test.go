@@ -121,7 +121,8 @@ func TestEstablishOpen5GSStyle(t *testing.T) {
 		VolumeThreshold: 1 << 30, DroppedPackets: 500, Flows: []Flow{
 			{Filter: "permit out 17 from 198.51.100.0/24 to assigned 5060", Precedence: 100, QFI: 5,
 				QERIDs: []uint32{FlowQERID(0), SessionQERID}},
-			{Filter: "permit out 6 from any 443 to assigned", Precedence: 200, QFI: 6, MBRDownlink: 5000},
+			{Filter: "permit out 6 from any 443 to assigned", Precedence: 200, QFI: 6, MBRDownlink: 5000,
+				VolumeQuota: 4096},
 		}}
 	s, err := c.Establish(t.Context(), spec)
 	if err != nil {
@@ -279,8 +280,13 @@ func TestEstablishOpen5GSStyle(t *testing.T) {
 				string(d.Payload) != "\x01\x00\x00\x00\x00\x00\x00\x01\xf4" {
 				t.Errorf("session URR dropped DL traffic threshold %v, want DLPA 500 packets", d)
 			}
-		} else if th != nil || trig[0] != 0 {
-			t.Errorf("flow URR %d: threshold %v, triggers %x; want none", id, th, trig)
+		} else if q := pfcptest.One(u, ie.VolumeQuota); id == FlowURRID(1) {
+			v, err := q.VolumeQuota()
+			if err != nil || v.TotalVolume != 4096 || trig[1] != 0x01 {
+				t.Errorf("flow URR %d: quota %+v (%v), triggers %x; want 4096 bytes total, VOLQU", id, v, err, trig)
+			}
+		} else if th != nil || q != nil || trig[0] != 0 {
+			t.Errorf("flow URR %d: threshold %v, quota %v, triggers %x; want none", id, th, q, trig)
 		}
 	}
 }

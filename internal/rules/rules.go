@@ -75,10 +75,10 @@ type PDR struct {
 	// BeforeQoS asks for a second counter, taken before the QERs and the policer (a URR
 	// measuring before QoS enforcement): Usage.BeforeQoS.
 	BeforeQoS bool
-	// Quota, when set, is the volume quota of one of the PDR's URRs, which the datapath
-	// enforces: once it is used up the PDR drops (urr_quota). PDRs of an owner naming the
-	// same URR spend one budget.
-	Quota *Quota
+	// Quotas are the volume quotas of the PDR's URRs (MaxQuotasPerPDR at most), which the
+	// datapath enforces: once one is used up the PDR drops (urr_quota); a packet that passes
+	// is charged to all. PDRs of an owner naming the same URR spend one budget.
+	Quotas []Quota
 }
 
 // NoLimit is a Quota volume without a limit.
@@ -98,6 +98,8 @@ type Quota struct {
 const (
 	// MaxMetersPerPDR is how many QERs with an MBR in its direction a PDR may apply.
 	MaxMetersPerPDR = 4
+	// MaxQuotasPerPDR is how many URRs with a volume quota a PDR may have.
+	MaxQuotasPerPDR = 4
 	// MaxMBR is the largest MBR in kbit/s: 1 Tbit/s.
 	MaxMBR = 1_000_000_000
 )

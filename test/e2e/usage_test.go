@@ -162,3 +162,62 @@ func TestUsageReporting(t *testing.T) {
 			reported, counted, uint64(len(forwarded))*size)
 	}
 }
+
+// TestSeveralQuotas: a flow's PDRs count toward two URRs with volume quotas (the flow's and
+// the session's). The flow's, used up first, stops the flow's packets while the default
+// flow goes on; the session's, which the flow's packets spent too, then stops the default
+// flow; each within one packet per CPU, each reported once.
+func TestSeveralQuotas(t *testing.T) {
+	e := newEnv(t)
+	opts, reports := reportsTo("smf.quotas.test", 0)
+	c, ctx := e.smfClientWith(opts)
+	payload := testbed.Payload("quotas")
+	size := uint64(20 + 8 + len(payload(0)))
+	const flowPort = 7000
+	s, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, GNB: testbed.GNBAddr,
+		GNBTEID: 0x942, VolumeQuota: 300*size + 1, Flows: []pfcpclient.Flow{{
+			Filter: "permit out 17 from any to assigned 7000", Precedence: 100, QFI: 5, VolumeQuota: 100*size + 1}}})
+	if err != nil {
+		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
+	}
+	view := testbed.PFCPView(s, testbed.GNBAddr, 0x942, 0)
+	rx, err := e.topo.ListenGNB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	cpus := runtime.NumCPU()
+	for _, b := range []struct {
+		name      string
+		port      uint16
+		packets   int
+		forwarded int // at least; at most cpus more
+		volqu     uint32
+	}{
+		// 100 packets and a byte of the flow's quota: 101 pass.
+		{"the flow, up to its quota", flowPort, 150, 101, pfcpclient.FlowURRID(0)},
+		// The session's quota has 199 packets and a byte left: 200 pass.
+		{"the default flow, up to the session's quota", testbed.UEPort, 250, 200, pfcpclient.SessionURRID},
+		{"the flow, past both", flowPort, 20, 0, 0},
+	} {
+		if err := e.topo.SendDownlinkTo(view, b.port, b.packets, payload); err != nil {
+			t.Fatal(err)
+		}
+		ds, _ := rx.Collect(b.packets, time.Second)
+		if len(ds) < b.forwarded || len(ds) > b.forwarded+cpus {
+			t.Errorf("%s: %d of %d packets forwarded, want %d to %d", b.name, len(ds), b.packets, b.forwarded,
+				b.forwarded+cpus)
+		}
+		rs, _ := usageReports(t, reports, s.CPSEID, 600*time.Millisecond)
+		var volqu []uint32
+		for _, r := range rs {
+			if r.Trigger[1]&trigVOLQU != 0 {
+				volqu = append(volqu, r.URR)
+			}
+		}
+		if (b.volqu == 0 && len(volqu) != 0) || (b.volqu != 0 && (len(volqu) != 1 || volqu[0] != b.volqu)) {
+			t.Errorf("%s: VOLQU reports of URRs %v, want URR %d's alone", b.name, volqu, b.volqu)
+		}
+		t.Logf("%s: %d of %d packets forwarded, VOLQU of URRs %v", b.name, len(ds), b.packets, volqu)
+	}
+}
