@@ -36,6 +36,34 @@ func (e *env) idleSession(nodeID string, spec pfcpclient.SessionSpec, ies ...*ie
 	return c, s, reports
 }
 
+// received is what a gNB receiver collected.
+type received struct {
+	ps  []testbed.GTPUPacket
+	err error
+}
+
+// receiveAtGNB starts collecting n downlink packets at the gNB, for 15 s at most, and returns
+// where they will come.
+func (e *env) receiveAtGNB(n int) <-chan received {
+	e.t.Helper()
+	rx, err := e.topo.ListenGNB()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ch := make(chan received, 1)
+	go func() {
+		defer rx.Close()
+		ps, err := testbed.ReceiveDownlink(rx, n, 15*time.Second)
+		ch <- received{ps, err}
+	}()
+	return ch
+}
+
+// shifted is payload p numbered from first.
+func shifted(p func(int) []byte, first int) func(int) []byte {
+	return func(i int) []byte { return p(first + i) }
+}
+
 // waitStat polls the stats until ok holds for them, for 10 s at most.
 func (e *env) waitStat(what string, ok func(st api.Stats) bool) api.Stats {
 	e.t.Helper()
@@ -63,20 +91,10 @@ func TestIdleUEBuffering(t *testing.T) {
 	view := testbed.PFCPView(s, testbed.GNBAddr, teid, qfi)
 	const held, more, after = 2000, 500, 5000
 	total := held + more + after
-	rx, err := e.topo.ListenGNB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rx.Close()
-	type got struct {
-		ps  []testbed.GTPUPacket
-		err error
-	}
-	gotCh := make(chan got, 1)
-	go func() { ps, err := testbed.ReceiveDownlink(rx, total, 15*time.Second); gotCh <- got{ps, err} }()
+	gotCh := e.receiveAtGNB(total)
 
 	payload := testbed.Payload("idle")
-	from := func(first int) func(int) []byte { return func(i int) []byte { return payload(first + i) } }
+	from := func(first int) func(int) []byte { return shifted(payload, first) }
 	sent := time.Now()
 	if err := e.topo.SendDownlink(view, held, payload); err != nil {
 		t.Fatal(err)
@@ -253,7 +271,7 @@ func TestDroppedDLTrafficThreshold(t *testing.T) {
 	sent := 0
 	send := func(n int) {
 		t.Helper()
-		if err := e.topo.SendDownlink(view, n, func(i int) []byte { return payload(sent + i) }); err != nil {
+		if err := e.topo.SendDownlink(view, n, shifted(payload, sent)); err != nil {
 			t.Fatal(err)
 		}
 		sent += n
@@ -316,28 +334,14 @@ func TestDrainSeveralPDRs(t *testing.T) {
 	}
 	view := testbed.PFCPView(s, testbed.GNBAddr, teidA, qfiA)
 	a, b := testbed.Payload("pdr-a"), testbed.Payload("pdr-b")
-	from := func(p func(int) []byte, first int) func(int) []byte {
-		return func(i int) []byte { return p(first + i) }
-	}
 	const heldA, heldB, after = 300, 200, 2000
-	total := heldA + heldB + 2*after
-	rx, err := e.topo.ListenGNB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rx.Close()
-	type got struct {
-		ps  []testbed.GTPUPacket
-		err error
-	}
-	gotCh := make(chan got, 1)
-	go func() { ps, err := testbed.ReceiveDownlink(rx, total, 15*time.Second); gotCh <- got{ps, err} }()
+	gotCh := e.receiveAtGNB(heldA + heldB + 2*after)
 
 	// Held, interleaved between the PDRs: A 0-149, B 0-199, A 150-299.
 	for _, step := range []func() error{
 		func() error { return e.topo.SendDownlink(view, heldA/2, a) },
 		func() error { return e.topo.SendDownlinkTo(view, portB, heldB, b) },
-		func() error { return e.topo.SendDownlink(view, heldA/2, from(a, heldA/2)) },
+		func() error { return e.topo.SendDownlink(view, heldA/2, shifted(a, heldA/2)) },
 	} {
 		if err := step(); err != nil {
 			t.Fatal(err)
@@ -347,8 +351,8 @@ func TestDrainSeveralPDRs(t *testing.T) {
 
 	sending := make(chan error, 1)
 	go func() {
-		sending <- errors.Join(e.topo.SendDownlink(view, after, from(a, heldA)),
-			e.topo.SendDownlinkTo(view, portB, after, from(b, heldB)))
+		sending <- errors.Join(e.topo.SendDownlink(view, after, shifted(a, heldA)),
+			e.topo.SendDownlinkTo(view, portB, after, shifted(b, heldB)))
 	}()
 	forward := func(far uint32, teid uint32) *ie.IE {
 		return ie.NewUpdateFAR(ie.NewFARID(far), ie.NewApplyAction(0x02), ie.NewUpdateForwardingParameters(
