@@ -59,6 +59,7 @@ var ieNames = map[uint16]string{
 	ie.TimeQuota: "Time Quota", ie.QuotaHoldingTime: "Quota Holding Time",
 	ie.InactivityDetectionTime: "Inactivity Detection Time", ie.QueryURR: "Query URR",
 	ie.PFCPSMReqFlags: "PFCPSMReq-Flags", ie.DroppedDLTrafficThreshold: "Dropped DL Traffic Threshold",
+	ie.QuotaValidityTime: "Quota Validity Time",
 }
 
 func ieName(t uint16) string {
@@ -609,6 +610,7 @@ func decodeURR(c children, u *URR, create bool) error {
 		seconds(ie.TimeQuota, (*ie.IE).TimeQuota, &u.TimeQuota),
 		seconds(ie.MeasurementPeriod, (*ie.IE).MeasurementPeriod, &u.MeasurementPeriod),
 		seconds(ie.QuotaHoldingTime, (*ie.IE).QuotaHoldingTime, &u.QuotaHoldingTime),
+		seconds(ie.QuotaValidityTime, (*ie.IE).QuotaValidityTime, &u.QuotaValidityTime),
 		counter(ie.InactivityDetectionTime, (*ie.IE).InactivityDetectionTime, &u.InactivityTime)); err != nil {
 		return err
 	}

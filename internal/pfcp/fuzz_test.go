@@ -191,7 +191,8 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) (sent, answers []
 	defer cancel()
 	spec := pfcpclient.SessionSpec{Style: style, UE: ue1, QFI: 9, NetworkInstance: "internet",
 		GNB: gnb, GNBTEID: 0x500, MBRUplink: 1000, MBRDownlink: 2000, VolumeThreshold: 100 << 20, DroppedPackets: 1000,
-		Flows: []pfcpclient.Flow{{Filter: "permit out 17 from 198.51.100.0/24 to assigned 5060", Precedence: 100, QFI: 5}}}
+		QuotaValidityTime: time.Hour,
+		Flows:             []pfcpclient.Flow{{Filter: "permit out 17 from 198.51.100.0/24 to assigned 5060", Precedence: 100, QFI: 5}}}
 	if style == pfcpclient.Free5GC {
 		spec.UplinkTEID, spec.N3 = 0x77, n3
 	}

@@ -137,12 +137,13 @@ type URR struct {
 	// VolumeQuotaFlags are the Volume Quota's flags (TOVOL 1, ULVOL 2, DLVOL 4): which of the
 	// quotas were given, since a quota of 0 is one (nothing may pass).
 	VolumeQuotaFlags uint8 `json:"volume_quota_flags,omitempty" yaml:"volume_quota_flags,omitempty"`
-	// TimeThreshold, TimeQuota, MeasurementPeriod, QuotaHoldingTime and InactivityTime
-	// (Inactivity Detection Time) are in seconds, 0 for none.
+	// TimeThreshold, TimeQuota, MeasurementPeriod, QuotaHoldingTime, QuotaValidityTime and
+	// InactivityTime (Inactivity Detection Time) are in seconds, 0 for none.
 	TimeThreshold     uint32 `json:"time_threshold,omitempty" yaml:"time_threshold,omitempty"`
 	TimeQuota         uint32 `json:"time_quota,omitempty" yaml:"time_quota,omitempty"`
 	MeasurementPeriod uint32 `json:"measurement_period,omitempty" yaml:"measurement_period,omitempty"`
 	QuotaHoldingTime  uint32 `json:"quota_holding_time,omitempty" yaml:"quota_holding_time,omitempty"`
+	QuotaValidityTime uint32 `json:"quota_validity_time,omitempty" yaml:"quota_validity_time,omitempty"`
 	InactivityTime    uint32 `json:"inactivity_detection_time,omitempty" yaml:"inactivity_detection_time,omitempty"`
 	// DroppedThresholdFlags (DLPA 1, DLBY 2) say which of DroppedPackets and DroppedBytes the
 	// Dropped DL Traffic Threshold gave: the downlink traffic the UPF may drop for the URR's

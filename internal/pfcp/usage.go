@@ -24,7 +24,7 @@ const (
 
 // reportingTriggers maps the Reporting Triggers IE's octets (TS 29.244 8.2.19) to the
 // triggers this UPF implements, in the Usage Report Trigger layout. Octet 5's first seven
-// bits are the same in both; LIUSA and octet 6's quotas move.
+// bits are the same in both; LIUSA, octet 6's quotas and QUVTI move.
 func reportingTriggers(b []byte) usage.Trigger {
 	var t usage.Trigger
 	if len(b) > 0 {
@@ -39,6 +39,9 @@ func reportingTriggers(b []byte) usage.Trigger {
 		}
 		if b[1]&0x02 != 0 {
 			t |= usage.TimeQuota
+		}
+		if b[1]&0x80 != 0 {
+			t |= usage.QuotaValidity // QUVTI
 		}
 	}
 	return t
@@ -61,11 +64,12 @@ func usageRule(u *URR) usage.Rule {
 		VolumeThreshold: usage.Volume{Uplink: limit(u.VolumeThresholdUL, u.VolumeThresholdUL != 0),
 			Downlink: limit(u.VolumeThresholdDL, u.VolumeThresholdDL != 0),
 			Total:    limit(u.VolumeThreshold, u.VolumeThreshold != 0)},
-		VolumeQuota:      u.volumeQuota(),
-		TimeThreshold:    seconds(u.TimeThreshold),
-		TimeQuota:        seconds(u.TimeQuota),
-		QuotaHoldingTime: seconds(u.QuotaHoldingTime),
-		Inactivity:       seconds(u.InactivityTime),
+		VolumeQuota:       u.volumeQuota(),
+		TimeThreshold:     seconds(u.TimeThreshold),
+		TimeQuota:         seconds(u.TimeQuota),
+		QuotaHoldingTime:  seconds(u.QuotaHoldingTime),
+		QuotaValidityTime: seconds(u.QuotaValidityTime),
+		Inactivity:        seconds(u.InactivityTime),
 		DroppedThreshold: rules.Counts{Packets: limit(u.DroppedPackets, u.DroppedThresholdFlags&droppedPackets != 0),
 			Bytes: limit(u.DroppedBytes, u.DroppedThresholdFlags&droppedBytes != 0)},
 		LinkedURRs: u.LinkedURRs,

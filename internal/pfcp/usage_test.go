@@ -169,10 +169,10 @@ func TestDeletionReportsAddUp(t *testing.T) {
 // TestReportingTriggersMap: the Reporting Triggers octets map to the Usage Report Trigger
 // layout the usage package uses.
 func TestReportingTriggersMap(t *testing.T) {
-	got := reportingTriggers([]byte{0xff, 0x03, 0xff})
+	got := reportingTriggers([]byte{0xff, 0x83, 0xff})
 	want := usage.Periodic | usage.VolumeThreshold | usage.TimeThreshold | usage.QuotaHoldingTime |
 		usage.StartOfTraffic | usage.StopOfTraffic | usage.DroppedThreshold | usage.Linked | usage.VolumeQuota |
-		usage.TimeQuota
+		usage.TimeQuota | usage.QuotaValidity
 	if got != want {
 		t.Errorf("triggers %#x, want %#x", got, want)
 	}
@@ -274,5 +274,27 @@ func TestUsageSeveralQuotas(t *testing.T) {
 	}
 	if got := totals(); len(got) != 2 || got[0] != 0 || got[1] != 5000 {
 		t.Errorf("datapath quotas %v after URR 1's VOLQU, want 0 and 5000", got)
+	}
+}
+
+// TestUsageQuotaValidityTime: a quota's Quota Validity Time reports (QUVTI, octet 7 bit 4)
+// once, that long after the grant, and leaves the datapath's quota as it was.
+func TestUsageQuotaValidityTime(t *testing.T) {
+	p := newPFCPTest(t)
+	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+		ie.NewReportingTriggers(0, 0x01|0x80), ie.NewVolumeQuota(0x01, 1000, 0, 0), ie.NewQuotaValidityTime(3*time.Second)))
+	start := time.Now()
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 1, Bytes: 100}, {PDR: 2}}
+	for sec := 1; sec <= 5; sec++ {
+		rs := p.due(seid, start.Add(time.Duration(sec)*time.Second))
+		switch {
+		case sec == 3 && (len(rs) != 1 || rs[0].Trigger[2] != 0x08 || rs[0].Trigger[1] != 0):
+			t.Fatalf("%d s: reports %+v, want one QUVTI", sec, rs)
+		case sec != 3 && len(rs) != 0:
+			t.Fatalf("%d s: reports %+v, want none", sec, rs)
+		}
+	}
+	if q := p.dp.sets[seid][1].PDRs[0].Quotas; len(q) != 1 || q[0].Total != 1000 {
+		t.Errorf("datapath quotas %+v after QUVTI, want the quota of 1000 still", q)
 	}
 }

@@ -118,7 +118,7 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 		"Report Type", "Error Indication Report", "Downlink Data Report", "Downlink Data Service Information", "Update BAR", "DL Buffering Duration",
 		"Usage Report (Session Modification Response)", "Usage Report (Session Report Request)", "UR-SEQN",
 		"Usage Report Trigger", "Start Time", "End Time", "Duration Measurement", "Time of First Packet",
-		"Time of Last Packet", "Dropped DL Traffic Threshold"} {
+		"Time of Last Packet", "Dropped DL Traffic Threshold", "Quota Validity Time"} {
 		if !strings.Contains(text, ieName) {
 			t.Errorf("no %s IE in what was sent: the capture does not cover it", ieName)
 		}
@@ -146,7 +146,7 @@ func reportRequests(t *testing.T, n *Node) [][]byte {
 	}{
 		{ReportErrorIndication, []*ie.IE{ie.NewErrorIndicationReport(ie.NewFTEID(0x01, 0x500, gnb.AsSlice(), nil, 0))}},
 		{ReportDownlinkData, []*ie.IE{downlinkDataReport(2, 9)}},
-		{ReportUsage, usageReports([]usage.Report{{URR: 1, Seq: 3, Trigger: usage.VolumeThreshold | usage.Periodic | usage.DroppedThreshold,
+		{ReportUsage, usageReports([]usage.Report{{URR: 1, Seq: 3, Trigger: usage.VolumeThreshold | usage.Periodic | usage.DroppedThreshold | usage.QuotaValidity,
 			Start: time.Unix(1_700_000_000, 0), End: time.Unix(1_700_000_010, 0), Duration: 7 * time.Second,
 			FirstPacket: time.Unix(1_700_000_001, 0), LastPacket: time.Unix(1_700_000_009, 0),
 			Volume: usage.Counts{Uplink: rules.Counts{Packets: 2, Bytes: 300}, Downlink: rules.Counts{Packets: 5, Bytes: 4000}}}},

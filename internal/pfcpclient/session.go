@@ -141,6 +141,9 @@ type SessionSpec struct {
 	// DroppedPackets is URR SessionURRID's Dropped DL Traffic Threshold in downlink packets,
 	// with the DROTH reporting trigger; 0: none.
 	DroppedPackets uint64
+	// QuotaValidityTime is URR SessionURRID's Quota Validity Time (whole seconds), with the
+	// QUVTI reporting trigger; 0: none.
+	QuotaValidityTime time.Duration
 	// NotificationDelay and SuggestedBufferingPackets are BAR BARID's Downlink Data
 	// Notification Delay (in steps of 50 ms) and Suggested Buffering Packets Count; 0: the IE
 	// is left out.
@@ -369,29 +372,39 @@ func qer(id uint32, qfi uint8, mbrUL, mbrDL uint64) *ie.IE {
 	return ie.NewCreateQER(ies...)
 }
 
-// urr returns a Create URR IE measuring volume, with a total volume threshold, a total volume
-// quota, a measurement period and a dropped downlink packets threshold, each unless it is 0.
-func urr(id uint32, threshold, quota uint64, period time.Duration, dropped uint64) *ie.IE {
+// urrSpec is what a URR asks for besides measuring volume; each part unless it is 0.
+type urrSpec struct {
+	threshold, quota uint64        // total volume threshold and quota, bytes
+	period, validity time.Duration // measurement period, quota validity time
+	dropped          uint64        // dropped downlink packets threshold
+}
+
+// urr returns a Create URR IE measuring volume, with the reporting triggers and values of u.
+func urr(id uint32, u urrSpec) *ie.IE {
 	// Reporting Triggers (TS 29.244 8.2.19): octet 5 PERIO bit 1, VOLTH bit 2, DROTH bit 7;
-	// octet 6 VOLQU bit 1.
-	const perio, volth, droth, volqu = 0x01, 0x02, 0x40, 0x01
+	// octet 6 VOLQU bit 1, QUVTI bit 8.
+	const perio, volth, droth, volqu, quvti = 0x01, 0x02, 0x40, 0x01, 0x80
 	var octet5, octet6 uint8
 	ies := []*ie.IE{ie.NewURRID(id), ie.NewMeasurementMethod(0, 1, 0), nil}
-	if threshold != 0 {
+	if u.threshold != 0 {
 		octet5 |= volth
-		ies = append(ies, ie.NewVolumeThreshold(0x01, threshold, 0, 0)) // TOVOL
+		ies = append(ies, ie.NewVolumeThreshold(0x01, u.threshold, 0, 0)) // TOVOL
 	}
-	if quota != 0 {
+	if u.quota != 0 {
 		octet6 |= volqu
-		ies = append(ies, ie.NewVolumeQuota(0x01, quota, 0, 0)) // TOVOL
+		ies = append(ies, ie.NewVolumeQuota(0x01, u.quota, 0, 0)) // TOVOL
 	}
-	if period != 0 {
+	if u.period != 0 {
 		octet5 |= perio
-		ies = append(ies, ie.NewMeasurementPeriod(period))
+		ies = append(ies, ie.NewMeasurementPeriod(u.period))
 	}
-	if dropped != 0 {
+	if u.validity != 0 {
+		octet6 |= quvti
+		ies = append(ies, ie.NewQuotaValidityTime(u.validity))
+	}
+	if u.dropped != 0 {
 		octet5 |= droth
-		ies = append(ies, ie.NewDroppedDLTrafficThreshold(true, false, dropped, 0)) // DLPA
+		ies = append(ies, ie.NewDroppedDLTrafficThreshold(true, false, u.dropped, 0)) // DLPA
 	}
 	ies[2] = ie.NewReportingTriggers(octet5, octet6)
 	return ie.NewCreateURR(ies...)
@@ -446,9 +459,10 @@ func (s *SessionSpec) rules() []*ie.IE {
 		ie.NewCreateFAR(ie.NewFARID(UplinkFARID), ie.NewApplyAction(actionFORW), ie.NewForwardingParameters(uplink...)),
 		ie.NewCreateFAR(append([]*ie.IE{ie.NewFARID(DownlinkFARID)}, s.downlinkFAR(s.GNB, s.GNBTEID, false)...)...),
 		qer(SessionQERID, s.QFI, s.MBRUplink, s.MBRDownlink),
-		urr(SessionURRID, s.VolumeThreshold, s.VolumeQuota, s.MeasurementPeriod, s.DroppedPackets))
+		urr(SessionURRID, urrSpec{threshold: s.VolumeThreshold, quota: s.VolumeQuota, period: s.MeasurementPeriod,
+			validity: s.QuotaValidityTime, dropped: s.DroppedPackets}))
 	for i, f := range s.Flows {
-		ies = append(ies, qer(FlowQERID(i), f.QFI, f.MBRUplink, f.MBRDownlink), urr(FlowURRID(i), 0, f.VolumeQuota, 0, 0))
+		ies = append(ies, qer(FlowQERID(i), f.QFI, f.MBRUplink, f.MBRDownlink), urr(FlowURRID(i), urrSpec{quota: f.VolumeQuota}))
 	}
 	bar := []*ie.IE{ie.NewBARID(BARID)}
 	if s.NotificationDelay != 0 {

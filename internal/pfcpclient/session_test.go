@@ -118,7 +118,7 @@ func decodePDRs(t *testing.T, creates []*ie.IE) map[uint16]pdr {
 func TestEstablishOpen5GSStyle(t *testing.T) {
 	c, upf := associated(t, pfcptest.Options{}, Options{})
 	spec := SessionSpec{NetworkInstance: "internet", QFI: 9, MBRUplink: 20000, MBRDownlink: 100000,
-		VolumeThreshold: 1 << 30, DroppedPackets: 500, Flows: []Flow{
+		VolumeThreshold: 1 << 30, DroppedPackets: 500, QuotaValidityTime: time.Minute, Flows: []Flow{
 			{Filter: "permit out 17 from 198.51.100.0/24 to assigned 5060", Precedence: 100, QFI: 5,
 				QERIDs: []uint32{FlowQERID(0), SessionQERID}},
 			{Filter: "permit out 6 from any 443 to assigned", Precedence: 200, QFI: 6, MBRDownlink: 5000,
@@ -272,8 +272,11 @@ func TestEstablishOpen5GSStyle(t *testing.T) {
 		th := pfcptest.One(u, ie.VolumeThreshold)
 		if id == SessionURRID {
 			v, err := th.VolumeThreshold()
-			if err != nil || v.TotalVolume != 1<<30 || trig[0] != 0x02|0x40 {
-				t.Errorf("session URR threshold %+v (%v), triggers %x; want 1 GiB total, VOLTH and DROTH", v, err, trig)
+			if err != nil || v.TotalVolume != 1<<30 || trig[0] != 0x02|0x40 || trig[1] != 0x80 {
+				t.Errorf("session URR threshold %+v (%v), triggers %x; want 1 GiB total, VOLTH, DROTH and QUVTI", v, err, trig)
+			}
+			if d, err := pfcptest.One(u, ie.QuotaValidityTime).QuotaValidityTime(); err != nil || d != time.Minute {
+				t.Errorf("session URR quota validity time %v (%v), want 1m", d, err)
 			}
 			// Dropped DL Traffic Threshold (TS 29.244 8.2.49): DLPA, then 8 octets of packets.
 			if d := pfcptest.One(u, ie.DroppedDLTrafficThreshold); d == nil ||

@@ -1,7 +1,7 @@
 // Package usage measures a PFCP session's usage reporting rules (URRs, TS 29.244 5.2.2) from
 // the datapath's per-PDR counters and decides when each reports: periodic, volume and time
-// thresholds and quotas, quota holding time, start and stop of traffic, dropped downlink
-// traffic, linked reports; and the reports a query, a removal or the session's end asks for.
+// thresholds and quotas, quota holding and validity time, start and stop of traffic, dropped
+// downlink traffic, linked reports; and the reports a query, a removal or the session's end asks for.
 // It knows nothing of PFCP encoding or of BPF: the caller samples the counters (Observe) as
 // often as reports must be on time, and sends what it returns.
 //
@@ -34,6 +34,7 @@ const (
 	TimeQuota        Trigger = 1 << 9  // TIMQU
 	Linked           Trigger = 1 << 10 // LIUSA: a linked URR reported
 	Termination      Trigger = 1 << 11 // TERMR: the URR was removed or the session deleted
+	QuotaValidity    Trigger = 1 << 19 // QUVTI: the quota's validity time ran out (octet 7)
 )
 
 // Octets is t as the Usage Report Trigger IE's three octets.
@@ -78,6 +79,10 @@ type Rule struct {
 	// QuotaHoldingTime: a URR with a quota whose traffic pauses this long reports
 	// QuotaHoldingTime; 0 for none.
 	QuotaHoldingTime time.Duration
+	// QuotaValidityTime: this long after its grant the quota is reported (QuotaValidity),
+	// once per grant, whatever is left of it; 0 for none. Forwarding goes on: a new quota,
+	// or the end of the quota, is the SMF's to give.
+	QuotaValidityTime time.Duration
 	// Inactivity is the pause that stops traffic (StopOfTraffic) and the duration
 	// measurement; 0 means DefaultInactivity.
 	Inactivity time.Duration
@@ -133,12 +138,13 @@ type urr struct {
 	runStart    time.Time     // start of the run of traffic last seen, zero without
 	nextPeriod  time.Time
 	// The quota, since the grant.
-	grant       uint64
-	granted     time.Time
-	quotaUsed   Counts
-	quotaActive time.Duration
-	quotaDone   bool // VolumeQuota or TimeQuota reported for this grant
-	holdingDone bool // QuotaHoldingTime reported for this pause
+	grant        uint64
+	granted      time.Time
+	quotaUsed    Counts
+	quotaActive  time.Duration
+	quotaDone    bool // VolumeQuota or TimeQuota reported for this grant
+	holdingDone  bool // QuotaHoldingTime reported for this pause
+	validityDone bool // QuotaValidity reported for this grant
 	// Traffic state for StartOfTraffic and StopOfTraffic.
 	flowing bool
 	// Downlink traffic dropped since the DroppedThreshold was given, and whether it reported.
@@ -183,6 +189,7 @@ func (s *Session) Set(rs []Rule, pdrs map[PDR][]uint32, now time.Time) {
 		}
 		if r.Grant != u.grant {
 			u.grant, u.granted, u.quotaUsed, u.quotaActive, u.quotaDone = r.Grant, now, Counts{}, 0, false
+			u.validityDone = false
 		}
 		if r.DroppedThreshold != u.rule.DroppedThreshold {
 			u.dropped, u.droppedDone = rules.Counts{}, false
@@ -369,6 +376,10 @@ func (u *urr) due(now time.Time) Trigger {
 			t |= TimeQuota
 		}
 	}
+	if r.Triggers&QuotaValidity != 0 && r.QuotaValidityTime > 0 && !u.validityDone &&
+		now.Sub(u.granted) >= r.QuotaValidityTime {
+		t |= QuotaValidity
+	}
 	if r.Triggers&QuotaHoldingTime != 0 && r.QuotaHoldingTime > 0 && !u.holdingDone && !u.quotaDone {
 		idleSince := u.lastSeen
 		if idleSince.Before(u.granted) {
@@ -411,6 +422,9 @@ func (u *urr) report(t Trigger, now time.Time) Report {
 	}
 	if t&DroppedThreshold != 0 {
 		u.droppedDone = true
+	}
+	if t&QuotaValidity != 0 {
+		u.validityDone = true
 	}
 	if u.rule.Period > 0 {
 		for !u.nextPeriod.After(now) {

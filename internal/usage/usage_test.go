@@ -95,6 +95,33 @@ func TestDroppedThresholdFiresOnce(t *testing.T) {
 	}
 }
 
+// TestQuotaValidityTime: a quota's validity time reports once, that long after the grant,
+// and again only for a new grant.
+func TestQuotaValidityTime(t *testing.T) {
+	r := Rule{ID: 1, Triggers: QuotaValidity, VolumeThreshold: Unlimited, VolumeQuota: Volume{NoLimit, NoLimit, 1 << 20},
+		QuotaValidityTime: 2 * time.Second, Grant: 1}
+	s := session(r)
+	c := newCounters()
+	var at []time.Duration
+	for i := 1; i <= 50; i++ {
+		now := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		c.send(false, 1, 100)
+		for _, rep := range s.Observe(c.sample(), now) {
+			if rep.Trigger != QuotaValidity {
+				t.Fatalf("trigger %v, want QuotaValidity", rep.Trigger)
+			}
+			at = append(at, now.Sub(t0))
+		}
+		if i == 30 {
+			r.Grant++
+			s.Set([]Rule{r}, bothPDRs, now) // a new quota: valid for 2 s from here
+		}
+	}
+	if len(at) != 2 || at[0] != 2*time.Second || at[1] != 5*time.Second {
+		t.Errorf("validity reports at %v, want 2s and 5s", at)
+	}
+}
+
 // TestPeriodKept: periodic reports come at start + k × period, whatever the sampling.
 func TestPeriodKept(t *testing.T) {
 	s := session(Rule{ID: 1, Triggers: Periodic, Period: 2 * time.Second, VolumeThreshold: Unlimited,

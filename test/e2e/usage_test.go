@@ -41,6 +41,7 @@ const (
 	trigPERIO = 0x01 // octet 5
 	trigVOLTH = 0x02 // octet 5
 	trigDROTH = 0x40 // octet 5
+	trigQUVTI = 0x08 // octet 7
 	trigVOLQU = 0x01 // octet 6
 )
 
@@ -219,5 +220,40 @@ func TestSeveralQuotas(t *testing.T) {
 			t.Errorf("%s: VOLQU reports of URRs %v, want URR %d's alone", b.name, volqu, b.volqu)
 		}
 		t.Logf("%s: %d of %d packets forwarded, VOLQU of URRs %v", b.name, len(ds), b.packets, volqu)
+	}
+}
+
+// TestQuotaValidityTime: a quota with a Quota Validity Time is reported (QUVTI) once, that
+// long after it was granted, to within the sampling interval; the session forwards on.
+func TestQuotaValidityTime(t *testing.T) {
+	e := newEnv(t)
+	opts, reports := reportsTo("smf.validity.test", 0)
+	c, ctx := e.smfClientWith(opts)
+	const validity = time.Second
+	s, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, GNB: testbed.GNBAddr,
+		GNBTEID: 0x943, VolumeQuota: 1 << 30, QuotaValidityTime: validity})
+	if err != nil {
+		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
+	}
+	granted := time.Now()
+	rs, at := usageReports(t, reports, s.CPSEID, 2*validity+500*time.Millisecond)
+	if len(rs) != 1 || len(rs[0].Trigger) < 3 || rs[0].Trigger[2] != trigQUVTI {
+		t.Fatalf("reports %+v, want one QUVTI", rs)
+	}
+	if d := at[0].Sub(granted); d < validity || d > validity+time.Second {
+		t.Errorf("QUVTI %v after the grant, want within a second after %v", d, validity)
+	}
+	t.Logf("QUVTI report %v after the grant of a %v validity", at[0].Sub(granted), validity)
+	view := testbed.PFCPView(s, testbed.GNBAddr, 0x943, 0)
+	rx, err := e.topo.ListenGNB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	if err := e.topo.SendDownlink(view, 10, testbed.Payload("valid")); err != nil {
+		t.Fatal(err)
+	}
+	if ds, _ := rx.Collect(10, time.Second); len(ds) != 10 {
+		t.Errorf("%d of 10 packets forwarded after QUVTI, want all: the SMF ends the quota, not the UPF", len(ds))
 	}
 }
