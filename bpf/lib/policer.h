@@ -47,6 +47,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_contracts SEC(".maps");
 
+/* Each CPU's credit of each LIMIT contract's token bucket, by the contract's slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XUPF_MAX_CONTRACTS + XUPF_CONTRACT_SPARES);
+	__type(key, __u32);
+	__type(value, struct meter_credit);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_contract_credits SEC(".maps");
+
 /* What each contract let through and dropped, per CPU, by a slot the daemon gives the
  * class's contract for its life (kept when the contract changes; zeroed with a new one). */
 struct police_counters {
@@ -64,10 +73,12 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_police_stats SEC(".maps");
 
-/* police applies the contract of class cls (NULL: no class) to a packet of len bytes: 0 to
- * go on, else DROP_POLICER. Without any contract (not even a default one) everything passes. */
-static __always_inline int police(const struct cls_class *cls, __u32 len)
+/* police applies the contract of class cls (NULL: no class) to a packet of len bytes at the
+ * packet's clock *now (meter_time): 0 to go on, else DROP_POLICER. Without any contract (not
+ * even a default one) everything passes. */
+static __always_inline int police(const struct cls_class *cls, __u32 len, __u64 *now)
 {
+	struct meter_credit *credit = NULL;
 	struct police_counters *c;
 	struct meter *m;
 	__u32 key;
@@ -83,8 +94,14 @@ static __always_inline int police(const struct cls_class *cls, __u32 len)
 		return 0;
 	if (m->action == POLICE_DROP)
 		pass = 0;
-	else if (m->action == POLICE_LIMIT)
-		pass = meter_pass(m, len, meter_now());
+	else if (m->action == POLICE_LIMIT) {
+		if (cfg_meter_algo == METER_TOKEN_BUCKET) {
+			credit = bpf_map_lookup_elem(&xupf_contract_credits, &key);
+			if (!credit)
+				return 0;
+		}
+		pass = meter_pass(m, credit, len, now);
+	}
 	c = bpf_map_lookup_elem(&xupf_police_stats, &cls->police_slot);
 	if (c) {
 		if (pass) {
@@ -104,11 +121,12 @@ static __always_inline int police(const struct cls_class *cls, __u32 len)
  * refuses gives back what the QERs charged. */
 static __always_inline int qos_and_police(const struct pdr *pdr, const struct cls_class *cls, __u32 len)
 {
-	int reason = qos_check(pdr, len);
+	__u64 now = METER_NO_TIME; /* read by the first meter that needs it, if any */
+	int reason = qos_check(pdr, len, &now);
 
 	if (reason || !cfg_policer)
 		return reason;
-	reason = police(cls, len);
+	reason = police(cls, len, &now);
 	if (reason)
 		qos_refund(pdr, len);
 	return reason;

@@ -24,13 +24,32 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_meters SEC(".maps");
 
-/* meter_slot_pass runs meter_pass on a meter slot: a subprogram, so that the four meters of a
- * PDR share one copy of the algorithm. A missing slot passes. */
-static __noinline int meter_slot_pass(__u32 slot, __u32 len, __u64 now)
-{
-	struct meter *m = bpf_map_lookup_elem(&xupf_meters, &slot);
+/* Each CPU's credit of each token bucket of xupf_meters, by the same slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XUPF_MAX_METERS);
+	__type(key, __u32);
+	__type(value, struct meter_credit);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_meter_credits SEC(".maps");
 
-	return m ? meter_pass(m, len, now) : 1;
+/* meter_slot_pass runs meter_pass on a meter slot at the packet's clock *now: a subprogram,
+ * so that the four meters of a PDR share one copy of the algorithm. A token bucket's packet
+ * that its CPU's credit covers does not look the shared meter up. A missing slot passes. */
+static __noinline int meter_slot_pass(__u32 slot, __u32 len, __u64 *now)
+{
+	struct meter_credit *c = NULL;
+	struct meter *m;
+
+	if (cfg_meter_algo == METER_TOKEN_BUCKET) {
+		c = bpf_map_lookup_elem(&xupf_meter_credits, &slot);
+		if (!c)
+			return 1;
+		if (meter_spend(c, len))
+			return 1;
+	}
+	m = bpf_map_lookup_elem(&xupf_meters, &slot);
+	return m ? meter_pass(m, c, len, now) : 1;
 }
 
 static __noinline void meter_slot_refund(__u32 slot, __u32 len)
@@ -56,19 +75,18 @@ static __always_inline void qos_refund(const struct pdr *pdr, __u32 len)
 }
 
 /* qos_check returns 0 when the packet of len bytes passes every QER of pdr, else the drop
- * reason. A packet refused by one meter is refunded to those it passed before: a packet must
- * pass them all, and only a forwarded packet is charged. */
-static __always_inline int qos_check(const struct pdr *pdr, __u32 len)
+ * reason; *now is the packet's clock (meter_time). A packet refused by one meter is refunded
+ * to those it passed before: a packet must pass them all, and only a forwarded packet is
+ * charged. */
+static __always_inline int qos_check(const struct pdr *pdr, __u32 len, __u64 *now)
 {
 	__u32 n = pdr->nmeters;
-	__u64 now;
 	int i, j;
 
 	if (pdr->gate_closed)
 		return DROP_QER_GATE_CLOSED;
 	if (!n)
 		return 0;
-	now = meter_now();
 	for (i = 0; i < PDR_MAX_METERS; i++) {
 		if (i >= n)
 			break;

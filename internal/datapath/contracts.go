@@ -94,9 +94,9 @@ func (d *Datapath) SetContract(c Contract) error {
 	if st.meter, err = d.contractSlots.alloc(); err != nil {
 		return fmt.Errorf("contract for class %d: contracts full: %w", c.Class, err)
 	}
-	if err := d.objs.XupfContracts.Put(st.meter, m); err != nil {
+	if err := writeMeter(d.objs.XupfContracts, d.objs.XupfContractCredits, st.meter, m); err != nil {
 		d.contractSlots.release(st.meter)
-		return fmt.Errorf("contract for class %d: write it: %w", c.Class, err)
+		return fmt.Errorf("contract for class %d: %w", c.Class, err)
 	}
 	if had {
 		st.stats = old.stats

@@ -231,6 +231,7 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	nmeters := uint32(metersPerSession*opts.MaxSessions + spareRuleSlots)
 	spec.Maps[xupfMapXupfMeters].MaxEntries = nmeters
+	spec.Maps[xupfMapXupfMeterCredits].MaxEntries = nmeters
 	if err := setVars(spec, map[string]any{xupfVarCfgMeterAlgo: uint32(opts.MeterAlgo), xupfVarCfgClock: uint32(opts.Clock),
 		xupfVarCfgUlKeyBits: uint32(ulBits), xupfVarCfgDlKeyBits: uint32(dlBits),
 		xupfVarCfgBufferMaxPackets: uint32(opts.BufferMaxPackets)}); err != nil {

@@ -3,6 +3,7 @@ package datapath
 import (
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -40,15 +41,21 @@ func (e *meterEnv) setMBR(kbps uint64) {
 	}
 }
 
-// send runs one downlink packet with an inner IPv4 packet of size bytes at clock now and says
-// whether it was forwarded.
+// send runs one downlink packet with an inner IPv4 packet of size bytes at clock now on CPU
+// 0 and says whether it was forwarded: one CPU, as meter.Model.Pass (a token bucket's credit
+// is per CPU).
 func (e *meterEnv) send(size uint32, now uint64) bool {
+	return e.sendOn(0, size, now)
+}
+
+// sendOn is send on CPU cpu.
+func (e *meterEnv) sendOn(cpu int, size uint32, now uint64) bool {
 	e.t.Helper()
 	if err := e.dp.SetClock(now); err != nil {
 		e.t.Fatal(err)
 	}
 	pkt := concat(ethBytes(macDN, macN6), innerUDP(e.t, addrDN, e.ue, 5000, 6000, 64, strings.Repeat("x", int(size)-28)))
-	switch ret, _ := e.run(e.t, pkt, e.n6); ret {
+	switch ret, _ := e.runOn(e.t, cpu, pkt, e.n6); ret {
 	case xdpRedirect:
 		return true
 	case xdpDrop:
@@ -123,9 +130,11 @@ func TestMeterSequences(t *testing.T) {
 }
 
 // TestMeterMatchesModel sends random traffic (sizes 64 to 1500, gaps around the packet's
-// time at the rate, idle periods and clock jumps back) at rates from 1 kbit/s to 100 Gbit/s
-// and checks every verdict against meter.Model.
+// time at the rate, idle periods and clock jumps back) at rates from 1 kbit/s to 100 Gbit/s,
+// each packet on a CPU drawn at random, and checks every verdict against meter.Model: the
+// token bucket's per-CPU credits included.
 func TestMeterMatchesModel(t *testing.T) {
+	cpus := min(runtime.NumCPU(), 2)
 	rates := []uint64{1, 64, 1000, 100_000, 10_000_000, 100_000_000} // kbit/s: 1 kbit/s to 100 Gbit/s
 	for name, algo := range meterAlgos {
 		t.Run(name, func(t *testing.T) {
@@ -152,14 +161,52 @@ func TestMeterMatchesModel(t *testing.T) {
 					default:
 						now += uint64(rng.Int64N(int64(2*txNS + 2)))
 					}
-					want := model.Pass(size, now)
-					if got := e.send(size, now); got != want {
-						t.Fatalf("%d kbit/s, packet %d (%d bytes at %d ns): forwarded %v, model says %v",
-							kbps, i, size, now, got, want)
+					cpu := rng.IntN(cpus)
+					want := model.PassOn(cpu, size, now)
+					if got := e.sendOn(cpu, size, now); got != want {
+						t.Fatalf("%d kbit/s, packet %d (%d bytes at %d ns on CPU %d): forwarded %v, model says %v",
+							kbps, i, size, now, cpu, got, want)
 					}
 				}
 			}
 		})
+	}
+}
+
+// TestMeterCreditsAcrossCPUs: a token bucket drained from both CPUs at once, then refilled
+// and drained again, gives meter.Model's verdicts packet by packet: each CPU's credit (a
+// chunk, a 64th of the burst, taken at a time) outlives the drain and is spent on top of the
+// refilled burst: the burst passes within a chunk per CPU either way. 8 Mbit/s (1 byte/µs), burst 64 ms (64,000 bytes,
+// chunks of 1000), 300-byte packets: each chunk leaves 100 bytes on its CPU.
+func TestMeterCreditsAcrossCPUs(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	const burst = 64 * time.Millisecond
+	e := newMeterEnv(t, TokenBucket, burst, 8000)
+	m, err := mbrMeter(8000, burst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := meter.Model{Algo: meter.TokenBucket, State: m}
+	now := uint64(1_000_000_000_000)
+	for round := range 2 {
+		passed := 0
+		for i := range 2 * m.Burst / 300 {
+			cpu := int(i % 2)
+			want := model.PassOn(cpu, 300, now)
+			if got := e.sendOn(cpu, 300, now); got != want {
+				t.Fatalf("round %d, packet %d on CPU %d: forwarded %v, model says %v", round, i, cpu, got, want)
+			}
+			if want {
+				passed += 300
+			}
+		}
+		t.Logf("round %d: %d bytes passed", round, passed)
+		if chunk := int(m.Chunk / 1_000_000_000); passed < int(m.Burst)-2*chunk || passed > int(m.Burst)+2*chunk {
+			t.Errorf("round %d: %d bytes passed, want the burst (%d) within a chunk per CPU", round, passed, m.Burst)
+		}
+		now += uint64(time.Second) // the bucket refills; the CPUs keep their credit
 	}
 }
 

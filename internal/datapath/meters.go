@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/xupf/xupf/internal/meter"
 	"github.com/xupf/xupf/internal/rules"
 )
@@ -40,10 +42,22 @@ const DefaultMBRBurst = 50 * time.Millisecond
 func meterEntry(s meter.State) xupfMeter {
 	return xupfMeter{
 		Rate: s.Rate, Burst: s.Burst,
-		Tokens: s.Tokens, Last: s.Last, Refill: s.Refill,
+		Tokens: s.Tokens, Last: s.Last, Refill: s.Refill, Chunk: s.Chunk,
 		Base: s.Base, Start: s.Start, Window: s.Window,
 		Wstart: s.Wstart, Wlen: s.Wlen, Count: s.Count,
 	}
+}
+
+// writeMeter writes m into slot of meters (xupf_meters, xupf_contracts) and zeroes every
+// CPU's credit of it in credits, so that a fresh meter starts with its burst and no more.
+func writeMeter(meters, credits *ebpf.Map, slot uint32, m xupfMeter) error {
+	if err := credits.Put(slot, make([]int64, possibleCPUs())); err != nil {
+		return fmt.Errorf("zero the meter's credits: %w", err)
+	}
+	if err := meters.Put(slot, m); err != nil {
+		return fmt.Errorf("write meter: %w", err)
+	}
+	return nil
 }
 
 // mbrMeter is the meter a QER's MBR in kbit/s gets: kbit/s × 125 bytes/s (exact), and a burst
@@ -102,9 +116,9 @@ func (d *Datapath) assignMeters(owner uint64, sets []rules.RuleSet) (map[meterKe
 					return nil, nil, fmt.Errorf("QER %d: meter table full (limits.max_sessions): %w", q.ID, err)
 				}
 				taken = append(taken, slot)
-				if err := d.objs.XupfMeters.Put(slot, meterEntry(m)); err != nil {
+				if err := writeMeter(d.objs.XupfMeters, d.objs.XupfMeterCredits, slot, meterEntry(m)); err != nil {
 					d.releaseMeters(taken)
-					return nil, nil, fmt.Errorf("QER %d: write meter: %w", q.ID, err)
+					return nil, nil, fmt.Errorf("QER %d: %w", q.ID, err)
 				}
 				out[k] = ownedMeter{slot: slot, rate: m.Rate, burst: m.Burst}
 			}

@@ -274,6 +274,7 @@ type xupfMeter struct {
 	Tokens int64
 	Last   uint64
 	Refill uint64
+	Chunk  int64
 	Base   uint64
 	Start  int64
 	Window uint64
@@ -297,6 +298,11 @@ const (
 	xupfMeterClockCLOCK_COARSE xupfMeterClock = 1
 	xupfMeterClockCLOCK_USER   xupfMeterClock = 2
 )
+
+type xupfMeterCredit struct {
+	_      structs.HostLayout
+	Tokens int64
+}
 
 type xupfNexthop struct {
 	_       structs.HostLayout
@@ -524,6 +530,7 @@ const (
 	xupfMapXupfClsIndex        = "xupf_cls_index"
 	xupfMapXupfClsMacs         = "xupf_cls_macs"
 	xupfMapXupfClsStats        = "xupf_cls_stats"
+	xupfMapXupfContractCredits = "xupf_contract_credits"
 	xupfMapXupfContracts       = "xupf_contracts"
 	xupfMapXupfCpus            = "xupf_cpus"
 	xupfMapXupfDlKeys          = "xupf_dl_keys"
@@ -534,6 +541,7 @@ const (
 	xupfMapXupfFlowSeen        = "xupf_flow_seen"
 	xupfMapXupfFlows           = "xupf_flows"
 	xupfMapXupfLocalAddrs      = "xupf_local_addrs"
+	xupfMapXupfMeterCredits    = "xupf_meter_credits"
 	xupfMapXupfMeters          = "xupf_meters"
 	xupfMapXupfNexthops        = "xupf_nexthops"
 	xupfMapXupfPdrs            = "xupf_pdrs"
@@ -647,42 +655,44 @@ type xupfProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfMapSpecs struct {
-	XupfBufferIn      *ebpf.MapSpec `ebpf:"xupf_buffer_in"`
-	XupfBufferOut     *ebpf.MapSpec `ebpf:"xupf_buffer_out"`
-	XupfBufferScratch *ebpf.MapSpec `ebpf:"xupf_buffer_scratch"`
-	XupfBuffered      *ebpf.MapSpec `ebpf:"xupf_buffered"`
-	XupfClock         *ebpf.MapSpec `ebpf:"xupf_clock"`
-	XupfClsChunks     *ebpf.MapSpec `ebpf:"xupf_cls_chunks"`
-	XupfClsClasses    *ebpf.MapSpec `ebpf:"xupf_cls_classes"`
-	XupfClsIndex      *ebpf.MapSpec `ebpf:"xupf_cls_index"`
-	XupfClsMacs       *ebpf.MapSpec `ebpf:"xupf_cls_macs"`
-	XupfClsStats      *ebpf.MapSpec `ebpf:"xupf_cls_stats"`
-	XupfContracts     *ebpf.MapSpec `ebpf:"xupf_contracts"`
-	XupfCpus          *ebpf.MapSpec `ebpf:"xupf_cpus"`
-	XupfDlKeys        *ebpf.MapSpec `ebpf:"xupf_dl_keys"`
-	XupfDrops         *ebpf.MapSpec `ebpf:"xupf_drops"`
-	XupfErrindEvents  *ebpf.MapSpec `ebpf:"xupf_errind_events"`
-	XupfErrindWindow  *ebpf.MapSpec `ebpf:"xupf_errind_window"`
-	XupfFars          *ebpf.MapSpec `ebpf:"xupf_fars"`
-	XupfFlowSeen      *ebpf.MapSpec `ebpf:"xupf_flow_seen"`
-	XupfFlows         *ebpf.MapSpec `ebpf:"xupf_flows"`
-	XupfLocalAddrs    *ebpf.MapSpec `ebpf:"xupf_local_addrs"`
-	XupfMeters        *ebpf.MapSpec `ebpf:"xupf_meters"`
-	XupfNexthops      *ebpf.MapSpec `ebpf:"xupf_nexthops"`
-	XupfPdrs          *ebpf.MapSpec `ebpf:"xupf_pdrs"`
-	XupfPoliceStats   *ebpf.MapSpec `ebpf:"xupf_police_stats"`
-	XupfQuotaLists    *ebpf.MapSpec `ebpf:"xupf_quota_lists"`
-	XupfQuotas        *ebpf.MapSpec `ebpf:"xupf_quotas"`
-	XupfRefs          *ebpf.MapSpec `ebpf:"xupf_refs"`
-	XupfRouteDir      *ebpf.MapSpec `ebpf:"xupf_route_dir"`
-	XupfRulesets      *ebpf.MapSpec `ebpf:"xupf_rulesets"`
-	XupfSdfExact      *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
-	XupfSdfLpm        *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
-	XupfStats         *ebpf.MapSpec `ebpf:"xupf_stats"`
-	XupfTxPorts       *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
-	XupfUeAllowed     *ebpf.MapSpec `ebpf:"xupf_ue_allowed"`
-	XupfUlKeys        *ebpf.MapSpec `ebpf:"xupf_ul_keys"`
-	XupfUsage         *ebpf.MapSpec `ebpf:"xupf_usage"`
+	XupfBufferIn        *ebpf.MapSpec `ebpf:"xupf_buffer_in"`
+	XupfBufferOut       *ebpf.MapSpec `ebpf:"xupf_buffer_out"`
+	XupfBufferScratch   *ebpf.MapSpec `ebpf:"xupf_buffer_scratch"`
+	XupfBuffered        *ebpf.MapSpec `ebpf:"xupf_buffered"`
+	XupfClock           *ebpf.MapSpec `ebpf:"xupf_clock"`
+	XupfClsChunks       *ebpf.MapSpec `ebpf:"xupf_cls_chunks"`
+	XupfClsClasses      *ebpf.MapSpec `ebpf:"xupf_cls_classes"`
+	XupfClsIndex        *ebpf.MapSpec `ebpf:"xupf_cls_index"`
+	XupfClsMacs         *ebpf.MapSpec `ebpf:"xupf_cls_macs"`
+	XupfClsStats        *ebpf.MapSpec `ebpf:"xupf_cls_stats"`
+	XupfContractCredits *ebpf.MapSpec `ebpf:"xupf_contract_credits"`
+	XupfContracts       *ebpf.MapSpec `ebpf:"xupf_contracts"`
+	XupfCpus            *ebpf.MapSpec `ebpf:"xupf_cpus"`
+	XupfDlKeys          *ebpf.MapSpec `ebpf:"xupf_dl_keys"`
+	XupfDrops           *ebpf.MapSpec `ebpf:"xupf_drops"`
+	XupfErrindEvents    *ebpf.MapSpec `ebpf:"xupf_errind_events"`
+	XupfErrindWindow    *ebpf.MapSpec `ebpf:"xupf_errind_window"`
+	XupfFars            *ebpf.MapSpec `ebpf:"xupf_fars"`
+	XupfFlowSeen        *ebpf.MapSpec `ebpf:"xupf_flow_seen"`
+	XupfFlows           *ebpf.MapSpec `ebpf:"xupf_flows"`
+	XupfLocalAddrs      *ebpf.MapSpec `ebpf:"xupf_local_addrs"`
+	XupfMeterCredits    *ebpf.MapSpec `ebpf:"xupf_meter_credits"`
+	XupfMeters          *ebpf.MapSpec `ebpf:"xupf_meters"`
+	XupfNexthops        *ebpf.MapSpec `ebpf:"xupf_nexthops"`
+	XupfPdrs            *ebpf.MapSpec `ebpf:"xupf_pdrs"`
+	XupfPoliceStats     *ebpf.MapSpec `ebpf:"xupf_police_stats"`
+	XupfQuotaLists      *ebpf.MapSpec `ebpf:"xupf_quota_lists"`
+	XupfQuotas          *ebpf.MapSpec `ebpf:"xupf_quotas"`
+	XupfRefs            *ebpf.MapSpec `ebpf:"xupf_refs"`
+	XupfRouteDir        *ebpf.MapSpec `ebpf:"xupf_route_dir"`
+	XupfRulesets        *ebpf.MapSpec `ebpf:"xupf_rulesets"`
+	XupfSdfExact        *ebpf.MapSpec `ebpf:"xupf_sdf_exact"`
+	XupfSdfLpm          *ebpf.MapSpec `ebpf:"xupf_sdf_lpm"`
+	XupfStats           *ebpf.MapSpec `ebpf:"xupf_stats"`
+	XupfTxPorts         *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
+	XupfUeAllowed       *ebpf.MapSpec `ebpf:"xupf_ue_allowed"`
+	XupfUlKeys          *ebpf.MapSpec `ebpf:"xupf_ul_keys"`
+	XupfUsage           *ebpf.MapSpec `ebpf:"xupf_usage"`
 }
 
 // xupfVariableSpecs contains global variables before they are loaded into the kernel.
@@ -752,42 +762,44 @@ func (o *xupfObjects) Close() error {
 //
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfMaps struct {
-	XupfBufferIn      *ebpf.Map `ebpf:"xupf_buffer_in"`
-	XupfBufferOut     *ebpf.Map `ebpf:"xupf_buffer_out"`
-	XupfBufferScratch *ebpf.Map `ebpf:"xupf_buffer_scratch"`
-	XupfBuffered      *ebpf.Map `ebpf:"xupf_buffered"`
-	XupfClock         *ebpf.Map `ebpf:"xupf_clock"`
-	XupfClsChunks     *ebpf.Map `ebpf:"xupf_cls_chunks"`
-	XupfClsClasses    *ebpf.Map `ebpf:"xupf_cls_classes"`
-	XupfClsIndex      *ebpf.Map `ebpf:"xupf_cls_index"`
-	XupfClsMacs       *ebpf.Map `ebpf:"xupf_cls_macs"`
-	XupfClsStats      *ebpf.Map `ebpf:"xupf_cls_stats"`
-	XupfContracts     *ebpf.Map `ebpf:"xupf_contracts"`
-	XupfCpus          *ebpf.Map `ebpf:"xupf_cpus"`
-	XupfDlKeys        *ebpf.Map `ebpf:"xupf_dl_keys"`
-	XupfDrops         *ebpf.Map `ebpf:"xupf_drops"`
-	XupfErrindEvents  *ebpf.Map `ebpf:"xupf_errind_events"`
-	XupfErrindWindow  *ebpf.Map `ebpf:"xupf_errind_window"`
-	XupfFars          *ebpf.Map `ebpf:"xupf_fars"`
-	XupfFlowSeen      *ebpf.Map `ebpf:"xupf_flow_seen"`
-	XupfFlows         *ebpf.Map `ebpf:"xupf_flows"`
-	XupfLocalAddrs    *ebpf.Map `ebpf:"xupf_local_addrs"`
-	XupfMeters        *ebpf.Map `ebpf:"xupf_meters"`
-	XupfNexthops      *ebpf.Map `ebpf:"xupf_nexthops"`
-	XupfPdrs          *ebpf.Map `ebpf:"xupf_pdrs"`
-	XupfPoliceStats   *ebpf.Map `ebpf:"xupf_police_stats"`
-	XupfQuotaLists    *ebpf.Map `ebpf:"xupf_quota_lists"`
-	XupfQuotas        *ebpf.Map `ebpf:"xupf_quotas"`
-	XupfRefs          *ebpf.Map `ebpf:"xupf_refs"`
-	XupfRouteDir      *ebpf.Map `ebpf:"xupf_route_dir"`
-	XupfRulesets      *ebpf.Map `ebpf:"xupf_rulesets"`
-	XupfSdfExact      *ebpf.Map `ebpf:"xupf_sdf_exact"`
-	XupfSdfLpm        *ebpf.Map `ebpf:"xupf_sdf_lpm"`
-	XupfStats         *ebpf.Map `ebpf:"xupf_stats"`
-	XupfTxPorts       *ebpf.Map `ebpf:"xupf_tx_ports"`
-	XupfUeAllowed     *ebpf.Map `ebpf:"xupf_ue_allowed"`
-	XupfUlKeys        *ebpf.Map `ebpf:"xupf_ul_keys"`
-	XupfUsage         *ebpf.Map `ebpf:"xupf_usage"`
+	XupfBufferIn        *ebpf.Map `ebpf:"xupf_buffer_in"`
+	XupfBufferOut       *ebpf.Map `ebpf:"xupf_buffer_out"`
+	XupfBufferScratch   *ebpf.Map `ebpf:"xupf_buffer_scratch"`
+	XupfBuffered        *ebpf.Map `ebpf:"xupf_buffered"`
+	XupfClock           *ebpf.Map `ebpf:"xupf_clock"`
+	XupfClsChunks       *ebpf.Map `ebpf:"xupf_cls_chunks"`
+	XupfClsClasses      *ebpf.Map `ebpf:"xupf_cls_classes"`
+	XupfClsIndex        *ebpf.Map `ebpf:"xupf_cls_index"`
+	XupfClsMacs         *ebpf.Map `ebpf:"xupf_cls_macs"`
+	XupfClsStats        *ebpf.Map `ebpf:"xupf_cls_stats"`
+	XupfContractCredits *ebpf.Map `ebpf:"xupf_contract_credits"`
+	XupfContracts       *ebpf.Map `ebpf:"xupf_contracts"`
+	XupfCpus            *ebpf.Map `ebpf:"xupf_cpus"`
+	XupfDlKeys          *ebpf.Map `ebpf:"xupf_dl_keys"`
+	XupfDrops           *ebpf.Map `ebpf:"xupf_drops"`
+	XupfErrindEvents    *ebpf.Map `ebpf:"xupf_errind_events"`
+	XupfErrindWindow    *ebpf.Map `ebpf:"xupf_errind_window"`
+	XupfFars            *ebpf.Map `ebpf:"xupf_fars"`
+	XupfFlowSeen        *ebpf.Map `ebpf:"xupf_flow_seen"`
+	XupfFlows           *ebpf.Map `ebpf:"xupf_flows"`
+	XupfLocalAddrs      *ebpf.Map `ebpf:"xupf_local_addrs"`
+	XupfMeterCredits    *ebpf.Map `ebpf:"xupf_meter_credits"`
+	XupfMeters          *ebpf.Map `ebpf:"xupf_meters"`
+	XupfNexthops        *ebpf.Map `ebpf:"xupf_nexthops"`
+	XupfPdrs            *ebpf.Map `ebpf:"xupf_pdrs"`
+	XupfPoliceStats     *ebpf.Map `ebpf:"xupf_police_stats"`
+	XupfQuotaLists      *ebpf.Map `ebpf:"xupf_quota_lists"`
+	XupfQuotas          *ebpf.Map `ebpf:"xupf_quotas"`
+	XupfRefs            *ebpf.Map `ebpf:"xupf_refs"`
+	XupfRouteDir        *ebpf.Map `ebpf:"xupf_route_dir"`
+	XupfRulesets        *ebpf.Map `ebpf:"xupf_rulesets"`
+	XupfSdfExact        *ebpf.Map `ebpf:"xupf_sdf_exact"`
+	XupfSdfLpm          *ebpf.Map `ebpf:"xupf_sdf_lpm"`
+	XupfStats           *ebpf.Map `ebpf:"xupf_stats"`
+	XupfTxPorts         *ebpf.Map `ebpf:"xupf_tx_ports"`
+	XupfUeAllowed       *ebpf.Map `ebpf:"xupf_ue_allowed"`
+	XupfUlKeys          *ebpf.Map `ebpf:"xupf_ul_keys"`
+	XupfUsage           *ebpf.Map `ebpf:"xupf_usage"`
 }
 
 func (m *xupfMaps) Close() error {
@@ -802,6 +814,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfClsIndex,
 		m.XupfClsMacs,
 		m.XupfClsStats,
+		m.XupfContractCredits,
 		m.XupfContracts,
 		m.XupfCpus,
 		m.XupfDlKeys,
@@ -812,6 +825,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfFlowSeen,
 		m.XupfFlows,
 		m.XupfLocalAddrs,
+		m.XupfMeterCredits,
 		m.XupfMeters,
 		m.XupfNexthops,
 		m.XupfPdrs,

@@ -41,6 +41,12 @@ const (
 	MaxRefillNS = 1_000_000
 )
 
+// ChunkDiv: a CPU's credit takes a token bucket's tokens ChunkDiv-th of the burst at a time
+// (struct meter's chunk), so that it touches the shared bucket once per chunk rather than per
+// packet. Each CPU then holds less than a chunk, and a meter passes at most one chunk per CPU
+// more than burst + rate × time over any interval.
+const ChunkDiv = 64
+
 // RebaseNS is SW_REBASE_NS: the sliding window's origin moves when it is this old.
 const RebaseNS = 1 << 40
 
@@ -56,6 +62,7 @@ type State struct {
 	Tokens int64  // token bucket: byte-nanoseconds, at most Burst × 1e9
 	Last   uint64 // token bucket: clock of the last refill
 	Refill uint64 // token bucket: the least time between refills, ns
+	Chunk  int64  // token bucket: byte-nanoseconds a CPU's credit takes at once
 
 	Base   uint64 // sliding window: clock origin of Start
 	Start  int64  // sliding window: window start, (clock - Base) << SWShift
@@ -87,6 +94,7 @@ func New(rate, burst uint64) (State, error) {
 		Burst:  burst,
 		Tokens: int64(scaled),
 		Refill: min(max(ns/refillDiv, MinRefillNS), MaxRefillNS),
+		Chunk:  int64(scaled / ChunkDiv),
 		// burst / rate in 1/2^SWShift ns, without shifting scaled (which would overflow)
 		Window: max(1, ns<<SWShift+(rem<<SWShift)/rate),
 		Wlen:   max(1, ns),
@@ -95,17 +103,24 @@ func New(rate, burst uint64) (State, error) {
 	return s, nil
 }
 
-// Model is the plain reference of meter.h's algorithms on one CPU: exact integer arithmetic,
-// written for reading rather than speed. The datapath must give the same verdict for every
-// packet.
+// Model is the plain reference of meter.h's algorithms: exact integer arithmetic, written for
+// reading rather than speed. The datapath must give the same verdict for every packet sent
+// on one CPU (Pass); PassOn models several CPUs taking turns, each with its token bucket
+// credit.
 type Model struct {
-	Algo  Algo
-	State State
+	Algo   Algo
+	State  State
+	Credit []int64 // token bucket: each CPU's credit in byte-nanoseconds (struct meter_credit)
 }
 
-// Pass charges a packet of size bytes at clock now and says whether it conforms; a packet
-// that does not is not charged.
+// Pass charges a packet of size bytes at clock now on CPU 0 and says whether it conforms; a
+// packet that does not is not charged.
 func (r *Model) Pass(size uint32, now uint64) bool {
+	return r.PassOn(0, size, now)
+}
+
+// PassOn is Pass on CPU cpu.
+func (r *Model) PassOn(cpu int, size uint32, now uint64) bool {
 	m := &r.State
 	switch r.Algo {
 	case SlidingWindow:
@@ -141,6 +156,17 @@ func (r *Model) Pass(size uint32, now uint64) bool {
 		m.Count += int64(size)
 		return true
 	}
+	if cpu >= len(r.Credit) {
+		r.Credit = append(r.Credit, make([]int64, cpu+1-len(r.Credit))...)
+	}
+	credit := &r.Credit[cpu]
+	need := int64(size) * nsPerSec
+	if *credit >= need {
+		*credit -= need
+		return true
+	}
+	// The credit falls short: refill, then take a chunk while the bucket holds one, else just
+	// what the packet misses.
 	if now < m.Last {
 		m.Last = now
 	} else if now-m.Last >= m.Refill {
@@ -154,10 +180,15 @@ func (r *Model) Pass(size uint32, now uint64) bool {
 			m.Tokens += int64(add)
 		}
 	}
-	need := int64(size) * nsPerSec
-	if m.Tokens < need {
+	miss := need - *credit
+	take := miss
+	if m.Chunk > miss && m.Tokens >= m.Chunk {
+		take = m.Chunk
+	}
+	if m.Tokens < take {
 		return false
 	}
-	m.Tokens -= need
+	m.Tokens -= take
+	*credit += take - need
 	return true
 }

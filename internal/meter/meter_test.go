@@ -1,8 +1,10 @@
 package meter
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNewBounds(t *testing.T) {
@@ -144,5 +146,72 @@ func TestModelRefillInterval(t *testing.T) {
 	}
 	if n := count(t0 + 1_500_000); n != 150 {
 		t.Errorf("after 1.5 ms %d packets passed, want 150 (the whole time since the last refill)", n)
+	}
+}
+
+// TestModelCreditBound: CPUs that take a token bucket's tokens a chunk at a time pass, over
+// any interval, at most burst + rate × time + one chunk per CPU, and under a load above the
+// rate no less than burst + rate × time less one chunk per CPU (the credit idle CPUs hold),
+// a refill interval's tokens and a packet. Four CPUs, packets on a CPU drawn at random, at
+// twice the rate; one CPU falls silent halfway, holding its credit. Then, after an idle that
+// fills the bucket, every CPU sends at once: the burst and the credits they hold pass.
+func TestModelCreditBound(t *testing.T) {
+	const (
+		rate, burst = 1_000_000, 64_000 // bytes/s, bytes: a chunk is 1000 bytes, ten packets
+		size        = 100
+		cpus        = 4
+		packets     = 20_000
+		gap         = nsPerSec * size / rate / 2 // offered: twice the rate
+		t0          = 1_000_000_000_000
+	)
+	s, err := New(rate, burst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := s.Chunk / nsPerSec
+	if chunk != burst/ChunkDiv {
+		t.Fatalf("chunk %d bytes, want %d", chunk, burst/ChunkDiv)
+	}
+	m := Model{Algo: TokenBucket, State: s}
+	rng := rand.New(rand.NewPCG(1, 2))
+	at := make([]uint64, 0, packets) // when each passed packet passed
+	for i := range packets {
+		now := t0 + uint64(i)*gap
+		cpu := rng.IntN(cpus)
+		if i >= packets/2 && cpu == cpus-1 {
+			cpu = 0 // the last CPU is silent from halfway
+		}
+		if m.PassOn(cpu, size, now) {
+			at = append(at, now)
+		}
+	}
+	end := t0 + uint64(packets-1)*gap
+	least := burst + rate*float64(end-t0)/nsPerSec - float64(cpus*chunk) - float64(s.Refill)*rate/nsPerSec - size
+	if got := float64(len(at) * size); got < least {
+		t.Errorf("%.0f bytes passed in %v at twice the rate, fewer than %.0f", got, time.Duration(end-t0), least)
+	}
+	full := end + 2*nsPerSec*burst/rate
+	held := m.Credit[0] + m.Credit[1] + m.Credit[2] + m.Credit[3]
+	passed := 0
+	for i := range 2 * burst / size {
+		if m.PassOn(i%cpus, size, full) {
+			at = append(at, full)
+			passed += size
+		}
+	}
+	t.Logf("all CPUs at once after an idle: %d bytes passed, the CPUs held %d", passed, held/nsPerSec)
+	if passed < burst || passed > burst+cpus*int(chunk) {
+		t.Errorf("all CPUs at once after an idle: %d bytes passed, want the burst (%d) and at most a chunk per CPU more",
+			passed, burst)
+	}
+	// Over any interval [at[i], at[j]]: the bytes of packets i to j.
+	most := func(d uint64) float64 { return burst + rate*float64(d)/nsPerSec + float64(cpus*chunk) }
+	for i := 0; i < len(at); i += 89 {
+		for j := i; j < len(at); j++ {
+			if got := float64((j - i + 1) * size); got > most(at[j]-at[i]) {
+				t.Fatalf("%.0f bytes passed in %v, more than burst + rate × time + %d chunks (%.0f)",
+					got, time.Duration(at[j]-at[i]), cpus, most(at[j]-at[i]))
+			}
+		}
 	}
 }
