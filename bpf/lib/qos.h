@@ -33,13 +33,21 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_meter_credits SEC(".maps");
 
-/* meter_slot_pass runs meter_pass on a meter slot at the packet's clock *now: a subprogram,
- * so that the four meters of a PDR share one copy of the algorithm. A token bucket's packet
- * that its CPU's credit covers does not look the shared meter up. A missing slot passes. */
-static __noinline int meter_slot_pass(__u32 slot, __u32 len, __u64 *now)
+/* meter_slot_charge runs meter_pass on a meter slot, with c the CPU's credit of it (token
+ * bucket) and *now the packet's clock: a subprogram, so that the four meters of a PDR share
+ * one copy of the algorithm. A missing slot passes. */
+static __noinline int meter_slot_charge(__u32 slot, struct meter_credit *c, __u32 len, __u64 *now)
+{
+	struct meter *m = bpf_map_lookup_elem(&xupf_meters, &slot);
+
+	return m ? meter_pass(m, c, len, now) : 1;
+}
+
+/* meter_slot_pass is meter_slot_charge, but a token bucket's packet that its CPU's credit
+ * covers is paid inline: no call, no lookup of the shared meter. */
+static __always_inline int meter_slot_pass(__u32 slot, __u32 len, __u64 *now)
 {
 	struct meter_credit *c = NULL;
-	struct meter *m;
 
 	if (cfg_meter_algo == METER_TOKEN_BUCKET) {
 		c = bpf_map_lookup_elem(&xupf_meter_credits, &slot);
@@ -48,8 +56,7 @@ static __noinline int meter_slot_pass(__u32 slot, __u32 len, __u64 *now)
 		if (meter_spend(c, len))
 			return 1;
 	}
-	m = bpf_map_lookup_elem(&xupf_meters, &slot);
-	return m ? meter_pass(m, c, len, now) : 1;
+	return meter_slot_charge(slot, c, len, now);
 }
 
 static __noinline void meter_slot_refund(__u32 slot, __u32 len)
