@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/xupf/xupf/internal/session"
 )
 
@@ -109,30 +107,7 @@ func (t *Topology) SendDownlink(s session.Session, n int, payload func(i int) []
 // SendDownlinkTo is SendDownlink to the UE's port uePort instead of UEPort, for packets that
 // an SDF filter on the UE's ("assigned") port should select, or not.
 func (t *Topology) SendDownlinkTo(s session.Session, uePort uint16, n int, payload func(i int) []byte) error {
-	var conn *net.UDPConn
-	err := t.Do(t.DNNS, func() error {
-		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(DNAddr, DNSrcPort)))
-		conn = c
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("testbed: downlink socket in %s: %w", t.DNNS, err)
-	}
-	defer conn.Close()
-	// Fixed, so that the check of the UPF's TTL decrement does not depend on the host's
-	// ip_default_ttl.
-	if err := setSockopts(conn, func(fd int) error {
-		return unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_TTL, InnerTTL)
-	}); err != nil {
-		return fmt.Errorf("testbed: set IP_TTL: %w", err)
-	}
-	dst := net.UDPAddrFromAddrPort(netip.AddrPortFrom(s.UE, uePort))
-	for i := range n {
-		if _, err := conn.WriteToUDP(payload(i), dst); err != nil {
-			return fmt.Errorf("testbed: send downlink packet %d of %d: %w", i+1, n, err)
-		}
-	}
-	return nil
+	return t.SendUDP(t.DNNS, netip.AddrPortFrom(DNAddr, DNSrcPort), netip.AddrPortFrom(s.UE, uePort), n, payload)
 }
 
 // ListenGNB starts receiving GTP-U on the gNB socket (10.100.3.2:2152), after discarding

@@ -1,0 +1,333 @@
+package e2e
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xupf/xupf/internal/config"
+	"github.com/xupf/xupf/internal/testbed"
+)
+
+// Transit traffic through the box with the flow cache on and no UPF session: the gnb host
+// and the DN host talk to each other in plain IP, routed by the upf namespace's kernel.
+
+// newFlowCacheEnv starts xupfd with the flow cache on (maxFlows, idle timeout idle or, when
+// 0, the default) and no session, and routes the gnb and DN hosts to each other through the box.
+func newFlowCacheEnv(t *testing.T, maxFlows int, idle time.Duration) *env {
+	t.Helper()
+	e := newEnvConfig(t, func(c *config.Config) {
+		c.FlowCache.MaxFlows = maxFlows
+		c.FlowCache.IdleTimeout = cmp.Or(idle, c.FlowCache.IdleTimeout)
+	})
+	if err := e.topo.AddTransitRoutes(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// flowCounters are the flow cache's counters of the datapath.
+var flowCounters = []string{"flow_hit", "flow_miss", "flow_learned", "flow_full"}
+
+// flowDeltas runs fn and returns how much each flow cache counter grew meanwhile.
+func (e *env) flowDeltas(fn func()) map[string]uint64 {
+	e.t.Helper()
+	before := e.stats().Counters
+	fn()
+	after := e.stats().Counters
+	d := map[string]uint64{}
+	for _, k := range flowCounters {
+		d[k] = after[k] - before[k]
+	}
+	return d
+}
+
+// transit sends n datagrams from src in namespace srcNS to dst in dstNS and returns what
+// arrived.
+func (e *env) transit(srcNS string, src netip.AddrPort, dstNS string, dst netip.AddrPort, n int, payload func(int) []byte) []testbed.Datagram {
+	e.t.Helper()
+	rx, err := e.topo.ListenUDP(dstNS, dst)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rx.Close()
+	if err := e.topo.SendUDP(srcNS, src, dst, n, payload); err != nil {
+		e.t.Fatal(err)
+	}
+	got, err := rx.Collect(n, recvTimeout)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return got
+}
+
+// checkTransit checks that the n datagrams sent arrived from src, in order, routed once (TTL
+// one less than sent).
+func checkTransit(t *testing.T, what string, got []testbed.Datagram, src netip.AddrPort, n int, payload func(int) []byte) {
+	t.Helper()
+	if len(got) != n {
+		t.Errorf("%s: %d of %d datagrams arrived", what, len(got), n)
+	}
+	for i, d := range got {
+		if d.Src != src || string(d.Data) != string(payload(i)) || d.TTL != testbed.InnerTTL-1 {
+			t.Errorf("%s: datagram %d from %s TTL %d %q, want from %s TTL %d %q", what, i, d.Src, d.TTL, d.Data,
+				src, testbed.InnerTTL-1, payload(i))
+			return
+		}
+	}
+}
+
+// cachedFlow returns the cache's entry of the UDP or TCP flow from src to dst, if any.
+func (e *env) cachedFlow(proto uint8, src, dst netip.AddrPort) (testbed.CachedFlow, bool) {
+	e.t.Helper()
+	flows, err := e.topo.CachedFlows()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, f := range flows {
+		if f.Proto == proto && f.Src == src && f.Dst == dst {
+			return f, true
+		}
+	}
+	return testbed.CachedFlow{}, false
+}
+
+const (
+	protoTCP = 6
+	protoUDP = 17
+)
+
+// flowTransit sends a flow's first datagram, which the kernel forwards and the learner
+// learns, then the rest, which the cache forwards, and checks all arrived and the counters.
+func (e *env) flowTransit(t *testing.T, what, srcNS string, src netip.AddrPort, dstNS string, dst netip.AddrPort, n int) {
+	t.Helper()
+	payload := testbed.Payload(what)
+	d := e.flowDeltas(func() {
+		checkTransit(t, what+", first packet", e.transit(srcNS, src, dstNS, dst, 1, payload), src, 1, payload)
+	})
+	if want := map[string]uint64{"flow_miss": 1, "flow_learned": 1}; !sameCounters(d, want) {
+		t.Errorf("%s, first packet: flow counters grew by %v, want %v", what, d, want)
+	}
+	rest := func(i int) []byte { return payload(i + 1) }
+	d = e.flowDeltas(func() {
+		checkTransit(t, what, e.transit(srcNS, src, dstNS, dst, n-1, rest), src, n-1, rest)
+	})
+	if want := map[string]uint64{"flow_hit": uint64(n - 1)}; !sameCounters(d, want) {
+		t.Errorf("%s, after the first packet: flow counters grew by %v, want %v", what, d, want)
+	}
+	if f, ok := e.cachedFlow(protoUDP, src, dst); !ok || f.Packets != uint64(n) {
+		t.Errorf("%s: cached flow %+v (found %t), want one of %d packets", what, f, ok, n)
+	}
+}
+
+// sameCounters compares counter deltas, taking a missing counter for 0.
+func sameCounters(got, want map[string]uint64) bool {
+	for _, k := range flowCounters {
+		if got[k] != want[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestFlowCacheTransit: UDP between the gnb host and the DN host, both ways, with no UPF
+// session: the kernel routes each flow's first packet, the cache every later one, all of
+// them arrive routed (TTL one less), and the cached flow counts them all.
+func TestFlowCacheTransit(t *testing.T) {
+	e := newFlowCacheEnv(t, 64, 0)
+	gnb := netip.AddrPortFrom(testbed.GNBAddr, 7100)
+	dn := netip.AddrPortFrom(testbed.DNAddr, testbed.DNPort)
+	e.flowTransit(t, "gnb to dn", e.topo.GNBNS, gnb, e.topo.DNNS, dn, packets)
+	e.flowTransit(t, "dn to gnb", e.topo.DNNS, dn, e.topo.GNBNS, gnb, packets)
+}
+
+// tcpPair is a TCP connection from the gnb host to the DN host through the box: client is
+// the gnb end, server the DN end.
+type tcpPair struct {
+	client, server *net.TCPConn
+}
+
+// dialTransit connects the gnb host to the DN host at port, through the box.
+func (e *env) dialTransit(port uint16) tcpPair {
+	e.t.Helper()
+	dst := netip.AddrPortFrom(testbed.DNAddr, port)
+	var ln *net.TCPListener
+	err := e.topo.Do(e.topo.DNNS, func() (err error) {
+		ln, err = net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(dst))
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer ln.Close()
+	var p tcpPair
+	err = e.topo.Do(e.topo.GNBNS, func() (err error) {
+		p.client, err = net.DialTCP("tcp4", nil, net.TCPAddrFromAddrPort(dst))
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { p.client.Close() })
+	if err := ln.SetDeadline(time.Now().Add(recvTimeout)); err != nil {
+		e.t.Fatal(err)
+	}
+	if p.server, err = ln.AcceptTCP(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { p.server.Close() })
+	return p
+}
+
+// addrs are the connection's ends as the gnb host (client) and the DN host (server) see them.
+func (p tcpPair) addrs() (client, server netip.AddrPort) {
+	return p.client.LocalAddr().(*net.TCPAddr).AddrPort(), p.server.LocalAddr().(*net.TCPAddr).AddrPort()
+}
+
+// exchange has the client send n messages, each echoed by the server, one at a time, so that
+// both directions carry packets after the handshake.
+func (p tcpPair) exchange(t *testing.T, n int) {
+	t.Helper()
+	msg, buf := []byte("transit tcp"), make([]byte, 64)
+	deadline := time.Now().Add(recvTimeout)
+	if err := errors.Join(p.client.SetDeadline(deadline), p.server.SetDeadline(deadline)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := p.client.Write(msg); err != nil {
+			t.Fatalf("message %d: client write: %v", i, err)
+		}
+		if _, err := io.ReadFull(p.server, buf[:len(msg)]); err != nil {
+			t.Fatalf("message %d: server read: %v", i, err)
+		}
+		if _, err := p.server.Write(buf[:len(msg)]); err != nil {
+			t.Fatalf("message %d: server write: %v", i, err)
+		}
+		if _, err := io.ReadFull(p.client, buf[:len(msg)]); err != nil {
+			t.Fatalf("message %d: client read: %v", i, err)
+		}
+	}
+}
+
+// TestFlowCacheTCPEnd: both directions of a TCP connection through the box are cached and
+// forwarded by the cache; a RST, and a FIN, go to the kernel, which delivers them, and the
+// entry of the direction they were sent in goes.
+func TestFlowCacheTCPEnd(t *testing.T) {
+	e := newFlowCacheEnv(t, 64, 0)
+	const exchanges = 20
+
+	cached := func(p tcpPair) (up, down bool) {
+		client, server := p.addrs()
+		_, up = e.cachedFlow(protoTCP, client, server)
+		_, down = e.cachedFlow(protoTCP, server, client)
+		return up, down
+	}
+	open := func(t *testing.T, port uint16) tcpPair {
+		p := e.dialTransit(port)
+		d := e.flowDeltas(func() { p.exchange(t, exchanges) })
+		// Each exchange is at least a segment each way; ACKs may come on their own.
+		if d["flow_hit"] < 2*exchanges || d["flow_miss"] != 0 {
+			t.Errorf("connection on port %d: flow counters grew by %v, want at least %d hits and no miss",
+				port, d, 2*exchanges)
+		}
+		if up, down := cached(p); !up || !down {
+			t.Errorf("connection on port %d: cached to the DN host %t, from it %t; want both", port, up, down)
+		}
+		return p
+	}
+
+	t.Run("RST", func(t *testing.T) {
+		p := open(t, 7201)
+		if err := p.client.SetLinger(0); err != nil { // close sends a RST
+			t.Fatal(err)
+		}
+		p.client.Close()
+		buf := make([]byte, 1)
+		if _, err := p.server.Read(buf); !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("the DN host's read after the client's RST: %v, want %v", err, syscall.ECONNRESET)
+		}
+		if up, _ := cached(p); up {
+			t.Error("the flow toward the DN host outlived its RST")
+		}
+	})
+	t.Run("FIN", func(t *testing.T) {
+		p := open(t, 7202)
+		if err := p.client.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1)
+		if _, err := p.server.Read(buf); err != io.EOF {
+			t.Fatalf("the DN host's read after the client's FIN: %v, want EOF", err)
+		}
+		if err := p.server.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.client.Read(buf); err != io.EOF {
+			t.Errorf("the gnb host's read after the server's FIN: %v, want EOF", err)
+		}
+		// The client's FIN removed the entry toward the DN host, but its last ACK (no
+		// FIN) is learnt afresh; nothing follows the server's FIN.
+		if _, down := cached(p); down {
+			t.Error("the flow from the DN host outlived its FIN")
+		}
+	})
+}
+
+// TestFlowCacheAging: a flow idle for the idle timeout leaves the cache; its next packet
+// goes to the kernel and is learnt again.
+func TestFlowCacheAging(t *testing.T) {
+	const idle = time.Second
+	e := newFlowCacheEnv(t, 64, idle)
+	gnb := netip.AddrPortFrom(testbed.GNBAddr, 7100)
+	dn := netip.AddrPortFrom(testbed.DNAddr, testbed.DNPort)
+	e.flowTransit(t, "before aging", e.topo.GNBNS, gnb, e.topo.DNNS, dn, 10)
+	start := time.Now()
+	// Aging looks every second: an idle flow goes between idle and idle + 2 s after its last
+	// packet (the coarse clock adds a tick).
+	for {
+		if _, ok := e.cachedFlow(protoUDP, gnb, dn); !ok {
+			break
+		}
+		if time.Since(start) > idle+3*time.Second {
+			t.Fatalf("the flow is still cached %s after its last packet (idle timeout %s)", time.Since(start), idle)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if gone := time.Since(start); gone < idle-100*time.Millisecond {
+		t.Errorf("the flow went %s after its last packet, before the idle timeout %s", gone, idle)
+	}
+	e.flowTransit(t, "after aging", e.topo.GNBNS, gnb, e.topo.DNNS, dn, 10)
+}
+
+// TestFlowCacheFull: with room for two flows, the third and fourth stay with the kernel:
+// every packet of theirs arrives through the kernel, and the learner counts flow_full for
+// those it tries to add (one per packet, unless a burst's notes overlap).
+func TestFlowCacheFull(t *testing.T) {
+	const room, flows, n = 2, 4, 10
+	e := newFlowCacheEnv(t, room, 0)
+	dn := netip.AddrPortFrom(testbed.DNAddr, testbed.DNPort)
+	for i := range flows {
+		src := netip.AddrPortFrom(testbed.GNBAddr, uint16(7100+i))
+		what := fmt.Sprintf("flow %d", i+1)
+		if i < room {
+			e.flowTransit(t, what, e.topo.GNBNS, src, e.topo.DNNS, dn, n)
+			continue
+		}
+		payload := testbed.Payload(what)
+		d := e.flowDeltas(func() {
+			checkTransit(t, what, e.transit(e.topo.GNBNS, src, e.topo.DNNS, dn, n, payload), src, n, payload)
+		})
+		if d["flow_miss"] != n || d["flow_hit"] != 0 || d["flow_learned"] != 0 || d["flow_full"] == 0 {
+			t.Errorf("%s, with the cache full: flow counters grew by %v, want %d misses, flow_full, nothing else", what, d, n)
+		}
+	}
+	if got, err := e.topo.CachedFlows(); err != nil || len(got) != room {
+		t.Errorf("the cache holds %d flows (err %v), want %d", len(got), err, room)
+	}
+}
