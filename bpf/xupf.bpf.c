@@ -72,13 +72,16 @@ pass:
 	return XDP_PASS;
 }
 
-/* The flow cache's learner, on TC egress of the attached interfaces: it only watches. */
+/* The flow cache's learner, on TC egress of the attached interfaces: it only watches. It
+ * returns TCX_NEXT (TC_ACT_UNSPEC: the kernel headers here predate TCX), not a verdict: a
+ * verdict would end the egress chain, and the TCX programs after it and the classic tc
+ * filters of the interface would no longer see the packet. */
 SEC("tc")
 int xupf_flow_learn(struct __sk_buff *skb)
 {
 	if (cfg_flowcache != FLOWCACHE_OFF)
 		flow_learn(skb);
-	return TC_ACT_OK;
+	return TC_ACT_UNSPEC;
 }
 
 /* The kernel's report of a flush of packets xupf_xdp spread (spread.h); loaded and attached
