@@ -77,6 +77,7 @@ type Topology struct {
 	handles map[string]netns.NsHandle
 	created []string             // namespaces to delete on Close, in creation order
 	xdp     map[string]link.Link // the veth peers' XDP_PASS programs, by interface
+	tcx     []link.Link          // TC programs a test attached (TagDNLink)
 	queues  int
 
 	gnbMu   sync.Mutex // guards gnbConn against Close
@@ -253,6 +254,9 @@ func (t *Topology) Close() error {
 		}
 		t.gnbMu.Unlock()
 		for _, l := range t.xdp {
+			errs = append(errs, l.Close())
+		}
+		for _, l := range t.tcx {
 			errs = append(errs, l.Close())
 		}
 		// Unpinning the links of a daemon that did not clean up (it was killed) detaches

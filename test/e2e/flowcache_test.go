@@ -147,6 +147,28 @@ func TestFlowCacheTransit(t *testing.T) {
 	e.flowTransit(t, "dn to gnb", e.topo.DNNS, dn, e.topo.GNBNS, gnb, packets)
 }
 
+// TestFlowCacheVLAN: the link to the DN host is on VLAN 10. Toward it the cache pushes the
+// tag the kernel's side added; from it the cache pops the tag the flow arrived with, and keys
+// the flow by that VLAN. The DN host takes only tagged frames, so a datagram that arrives
+// was tagged.
+func TestFlowCacheVLAN(t *testing.T) {
+	e := newFlowCacheEnv(t, 64, 0)
+	const vid = 10
+	if err := e.topo.TagDNLink(vid); err != nil {
+		t.Fatal(err)
+	}
+	gnb := netip.AddrPortFrom(testbed.GNBAddr, 7100)
+	dn := netip.AddrPortFrom(testbed.DNAddr, testbed.DNPort)
+	e.flowTransit(t, "gnb to dn, tag pushed", e.topo.GNBNS, gnb, e.topo.DNNS, dn, packets)
+	e.flowTransit(t, "dn to gnb, tag popped", e.topo.DNNS, dn, e.topo.GNBNS, gnb, packets)
+	if f, _ := e.cachedFlow(protoUDP, dn, gnb); f.VLAN != vid {
+		t.Errorf("the flow from the DN host is cached with VLAN %d, want %d", f.VLAN, vid)
+	}
+	if f, _ := e.cachedFlow(protoUDP, gnb, dn); f.VLAN != 0 {
+		t.Errorf("the flow from the gnb host is cached with VLAN %d, want 0 (untagged)", f.VLAN)
+	}
+}
+
 // tcpPair is a TCP connection from the gnb host to the DN host through the box: client is
 // the gnb end, server the DN end.
 type tcpPair struct {
