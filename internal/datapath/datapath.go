@@ -340,6 +340,9 @@ func Load(opts Options) (*Datapath, error) {
 		d.closeObjs()
 		return nil, err
 	}
+	if opts.FlowCache.on() {
+		d.router.Watch(d.invalidateFlows)
+	}
 	if d.stopRouter, err = d.followRoutes(); err != nil {
 		d.stopAddrs()
 		d.closeObjs()

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/xupf/xupf/internal/router"
 )
 
 // FlowCacheOptions configure the flow cache (bpf/lib/flowcache.h): the kernel forwards a
@@ -160,6 +163,14 @@ func (d *Datapath) Flows() ([]Flow, error) {
 // FlushFlows removes the cached flows match selects (every one when match is nil) and returns
 // how many it removed: their next packets go to the kernel, which decides afresh.
 func (d *Datapath) FlushFlows(match func(Flow) bool) (int, error) {
+	n, err := d.removeFlows(match)
+	d.flowsFlushed.Add(uint64(n))
+	return n, err
+}
+
+// removeFlows removes the cached flows match selects (every one when match is nil) and
+// returns how many it removed.
+func (d *Datapath) removeFlows(match func(Flow) bool) (int, error) {
 	flows, err := d.Flows()
 	if err != nil {
 		return 0, err
@@ -174,15 +185,36 @@ func (d *Datapath) FlushFlows(match func(Flow) bool) (int, error) {
 		}
 		n++
 	}
-	d.flowsFlushed.Add(uint64(n))
 	return n, nil
+}
+
+// invalidateFlows removes the flows a change of the kernel's forwarding may have voided: all
+// of them when routes or links changed, else those sent to a neighbour MAC that is gone.
+func (d *Datapath) invalidateFlows(ch router.Change) {
+	match := func(f Flow) bool {
+		for _, g := range ch.Gone {
+			if f.OutIfindex == g.Ifindex && bytes.Equal(f.DstMAC, g.MAC) {
+				return true
+			}
+		}
+		return false
+	}
+	if ch.Routes {
+		match = nil
+	}
+	n, err := d.removeFlows(match)
+	d.flowsInvalidated.Add(uint64(n))
+	if err != nil {
+		d.log.Warn("flow cache: remove the flows a route or neighbour change voided", "err", err)
+	}
 }
 
 // FlowCacheStats are the flow cache's own counters (the datapath's are in Stats).
 type FlowCacheStats struct {
-	Entries int    // flows cached now
-	Aged    uint64 // flows aging removed
-	Flushed uint64 // flows FlushFlows removed
+	Entries     int    // flows cached now
+	Aged        uint64 // flows aging removed
+	Flushed     uint64 // flows FlushFlows removed
+	Invalidated uint64 // flows removed because the kernel's decision may have changed
 }
 
 // flowAger removes idle flows a bounded number of entries at a time.
@@ -231,7 +263,8 @@ func (d *Datapath) FlowCacheStats() (FlowCacheStats, error) {
 	if err != nil {
 		return FlowCacheStats{}, err
 	}
-	return FlowCacheStats{Entries: len(flows), Aged: d.flowsAged.Load(), Flushed: d.flowsFlushed.Load()}, nil
+	return FlowCacheStats{Entries: len(flows), Aged: d.flowsAged.Load(), Flushed: d.flowsFlushed.Load(),
+		Invalidated: d.flowsInvalidated.Load()}, nil
 }
 
 // startAging runs ageFlows every ScanInterval until the returned stop is called.
@@ -261,8 +294,9 @@ func (d *Datapath) startAging() (stop func()) {
 
 // flowCounters are the counters of removals the daemon makes, beside the ager's state.
 type flowCounters struct {
-	flowsAged    atomic.Uint64
-	flowsFlushed atomic.Uint64
+	flowsAged        atomic.Uint64
+	flowsFlushed     atomic.Uint64
+	flowsInvalidated atomic.Uint64
 }
 
 // attachLearner attaches the flow cache's learner to TC egress of ifindex, or takes over the

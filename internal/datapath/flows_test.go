@@ -2,13 +2,16 @@ package datapath
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"github.com/vishvananda/netlink"
 )
 
 // Transit traffic through the box, no UPF session: a host behind n6 talks to a host behind n3.
@@ -322,5 +325,64 @@ func BenchmarkFlowCache(b *testing.B) {
 		for _, c := range cases {
 			b.Run(fmt.Sprintf("%s/max_flows=%d", c.name, maxFlows), func(b *testing.B) { benchPacket(b, e, c.pkt, c.verdict) })
 		}
+	}
+}
+
+// waitFlows waits until the cached flows' destination ports are want, in any order.
+func (e *testEnv) waitFlows(t *testing.T, what string, want ...uint16) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		flows, err := e.dp.Flows()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]uint16, 0, len(flows))
+		for _, f := range flows {
+			got = append(got, f.Key.DstPort)
+		}
+		slices.Sort(got)
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: flows to ports %v after 3s, want %v", what, got, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestFlowCacheInvalidation: a neighbour's MAC changing removes the flows sent to the old MAC
+// and only those; a route change removes every flow.
+func TestFlowCacheInvalidation(t *testing.T) {
+	e := newFlowEnv(t, 16)
+	// Port 443 leaves through n3 to the gNB's MAC, port 444 through n6 to the DN router's.
+	e.putFlow(t, 0, xupfFlow{})
+	k := transitKey
+	k.DstPort, k.Ifindex = 444, e.n3
+	if err := e.dp.objs.XupfFlows.Put(k.raw(), xupfFlow{Ifindex: uint32(e.n6), Mtu: 1500, Dmac: [6]byte(macDN), Smac: [6]byte(macN6)}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFlows(t, "before the changes", 443, 444)
+
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(e.do(func() error {
+		return netlink.NeighSet(&netlink.Neigh{LinkIndex: e.n3, State: netlink.NUD_PERMANENT, IP: addrGNB.AsSlice(),
+			HardwareAddr: net.HardwareAddr{2, 0, 0, 0, 1, 9}, Family: netlink.FAMILY_V4})
+	}))
+	e.waitFlows(t, "the gNB's MAC changed", 444)
+
+	_, dst, _ := net.ParseCIDR("192.0.2.0/24")
+	must(e.do(func() error {
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: e.n6, Dst: dst, Gw: net.ParseIP("10.0.2.2")})
+	}))
+	e.waitFlows(t, "a route added")
+	if st, err := e.dp.FlowCacheStats(); err != nil || st.Invalidated != 2 || st.Flushed != 0 {
+		t.Errorf("flow cache stats %+v (err %v), want 2 invalidated, none flushed", st, err)
 	}
 }

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -40,6 +41,8 @@ func (r *Router) Follow(ns netns.NsHandle) (stop func(), err error) {
 		ns.Close()
 		return nil, err
 	}
+	// What was copied of the kernel's decisions before (by an earlier run) may be stale.
+	r.notify(Change{Routes: true})
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
@@ -148,6 +151,7 @@ func (f *follower) run(s subscriptions) {
 			if err := f.resync(); err != nil {
 				f.r.log.Error("router: resynchronise", "err", err)
 			}
+			f.r.notify(Change{Routes: true}) // events were lost
 		}
 	}
 }
@@ -163,7 +167,8 @@ func (f *follower) follow(s subscriptions) {
 			return
 		}
 		var err error
-		if b.routes || b.links {
+		ch := Change{Routes: b.routes || b.links}
+		if ch.Routes {
 			err = f.r.update(func(st *state) error {
 				for _, u := range b.neighs {
 					applyNeigh(st, u)
@@ -179,8 +184,13 @@ func (f *follower) follow(s subscriptions) {
 			err = f.r.updateNeighs(func(st *state) ([]neighKey, error) {
 				var keys []neighKey
 				for _, u := range b.neighs {
-					if k, ok := applyNeigh(st, u); ok {
-						keys = append(keys, k)
+					k, old, ok := applyNeigh(st, u)
+					if !ok {
+						continue
+					}
+					keys = append(keys, k)
+					if old != nil && !bytes.Equal(old, st.neighs[k]) {
+						ch.Gone = append(ch.Gone, GoneNeighbour{Ifindex: k.ifindex, MAC: old})
 					}
 				}
 				return keys, nil
@@ -189,6 +199,7 @@ func (f *follower) follow(s subscriptions) {
 		if err != nil {
 			f.r.log.Error("router: update the route table", "err", err)
 		}
+		f.r.notify(ch)
 		if b.closed {
 			return
 		}
@@ -331,18 +342,20 @@ func addrOf(ip net.IP) netip.Addr {
 	return a
 }
 
-// applyNeigh applies one neighbour event and returns the neighbour it is about, if IPv4: an
-// entry the kernel would send to (NUD_VALID: also stale, delay and probe, which it sends to
-// while it checks) is a next hop; any other state, or a deletion, is none.
-func applyNeigh(st *state, u netlink.NeighUpdate) (neighKey, bool) {
+// applyNeigh applies one neighbour event and returns the neighbour it is about, if IPv4, and
+// the MAC it had before (nil: none): an entry the kernel would send to (NUD_VALID: also
+// stale, delay and probe, which it sends to while it checks) is a next hop; any other state,
+// or a deletion, is none.
+func applyNeigh(st *state, u netlink.NeighUpdate) (k neighKey, old net.HardwareAddr, ok bool) {
 	if u.Family != netlink.FAMILY_V4 {
-		return neighKey{}, false
+		return neighKey{}, nil, false
 	}
 	a := addrOf(u.IP)
 	if !a.IsValid() {
-		return neighKey{}, false
+		return neighKey{}, nil, false
 	}
-	k := neighKey{a, u.LinkIndex}
+	k = neighKey{a, u.LinkIndex}
+	old = st.neighs[k]
 	const valid = netlink.NUD_PERMANENT | netlink.NUD_NOARP | netlink.NUD_REACHABLE |
 		netlink.NUD_PROBE | netlink.NUD_STALE | netlink.NUD_DELAY
 	if u.Type == unix.RTM_NEWNEIGH && u.State&valid != 0 && len(u.HardwareAddr) == 6 {
@@ -350,5 +363,5 @@ func applyNeigh(st *state, u netlink.NeighUpdate) (neighKey, bool) {
 	} else {
 		delete(st.neighs, k)
 	}
-	return k, true
+	return k, old, true
 }

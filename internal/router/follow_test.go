@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"maps"
 	"net"
 	"net/netip"
@@ -69,6 +70,12 @@ func addLink(t *testing.T, h *netlink.Handle) netlink.Link {
 // follow starts a mirroring router in ns over a fresh table.
 func follow(t *testing.T, ns netns.NsHandle) *Router {
 	t.Helper()
+	return followWatched(t, ns, nil)
+}
+
+// followWatched is follow with watch (nil: none) given to Router.Watch.
+func followWatched(t *testing.T, ns netns.NsHandle, watch func(Change)) *Router {
+	t.Helper()
 	fd, err := unix.Dup(int(ns))
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +84,7 @@ func follow(t *testing.T, ns netns.NsHandle) *Router {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.Watch(watch)
 	stop, err := r.Follow(netns.NsHandle(fd))
 	if err != nil {
 		t.Fatal(err)
@@ -177,6 +185,50 @@ func TestFollowMirrorsTheKernel(t *testing.T) {
 	must(t, h.LinkSetDown(a))
 	for _, p := range []netip.Prefix{dn, onLink, gw} {
 		waitEntry(t, r, p, nil)
+	}
+}
+
+// TestFollowReportsChanges: Watch hears of every route change and of every neighbour MAC that
+// stops being valid, and not of a neighbour confirmed with the MAC it had.
+func TestFollowReportsChanges(t *testing.T) {
+	ns, h := newNS(t)
+	a := addLink(t, h)
+	idx := a.Attrs().Index
+	changes := make(chan Change, 16)
+	followWatched(t, ns, func(c Change) { changes <- c })
+	next := func(what string) Change {
+		t.Helper()
+		select {
+		case c := <-changes:
+			return c
+		case <-time.After(3 * time.Second):
+			t.Fatalf("%s: no change reported within 3s", what)
+			return Change{}
+		}
+	}
+	if c := next("start"); !c.Routes {
+		t.Errorf("start: %+v, want routes (what was copied before may be stale)", c)
+	}
+	m1, m2 := net.HardwareAddr{2, 0, 0, 0, 1, 2}, net.HardwareAddr{2, 0, 0, 0, 1, 3}
+	neigh := func(m net.HardwareAddr, state int) *netlink.Neigh {
+		return &netlink.Neigh{LinkIndex: idx, Family: netlink.FAMILY_V4, State: state, IP: net.IP{10, 0, 1, 2}, HardwareAddr: m}
+	}
+	must(t, h.NeighAdd(neigh(m1, netlink.NUD_PERMANENT)))
+	must(t, h.NeighSet(neigh(m1, netlink.NUD_REACHABLE))) // the same MAC: nothing to report
+	must(t, h.NeighSet(neigh(m2, netlink.NUD_REACHABLE)))
+	want := GoneNeighbour{Ifindex: idx, MAC: m1}
+	if c := next("MAC changed"); c.Routes || len(c.Gone) != 1 || c.Gone[0].Ifindex != want.Ifindex || !bytes.Equal(c.Gone[0].MAC, want.MAC) {
+		t.Errorf("MAC changed: %+v, want %+v gone", c, want)
+	}
+	must(t, h.NeighDel(neigh(m2, netlink.NUD_REACHABLE)))
+	want.MAC = m2
+	if c := next("neighbour deleted"); c.Routes || len(c.Gone) != 1 || !bytes.Equal(c.Gone[0].MAC, want.MAC) {
+		t.Errorf("neighbour deleted: %+v, want %+v gone", c, want)
+	}
+	_, dst, _ := net.ParseCIDR("192.0.2.0/24")
+	must(t, h.RouteAdd(&netlink.Route{LinkIndex: idx, Dst: dst, Gw: net.IP{10, 0, 1, 2}}))
+	if c := next("route added"); !c.Routes {
+		t.Errorf("route added: %+v, want routes", c)
 	}
 }
 

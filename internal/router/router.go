@@ -273,6 +273,34 @@ type Router struct {
 	idx       index // of the last full resolution
 	// private: routes and neighbours come from AddRoute and AddNeighbour, not the kernel.
 	private bool
+	watch   func(Change) // see Watch; nil: none
+}
+
+// Change is what Follow saw change in the kernel's forwarding, for those that keep copies of
+// the kernel's decisions (the flow cache): in mirror mode, routes and neighbours; in private
+// mode, where the kernel's routes are not followed, only links and lost events.
+type Change struct {
+	// Routes: routes or links changed, or events were lost: any decision may differ now.
+	Routes bool
+	// Gone are the neighbours whose MAC is no longer the one to send to (deleted, failed,
+	// or changed): frames to that MAC out of that interface now go nowhere.
+	Gone []GoneNeighbour
+}
+
+// GoneNeighbour is a neighbour's former MAC on interface Ifindex.
+type GoneNeighbour struct {
+	Ifindex int
+	MAC     net.HardwareAddr
+}
+
+// Watch has fn called, from Follow's goroutine, after each change Follow applied (once as it
+// starts: what was copied before may be stale). Call it before Follow.
+func (r *Router) Watch(fn func(Change)) { r.watch = fn }
+
+func (r *Router) notify(ch Change) {
+	if r.watch != nil && (ch.Routes || len(ch.Gone) > 0) {
+		r.watch(ch)
+	}
 }
 
 // New returns a Router writing into table. It takes the table as it is: the entries of an
