@@ -4,7 +4,7 @@ GO ?= $(or $(shell command -v go 2>/dev/null),/usr/local/go/bin/go)
 BIN := bin
 
 # Debian packages the build, the tests and the demo need.
-DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev bpftool iproute2 tshark iperf3 git make ca-certificates systemd
+DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev bpftool iproute2 tshark iperf3 nftables git make ca-certificates systemd
 
 .PHONY: all build generate check-generate fmt-check vet test fuzz bench bench-full bench-micro demo deps clean
 

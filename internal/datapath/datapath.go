@@ -147,7 +147,7 @@ type Datapath struct {
 	router                     *router.Router
 	stopRouter                 func() // stops following netlink for the router
 	ager                       flowAger
-	stopAging                  func() // stops aging the flow cache
+	stopFlows                  func() // stops aging the flow cache and following netfilter for it
 	flowCounters
 	drainState
 	stopDrains func() // stops finishDrains
@@ -348,13 +348,19 @@ func Load(opts Options) (*Datapath, error) {
 		d.closeObjs()
 		return nil, err
 	}
-	if err := d.startSpread(); err != nil {
+	if d.stopFlows, err = d.startFlowUpkeep(); err != nil {
 		d.stopRouter()
 		d.stopAddrs()
 		d.closeObjs()
 		return nil, err
 	}
-	d.stopAging = d.startAging()
+	if err := d.startSpread(); err != nil {
+		d.stopFlows()
+		d.stopRouter()
+		d.stopAddrs()
+		d.closeObjs()
+		return nil, err
+	}
 	stop, exited := make(chan struct{}), make(chan struct{})
 	go func() { defer close(exited); d.finishDrains(stop) }()
 	d.stopDrains = sync.OnceFunc(func() { close(stop); <-exited })
@@ -417,7 +423,7 @@ func (d *Datapath) Close(unpin bool) error {
 		errs = append(errs, a.close(unpin))
 		delete(d.links, name)
 	}
-	d.stopAging()
+	d.stopFlows()
 	d.stopRouter()
 	d.stopAddrs()
 	if d.cpuProg != nil {

@@ -14,8 +14,10 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/xupf/xupf/internal/nfwatch"
 	"github.com/xupf/xupf/internal/router"
 )
 
@@ -202,10 +204,16 @@ func (d *Datapath) invalidateFlows(ch router.Change) {
 	if ch.Routes {
 		match = nil
 	}
+	d.invalidate(match, "a route or neighbour change")
+}
+
+// invalidate removes the flows match selects (every one when nil) because what, a change in
+// the kernel, may have changed its decision for them.
+func (d *Datapath) invalidate(match func(Flow) bool, what string) {
 	n, err := d.removeFlows(match)
 	d.flowsInvalidated.Add(uint64(n))
 	if err != nil {
-		d.log.Warn("flow cache: remove the flows a route or neighbour change voided", "err", err)
+		d.log.Warn("flow cache: remove the flows "+what+" voided", "err", err)
 	}
 }
 
@@ -267,11 +275,46 @@ func (d *Datapath) FlowCacheStats() (FlowCacheStats, error) {
 		Invalidated: d.flowsInvalidated.Load()}, nil
 }
 
+// startFlowUpkeep starts what keeps the flow cache true to the kernel, in the namespace of the
+// calling thread: aging, and the removal of flows on netfilter events. The returned stop
+// stops both.
+func (d *Datapath) startFlowUpkeep() (stop func(), err error) {
+	if !d.opts.FlowCache.on() {
+		return func() {}, nil
+	}
+	ns, err := netns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("flow cache: %w", err)
+	}
+	defer ns.Close()
+	stopNF, err := nfwatch.Watch(ns, d.log, d.netfilterChanged)
+	if err != nil {
+		return nil, fmt.Errorf("flow cache: %w", err)
+	}
+	stopAging := d.startAging()
+	return func() { stopAging(); stopNF() }, nil
+}
+
+// netfilterChanged removes the flows netfilter events may have voided: every flow when the
+// ruleset changed (or events were lost), else the flows of the connections conntrack removed,
+// both directions.
+func (d *Datapath) netfilterChanged(ev nfwatch.Events) {
+	var match func(Flow) bool
+	if !ev.Ruleset {
+		gone := make(map[nfwatch.Tuple]bool, len(ev.Gone))
+		for _, t := range ev.Gone {
+			gone[t] = true
+		}
+		match = func(f Flow) bool {
+			k := f.Key
+			return gone[nfwatch.Tuple{Src: k.Src, Dst: k.Dst, SrcPort: k.SrcPort, DstPort: k.DstPort, Proto: k.Proto}]
+		}
+	}
+	d.invalidate(match, "a netfilter change")
+}
+
 // startAging runs ageFlows every ScanInterval until the returned stop is called.
 func (d *Datapath) startAging() (stop func()) {
-	if !d.opts.FlowCache.on() {
-		return func() {}
-	}
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Transit traffic through the box, no UPF session: a host behind n6 talks to a host behind n3.
@@ -385,4 +387,51 @@ func TestFlowCacheInvalidation(t *testing.T) {
 	if st, err := e.dp.FlowCacheStats(); err != nil || st.Invalidated != 2 || st.Flushed != 0 {
 		t.Errorf("flow cache stats %+v (err %v), want 2 invalidated, none flushed", st, err)
 	}
+}
+
+// TestFlowCacheNetfilterInvalidation: conntrack removing a connection removes the flows of
+// both its directions and no other; a change of the nftables ruleset removes every flow.
+func TestFlowCacheNetfilterInvalidation(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("needs nft (Debian package nftables; make deps installs it)")
+	}
+	e := newFlowEnv(t, 16)
+	udp := func(src, dst netip.Addr, sport, dport uint16) FlowKey {
+		return FlowKey{Src: src, Dst: dst, SrcPort: sport, DstPort: dport, Proto: 17, Ifindex: e.n6}
+	}
+	orig, reply := udp(transitSrc, transitDst, 40000, 53), udp(transitDst, transitSrc, 53, 40000)
+	other := udp(transitSrc, transitDst, 40001, 54)
+	for _, k := range []FlowKey{orig, reply, other} {
+		if err := e.dp.objs.XupfFlows.Put(k.raw(), xupfFlow{Ifindex: uint32(e.n3), Mtu: 1500}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitFlows(t, "before the changes", 53, 54, 40000)
+
+	tuple := func(k FlowKey) netlink.IPTuple {
+		return netlink.IPTuple{SrcIP: k.Src.AsSlice(), DstIP: k.Dst.AsSlice(), SrcPort: k.SrcPort, DstPort: k.DstPort, Protocol: k.Proto}
+	}
+	err := e.do(func() error {
+		ct := &netlink.ConntrackFlow{FamilyType: unix.AF_INET, Forward: tuple(orig), Reverse: tuple(reply), TimeOut: 60}
+		if err := netlink.ConntrackCreate(netlink.ConntrackTable, netlink.FAMILY_V4, ct); err != nil {
+			return fmt.Errorf("create a conntrack entry: %w", err)
+		}
+		return netlink.ConntrackTableFlush(netlink.ConntrackTable)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitFlows(t, "the connection gone", 54)
+
+	// nft inherits the namespace of the locked thread that starts it.
+	if err := e.do(func() error {
+		out, err := exec.Command("nft", "add", "table", "ip", "xupf_test").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("nft add table: %w: %s", err, out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFlows(t, "the ruleset changed")
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -352,4 +353,87 @@ func TestFlowCacheFull(t *testing.T) {
 	if got, err := e.topo.CachedFlows(); err != nil || len(got) != room {
 		t.Errorf("the cache holds %d flows (err %v), want %d", len(got), err, room)
 	}
+}
+
+// TestFlowCacheDropRuleMidFlow: a UDP flow of one datagram a millisecond is cached; an
+// nftables rule that drops it is added mid-flow. Once the daemon has processed the ruleset
+// event (the flow has left the cache), no datagram sent after that arrives: the kernel now
+// decides for every packet, and drops them. The test logs how long the invalidation took.
+func TestFlowCacheDropRuleMidFlow(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("needs nft (Debian package nftables; make deps installs it)")
+	}
+	e := newFlowCacheEnv(t, 64, 0)
+	gnb := netip.AddrPortFrom(testbed.GNBAddr, 7100)
+	dn := netip.AddrPortFrom(testbed.DNAddr, testbed.DNPort)
+	rx, err := e.topo.ListenUDP(e.topo.DNNS, dn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+
+	const n, ruleAt = 1000, 300
+	sent := make([]time.Time, n)
+	reached := make(chan struct{})
+	senderDone := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if i == ruleAt {
+				close(reached)
+			}
+			sent[i] = time.Now()
+			seq := []byte(fmt.Sprintf("seq %06d", i))
+			if err := e.topo.SendUDP(e.topo.GNBNS, gnb, dn, 1, func(int) []byte { return seq }); err != nil {
+				senderDone <- err
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		senderDone <- nil
+	}()
+	<-reached
+	if _, ok := e.cachedFlow(protoUDP, gnb, dn); !ok {
+		t.Fatal("the flow is not cached before the rule")
+	}
+	if _, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "nft", "add table ip xupf_test; "+
+		"add chain ip xupf_test fw { type filter hook forward priority 0; }; "+
+		"add rule ip xupf_test fw udp dport "+fmt.Sprint(testbed.DNPort)+" drop"); err != nil {
+		t.Fatal(err)
+	}
+	committed := time.Now() // nft returns once the transaction is committed
+	var removed time.Time
+	for {
+		if _, ok := e.cachedFlow(protoUDP, gnb, dn); !ok {
+			removed = time.Now()
+			break
+		}
+		if time.Since(committed) > 2*time.Second {
+			t.Fatal("the flow is still cached 2s after the drop rule was committed")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if err := <-senderDone; err != nil {
+		t.Fatal(err)
+	}
+	got, err := rx.Collect(n, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := -1
+	for _, d := range got {
+		var seq int
+		if _, err := fmt.Sscanf(string(d.Data), "seq %d", &seq); err != nil || seq < 0 || seq >= n {
+			t.Fatalf("unexpected datagram %q", d.Data)
+		}
+		if sent[seq].After(removed) {
+			t.Errorf("datagram %d, sent %s after the flow left the cache, arrived", seq, sent[seq].Sub(removed))
+		}
+		last = max(last, seq)
+	}
+	if last < ruleAt || len(got) >= n {
+		t.Errorf("%d of %d datagrams arrived, the last sent %d; want all until the rule and none after", len(got), n, last)
+	}
+	t.Logf("drop rule committed → flow out of the cache: %s (seen by polling every 100µs); "+
+		"last datagram forwarded was sent %s after the commit; %d of %d arrived",
+		removed.Sub(committed), sent[max(last, 0)].Sub(committed), len(got), n)
 }
