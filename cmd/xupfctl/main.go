@@ -129,7 +129,7 @@ Shell completion (including session ids for "session show" and class ids for
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddCommand(newStatusCmd(opts), newSessionCmd(opts), newClassifierCmd(opts), newPolicerCmd(opts),
-		newRouteCmd(opts), newNeighCmd(opts), newPFCPCmd(opts), newStatsCmd(opts), newConfigCmd(opts))
+		newRouteCmd(opts), newNeighCmd(opts), newFlowsCmd(opts), newPFCPCmd(opts), newStatsCmd(opts), newConfigCmd(opts))
 	return root
 }
 

@@ -16,8 +16,9 @@ func newStatsCmd(opts *options) *cobra.Command {
 		Use:   "stats",
 		Short: "Show the datapath's packet counters and drops by reason",
 		Long: `Show the XDP datapath's counters summed over CPUs: packets seen per path, then
-packets dropped per reason; then the PFCP datagrams left unanswered, per reason. Every
-known name is listed, zero or not.`,
+packets dropped per reason; then the PFCP datagrams left unanswered, per reason; with the
+flow cache on, its entries and the flows removed from it, per reason. Every known name is
+listed, zero or not.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, ctx, cancel := opts.client(cmd)
@@ -44,6 +45,11 @@ func renderStats(w io.Writer, st api.Stats) error {
 	writeCounterSection(tw, "GTP-U SIGNALLING", st.GTPU)
 	fmt.Fprintln(tw)
 	writeCounterSection(tw, "BUFFER", st.Buffer)
+	if fc := st.FlowCache; fc != nil {
+		fmt.Fprintln(tw)
+		writeCounterSection(tw, "FLOW CACHE EVICTED", fc.Evicted)
+		fmt.Fprintf(tw, "(entries)\t%d\n", fc.Entries)
+	}
 	return flush(tw)
 }
 

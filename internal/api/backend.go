@@ -88,6 +88,13 @@ type Backend interface {
 	// DeleteNeighbour deletes a static neighbour; errors as for DeleteRoute.
 	DeleteNeighbour(iface, address string) error
 
+	// Flows returns the flow cache's entries, in any order; ErrConflict when the cache is
+	// off.
+	Flows() ([]CachedFlow, error)
+	// FlushFlows removes the flow cache's entries match selects and returns how many;
+	// ErrConflict when the cache is off.
+	FlushFlows(match func(CachedFlow) bool) (int, error)
+
 	// Associations returns the established PFCP associations, in any order.
 	Associations() []pfcp.Association
 

@@ -24,6 +24,8 @@ type collector struct {
 	clsBytes *prometheus.Desc
 	polPkts  *prometheus.Desc
 	polBytes *prometheus.Desc
+	flows    *prometheus.Desc
+	evicted  *prometheus.Desc
 }
 
 func newCollector(b Backend) *collector {
@@ -66,6 +68,12 @@ func newCollector(b Backend) *collector {
 		polBytes: prometheus.NewDesc("xupf_policer_bytes_total",
 			"Bytes of the packets the policer let through or dropped, by contract and verdict, summed over CPUs.",
 			[]string{"class", "verdict"}, nil),
+		flows: prometheus.NewDesc("xupf_flow_cache_entries",
+			"Flows in the flow cache; its hits and misses are xupf_datapath_packets_total{counter=\"flow_hit\"} and {counter=\"flow_miss\"}.",
+			nil, nil),
+		evicted: prometheus.NewDesc("xupf_flow_cache_evictions_total",
+			"Flows the daemon removed from the flow cache, by reason: aged, flushed, invalidated.",
+			[]string{"reason"}, nil),
 	}
 }
 
@@ -82,6 +90,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.clsBytes
 	ch <- c.polPkts
 	ch <- c.polBytes
+	ch <- c.flows
+	ch <- c.evicted
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -112,6 +122,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for outcome, v := range st.Buffer {
 		ch <- prometheus.MustNewConstMetric(c.buffer, prometheus.CounterValue, float64(v), outcome)
+	}
+	if fc := st.FlowCache; fc != nil {
+		ch <- prometheus.MustNewConstMetric(c.flows, prometheus.GaugeValue, float64(fc.Entries))
+		for reason, v := range fc.Evicted {
+			ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(v), reason)
+		}
 	}
 
 	c.collectClasses(ch)

@@ -50,6 +50,8 @@ func routes() []route {
 		{http.MethodGet, neighboursPath, (*server).neighbours},
 		{http.MethodPost, neighboursPath, (*server).addNeighbour},
 		{http.MethodDelete, neighboursPath + "/{interface}/{address}", (*server).deleteNeighbour},
+		{http.MethodGet, flowsPath, (*server).flows},
+		{http.MethodDelete, flowsPath, (*server).flushFlows},
 		{http.MethodGet, "/api/v1/pfcp/associations", (*server).associations},
 		{http.MethodGet, "/api/v1/pfcp/sessions", (*server).pfcpSessions},
 		{http.MethodGet, "/api/v1/pfcp/sessions/{seid}", (*server).pfcpSession},

@@ -114,6 +114,17 @@ type Stats struct {
 	GTPU map[string]uint64 `json:"gtpu_signalling" yaml:"gtpu_signalling"`
 	// Buffer is what became of the packets buffering FARs handed to xupfd, by outcome.
 	Buffer map[string]uint64 `json:"buffer" yaml:"buffer"`
+	// FlowCache is the flow cache's state; absent when it is off. Its hits and misses are
+	// the counters flow_hit and flow_miss.
+	FlowCache *FlowCacheStats `json:"flow_cache,omitempty" yaml:"flow_cache,omitempty"`
+}
+
+// FlowCacheStats are the flow cache's entries and the removals the daemon made.
+type FlowCacheStats struct {
+	Entries int `json:"entries" yaml:"entries"`
+	// Evicted counts the flows removed, by reason: aged (idle), flushed (through the API),
+	// invalidated (a route, neighbour, nftables or conntrack change).
+	Evicted map[string]uint64 `json:"evicted" yaml:"evicted"`
 }
 
 // Error is the body of every non-2xx response.

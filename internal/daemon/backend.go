@@ -111,5 +111,8 @@ func (d *Daemon) Stats() (api.Stats, error) {
 	if d.buf != nil {
 		out.Buffer = d.buf.Counts()
 	}
+	if out.FlowCache, err = d.flowCacheStats(); err != nil {
+		return api.Stats{}, err
+	}
 	return out, nil
 }

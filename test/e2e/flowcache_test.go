@@ -8,10 +8,12 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/testbed"
 )
@@ -436,4 +438,70 @@ func TestFlowCacheDropRuleMidFlow(t *testing.T) {
 	t.Logf("drop rule committed → flow out of the cache: %s (seen by polling every 100µs); "+
 		"last datagram forwarded was sent %s after the commit; %d of %d arrived",
 		removed.Sub(committed), sent[max(last, 0)].Sub(committed), len(got), n)
+}
+
+// TestFlowCacheThroughXupfctl: the cached flows through xupfctl, as the API gives them:
+// listed most bytes first with what the kernel did, filtered, shown, counted in the stats,
+// flushed; with the cache off, the commands say so.
+func TestFlowCacheThroughXupfctl(t *testing.T) {
+	e := newFlowCacheEnv(t, 64, 0)
+	gnb := netip.AddrPortFrom(testbed.GNBAddr, 7100)
+	dn := netip.AddrPortFrom(testbed.DNAddr, testbed.DNPort)
+	e.flowTransit(t, "gnb to dn", e.topo.GNBNS, gnb, e.topo.DNNS, dn, packets)
+	e.flowTransit(t, "dn to gnb", e.topo.DNNS, dn, e.topo.GNBNS, gnb, packets/2)
+
+	var list []api.CachedFlow
+	e.ctlJSON(t, &list, "flows", "list")
+	if len(list) != 2 {
+		t.Fatalf("flows list: %+v, want the two directions", list)
+	}
+	up, down := list[0], list[1] // most bytes first
+	if up.Src != gnb.String() || up.Dst != dn.String() || up.Proto != "udp" || up.InInterface != testbed.N3If ||
+		up.OutInterface != testbed.N6If || !up.TTLDecrement || up.VLAN != "none" || up.Packets != packets ||
+		up.LastSeen.Before(up.FirstSeen) || time.Since(up.LastSeen) > time.Minute {
+		t.Errorf("the flow toward the DN host: %+v", up)
+	}
+	if down.Src != dn.String() || down.InInterface != testbed.N6If || down.Packets != packets/2 {
+		t.Errorf("the flow from the DN host: %+v", down)
+	}
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--address", testbed.DNAddr.String(), "--interface", testbed.N6If, "--proto", "udp"}, 2},
+		{[]string{"--port", "7100", "--interface", testbed.N3If}, 2},
+		{[]string{"--port", "9"}, 0},
+		{[]string{"--proto", "tcp"}, 0},
+	} {
+		var got []api.CachedFlow
+		e.ctlJSON(t, &got, append([]string{"flows", "list"}, c.args...)...)
+		if len(got) != c.want {
+			t.Errorf("flows list %v: %d flows, want %d", c.args, len(got), c.want)
+		}
+	}
+	if out := e.ctl(t, "flows", "show", gnb.String(), dn.String()); !strings.Contains(out, "ttl         decremented (routed)") {
+		t.Errorf("flows show:\n%s", out)
+	}
+	if fc := e.stats().FlowCache; fc == nil || fc.Entries != 2 {
+		t.Errorf("stats flow_cache %+v, want 2 entries", fc)
+	}
+	if out := e.ctl(t, "flows", "flush", "--port", "7100"); out != "2 flows flushed\n" {
+		t.Errorf("flows flush: %q", out)
+	}
+	if got, err := e.topo.CachedFlows(); err != nil || len(got) != 0 {
+		t.Errorf("after the flush the cache holds %+v (err %v)", got, err)
+	}
+	if fc := e.stats().FlowCache; fc == nil || fc.Entries != 0 || fc.Evicted["flushed"] != 2 {
+		t.Errorf("stats flow_cache %+v, want no entry, 2 flushed", fc)
+	}
+
+	off := newEnvWith(t)
+	for _, args := range [][]string{{"flows", "list"}, {"flows", "flush", "--all"}} {
+		if msg := off.xupfctlFails(t, args...); !strings.Contains(msg, "the flow cache is off (flow_cache.max_flows is 0)") {
+			t.Errorf("xupfctl %v with the cache off: %s", args, msg)
+		}
+	}
+	if fc := off.stats().FlowCache; fc != nil {
+		t.Errorf("stats with the cache off have flow_cache %+v", fc)
+	}
 }

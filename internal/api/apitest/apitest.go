@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -54,9 +55,13 @@ type Backend struct {
 	NeighboursData []api.Neighbour
 	// ConfigData is the running configuration's YAML.
 	ConfigData []byte
-	Err        error
+	// FlowsData is served unsorted; FlushFlows removes from it. FlowCacheOff has both
+	// answer api.ErrConflict, as with the cache off.
+	FlowsData    []api.CachedFlow
+	FlowCacheOff bool
+	Err          error
 
-	mu sync.Mutex // guards ClassesData, ContractsData, RoutesData and NeighboursData against concurrent requests
+	mu sync.Mutex // guards ClassesData, ContractsData, RoutesData, NeighboursData and FlowsData against concurrent requests
 }
 
 var _ api.Backend = (*Backend)(nil)
@@ -468,6 +473,27 @@ func NewBackend() *Backend {
 		ClassesData:      Classes(),
 		ContractsData:    Contracts(),
 		AssociationsData: Associations(),
+		FlowsData:        Flows(),
+	}
+}
+
+// Flows returns three cached flows, not in the order of their bytes: a UDP flow from eth1 to
+// eth0 (2,000 bytes), the two directions of a TCP connection (500 bytes toward eth1, with a
+// VLAN pushed and the DSCP set; 9,000 bytes back).
+func Flows() []api.CachedFlow {
+	seen := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	dscp := 46
+	flow := func(proto, src, dst, in, out string, bytes uint64) api.CachedFlow {
+		return api.CachedFlow{Proto: proto, Src: src, Dst: dst, InInterface: in, OutInterface: out,
+			SrcMAC: "02:00:00:00:00:01", DstMAC: "02:00:00:00:00:02", VLAN: "none", TTLDecrement: true, MTU: 1500,
+			Packets: bytes / 100, Bytes: bytes, FirstSeen: seen, LastSeen: seen.Add(time.Minute)}
+	}
+	up := flow("tcp", "10.0.0.1:40000", "198.51.100.9:443", "eth0", "eth1", 500)
+	up.VLAN, up.OutVLAN, up.DSCP = "push", 20, &dscp
+	return []api.CachedFlow{
+		flow("udp", "198.51.100.9:53", "10.0.0.2:5353", "eth1", "eth0", 2000),
+		up,
+		flow("tcp", "198.51.100.9:443", "10.0.0.1:40000", "eth1", "eth0", 9000),
 	}
 }
 
@@ -531,6 +557,35 @@ func SelfSignedCert(t testing.TB) (certPath, keyPath string) {
 		}
 	}
 	return certPath, keyPath
+}
+
+// ErrFlowCacheOff is what Flows and FlushFlows return with FlowCacheOff.
+var ErrFlowCacheOff = api.WithKind(api.ErrConflict, errors.New("the flow cache is off (flow_cache.max_flows is 0)"))
+
+// Flows returns FlowsData, or Err, or ErrFlowCacheOff.
+func (b *Backend) Flows() ([]api.CachedFlow, error) {
+	if b.FlowCacheOff {
+		return nil, ErrFlowCacheOff
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.FlowsData), b.Err
+}
+
+// FlushFlows removes the flows match selects from FlowsData, or returns Err or
+// ErrFlowCacheOff.
+func (b *Backend) FlushFlows(match func(api.CachedFlow) bool) (int, error) {
+	if b.FlowCacheOff {
+		return 0, ErrFlowCacheOff
+	}
+	if b.Err != nil {
+		return 0, b.Err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.FlowsData)
+	b.FlowsData = slices.DeleteFunc(b.FlowsData, match)
+	return n - len(b.FlowsData), nil
 }
 
 // Routes returns RoutesData, or Err.
