@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"sync"
@@ -167,12 +168,30 @@ func (f *follower) follow(s subscriptions) {
 			return
 		}
 		var err error
-		ch := Change{Routes: b.routes || b.links}
-		if ch.Routes {
-			err = f.r.update(func(st *state) error {
-				for _, u := range b.neighs {
-					applyNeigh(st, u)
+		var ch Change
+		// applyNeighs applies the batch's neighbour events and returns the neighbours they
+		// are about; a MAC that stops being valid is a change.
+		applyNeighs := func(st *state) []neighKey {
+			var keys []neighKey
+			for _, u := range b.neighs {
+				k, old, ok := applyNeigh(st, u)
+				if !ok {
+					continue
 				}
+				keys = append(keys, k)
+				if old != nil && !bytes.Equal(old, st.neighs[k]) {
+					ch.Gone = append(ch.Gone, GoneNeighbour{Ifindex: k.ifindex, MAC: old})
+				}
+			}
+			return keys
+		}
+		if b.routes || b.links {
+			err = f.r.update(func(st *state) error {
+				routes, links := maps.Clone(st.routes), maps.Clone(st.links)
+				// A link event that changes no route and no link as followed (an XDP
+				// program attached, counters) changes no decision.
+				defer func() { ch.Routes = !maps.Equal(routes, st.routes) || !maps.EqualFunc(links, st.links, sameLink) }()
+				applyNeighs(st)
 				if b.links {
 					if err := f.listLinks(st); err != nil {
 						return err
@@ -181,20 +200,7 @@ func (f *follower) follow(s subscriptions) {
 				return f.listRoutes(st)
 			})
 		} else {
-			err = f.r.updateNeighs(func(st *state) ([]neighKey, error) {
-				var keys []neighKey
-				for _, u := range b.neighs {
-					k, old, ok := applyNeigh(st, u)
-					if !ok {
-						continue
-					}
-					keys = append(keys, k)
-					if old != nil && !bytes.Equal(old, st.neighs[k]) {
-						ch.Gone = append(ch.Gone, GoneNeighbour{Ifindex: k.ifindex, MAC: old})
-					}
-				}
-				return keys, nil
-			})
+			err = f.r.updateNeighs(func(st *state) ([]neighKey, error) { return applyNeighs(st), nil })
 		}
 		if err != nil {
 			f.r.log.Error("router: update the route table", "err", err)
@@ -204,6 +210,10 @@ func (f *follower) follow(s subscriptions) {
 			return
 		}
 	}
+}
+
+func sameLink(a, b Link) bool {
+	return a.Index == b.Index && a.Name == b.Name && bytes.Equal(a.MAC, b.MAC) && a.MTU == b.MTU
 }
 
 // batch is what the events taken together call for; closed: a subscription ended.
