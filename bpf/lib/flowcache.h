@@ -146,6 +146,49 @@ static __always_inline int flow_parse(struct iphdr *ip, void *data_end, struct f
 	return ip->protocol == IPPROTO_TCP ? ((__u8 *)ports)[13] : 0;
 }
 
+/* Conntrack's lookup for TC programs (kfunc, net/netfilter/nf_conntrack_bpf.c). Weak: a kernel
+ * without conntrack loads the program all the same, and then nothing is tracked. */
+struct nf_conn {
+	int opaque;  /* never read here; a definition (not a declaration) for the loader's type check */
+};
+struct bpf_ct_opts {
+	__s32 netns_id;
+	__s32 error;
+	__u8 l4proto;
+	__u8 dir;
+	__u16 ct_zone_id;
+	__u8 ct_zone_dir;
+	__u8 reserved[3];
+};
+extern struct nf_conn *bpf_skb_ct_lookup(struct __sk_buff *skb, struct bpf_sock_tuple *tuple, __u32 tuple_size,
+					 struct bpf_ct_opts *opts, __u32 opts_size) __ksym __weak;
+extern void bpf_ct_release(struct nf_conn *ct) __ksym __weak;
+
+#define BPF_F_CURRENT_NETNS_ID (-1)
+
+/* flow_tracked reports whether conntrack has an entry for the flow of key (either direction).
+ * Such a flow stays with the kernel: conntrack must see its packets, or it would let the
+ * entry expire under a live flow and judge the flow's FIN, far past the TCP window it last
+ * saw, invalid (and a stateful ruleset drops invalid packets). */
+static __always_inline int flow_tracked(struct __sk_buff *skb, const struct flow_key *key)
+{
+	struct bpf_sock_tuple tuple = {};
+	struct bpf_ct_opts opts = { .netns_id = BPF_F_CURRENT_NETNS_ID, .l4proto = key->proto };
+	struct nf_conn *ct;
+
+	if (!bpf_skb_ct_lookup)
+		return 0;
+	tuple.ipv4.saddr = key->saddr;
+	tuple.ipv4.daddr = key->daddr;
+	tuple.ipv4.sport = key->sport;
+	tuple.ipv4.dport = key->dport;
+	ct = bpf_skb_ct_lookup(skb, &tuple, sizeof(tuple.ipv4), &opts, sizeof(opts));
+	if (!ct)
+		return 0;
+	bpf_ct_release(ct);
+	return 1;
+}
+
 #define ERR_E2BIG 7  /* what a full preallocated hash map's update returns, negated */
 #define TCP_FLAG_FIN 0x01
 #define TCP_FLAG_RST 0x04
@@ -322,6 +365,10 @@ static __always_inline void flow_learn(struct __sk_buff *skb)
 	if (!seen)
 		return;  /* not handed over by XDP, or its addresses or ports were translated */
 
+	if (flow_tracked(skb, &key)) {
+		count_stat(STAT_FLOW_TRACKED);
+		goto done;
+	}
 	if (seen->ttl == ip->ttl + 1)
 		f.flags |= FLOW_F_TTL;
 	else if (seen->ttl != ip->ttl)

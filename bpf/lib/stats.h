@@ -24,6 +24,7 @@ enum stat {
 	STAT_FLOW_MISS,      /* IPv4 TCP and UDP packets of no cached flow, handed to the kernel (also pass) */
 	STAT_FLOW_LEARNED,   /* flows the learner added to the cache */
 	STAT_FLOW_FULL,      /* flows the learner could not add: the cache is full; the kernel keeps them */
+	STAT_FLOW_TRACKED,   /* flows the learner left to the kernel because conntrack tracks them */
 	STAT_UL_SPREAD,      /* G-PDUs sent to another CPU (spread.h); ul_rx counts them there */
 	STAT_BUFFERED,       /* packets a buffering FAR handed to xupfd (dropped here, kept there) */
 	STAT_REPLAYED,       /* buffered packets xupfd ran through again to forward them (counted again as *_rx) */

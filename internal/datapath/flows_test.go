@@ -435,3 +435,44 @@ func TestFlowCacheNetfilterInvalidation(t *testing.T) {
 	}
 	e.waitFlows(t, "the ruleset changed")
 }
+
+// TestFlowCacheLearnSkipsTracked: a flow conntrack tracks is not learnt (flow_tracked), in
+// either direction: conntrack must go on seeing its packets.
+func TestFlowCacheLearnSkipsTracked(t *testing.T) {
+	e := newFlowEnv(t, 4)
+	ack := layers.TCP{ACK: true}
+	tuple := func(src, dst netip.Addr, sport, dport uint16) netlink.IPTuple {
+		return netlink.IPTuple{SrcIP: src.AsSlice(), DstIP: dst.AsSlice(), SrcPort: sport, DstPort: dport, Protocol: 6}
+	}
+	for _, c := range []struct {
+		name       string
+		orig, repl netlink.IPTuple
+	}{
+		{"original direction", tuple(transitSrc, transitDst, 40000, 443), tuple(transitDst, transitSrc, 443, 40000)},
+		{"reply direction", tuple(transitDst, transitSrc, 443, 40000), tuple(transitSrc, transitDst, 40000, 443)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := e.do(func() error {
+				if err := netlink.ConntrackTableFlush(netlink.ConntrackTable); err != nil {
+					return err
+				}
+				ct := &netlink.ConntrackFlow{FamilyType: unix.AF_INET, Forward: c.orig, Reverse: c.repl, TimeOut: 60,
+					ProtoInfo: &netlink.ProtoInfoTCP{State: 3 /* TCP_CONNTRACK_ESTABLISHED */}}
+				return netlink.ConntrackCreate(netlink.ConntrackTable, netlink.FAMILY_V4, ct)
+			})
+			if err != nil {
+				t.Fatalf("conntrack entry: %v", err)
+			}
+			if ret, _ := e.run(t, frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack)), e.n6); ret != xdpPass {
+				t.Fatalf("first packet: %s, want XDP_PASS", verdictNames[ret])
+			}
+			before, _ := e.dp.Stats()
+			e.learn(t, frame(macN3, macGNB, 0, transitTCP(t, 0, 63, ack)), e.n6, e.n3)
+			after, _ := e.dp.Stats()
+			checkDeltas(t, "counter", before.Counters, after.Counters, map[string]uint64{"flow_tracked": 1})
+			if flows, err := e.dp.Flows(); err != nil || len(flows) != 0 {
+				t.Errorf("flows %+v (err %v), want none", flows, err)
+			}
+		})
+	}
+}

@@ -495,10 +495,11 @@ const (
 	xupfStatSTAT_FLOW_MISS    xupfStat = 13
 	xupfStatSTAT_FLOW_LEARNED xupfStat = 14
 	xupfStatSTAT_FLOW_FULL    xupfStat = 15
-	xupfStatSTAT_UL_SPREAD    xupfStat = 16
-	xupfStatSTAT_BUFFERED     xupfStat = 17
-	xupfStatSTAT_REPLAYED     xupfStat = 18
-	xupfStatSTAT_MAX          xupfStat = 19
+	xupfStatSTAT_FLOW_TRACKED xupfStat = 16
+	xupfStatSTAT_UL_SPREAD    xupfStat = 17
+	xupfStatSTAT_BUFFERED     xupfStat = 18
+	xupfStatSTAT_REPLAYED     xupfStat = 19
+	xupfStatSTAT_MAX          xupfStat = 20
 )
 
 type xupfUeAllowedKey struct {

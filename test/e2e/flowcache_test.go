@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,7 +38,7 @@ func newFlowCacheEnv(t *testing.T, maxFlows int, idle time.Duration) *env {
 }
 
 // flowCounters are the flow cache's counters of the datapath.
-var flowCounters = []string{"flow_hit", "flow_miss", "flow_learned", "flow_full"}
+var flowCounters = []string{"flow_hit", "flow_miss", "flow_learned", "flow_full", "flow_tracked"}
 
 // flowDeltas runs fn and returns how much each flow cache counter grew meanwhile.
 func (e *env) flowDeltas(fn func()) map[string]uint64 {
@@ -503,5 +505,60 @@ func TestFlowCacheThroughXupfctl(t *testing.T) {
 	}
 	if fc := off.stats().FlowCache; fc != nil {
 		t.Errorf("stats with the cache off have flow_cache %+v", fc)
+	}
+}
+
+// statefulRuleset is a forward filter as operators write it: connections from the gnb host's
+// subnet may start, replies follow them, and packets conntrack finds invalid are counted and
+// dropped.
+const statefulRuleset = `add table ip xupf_fw
+add chain ip xupf_fw fw { type filter hook forward priority 0; policy drop; }
+add rule ip xupf_fw fw ct state invalid counter drop
+add rule ip xupf_fw fw ct state established,related accept
+add rule ip xupf_fw fw ip saddr 10.100.3.0/24 ct state new accept
+`
+
+// TestFlowCacheStatefulFirewall: behind a stateful nftables ruleset a TCP connection is
+// tracked by conntrack, so the cache leaves it to the kernel (flow_tracked): conntrack sees
+// every segment, a megabyte later the client's FIN is valid and reaches the server, and no
+// packet is judged invalid. Cached, the FIN would lie far past the TCP window conntrack last
+// saw and be dropped as invalid.
+func TestFlowCacheStatefulFirewall(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("needs nft (Debian package nftables; make deps installs it)")
+	}
+	e := newFlowCacheEnv(t, 64, 0)
+	if _, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "sh", "-c", `printf '%s' "$0" | nft -f -`, statefulRuleset); err != nil {
+		t.Fatal(err)
+	}
+	var p tcpPair
+	d := e.flowDeltas(func() {
+		p = e.dialTransit(7301)
+		p.exchange(t, 20)
+		buf := make([]byte, 1<<20)
+		go p.client.Write(buf)
+		if _, err := io.ReadFull(p.server, buf); err != nil {
+			t.Fatalf("server read: %v", err)
+		}
+	})
+	if d["flow_hit"] != 0 || d["flow_learned"] != 0 || d["flow_tracked"] == 0 {
+		t.Errorf("flow counters grew by %v, want flow_tracked and no flow learnt or hit", d)
+	}
+	if err := p.client.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.server.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the DN host's read after the client's FIN: %v, want EOF", err)
+	}
+	out, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "nft", "list", "chain", "ip", "xupf_fw", "fw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`invalid counter packets (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no invalid counter in the ruleset:\n%s", out)
+	}
+	if n, _ := strconv.Atoi(m[1]); n != 0 {
+		t.Errorf("conntrack judged %d packets invalid:\n%s", n, out)
 	}
 }
