@@ -143,57 +143,86 @@ func flowOf(k xupfFlowKey, v xupfFlow, mono uint64, wall time.Time) Flow {
 // ErrFlowCacheOff is returned by the flow operations when the flow cache is off.
 var ErrFlowCacheOff = errors.New("the flow cache is off (flow_cache.max_flows is 0)")
 
-// flowBatch is how many entries Flows reads with one batch lookup.
+// flowBatch is how many entries one batch lookup of scanFlows reads.
 const flowBatch = 4096
 
-// Flows lists the cached flows, reading the table flowBatch entries a system call.
-func (d *Datapath) Flows() ([]Flow, error) {
+// scanFlows calls fn with every entry of xupf_flows, flowBatch entries a system call; fn must
+// not keep the slices, which the next call reuses.
+func (d *Datapath) scanFlows(fn func(keys []xupfFlowKey, vals []xupfFlow)) error {
 	if !d.opts.FlowCache.on() {
-		return nil, ErrFlowCacheOff
+		return ErrFlowCacheOff
 	}
-	mono, wall := monoNow(), time.Now()
-	var out []Flow
 	var cursor ebpf.MapBatchCursor
 	keys := make([]xupfFlowKey, min(flowBatch, d.opts.FlowCache.MaxFlows))
 	vals := make([]xupfFlow, len(keys))
 	for {
 		n, err := d.objs.XupfFlows.BatchLookup(&cursor, keys, vals, nil)
-		for i := range n {
-			out = append(out, flowOf(keys[i], vals[i], mono, wall))
-		}
+		fn(keys[:n], vals[:n])
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read xupf_flows: %w", err)
+			return fmt.Errorf("read xupf_flows: %w", err)
 		}
 	}
+}
+
+// Flows lists the cached flows.
+func (d *Datapath) Flows() ([]Flow, error) {
+	mono, wall := monoNow(), time.Now()
+	var out []Flow
+	err := d.scanFlows(func(keys []xupfFlowKey, vals []xupfFlow) {
+		for i := range keys {
+			out = append(out, flowOf(keys[i], vals[i], mono, wall))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // FlushFlows removes the cached flows match selects (every one when match is nil) and returns
 // how many it removed: their next packets go to the kernel, which decides afresh.
 func (d *Datapath) FlushFlows(match func(Flow) bool) (int, error) {
-	n, err := d.removeFlows(match)
+	var raw func(*xupfFlowKey, *xupfFlow) bool
+	if match != nil {
+		mono, wall := monoNow(), time.Now()
+		raw = func(k *xupfFlowKey, v *xupfFlow) bool { return match(flowOf(*k, *v, mono, wall)) }
+	}
+	n, err := d.removeFlows(raw)
 	d.flowsFlushed.Add(uint64(n))
 	return n, err
 }
 
-// removeFlows removes the cached flows match selects (every one when match is nil) and
-// returns how many it removed.
-func (d *Datapath) removeFlows(match func(Flow) bool) (int, error) {
-	flows, err := d.Flows()
+// removeFlows removes the entries match selects (every one when match is nil) and returns how
+// many it removed. It works on the table's own keys and values: with millions of entries an
+// invalidation must not build a Flow of each.
+func (d *Datapath) removeFlows(match func(*xupfFlowKey, *xupfFlow) bool) (int, error) {
+	var doomed []xupfFlowKey
+	err := d.scanFlows(func(keys []xupfFlowKey, vals []xupfFlow) {
+		for i := range keys {
+			if match == nil || match(&keys[i], &vals[i]) {
+				doomed = append(doomed, keys[i])
+			}
+		}
+	})
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for _, f := range flows {
-		if match != nil && !match(f) {
-			continue
+	for len(doomed) > 0 {
+		chunk := doomed[:min(len(doomed), flowBatch)]
+		done, err := d.objs.XupfFlows.BatchDelete(chunk, nil)
+		n += done
+		doomed = doomed[done:]
+		// A batch delete stops at a key already gone (aged, or a FIN's packet removed it):
+		// step over it.
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			doomed = doomed[1:]
+		} else if err != nil {
+			return n, fmt.Errorf("remove flows: %w", err)
 		}
-		if err := d.objs.XupfFlows.Delete(f.Key.raw()); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return n, fmt.Errorf("remove flow: %w", err)
-		}
-		n++
 	}
 	return n, nil
 }
@@ -201,9 +230,9 @@ func (d *Datapath) removeFlows(match func(Flow) bool) (int, error) {
 // invalidateFlows removes the flows a change of the kernel's forwarding may have voided: all
 // of them when routes or links changed, else those sent to a neighbour MAC that is gone.
 func (d *Datapath) invalidateFlows(ch router.Change) {
-	match := func(f Flow) bool {
+	match := func(_ *xupfFlowKey, v *xupfFlow) bool {
 		for _, g := range ch.Gone {
-			if f.OutIfindex == g.Ifindex && bytes.Equal(f.DstMAC, g.MAC) {
+			if int(v.Ifindex) == g.Ifindex && bytes.Equal(v.Dmac[:], g.MAC) {
 				return true
 			}
 		}
@@ -217,7 +246,7 @@ func (d *Datapath) invalidateFlows(ch router.Change) {
 
 // invalidate removes the flows match selects (every one when nil) because what, a change in
 // the kernel, may have changed its decision for them.
-func (d *Datapath) invalidate(match func(Flow) bool, what string) {
+func (d *Datapath) invalidate(match func(*xupfFlowKey, *xupfFlow) bool, what string) {
 	n, err := d.removeFlows(match)
 	d.flowsInvalidated.Add(uint64(n))
 	if err != nil {
@@ -275,11 +304,11 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 
 // FlowCacheStats reads the flow cache's counters.
 func (d *Datapath) FlowCacheStats() (FlowCacheStats, error) {
-	flows, err := d.Flows()
-	if err != nil {
+	entries := 0
+	if err := d.scanFlows(func(keys []xupfFlowKey, _ []xupfFlow) { entries += len(keys) }); err != nil {
 		return FlowCacheStats{}, err
 	}
-	return FlowCacheStats{Entries: len(flows), Aged: d.flowsAged.Load(), Flushed: d.flowsFlushed.Load(),
+	return FlowCacheStats{Entries: entries, Aged: d.flowsAged.Load(), Flushed: d.flowsFlushed.Load(),
 		Invalidated: d.flowsInvalidated.Load()}, nil
 }
 
@@ -307,15 +336,15 @@ func (d *Datapath) startFlowUpkeep() (stop func(), err error) {
 // ruleset changed (or events were lost), else the flows of the connections conntrack removed,
 // both directions.
 func (d *Datapath) netfilterChanged(ev nfwatch.Events) {
-	var match func(Flow) bool
+	var match func(*xupfFlowKey, *xupfFlow) bool
 	if !ev.Ruleset {
 		gone := make(map[nfwatch.Tuple]bool, len(ev.Gone))
 		for _, t := range ev.Gone {
 			gone[t] = true
 		}
-		match = func(f Flow) bool {
-			k := f.Key
-			return gone[nfwatch.Tuple{Src: k.Src, Dst: k.Dst, SrcPort: k.SrcPort, DstPort: k.DstPort, Proto: k.Proto}]
+		match = func(k *xupfFlowKey, _ *xupfFlow) bool {
+			return gone[nfwatch.Tuple{Src: addrFromBE(k.Saddr), Dst: addrFromBE(k.Daddr), SrcPort: be16(k.Sport),
+				DstPort: be16(k.Dport), Proto: k.Proto}]
 		}
 	}
 	d.invalidate(match, "a netfilter change")

@@ -14,6 +14,8 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/xupf/xupf/internal/router"
 )
 
 // Transit traffic through the box, no UPF session: a host behind n6 talks to a host behind n3.
@@ -475,4 +477,51 @@ func TestFlowCacheLearnSkipsTracked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkFlowTable: the daemon's work on a flow table of a million entries, per operation:
+// listing it whole (the API), counting it (the stats), the scan of an invalidation that
+// removes nothing, and one aging pass over ScanBatch entries (what each ScanInterval costs).
+func BenchmarkFlowTable(b *testing.B) {
+	const n = 1 << 20
+	e := newTestEnvOpts(b, Options{MaxSessions: 4, FlowCache: FlowCacheOptions{MaxFlows: n, ScanInterval: time.Hour}})
+	keys, vals := make([]xupfFlowKey, n), make([]xupfFlow, n)
+	now := monoNow()
+	for i := range keys {
+		k := transitKey
+		k.SrcPort, k.DstPort, k.Ifindex = uint16(i), uint16(i>>16), e.n6
+		keys[i] = k.raw()
+		vals[i] = xupfFlow{Ifindex: uint32(e.n3), Mtu: 1500, FirstSeen: now, LastSeen: now}
+	}
+	if _, err := e.dp.objs.XupfFlows.BatchUpdate(keys, vals, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("list", func(b *testing.B) {
+		for b.Loop() {
+			if flows, err := e.dp.Flows(); err != nil || len(flows) != n {
+				b.Fatalf("%d flows (err %v), want %d", len(flows), err, n)
+			}
+		}
+	})
+	b.Run("count", func(b *testing.B) {
+		for b.Loop() {
+			if st, err := e.dp.FlowCacheStats(); err != nil || st.Entries != n {
+				b.Fatalf("%d entries (err %v), want %d", st.Entries, err, n)
+			}
+		}
+	})
+	b.Run("invalidate-none", func(b *testing.B) {
+		for b.Loop() {
+			// A neighbour no flow is sent to: the scan and the comparisons, nothing removed.
+			e.dp.invalidateFlows(router.Change{Gone: []router.GoneNeighbour{{Ifindex: e.n3, MAC: macUPF}}})
+		}
+	})
+	b.Run("age-scan", func(b *testing.B) {
+		for b.Loop() {
+			// Nothing is idle: the pass reads and compares, as it does on a busy table.
+			if _, aged, err := e.dp.ageFlows(now); err != nil || aged != 0 {
+				b.Fatalf("aged %d (err %v), want none", aged, err)
+			}
+		}
+	})
 }
