@@ -238,13 +238,7 @@ func TestFlowCacheFull(t *testing.T) {
 	e := newFlowEnv(t, 1)
 	e.putFlow(t, 99, xupfFlow{})
 	ack := layers.TCP{ACK: true}
-	if ret, _ := e.run(t, frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack)), e.n6); ret != xdpPass {
-		t.Fatalf("first packet: %s", verdictNames[ret])
-	}
-	before, _ := e.dp.Stats()
-	e.learn(t, frame(macN3, macGNB, 0, transitTCP(t, 0, 63, ack)), e.n6, e.n3)
-	after, _ := e.dp.Stats()
-	checkDeltas(t, "counter", before.Counters, after.Counters, map[string]uint64{"flow_full": 1})
+	e.handOverAndLearn(t, "flow_full")
 	if ret, _ := e.run(t, frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack)), e.n6); ret != xdpPass {
 		t.Errorf("next packet: %s, want XDP_PASS (the kernel keeps the flow)", verdictNames[ret])
 	}
@@ -438,11 +432,25 @@ func TestFlowCacheNetfilterInvalidation(t *testing.T) {
 	e.waitFlows(t, "the ruleset changed")
 }
 
+// handOverAndLearn has a transit TCP packet arrive on n6, checks that XDP hands it to the
+// kernel, runs the learner on it leaving through n3 routed, and checks that of the counters
+// only counter grew, by one.
+func (e *testEnv) handOverAndLearn(t *testing.T, counter string) {
+	t.Helper()
+	ack := layers.TCP{ACK: true}
+	if ret, _ := e.run(t, frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack)), e.n6); ret != xdpPass {
+		t.Fatalf("first packet: %s, want XDP_PASS", verdictNames[ret])
+	}
+	before, _ := e.dp.Stats()
+	e.learn(t, frame(macN3, macGNB, 0, transitTCP(t, 0, 63, ack)), e.n6, e.n3)
+	after, _ := e.dp.Stats()
+	checkDeltas(t, "counter", before.Counters, after.Counters, map[string]uint64{counter: 1})
+}
+
 // TestFlowCacheLearnSkipsTracked: a flow conntrack tracks is not learnt (flow_tracked), in
 // either direction: conntrack must go on seeing its packets.
 func TestFlowCacheLearnSkipsTracked(t *testing.T) {
 	e := newFlowEnv(t, 4)
-	ack := layers.TCP{ACK: true}
 	tuple := func(src, dst netip.Addr, sport, dport uint16) netlink.IPTuple {
 		return netlink.IPTuple{SrcIP: src.AsSlice(), DstIP: dst.AsSlice(), SrcPort: sport, DstPort: dport, Protocol: 6}
 	}
@@ -465,13 +473,7 @@ func TestFlowCacheLearnSkipsTracked(t *testing.T) {
 			if err != nil {
 				t.Fatalf("conntrack entry: %v", err)
 			}
-			if ret, _ := e.run(t, frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack)), e.n6); ret != xdpPass {
-				t.Fatalf("first packet: %s, want XDP_PASS", verdictNames[ret])
-			}
-			before, _ := e.dp.Stats()
-			e.learn(t, frame(macN3, macGNB, 0, transitTCP(t, 0, 63, ack)), e.n6, e.n3)
-			after, _ := e.dp.Stats()
-			checkDeltas(t, "counter", before.Counters, after.Counters, map[string]uint64{"flow_tracked": 1})
+			e.handOverAndLearn(t, "flow_tracked")
 			if flows, err := e.dp.Flows(); err != nil || len(flows) != 0 {
 				t.Errorf("flows %+v (err %v), want none", flows, err)
 			}
