@@ -73,3 +73,18 @@ func TestFlows(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsFlowCache: with the flow cache on, stats end with its entries and removals.
+func TestStatsFlowCache(t *testing.T) {
+	b := apitest.NewBackend()
+	b.StatsData.FlowCache = &api.FlowCacheStats{Entries: 3, Evicted: map[string]uint64{"aged": 7, "flushed": 1, "invalidated": 2}}
+	r, _ := runCLI(t, b, nil, "stats")
+	want := "FLOW CACHE           VALUE\n" +
+		"entries              3\n" +
+		"evicted_aged         7\n" +
+		"evicted_flushed      1\n" +
+		"evicted_invalidated  2\n"
+	if r.code != 0 || !strings.HasSuffix(r.stdout, want) {
+		t.Errorf("exit %d, output\n%s\nwant it to end with\n%s", r.code, r.stdout, want)
+	}
+}

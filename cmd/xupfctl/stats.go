@@ -46,9 +46,13 @@ func renderStats(w io.Writer, st api.Stats) error {
 	fmt.Fprintln(tw)
 	writeCounterSection(tw, "BUFFER", st.Buffer)
 	if fc := st.FlowCache; fc != nil {
+		// The entries, then the flows removed by reason.
+		rows := map[string]uint64{"entries": uint64(fc.Entries)}
+		for reason, n := range fc.Evicted {
+			rows["evicted_"+reason] = n
+		}
 		fmt.Fprintln(tw)
-		writeCounterSection(tw, "FLOW CACHE EVICTED", fc.Evicted)
-		fmt.Fprintf(tw, "(entries)\t%d\n", fc.Entries)
+		writeCounterSection(tw, "FLOW CACHE", rows)
 	}
 	return flush(tw)
 }
