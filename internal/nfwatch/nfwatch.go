@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -76,8 +77,15 @@ func Watch(ns netns.NsHandle, log *slog.Logger, fn func(Events)) (stop func(), e
 			case errors.Is(err, unix.ENOBUFS):
 				fn(Events{Ruleset: true})
 			case err != nil:
-				log.Error("netfilter events: receive; the flow cache no longer hears of ruleset changes", "err", err)
-				return
+				// Events may have been missed: report a change, so that nothing copied
+				// outlives one, and try again a second later.
+				log.Error("netfilter events: receive", "err", err)
+				fn(Events{Ruleset: true})
+				select {
+				case <-done:
+					return
+				case <-time.After(time.Second):
+				}
 			default:
 				if ev := parse(msgs); ev.Ruleset || len(ev.Gone) > 0 {
 					fn(ev)
