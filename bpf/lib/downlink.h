@@ -16,11 +16,12 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 {
 	struct pkt p = { .ctx = ctx, .eth = eth, .ip = ip, .data_end = data_end, .dir = DIR_DOWNLINK,
 			 .psc = PSC_NONE };
+	struct stats *st = stats_here();
 	const struct pdr *pdr = NULL;
 	const struct far *far = NULL;
 	int verdict;
 
-	count_stat(STAT_DL_RX);
+	stats_add(st, STAT_DL_RX);
 	p.ihl_len = ipv4_hdr_len(ip, data_end);
 	if (!p.ihl_len)
 		return drop(DROP_MALFORMED_DL_IP);
@@ -31,8 +32,8 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 	verdict = apply_pdr(&p, ref, &pdr, &far);
 	if (verdict == PKT_EXPIRING) {
 		/* The kernel answers with ICMP Time Exceeded toward the sender. */
-		count_stat(STAT_FIB_TTL);
-		count_stat(STAT_DL_KERNEL);
+		stats_add(st, STAT_FIB_TTL);
+		stats_add(st, STAT_DL_KERNEL);
 		return XDP_PASS;
 	}
 	if (verdict == PKT_BUFFER)
@@ -42,9 +43,9 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 	if (!pdr || !far)
 		return drop(DROP_INTERNAL);  /* apply_pdr sets both when it forwards */
 	if (far->flags & FAR_F_OHC)
-		return tunnel_ipv4(ctx, far, pdr->qfi, STAT_DL_TX, STAT_DL_KERNEL);
+		return tunnel_ipv4(ctx, far, pdr->qfi, st, STAT_DL_TX, STAT_DL_KERNEL);
 	/* No tunnel (the UE is reached some other way, e.g. a local route): plain IP forwarding. */
-	return route_ipv4(ctx, ROUTE_FORWARD, STAT_DL_TX, STAT_DL_KERNEL);
+	return route_ipv4(ctx, ROUTE_FORWARD, st, STAT_DL_TX, STAT_DL_KERNEL);
 }
 
 #endif

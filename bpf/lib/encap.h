@@ -136,10 +136,10 @@ static __always_inline int decap_gpdu(struct xdp_md *ctx, struct ethhdr *eth, vo
 /* tunnel_ipv4 forwards the IPv4 packet that follows the Ethernet header at the start of ctx
  * into far's tunnel: the UPF is an IP hop for the UE's traffic, so the inner TTL drops by one
  * (the caller has checked it is above 1, and the header's length); the outer source port
- * hashes the inner flow. Then it routes the outer packet, whose TTL is its own. tx_stat and
- * kernel_stat are route_ipv4's. Returns the XDP action. */
+ * hashes the inner flow. Then it routes the outer packet, whose TTL is its own. st, tx_stat
+ * and kernel_stat are route_ipv4's. Returns the XDP action. */
 static __always_inline int tunnel_ipv4(struct xdp_md *ctx, const struct far *far, __u8 qfi,
-				       enum stat tx_stat, enum stat kernel_stat)
+				       struct stats *st, enum stat tx_stat, enum stat kernel_stat)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -161,7 +161,7 @@ static __always_inline int tunnel_ipv4(struct xdp_md *ctx, const struct far *far
 	reason = encap_gpdu(ctx, far, qfi, tos, sport, inner_len);
 	if (reason)
 		return drop(reason);
-	return route_ipv4(ctx, ROUTE_BUILT, tx_stat, kernel_stat);
+	return route_ipv4(ctx, ROUTE_BUILT, st, tx_stat, kernel_stat);
 }
 
 #endif

@@ -131,14 +131,15 @@ enum route_kind {
  * dropped: ue_to_upf when the destination is the UPF's (a local or broadcast address,
  * loopback, multicast), no_route otherwise; only a service in xupf_ue_allowed goes to the
  * kernel. Off the fast path: a forwarded packet never gets here. */
-static __always_inline int not_forwarded(struct iphdr *ip, void *data_end, enum stat kernel_stat)
+static __always_inline int not_forwarded(struct iphdr *ip, void *data_end, struct stats *st,
+					 enum stat kernel_stat)
 {
 	struct ue_allowed_key key = { .addr = ip->daddr, .proto = ip->protocol };
 	__be32 d = ip->daddr;
 
 	key.port = l4_ports(ip, ip->ihl * 4, data_end) & 0xffff;
 	if (bpf_map_lookup_elem(&xupf_ue_allowed, &key)) {
-		count_stat(kernel_stat);
+		stats_add(st, kernel_stat);
 		return XDP_PASS;
 	}
 	if ((d & bpf_htonl(0xff000000)) == bpf_htonl(0x7f000000) || /* 127.0.0.0/8 */
@@ -149,9 +150,9 @@ static __always_inline int not_forwarded(struct iphdr *ip, void *data_end, enum 
 }
 
 /* route_ipv4 routes the IPv4 packet that follows the Ethernet header at the start of ctx, of
- * the given kind. tx_stat counts a redirect, kernel_stat a hand-over to the kernel. Returns
- * the XDP action. */
-static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind,
+ * the given kind. tx_stat counts a redirect, kernel_stat a hand-over to the kernel, in st (the
+ * packet's stats_here, looked up once for all its counts). Returns the XDP action. */
+static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind, struct stats *st,
 				      enum stat tx_stat, enum stat kernel_stat)
 {
 	void *data = (void *)(long)ctx->data;
@@ -173,23 +174,23 @@ static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind,
 	if (nh_kind == NH_NO_ROUTE)
 		return drop(DROP_NO_ROUTE);
 	if (nh_kind == NH_KERNEL && kind == ROUTE_FROM_UE)
-		return not_forwarded(ip, data_end, kernel_stat);
+		return not_forwarded(ip, data_end, st, kernel_stat);
 	if (forwarding && ip->ttl <= 1) {
-		count_stat(STAT_FIB_TTL);
-		count_stat(kernel_stat);
+		stats_add(st, STAT_FIB_TTL);
+		stats_add(st, kernel_stat);
 		return XDP_PASS;
 	}
 	/* Local (not from a UE), or over the MTU: the kernel delivers, or fragments or answers
 	 * ICMP Fragmentation Needed. The MTU comes before the neighbour, as in the kernel. */
 	if (!nh || nh_kind == NH_KERNEL || bpf_ntohs(ip->tot_len) > nh->mtu) {
-		count_stat(kernel_stat);
+		stats_add(st, kernel_stat);
 		return XDP_PASS;
 	}
 	if (nh_kind != NH_FORWARD) {
 		/* The kernel resolves the neighbour and sends this packet; later ones take the
 		 * fast path once the router has the neighbour. */
-		count_stat(STAT_FIB_NO_NEIGH);
-		count_stat(kernel_stat);
+		stats_add(st, STAT_FIB_NO_NEIGH);
+		stats_add(st, kernel_stat);
 		return XDP_PASS;
 	}
 	/* Only interfaces we are attached to are in the devmap; for any other the kernel
@@ -197,14 +198,14 @@ static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind,
 	 * only picks the target (the redirect happens when the program returns), and its flags
 	 * are what it returns without one: so this one devmap lookup is also the check. */
 	if (bpf_redirect_map(&xupf_tx_ports, nh->ifindex, XDP_PASS) != XDP_REDIRECT) {
-		count_stat(kernel_stat);
+		stats_add(st, kernel_stat);
 		return XDP_PASS;
 	}
 	if (forwarding)
 		ipv4_decrease_ttl(ip);
 	__builtin_memcpy(eth->h_dest, nh->dmac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, nh->smac, ETH_ALEN);
-	count_stat(tx_stat);
+	stats_add(st, tx_stat);
 	return XDP_REDIRECT;
 }
 

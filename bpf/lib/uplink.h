@@ -17,6 +17,7 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 				       struct gtpu_hdr *gtp, void *data_end)
 {
 	struct pkt p = { .ctx = ctx, .eth = eth, .data_end = data_end, .dir = DIR_UPLINK };
+	struct stats *st = stats_here();
 	const struct rule_ref *ref;
 	struct gtpu_gpdu g;
 	struct iphdr *inner;
@@ -24,7 +25,7 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	const struct far *far = NULL;
 	int rc, verdict;
 
-	count_stat(STAT_UL_RX);
+	stats_add(st, STAT_UL_RX);
 	rc = gtpu_parse_gpdu(gtp, data_end, &g);
 	if (rc)
 		return drop(rc);
@@ -66,8 +67,8 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	 * instead: route_ipv4 hands it to the kernel decapsulated, which answers ICMP Time
 	 * Exceeded to the UE, as for any uplink packet. */
 	if (verdict == 0 && far && (far->flags & FAR_F_OHC))
-		return tunnel_ipv4(ctx, far, QFI_NONE, STAT_UL_TX, STAT_UL_KERNEL);
-	return route_ipv4(ctx, ROUTE_FROM_UE, STAT_UL_TX, STAT_UL_KERNEL);
+		return tunnel_ipv4(ctx, far, QFI_NONE, st, STAT_UL_TX, STAT_UL_KERNEL);
+	return route_ipv4(ctx, ROUTE_FROM_UE, st, STAT_UL_TX, STAT_UL_KERNEL);
 }
 
 /* refuse_gtpu takes an IPv4/UDP packet to a local GTP-U address that arrived on an interface

@@ -199,9 +199,13 @@ func TestSpreadInTraffic(t *testing.T) {
 func (e *testEnv) perCPU(t *testing.T, name string) []uint64 {
 	t.Helper()
 	i := slices.Index(e.dp.names.stats, name)
-	var v []uint64
-	if err := e.dp.objs.XupfStats.Lookup(uint32(i), &v); err != nil {
+	perCPU, err := e.dp.statsPerCPU()
+	if err != nil {
 		t.Fatalf("read %s per CPU: %v", name, err)
+	}
+	v := make([]uint64, len(perCPU))
+	for cpu, st := range perCPU {
+		v[cpu] = st.N[i]
 	}
 	return v
 }

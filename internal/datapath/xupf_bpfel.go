@@ -502,6 +502,11 @@ const (
 	xupfStatSTAT_MAX          xupfStat = 20
 )
 
+type xupfStats struct {
+	_ structs.HostLayout
+	N [20]uint64
+}
+
 type xupfUeAllowedKey struct {
 	_     structs.HostLayout
 	Addr  uint32
