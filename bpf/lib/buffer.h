@@ -122,8 +122,8 @@ static __always_inline int notify_once(const struct far *far)
  * draining FAR with nothing held, or a frame xupfd runs through again), PKT_BUFFER to hand
  * the frame over, or a drop reason. A frame run through again while the FAR buffers (the SMF
  * made it BUFF again meanwhile) is handed over again. A FAR that drops with NOCP hands over
- * its first packet (PKT_BUFFER) and drops the others. */
-static __always_inline int buffer_verdict(struct xdp_md *ctx, const struct far *far,
+ * its first packet (PKT_BUFFER) and drops the others. A subprogram, as buffer_packet. */
+static __noinline int buffer_verdict(struct xdp_md *ctx, const struct far *far,
 					  const struct pdr *pdr)
 {
 	__s64 n;
@@ -143,8 +143,9 @@ static __always_inline int buffer_verdict(struct xdp_md *ctx, const struct far *
 }
 
 /* buffer_packet hands the frame in ctx to xupfd as one of the PDR with counter slot counter,
- * and drops it here. */
-static __always_inline int buffer_packet(struct xdp_md *ctx, __u32 counter)
+ * and drops it here. A subprogram: only buffering FARs come here, and inlined in both
+ * directions it lengthened the forwarding code (stats.h's drop says why that costs). */
+static __noinline int buffer_packet(struct xdp_md *ctx, __u32 counter)
 {
 	__u32 key = 0, len = bpf_xdp_get_buff_len(ctx);
 	struct buffered_frame *f = bpf_map_lookup_elem(&xupf_buffer_scratch, &key);

@@ -43,8 +43,9 @@ struct {
 } xupf_errind_window SEC(".maps");
 
 /* errind_event hands the daemon the unknown TEID of the G-PDU in ctx and its outer addresses,
- * unless this CPU's window is full or the ring is. */
-static __always_inline void errind_event(struct xdp_md *ctx, __be32 teid)
+ * unless this CPU's window is full or the ring is. A subprogram: rare, and kept out of the
+ * uplink's forwarding code (stats.h's drop says why). */
+static __noinline void errind_event(struct xdp_md *ctx, __be32 teid)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;

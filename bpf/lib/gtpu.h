@@ -233,8 +233,10 @@ struct gtpu_echo_resp {
 		       sizeof(struct udphdr) + sizeof(struct gtpu_echo_resp))
 
 /* gtpu_echo_reply turns the Echo Request in ctx (already checked: IPv4/UDP to our address and
- * port, GTP header present) into an Echo Response back to its sender. Returns the XDP action. */
-static __always_inline int gtpu_echo_reply(struct xdp_md *ctx, __u32 ihl_len)
+ * port, GTP header present) into an Echo Response back to its sender. Returns the XDP action.
+ * A subprogram: a path echo requests take, every few seconds per peer, kept out of the
+ * uplink's forwarding code (stats.h's drop says why). */
+static __noinline int gtpu_echo_reply(struct xdp_md *ctx, __u32 ihl_len)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;

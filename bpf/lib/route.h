@@ -130,8 +130,9 @@ enum route_kind {
  * Handed to the kernel it would reach the UPF's own sockets (PFCP, the API, SSH…), so it is
  * dropped: ue_to_upf when the destination is the UPF's (a local or broadcast address,
  * loopback, multicast), no_route otherwise; only a service in xupf_ue_allowed goes to the
- * kernel. Off the fast path: a forwarded packet never gets here. */
-static __always_inline int not_forwarded(struct iphdr *ip, void *data_end, struct stats *st,
+ * kernel. Off the fast path: a forwarded packet never gets here, so a subprogram, out of
+ * route_ipv4's inlined code (stats.h's drop says why). */
+static __noinline int not_forwarded(struct iphdr *ip, void *data_end, struct stats *st,
 					 enum stat kernel_stat)
 {
 	struct ue_allowed_key key = { .addr = ip->daddr, .proto = ip->protocol };
