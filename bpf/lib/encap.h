@@ -12,6 +12,7 @@
 #include <bpf/bpf_endian.h>
 #include "parse.h"
 #include "csum.h"
+#include "eth.h"
 #include "gtpu.h"
 #include "types.h"
 #include "route.h"
@@ -48,7 +49,8 @@ static __always_inline int encap_gpdu(struct xdp_md *ctx, const struct far *far,
 			  sizeof(struct gtpu_hdr) + ext_len;
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data, eth_copy;
+	struct ethhdr *eth = data;
+	struct eth_words eth_hdr;
 	struct gtpu_hdr *gtp;
 	struct udphdr *udp;
 	struct iphdr *ip;
@@ -59,7 +61,7 @@ static __always_inline int encap_gpdu(struct xdp_md *ctx, const struct far *far,
 
 	if ((void *)(eth + 1) > data_end)
 		return DROP_INTERNAL;  /* the caller checked the inner header after it */
-	__builtin_memcpy(&eth_copy, eth, sizeof(eth_copy));
+	eth_hdr = eth_load(eth);
 	if (bpf_xdp_adjust_head(ctx, -(int)encap_len))
 		return DROP_HEADROOM;
 	data = (void *)(long)ctx->data;
@@ -71,7 +73,7 @@ static __always_inline int encap_gpdu(struct xdp_md *ctx, const struct far *far,
 	gtp = (void *)(udp + 1);
 	if ((void *)(gtp + 1) > data_end)
 		return DROP_INTERNAL;  /* encap_len bytes were just added before the inner header */
-	__builtin_memcpy(eth, &eth_copy, sizeof(*eth));
+	eth_store(eth, eth_hdr);
 
 	ip->version = 4;
 	ip->ihl = 5;
@@ -117,11 +119,10 @@ static __always_inline int encap_gpdu(struct xdp_md *ctx, const struct far *far,
  * Ethernet header (route_ipv4 rewrites its addresses). Returns 0 or a drop reason. */
 static __always_inline int decap_gpdu(struct xdp_md *ctx, struct ethhdr *eth, void *payload)
 {
-	struct ethhdr eth_copy;
+	struct eth_words eth_hdr = eth_load(eth);
 	int hdr_len = payload - (void *)(eth + 1);
 	void *data, *data_end;
 
-	__builtin_memcpy(&eth_copy, eth, sizeof(eth_copy));
 	if (bpf_xdp_adjust_head(ctx, hdr_len))
 		return DROP_HEADROOM;
 	data = (void *)(long)ctx->data;
@@ -129,7 +130,7 @@ static __always_inline int decap_gpdu(struct xdp_md *ctx, struct ethhdr *eth, vo
 	eth = data;
 	if ((void *)(eth + 1) > data_end)
 		return DROP_INTERNAL;  /* the inner IPv4 header (checked) follows */
-	__builtin_memcpy(eth, &eth_copy, sizeof(*eth));
+	eth_store(eth, eth_hdr);
 	return 0;
 }
 

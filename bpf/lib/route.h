@@ -10,6 +10,7 @@
 #include <linux/ip.h>
 #include <bpf/bpf_helpers.h>
 #include "csum.h"
+#include "eth.h"
 #include "parse.h"
 #include "types.h"
 #include "stats.h"
@@ -204,8 +205,7 @@ static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind, 
 	}
 	if (forwarding)
 		ipv4_decrease_ttl(ip);
-	__builtin_memcpy(eth->h_dest, nh->dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, nh->smac, ETH_ALEN);
+	eth_set_macs(eth, nh->dmac, nh->smac);
 	stats_add(st, tx_stat);
 	return XDP_REDIRECT;
 }
