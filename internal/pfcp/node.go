@@ -22,6 +22,7 @@ import (
 
 	"github.com/xupf/xupf/internal/ratelimit"
 	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/state"
 	"github.com/xupf/xupf/internal/usage"
 )
 
@@ -65,6 +66,10 @@ type Options struct {
 
 	// Datapath is where sessions are installed.
 	Datapath Datapath
+	// Store keeps the associations, sessions and Recovery Time Stamp across restarts
+	// (Restore reads them back); Serve sends each response once the change it reports is in
+	// it. nil keeps nothing.
+	Store *state.Store
 	// Buffers keeps the packets of FARs that buffer and notifies of them (NOCP) through
 	// DownlinkData; nil buffers none.
 	Buffers BufferController
@@ -532,6 +537,7 @@ func (n *Node) associationRelease(peer netip.AddrPort, m *message.AssociationRel
 	n.mu.Lock()
 	delete(n.assocs, nodeID)
 	delete(n.pending, nodeID)
+	n.saveAssociation(nodeID, nil)
 	n.mu.Unlock()
 	n.log.Info("pfcp: association released", "node_id", nodeID)
 	n.deletePeerSessions(nodeID, "association released", false)
@@ -550,6 +556,8 @@ func (n *Node) associated(nodeID string, addr netip.AddrPort, recovery time.Time
 	last, known := n.recoveries[nodeID]
 	n.assocs[nodeID] = &Association{NodeID: nodeID, Address: addr, Recovery: recovery, Established: time.Now()}
 	n.recoveries[nodeID] = peerRecord{recovery, addr.Addr().Unmap()}
+	n.saveAssociation(nodeID, n.assocs[nodeID])
+	n.savePeer(nodeID, n.recoveries[nodeID], true)
 	delete(n.pending, nodeID)
 	n.answered.forget(addr.Addr())
 	n.mu.Unlock()
@@ -579,6 +587,7 @@ func (n *Node) forgetIdlePeer(nodeID string) {
 	defer n.mu.Unlock()
 	if _, ok := n.assocs[nodeID]; !ok {
 		delete(n.recoveries, nodeID)
+		n.savePeer(nodeID, peerRecord{}, false)
 	}
 }
 

@@ -242,5 +242,6 @@ func (n *Node) updateReportBAR(seid uint64, g *ie.IE) error {
 		return err
 	}
 	n.setBuffering(s)
+	n.saveSession(s)
 	return nil
 }

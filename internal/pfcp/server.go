@@ -9,13 +9,21 @@ import (
 
 	"github.com/wmnsk/go-pfcp/ie"
 	"github.com/wmnsk/go-pfcp/message"
+
+	"github.com/xupf/xupf/internal/state"
 )
 
 // maxMessage is the largest PFCP message read: a UDP datagram.
 const maxMessage = 65535
 
+// maxUnsent bounds the responses waiting for the state file: past it, Serve reads no more
+// requests until a commit lets some go.
+const maxUnsent = 8192
+
 // Serve answers PFCP messages arriving on conn and sends heartbeats to the associated peers,
-// until ctx is done; then it closes conn.
+// until ctx is done; then it closes conn. With a state file (Options.Store), a response
+// leaves only once the changes made so far are durable: while one commit is synced, Serve
+// goes on handling requests, whose changes the next commit takes together.
 func (n *Node) Serve(ctx context.Context, conn *net.UDPConn) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
@@ -25,6 +33,29 @@ func (n *Node) Serve(ctx context.Context, conn *net.UDPConn) error {
 	go n.pollUsage(ctx)
 	for _, smf := range n.opts.SMFPeers {
 		go n.initiate(ctx, conn, smf)
+	}
+	write := func(r response) {
+		if _, err := conn.WriteToUDPAddrPort(r.msg, r.peer); err != nil {
+			n.log.Warn("pfcp: send response", "peer", r.peer, "err", err)
+		}
+	}
+	send := write
+	if st := n.opts.Store; st != nil {
+		unsent := make(chan response, maxUnsent)
+		defer close(unsent)
+		go func() {
+			for r := range unsent {
+				if err := st.Wait(r.after); err != nil {
+					n.log.Warn("pfcp: response not sent: its change is not saved", "peer", r.peer, "err", err)
+					continue
+				}
+				write(r)
+			}
+		}()
+		send = func(r response) {
+			r.after = st.Queued()
+			unsent <- r
+		}
 	}
 	buf := make([]byte, maxMessage)
 	for {
@@ -36,11 +67,16 @@ func (n *Node) Serve(ctx context.Context, conn *net.UDPConn) error {
 			return err
 		}
 		if resp := n.Handle(peer, buf[:size]); resp != nil {
-			if _, err := conn.WriteToUDPAddrPort(resp, peer); err != nil {
-				n.log.Warn("pfcp: send response", "peer", peer, "err", err)
-			}
+			send(response{peer: peer, msg: resp})
 		}
 	}
+}
+
+// response is an answer to send once the state file holds every change up to after.
+type response struct {
+	peer  netip.AddrPort
+	msg   []byte
+	after state.Ticket
 }
 
 // heartbeats sends every associated peer a Heartbeat Request each interval. A peer that has
@@ -83,6 +119,7 @@ func (n *Node) beat() (out []heartbeat, lost []string) {
 					"node_id", id, "peer", a.Address, "missed", a.Missed)
 				delete(n.assocs, id)
 				delete(n.pending, id)
+				n.saveAssociation(id, nil)
 				lost = append(lost, id)
 				continue
 			}
@@ -125,6 +162,7 @@ func (n *Node) heartbeatAnswered(peer netip.AddrPort, m *message.HeartbeatRespon
 			if ts, err := m.RecoveryTimeStamp.RecoveryTimeStamp(); err == nil && !ts.Equal(a.Recovery) {
 				n.log.Warn("pfcp: peer restarted (new Recovery Time Stamp in a heartbeat)", "node_id", id, "peer", peer)
 				a.Recovery = ts
+				n.saveAssociation(id, a)
 			}
 		}
 		return

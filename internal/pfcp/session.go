@@ -151,6 +151,7 @@ func (n *Node) sessionEstablishment(from netip.AddrPort, m *message.SessionEstab
 	n.setBuffering(s)
 	n.ss.bySMF[smfSEID{peer, cpSEID}] = s.SEID
 	n.ss.perPeer[peer]++
+	n.saveSession(s)
 	n.log.Info("pfcp: session established", "seid", s.SEID, "cp_seid", cpSEID, "peer", peer, "pdrs", len(s.PDRs))
 	ies := []*ie.IE{ie.NewCause(ie.CauseRequestAccepted), ie.NewFSEID(s.SEID, n.opts.Address.AsSlice(), nil)}
 	return respond(append(ies, createdPDRs(nil, s)...)...)
@@ -402,6 +403,7 @@ func (n *Node) sessionModification(peer netip.AddrPort, m *message.SessionModifi
 	n.ss.byID[s.SEID] = s
 	n.ss.setTunnels(old, s)
 	n.setBuffering(s)
+	n.saveSession(s)
 	n.sendEndMarkers(old, s, m.UpdateFAR)
 	var removed []uint32
 	for _, id := range sortedKeys(old.URRs) {
@@ -507,6 +509,7 @@ func (n *Node) deleteSession(s *Session) ([]usage.Report, error) {
 	}
 	n.ss.alloc.release(s, nil)
 	delete(n.ss.byID, s.SEID)
+	n.forgetSession(s.SEID)
 	n.ss.setTunnels(s, nil)
 	delete(n.ss.bySMF, smfSEID{s.Peer, s.CPSEID})
 	if n.ss.perPeer[s.Peer]--; n.ss.perPeer[s.Peer] <= 0 {

@@ -1,0 +1,203 @@
+package pfcp
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wmnsk/go-pfcp/ie"
+	"github.com/wmnsk/go-pfcp/message"
+
+	"github.com/xupf/xupf/internal/state"
+)
+
+var ue2, ue3 = netip.MustParseAddr("10.45.0.8"), netip.MustParseAddr("10.45.0.9")
+
+func openStore(t *testing.T, dir string) *state.Store {
+	t.Helper()
+	st, err := state.Open(dir, nil, StoreBuckets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// restarted is the node a restart with the state file in dir makes: a new datapath, the
+// sessions restored into it.
+func restarted(t *testing.T, dir string, opts ...func(*Options)) (*Node, *fakeDatapath, RestoreResult, error) {
+	t.Helper()
+	st := openStore(t, dir)
+	t.Cleanup(func() { st.Close() })
+	dp := newFakeDatapath()
+	n := newSessionNode(dp, append([]func(*Options){func(o *Options) { o.Store = st }}, opts...)...)
+	res, err := n.Restore()
+	return n, dp, res, err
+}
+
+// TestRestoreSessions: a node restarted on the state file has the same Recovery Time Stamp,
+// associations, sessions (rules, SEIDs, TEIDs, UE addresses) and datapath entries; it hands
+// out neither a SEID nor a TEID again, and the restored sessions can be modified and
+// deleted.
+func TestRestoreSessions(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	p := newPFCPTest(t, func(o *Options) { o.Store = st })
+	if res, err := p.n.Restore(); err != nil || res.Restored {
+		t.Fatalf("Restore on a first start: %+v, %v; want nothing restored", res, err)
+	}
+	sdfPDR := chosenULPDR(3, 0, 0, 1, ie.NewSDFFilter("permit out 17 from 198.51.100.0/24 53 to assigned", "", "", "", 1))
+	withSDF := append(basicSession(ue1), sdfPDR,
+		ie.NewCreateBAR(ie.NewBARID(1), ie.NewDownlinkDataNotificationDelay(2)))
+	seid1, _ := p.mustEstablish(0x11, withSDF...)
+	seid2, _ := p.mustEstablish(0x12, basicSession(ue2)...)
+	seid3, _ := p.mustEstablish(0x13, basicSession(ue3)...)
+	p.send(func(seq uint32) message.Message { return message.NewSessionDeletionRequest(0, 0, seid3, seq, 0) })
+	if c, _ := p.modify(seid2, ie.NewUpdateFAR(ie.NewFARID(2), ie.NewApplyAction(0x04))).Cause.Cause(); c != ie.CauseRequestAccepted {
+		t.Fatalf("modification: cause %d", c)
+	}
+	want, wantAssocs, wantDP := p.n.Sessions(), p.n.Associations(), p.dp.sets
+	recovery := p.n.recovery
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	n, dp, res, err := restarted(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Restored || res.Sessions != 2 || res.Associations != 1 {
+		t.Errorf("Restore = %+v, want 2 sessions and 1 association restored", res)
+	}
+	if !n.recovery.Equal(recovery) {
+		t.Errorf("Recovery Time Stamp after restart %v, want the first run's %v", n.recovery, recovery)
+	}
+	if got := n.Sessions(); !reflect.DeepEqual(withoutClock(got), withoutClock(want)) {
+		t.Errorf("sessions after restart:\n%+v\nwant\n%+v", got, want)
+	}
+	for i, s := range n.Sessions() {
+		for id, f := range s.FARs {
+			if f.hasDestination != want[i].FARs[id].hasDestination {
+				t.Errorf("session 0x%x FAR %d: hasDestination lost", s.SEID, id)
+			}
+		}
+	}
+	if got := n.Associations(); len(got) != 1 || !got[0].Established.Equal(wantAssocs[0].Established) ||
+		got[0].NodeID != wantAssocs[0].NodeID || got[0].Address != wantAssocs[0].Address ||
+		!got[0].Recovery.Equal(wantAssocs[0].Recovery) {
+		t.Errorf("associations after restart %+v, want %+v", got, wantAssocs)
+	}
+	if !reflect.DeepEqual(dp.sets, wantDP) {
+		t.Errorf("datapath after restart:\n%+v\nwant\n%+v", dp.sets, wantDP)
+	}
+	// The SEID of the deleted session is not given again, nor are the TEIDs in use.
+	q := &pfcpTest{t: t, n: n, dp: dp, seq: 500}
+	seid4, r := q.mustEstablish(0x14, basicSession(ue3)...)
+	if seid4 <= seid3 {
+		t.Errorf("SEID after restart 0x%x, want one above 0x%x", seid4, seid3)
+	}
+	for _, teid := range createdTEIDs(t, r.CreatedPDR) {
+		if owner := n.ss.alloc.teids[teid]; owner != seid4 {
+			t.Errorf("TEID 0x%x given to 0x%x is the allocator's for 0x%x", teid, seid4, owner)
+		}
+	}
+	if c, _ := q.modify(seid1, ie.NewRemovePDR(ie.NewPDRID(3))).Cause.Cause(); c != ie.CauseRequestAccepted {
+		t.Errorf("modification of a restored session: cause %d", c)
+	}
+	del := q.send(func(seq uint32) message.Message { return message.NewSessionDeletionRequest(0, 0, seid2, seq, 0) })
+	if c, _ := del.(*message.SessionDeletionResponse).Cause.Cause(); c != ie.CauseRequestAccepted {
+		t.Errorf("deletion of a restored session: cause %d", c)
+	}
+}
+
+// withoutClock is ss without what a restart may change and the SMF never sees: the
+// monotonic clock reading and location of the establishment time, and the FARs' buffering epochs.
+func withoutClock(ss []Session) []Session {
+	for i := range ss {
+		ss[i].Established = ss[i].Established.Round(0).UTC()
+		for id, f := range ss[i].FARs {
+			c := *f
+			c.epoch = 0
+			ss[i].FARs[id] = &c
+		}
+	}
+	return ss
+}
+
+// TestRestoreRefusesWhatNoLongerFits: a restart whose configuration no longer allows a saved
+// session (its network instance gone) fails, naming the session and the way out.
+func TestRestoreRefusesWhatNoLongerFits(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	p := newPFCPTest(t, func(o *Options) { o.Store = st })
+	p.n.Restore()
+	seid, _ := p.mustEstablish(0x11, basicSession(ue1)...)
+	st.Close()
+	_, _, _, err := restarted(t, dir, func(o *Options) { o.NetworkInstances = map[string]string{"ims": "n6"} })
+	if err == nil || !strings.Contains(err.Error(), "internet") || !strings.Contains(err.Error(), "xupfd --stop") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("0x%x", seid)) {
+		t.Fatalf("Restore with the network instance gone: %v", err)
+	}
+	t.Log(err)
+}
+
+// TestAnswerAfterSave: over UDP, with a state file, every answer arrives after the change it
+// reports is in the file, for requests sent back to back (which share commits).
+func TestAnswerAfterSave(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newSessionNode(newFakeDatapath(), func(o *Options) { o.Store = st })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Serve(ctx, conn) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	client, err := net.DialUDP("udp", nil, conn.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	client.SetDeadline(time.Now().Add(10 * time.Second))
+	const sessions = 200
+	client.Write(bytesOf(t, smfSetup(1)))
+	for i := range sessions {
+		ue := netip.AddrFrom4([4]byte{10, 45, 1, byte(i)})
+		client.Write(bytesOf(t, establishment(uint32(10+i), uint64(0x100+i), basicSession(ue)...)))
+	}
+	buf := make([]byte, 4096)
+	for got := 0; got < sessions; {
+		size, err := client.Read(buf)
+		if err != nil {
+			t.Fatalf("read: %v after %d answers", err, got)
+		}
+		m, err := message.Parse(buf[:size])
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, ok := m.(*message.SessionEstablishmentResponse)
+		if !ok {
+			continue
+		}
+		got++
+		f, err := r.UPFSEID.FSEID()
+		if err != nil {
+			t.Fatalf("answer %d: %v", got, err)
+		}
+		if v, err := st.Get(bucketSessions, seidKey(f.SEID)); err != nil || v == nil {
+			t.Fatalf("session 0x%x answered before it was saved (%v)", f.SEID, err)
+		}
+	}
+	t.Logf("%d commits for %d sessions", st.Commits(), sessions)
+}
