@@ -27,6 +27,8 @@ func main() {
 
 func run() error {
 	path := flag.String("config", "/etc/xupf/xupfd.yaml", "configuration file (YAML)")
+	stopGateway := flag.Bool("stop", false, "stop the gateway of the configuration for good: stop its xupfd, "+
+		"detach XDP, remove the pins and the saved sessions (a SIGTERM leaves them forwarding)")
 	flag.Parse()
 	cfg, err := config.Load(*path)
 	if err != nil {
@@ -37,6 +39,14 @@ func run() error {
 		return fmt.Errorf("log_level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if *stopGateway {
+		if err := daemon.Stop(cfg, log); err != nil {
+			return err
+		}
+		log.Info("gateway stopped: XDP detached, pins and saved sessions removed", "bpffs", cfg.BPFFS,
+			"state_dir", cfg.StateDir)
+		return nil
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -45,7 +55,8 @@ func run() error {
 		return err
 	}
 	runErr := d.Run(ctx)
-	log.Info("shutting down: detaching the datapath")
+	log.Info("shutting down: the datapath keeps forwarding and the next xupfd takes it over " +
+		"(`xupfd --stop` removes it)")
 	if err := d.Close(); err != nil {
 		log.Error("close datapath", "err", err)
 	}

@@ -19,7 +19,9 @@ const (
 	DefaultXDPMode     = XDPModeNative
 	DefaultXDPFallback = true
 	DefaultBPFFS       = "/sys/fs/bpf/xupf"
-	DefaultHTTPListen  = "127.0.0.1:8080"
+	// DefaultStateDir is state_dir, under the systemd unit's StateDirectory.
+	DefaultStateDir   = "/var/lib/xupf/state"
+	DefaultHTTPListen = "127.0.0.1:8080"
 	// DefaultPFCPPort is pfcp_listen's port; its host defaults to the first of gtpu_addresses.
 	DefaultPFCPPort    = 8805
 	DefaultLogLevel    = LogLevelInfo
@@ -118,6 +120,9 @@ type Config struct {
 	XDPFallback bool `yaml:"xdp_fallback"`
 	// BPFFS is the absolute directory on the BPF filesystem where maps and links are pinned.
 	BPFFS string `yaml:"bpffs"`
+	// StateDir is the absolute directory of the state file, which keeps the PFCP sessions
+	// and associations across restarts.
+	StateDir string `yaml:"state_dir"`
 	// HTTPListen is the host:port of the HTTP API; the host may be empty (all addresses).
 	HTTPListen string `yaml:"http_listen"`
 	// PFCPListen is the host:port of the PFCP (N4) endpoint; it defaults to the first of
@@ -251,6 +256,7 @@ func Default() *Config {
 		UplinkSpreadQueue: DefaultUplinkSpreadQueue,
 		XDPFallback:       DefaultXDPFallback,
 		BPFFS:             DefaultBPFFS,
+		StateDir:          DefaultStateDir,
 		HTTPListen:        DefaultHTTPListen,
 		// PFCPListen's and PFCPNodeID's defaults come from the first of gtpu_addresses, which
 		// Default does not have.

@@ -38,6 +38,7 @@ func TestLoadExample(t *testing.T) {
 		UplinkSpreadQueue: 2048,
 		XDPFallback:       true,
 		BPFFS:             "/sys/fs/bpf/xupf",
+		StateDir:          "/var/lib/xupf/state",
 		HTTPListen:        "127.0.0.1:8080",
 		PFCPListen:        "192.0.2.1:8805",
 		PFCPNodeID:        "192.0.2.1",
@@ -98,7 +99,7 @@ func TestExampleShowsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	def := Default()
-	got := Config{XDPMode: cfg.XDPMode, XDPFallback: cfg.XDPFallback, BPFFS: cfg.BPFFS,
+	got := Config{XDPMode: cfg.XDPMode, XDPFallback: cfg.XDPFallback, BPFFS: cfg.BPFFS, StateDir: cfg.StateDir,
 		UplinkSpread: cfg.UplinkSpread, UplinkSpreadQueue: cfg.UplinkSpreadQueue,
 		HTTPListen:       cfg.HTTPListen,
 		PFCPAllowedPeers: cfg.PFCPAllowedPeers, PFCPHeartbeatInterval: cfg.PFCPHeartbeatInterval,
@@ -350,6 +351,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "xdp_mode", yaml: minimal + "xdp_mode: fast\n", want: []string{`config: xdp_mode: "fast" is not a mode; use "native" or "generic"`}},
 		{name: "xdp_mode empty", yaml: minimal + "xdp_mode: \"\"\n", want: []string{`xdp_mode: "" is not a mode`}},
 		{name: "bpffs relative", yaml: minimal + "bpffs: sys/fs/bpf\n", want: []string{`bpffs: "sys/fs/bpf" is not an absolute path; give an absolute directory on the BPF filesystem, e.g. /sys/fs/bpf/xupf`}},
+		{name: "state_dir relative", yaml: minimal + "state_dir: state\n", want: []string{`state_dir: "state" is not an absolute path; give the directory of the state file, e.g. /var/lib/xupf/state`}},
 		{name: "bpffs empty", yaml: minimal + "bpffs: \"\"\n", want: []string{"bpffs: empty; give an absolute directory"}},
 		{name: "http_listen no port", yaml: minimal + "http_listen: 127.0.0.1\n", want: []string{`http_listen: "127.0.0.1" is not host:port (missing port in address); use host:port, e.g. "127.0.0.1:8080"`}},
 		{name: "http_listen port 0", yaml: minimal + "http_listen: \":0\"\n", want: []string{`http_listen: port "0" in ":0" is not a port number from 1 to 65535`}},

@@ -45,6 +45,7 @@ type rawConfig struct {
 	SpreadQueue   yaml.Node           `yaml:"uplink_spread_queue"`
 	XDPFallback   bool                `yaml:"xdp_fallback"`
 	BPFFS         string              `yaml:"bpffs"`
+	StateDir      string              `yaml:"state_dir"`
 	HTTPListen    string              `yaml:"http_listen"`
 	PFCPListen    string              `yaml:"pfcp_listen"`
 	PFCPNodeID    string              `yaml:"pfcp_node_id"`
@@ -103,6 +104,7 @@ func parse(data []byte) (*Config, []error) {
 		Spread:      def.UplinkSpread,
 		XDPFallback: def.XDPFallback,
 		BPFFS:       def.BPFFS,
+		StateDir:    def.StateDir,
 		HTTPListen:  def.HTTPListen,
 		// A null or absent pfcp_heartbeat_interval keeps this default.
 		PFCPInterval: def.PFCPHeartbeatInterval.String(),

@@ -26,6 +26,11 @@ func (v *validator) settings(raw *rawConfig) {
 	default:
 		v.cfg.BPFFS = raw.BPFFS
 	}
+	if !filepath.IsAbs(raw.StateDir) {
+		v.addf("state_dir: %q is not an absolute path; give the directory of the state file, e.g. %s", raw.StateDir, DefaultStateDir)
+	} else {
+		v.cfg.StateDir = raw.StateDir
+	}
 
 	if err := checkListen(raw.HTTPListen); err != nil {
 		v.addf(`http_listen: %w; use host:port, e.g. "127.0.0.1:8080", or ":8080" for all addresses`, err)

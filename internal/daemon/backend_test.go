@@ -114,7 +114,7 @@ func TestPFCPSessionsBackend(t *testing.T) {
 	dp := &pfcpDatapath{sets: map[uint64][]rules.RuleSet{}, usage: map[uint64][]rules.Usage{}}
 	cfg := testConfig(t, "")
 	log := slog.New(slog.DiscardHandler)
-	d := &Daemon{cfg: cfg, log: log, pfcpNode: newPFCPNode(cfg, dp, nil, nil, log)}
+	d := &Daemon{cfg: cfg, log: log, pfcpNode: newPFCPNode(cfg, dp, nil, nil, nil, log)}
 
 	list, err := d.PFCPSessions()
 	if err != nil || len(list) != 0 {

@@ -22,6 +22,7 @@ import (
 	"github.com/xupf/xupf/internal/datapath"
 	"github.com/xupf/xupf/internal/gtpu"
 	"github.com/xupf/xupf/internal/pfcp"
+	"github.com/xupf/xupf/internal/state"
 )
 
 // Daemon is a running xupfd.
@@ -34,6 +35,11 @@ type Daemon struct {
 	attached []api.Interface
 	// pinLock is New's claim on the bpffs directory; Close releases it.
 	pinLock *datapath.PinLock
+	// adopted says the bpffs directory held an earlier run's pins: a failed start leaves
+	// them forwarding, where a failed first start removes what it made.
+	adopted bool
+	// store is the state file the PFCP node keeps its sessions in (state_dir).
+	store *state.Store
 	// apiSrv, httpLn and pfcpConn are made by New (see listen) and served by Run.
 	apiSrv   *http.Server
 	httpLn   net.Listener
@@ -58,9 +64,11 @@ type Daemon struct {
 	classDP classDatapath
 }
 
-// New claims the bpffs directory, binds the API and PFCP sockets, loads the datapath,
-// attaches it to the configured interfaces and installs the static sessions. On error
-// everything it did is undone.
+// New claims the bpffs directory, opens the state file, binds the API and PFCP sockets, loads
+// the datapath (taking over an earlier run's pinned maps and links), attaches it to the
+// configured interfaces, installs the static sessions and restores the PFCP sessions of the
+// state file. On error everything it did is undone, except that an earlier run's pins are
+// left forwarding as they were.
 //
 // What can fail without touching the datapath comes first: another xupfd on the same pins,
 // or a restart whose ports are taken, must fail before it changes anything a running (or
@@ -84,10 +92,16 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		if err == nil {
 			return
 		}
-		if cerr := d.Close(); cerr != nil {
+		if cerr := d.close(!d.adopted); cerr != nil {
 			log.Error("undo the start-up", "err", cerr)
 		}
 	}()
+	if d.adopted, err = earlierRun(cfg); err != nil {
+		return nil, err
+	}
+	if d.store, err = state.Open(cfg.StateDir, log, pfcp.StoreBuckets...); err != nil {
+		return nil, err
+	}
 	if err := d.listen(); err != nil {
 		return nil, err
 	}
@@ -125,7 +139,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	d.buf = buffer.New(dp, buffer.Limits{MaxPacketsPerSession: cfg.BufferMaxPacketsPerSession,
 		MaxBytesPerSession: cfg.BufferMaxBytesPerSession, MaxBytes: cfg.BufferMaxBytes,
 		MaxDuration: cfg.BufferMaxDuration}, func(k buffer.Key) { node.DownlinkData(k) }, log)
-	node = newPFCPNode(cfg, dp, d.gtpu, d.buf, log)
+	node = newPFCPNode(cfg, dp, d.gtpu, d.buf, d.store, log)
 	d.pfcpNode = node
 	if cfg.QoSClock == config.ClockUser {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -161,6 +175,13 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	if d.static, err = installStatic(dp, cfg.Sessions); err != nil {
 		return nil, err
 	}
+	res, err := node.Restore()
+	if err != nil {
+		return nil, err
+	}
+	log.Info("pfcp state", "restored", res.Restored, "sessions", res.Sessions, "associations", res.Associations,
+		"recovery_time_stamp", res.RecoveryTimeStamp, "read_in", res.ReadIn, "installed_in", res.InstalledIn,
+		"state_file", d.store.Path())
 	if err := dp.Prune(); err != nil {
 		return nil, fmt.Errorf("prune entries of an earlier run: %w", err)
 	}
@@ -197,9 +218,10 @@ func ueAllowed(cfg *config.Config) []datapath.UEService {
 }
 
 // newPFCPNode returns the PFCP node the configuration describes, installing sessions in dp,
-// sending End Markers through em (nil: none) and buffering in bufs (nil: none).
+// sending End Markers through em (nil: none), buffering in bufs (nil: none) and keeping its
+// state in st (nil: nowhere).
 func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, em pfcp.EndMarkerSender, bufs pfcp.BufferController,
-	log *slog.Logger) *pfcp.Node {
+	st *state.Store, log *slog.Logger) *pfcp.Node {
 	return pfcp.NewNode(pfcp.Options{
 		NodeID:                    cfg.PFCPNodeID,
 		AllowedPeers:              cfg.PFCPAllowedPeers,
@@ -212,6 +234,7 @@ func newPFCPNode(cfg *config.Config, dp pfcp.Datapath, em pfcp.EndMarkerSender, 
 		HeartbeatRetries:          cfg.PFCPHeartbeatRetries,
 		DeleteSessionsOfLostPeers: cfg.PFCPLostPeerSessions == config.LostPeerDelete,
 		Datapath:                  dp,
+		Store:                     st,
 		EndMarkers:                em,
 		Buffers:                   bufs,
 		Address:                   n4Address(cfg),
@@ -349,9 +372,13 @@ func listenPFCP(addr string) (*net.UDPConn, error) {
 	return conn, nil
 }
 
-// Close closes the sockets (unless Run has), detaches the datapath, removes its pins and
-// releases the bpffs directory. It undoes a New that stopped half-way too.
-func (d *Daemon) Close() error {
+// Close closes the sockets (unless Run has) and the state file and releases the datapath and
+// the bpffs directory, leaving the pinned links and maps forwarding: the next xupfd takes
+// them over, and Stop removes them.
+func (d *Daemon) Close() error { return d.close(false) }
+
+// close is Close, removing the datapath's pins with unpin (which detaches it).
+func (d *Daemon) close(unpin bool) error {
 	// After Run they are closed already, and closing again only says so.
 	if d.httpLn != nil {
 		d.httpLn.Close()
@@ -361,11 +388,14 @@ func (d *Daemon) Close() error {
 		d.gtpu.Close()
 	}
 	d.stopClock()
-	var err error
+	var errs []error
 	if d.dp != nil {
-		err = d.dp.Close(true)
+		errs = append(errs, d.dp.Close(unpin))
 	}
-	return errors.Join(err, d.pinLock.Unlock())
+	if d.store != nil {
+		errs = append(errs, d.store.Close())
+	}
+	return errors.Join(append(errs, d.pinLock.Unlock())...)
 }
 
 // The configuration's names of the meters' algorithms and clocks.

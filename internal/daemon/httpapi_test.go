@@ -61,7 +61,7 @@ func TestRunRefusesOpenTokenFile(t *testing.T) {
 	if err := os.Chmod(cfg.TokenFile, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{cfg: cfg, log: slog.New(slog.DiscardHandler), pfcpNode: newPFCPNode(cfg, nil, nil, nil, nil)}
+	d := &Daemon{cfg: cfg, log: slog.New(slog.DiscardHandler), pfcpNode: newPFCPNode(cfg, nil, nil, nil, nil, nil)}
 	err := d.listen()
 	if err == nil || !strings.HasPrefix(err.Error(), "api_token_file: API token file "+cfg.TokenFile+" has mode 0644") {
 		t.Errorf("listen = %v, want a refusal of the token file's mode", err)
@@ -104,7 +104,7 @@ func TestRunBadTLSCert(t *testing.T) {
 	cfg := testConfig(t, "")
 	cfg.TLSCert, _ = apitest.SelfSignedCert(t)
 	cfg.TLSKey = cfg.TLSCert // a certificate is no key
-	d := &Daemon{cfg: cfg, log: slog.New(slog.DiscardHandler), pfcpNode: newPFCPNode(cfg, nil, nil, nil, nil)}
+	d := &Daemon{cfg: cfg, log: slog.New(slog.DiscardHandler), pfcpNode: newPFCPNode(cfg, nil, nil, nil, nil, nil)}
 	err := d.listen()
 	if want := "api_tls_cert " + cfg.TLSCert + ", api_tls_key " + cfg.TLSKey + ": "; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("listen = %v, want an error starting with %q", err, want)

@@ -50,7 +50,7 @@ type running struct {
 func startRun(t *testing.T, cfg *config.Config) *running {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	d := &Daemon{cfg: cfg, log: log, pfcpNode: newPFCPNode(cfg, nil, nil, nil, log)}
+	d := &Daemon{cfg: cfg, log: log, pfcpNode: newPFCPNode(cfg, nil, nil, nil, nil, log)}
 	if err := d.listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestListenPFCPBusy(t *testing.T) {
 	cfg := testConfig(t, "")
 	cfg.HTTPListen = httpAddr
 	cfg.PFCPListen = busy.LocalAddr().String()
-	d := &Daemon{cfg: cfg, log: slog.New(slog.DiscardHandler), pfcpNode: newPFCPNode(cfg, nil, nil, nil, nil)}
+	d := &Daemon{cfg: cfg, log: slog.New(slog.DiscardHandler), pfcpNode: newPFCPNode(cfg, nil, nil, nil, nil, nil)}
 	err = d.listen()
 	if err == nil {
 		t.Fatal("listen succeeded with pfcp_listen in use")

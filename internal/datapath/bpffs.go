@@ -176,14 +176,20 @@ func sameFile(f *os.File, path string) bool {
 	return unix.Fstat(int(f.Fd()), &a) == nil && unix.Stat(path, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
 }
 
+// PinHolder returns the pid of the process that holds the lock on dir (LockPinPath), if
+// one does.
+func PinHolder(dir string) (int, bool) {
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) != nil {
+		return 0, false
+	}
+	return flockHolder(st)
+}
+
 // lockHolder names the process holding the flock on dir, from /proc/locks: "xupfd (pid 42)",
 // or "another process" when it cannot tell.
 func lockHolder(dir string) string {
-	var st unix.Stat_t
-	if unix.Stat(dir, &st) != nil {
-		return "another process"
-	}
-	pid, ok := flockHolder(st)
+	pid, ok := PinHolder(dir)
 	if !ok {
 		return "another process"
 	}

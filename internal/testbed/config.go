@@ -50,10 +50,16 @@ func (t *Topology) WriteConfig(path string, sessions []session.Session, httpList
 
 // WriteConfigFile writes cfg (Config's, changed by the caller) as WriteConfig does. A token
 // file left at its default goes next to the configuration file, so that runs neither share
-// one nor write to /var/lib.
+// one nor write to /var/lib; so does a state_dir left at its default.
 func (t *Topology) WriteConfigFile(path string, cfg *config.Config) error {
 	if cfg.TokenFile == config.DefaultAPITokenFile {
 		cfg.TokenFile = filepath.Join(filepath.Dir(path), "api-token")
+	}
+	if cfg.StateDir == config.DefaultStateDir {
+		cfg.StateDir = filepath.Join(filepath.Dir(path), "state")
+	}
+	if cfg.StateDir == config.DefaultStateDir {
+		cfg.StateDir = filepath.Join(filepath.Dir(path), "state")
 	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {

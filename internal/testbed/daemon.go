@@ -33,6 +33,8 @@ type Daemon struct {
 	cmd     *exec.Cmd
 	log     *tailBuffer
 	BaseURL string // the API as seen from inside the upf namespace
+	// ConfigPath is the daemon's configuration file, for a restart or `xupfd --stop`.
+	ConfigPath string
 	// TokenFile is the daemon's api_token_file, which its clients read as an operator's do.
 	TokenFile string
 	// CACert is the daemon's api_tls_cert when it serves HTTPS: its clients trust it as the
@@ -65,7 +67,7 @@ func (t *Topology) StartDaemonWrapped(wrapper []string, binary, configPath strin
 	if logw == nil {
 		logw = io.Discard
 	}
-	d := &Daemon{t: t, log: newTailBuffer(4096), BaseURL: "http://" + dialAddr(cfg.HTTPListen),
+	d := &Daemon{t: t, log: newTailBuffer(4096), BaseURL: "http://" + dialAddr(cfg.HTTPListen), ConfigPath: configPath,
 		TokenFile: cfg.TokenFile, CACert: cfg.TLSCert, done: make(chan struct{})}
 	if d.CACert != "" {
 		d.BaseURL = "https://" + dialAddr(cfg.HTTPListen)
@@ -96,6 +98,16 @@ func (t *Topology) StartDaemonWrapped(wrapper []string, binary, configPath strin
 			err, joinedSuffix(stopErr), d.LogTail())
 	}
 	return d, nil
+}
+
+// WaitExited reports whether the daemon exits within timeout.
+func (d *Daemon) WaitExited(timeout time.Duration) bool {
+	select {
+	case <-d.done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
 }
 
 func (d *Daemon) exited() bool {

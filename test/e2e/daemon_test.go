@@ -2,12 +2,17 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/xupf/xupf/internal/config"
+	"github.com/xupf/xupf/internal/state"
 	"github.com/xupf/xupf/internal/testbed"
 )
 
@@ -55,22 +60,54 @@ func TestInvalidConfigRejected(t *testing.T) {
 	}
 }
 
-// TestShutdownDetaches stops xupfd with SIGTERM: it must exit cleanly and leave no XDP
-// program on its interfaces.
-func TestShutdownDetaches(t *testing.T) {
-	e := newEnv(t)
-	before := e.xdpAttached(t)
-	if !before[testbed.N3If] || !before[testbed.N6If] {
-		t.Fatalf("XDP not attached while xupfd runs: %v", before)
+// stateDir is the state_dir of e's daemon.
+func (e *env) stateDir(t *testing.T) string {
+	t.Helper()
+	cfg, err := config.Load(e.daemon.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return cfg.StateDir
+}
+
+// TestShutdownKeepsForwarding stops xupfd with SIGTERM: it must exit cleanly and leave XDP
+// on its interfaces and its pins, so the sessions keep forwarding until the next xupfd takes
+// over; `xupfd --stop` is what removes them.
+func TestShutdownKeepsForwarding(t *testing.T) {
+	e := newEnv(t)
 	if err := e.daemon.Stop(); err != nil {
 		t.Fatalf("xupfd did not stop cleanly: %v\n%s", err, e.daemon.LogTail())
 	}
-	after := e.xdpAttached(t)
-	if after[testbed.N3If] || after[testbed.N6If] {
-		t.Errorf("XDP still attached after shutdown: %v", after)
-	}
-	if !strings.Contains(e.daemon.LogTail(), "detaching the datapath") {
+	if !strings.Contains(e.daemon.LogTail(), "the datapath keeps forwarding") {
 		t.Errorf("no shutdown message in the log:\n%s", e.daemon.LogTail())
+	}
+	e.expectIntact(t, sessNoQFI, "after SIGTERM")
+}
+
+// TestStopRemovesEverything runs `xupfd --stop` beside a running xupfd: the daemon exits,
+// XDP is detached, and the pins and the state file are gone.
+func TestStopRemovesEverything(t *testing.T) {
+	e := newEnv(t)
+	e.pfcpSession(t)
+	stateFile := filepath.Join(e.stateDir(t), state.FileName)
+	if _, err := os.Stat(stateFile); err != nil {
+		t.Fatalf("state file: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	out, err := e.topo.Command(ctx, e.topo.UPFNS, xupfdBin, "--config", e.daemon.ConfigPath, "--stop").CombinedOutput()
+	if err != nil {
+		t.Fatalf("xupfd --stop: %v\n%s", err, out)
+	}
+	if !e.daemon.WaitExited(5 * time.Second) {
+		t.Errorf("xupfd still runs after xupfd --stop")
+	}
+	if a := e.xdpAttached(t); a[testbed.N3If] || a[testbed.N6If] {
+		t.Errorf("XDP still attached after xupfd --stop: %v", a)
+	}
+	for _, path := range []string{e.topo.BPFFS, stateFile} {
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left by xupfd --stop: %v", path, err)
+		}
 	}
 }
