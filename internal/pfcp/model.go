@@ -25,6 +25,10 @@ type Session struct {
 	QERs map[uint32]*QER `json:"qers,omitempty" yaml:"qers,omitempty"`
 	URRs map[uint32]*URR `json:"urrs,omitempty" yaml:"urrs,omitempty"`
 	BARs map[uint8]*BAR  `json:"bars,omitempty" yaml:"bars,omitempty"`
+	// request is a digest of the Session Establishment Request that created the session
+	// (establishmentDigest), which the state file keeps: a retransmission of it reaching a
+	// restarted xupfd, whose response cache is empty, is answered as the first was.
+	request uint64
 }
 
 // PDR is a Packet Detection Rule: its PDI (what it matches) and the rules it applies.

@@ -365,7 +365,7 @@ func (n *Node) handle(peer netip.AddrPort, h *message.Header, b []byte) []byte {
 	case *message.AssociationReleaseRequest:
 		return n.associationRelease(peer, m)
 	case *message.SessionEstablishmentRequest:
-		return n.answerOnce(peer, m.SequenceNumber, b, func() []byte { return n.sessionEstablishment(peer, m) })
+		return n.answerOnce(peer, m.SequenceNumber, b, func() []byte { return n.sessionEstablishment(peer, m, b) })
 	case *message.SessionModificationRequest:
 		return n.answerOnce(peer, m.SequenceNumber, b, func() []byte { return n.sessionModification(peer, m) })
 	case *message.SessionDeletionRequest:

@@ -40,6 +40,8 @@ type storedSession struct {
 	Filters map[uint16][]sdf.Filter `json:"sdf"`
 	// Destinations are the FARs that were given a Destination Interface.
 	Destinations []uint32 `json:"far_destinations,omitempty"`
+	// Request is the digest of the establishment request (Session.request).
+	Request uint64 `json:"establishment_digest"`
 }
 
 // storedPeer is a peerRecord as the state file keeps it.
@@ -73,7 +75,7 @@ func (n *Node) saveSession(s *Session) {
 	if n.opts.Store == nil {
 		return
 	}
-	st := storedSession{Session: *s, Filters: map[uint16][]sdf.Filter{}}
+	st := storedSession{Session: *s, Filters: map[uint16][]sdf.Filter{}, Request: s.request}
 	for id, p := range s.PDRs {
 		for _, f := range p.SDF {
 			st.Filters[id] = append(st.Filters[id], f.Filter)
@@ -232,6 +234,7 @@ func decodeStored(v []byte) (*Session, error) {
 		return nil, err
 	}
 	s := &st.Session
+	s.request = st.Request
 	if s.SEID < FirstSEID || s.PDRs == nil || s.FARs == nil {
 		return nil, errors.New("not a session record")
 	}

@@ -170,34 +170,65 @@ func TestAnswerAfterSave(t *testing.T) {
 	}
 	defer client.Close()
 	client.SetDeadline(time.Now().Add(10 * time.Second))
-	const sessions = 200
+	// In batches the socket buffers hold: the requests of a batch share commits.
+	const sessions, batch = 200, 20
 	client.Write(bytesOf(t, smfSetup(1)))
-	for i := range sessions {
-		ue := netip.AddrFrom4([4]byte{10, 45, 1, byte(i)})
-		client.Write(bytesOf(t, establishment(uint32(10+i), uint64(0x100+i), basicSession(ue)...)))
-	}
 	buf := make([]byte, 4096)
-	for got := 0; got < sessions; {
-		size, err := client.Read(buf)
-		if err != nil {
-			t.Fatalf("read: %v after %d answers", err, got)
+	for first := 0; first < sessions; first += batch {
+		for i := first; i < first+batch; i++ {
+			ue := netip.AddrFrom4([4]byte{10, 45, 1, byte(i)})
+			client.Write(bytesOf(t, establishment(uint32(10+i), uint64(0x100+i), basicSession(ue)...)))
 		}
-		m, err := message.Parse(buf[:size])
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, ok := m.(*message.SessionEstablishmentResponse)
-		if !ok {
-			continue
-		}
-		got++
-		f, err := r.UPFSEID.FSEID()
-		if err != nil {
-			t.Fatalf("answer %d: %v", got, err)
-		}
-		if v, err := st.Get(bucketSessions, seidKey(f.SEID)); err != nil || v == nil {
-			t.Fatalf("session 0x%x answered before it was saved (%v)", f.SEID, err)
+		for got := 0; got < batch; {
+			size, err := client.Read(buf)
+			if err != nil {
+				t.Fatalf("read: %v after %d answers", err, first+got)
+			}
+			m, err := message.Parse(buf[:size])
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, ok := m.(*message.SessionEstablishmentResponse)
+			if !ok {
+				continue
+			}
+			got++
+			f, err := r.UPFSEID.FSEID()
+			if err != nil {
+				t.Fatalf("answer %d: %v", first+got, err)
+			}
+			if v, err := st.Get(bucketSessions, seidKey(f.SEID)); err != nil || v == nil {
+				t.Fatalf("session 0x%x answered before it was saved (%v)", f.SEID, err)
+			}
 		}
 	}
 	t.Logf("%d commits for %d sessions", st.Commits(), sessions)
+}
+
+// TestRetransmissionAcrossRestart: an establishment whose answer was lost in a crash, sent
+// again to the restarted node (whose response cache is empty), gets the answer the first
+// would have had; another request naming the same CP SEID is still refused.
+func TestRetransmissionAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	p := newPFCPTest(t, func(o *Options) { o.Store = st })
+	p.n.Restore()
+	req := bytesOf(t, establishment(77, 0x21, basicSession(ue1)...))
+	first := p.n.Handle(smf, req)
+	st.Close()
+
+	n, _, _, err := restarted(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := n.Handle(smf, req); string(again) != string(first) {
+		t.Errorf("retransmission after the restart answered\n%x\nwant the first answer\n%x", again, first)
+	}
+	other := bytesOf(t, establishment(78, 0x21, basicSession(ue2)...))
+	if _, c, _ := cause(t, n.Handle(smf, other)); c != ie.CauseRequestRejected {
+		t.Errorf("another establishment with the same CP SEID: cause %d, want %d", c, ie.CauseRequestRejected)
+	}
+	if got := n.SessionCount(); got != 1 {
+		t.Errorf("%d sessions after the retransmission, want 1", got)
+	}
 }

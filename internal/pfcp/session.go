@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -87,8 +88,8 @@ func (n *Node) Usage(seid uint64) ([]rules.Usage, error) {
 }
 
 // sessionEstablishment creates a session (TS 29.244 7.5.2): everything in the request is
-// applied, or nothing is.
-func (n *Node) sessionEstablishment(from netip.AddrPort, m *message.SessionEstablishmentRequest) []byte {
+// applied, or nothing is. req is the request as received.
+func (n *Node) sessionEstablishment(from netip.AddrPort, m *message.SessionEstablishmentRequest, req []byte) []byte {
 	var cpSEID uint64
 	respond := func(ies ...*ie.IE) []byte {
 		return marshal(message.NewSessionEstablishmentResponse(0, 0, cpSEID, m.SequenceNumber, 0,
@@ -124,7 +125,12 @@ func (n *Node) sessionEstablishment(from netip.AddrPort, m *message.SessionEstab
 
 	n.smu.Lock()
 	defer n.smu.Unlock()
+	digest := establishmentDigest(req)
 	if seid, dup := n.ss.bySMF[smfSEID{peer, cpSEID}]; dup {
+		if s := n.ss.byID[seid]; s.request == digest {
+			n.log.Info("pfcp: establishment retransmitted across a restart answered again", "seid", seid, "cp_seid", cpSEID)
+			return respond(established(s, n.opts.Address)...)
+		}
 		return refuse(&requestError{cause: ie.CauseRequestRejected,
 			msg: fmt.Sprintf("the SMF's SEID 0x%x already names session 0x%x", cpSEID, seid)})
 	}
@@ -133,7 +139,7 @@ func (n *Node) sessionEstablishment(from netip.AddrPort, m *message.SessionEstab
 	}
 	s := &Session{SEID: n.newSEID(), CPSEID: cpSEID, CPAddress: cpAddr, Peer: peer, Established: time.Now(),
 		PDRs: map[uint16]*PDR{}, FARs: map[uint32]*FAR{}, QERs: map[uint32]*QER{}, URRs: map[uint32]*URR{},
-		BARs: map[uint8]*BAR{}}
+		BARs: map[uint8]*BAR{}, request: digest}
 	changes := ruleChanges{createPDR: m.CreatePDR, createFAR: m.CreateFAR, createQER: m.CreateQER,
 		createURR: m.CreateURR}
 	if m.CreateBAR != nil {
@@ -153,8 +159,22 @@ func (n *Node) sessionEstablishment(from netip.AddrPort, m *message.SessionEstab
 	n.ss.perPeer[peer]++
 	n.saveSession(s)
 	n.log.Info("pfcp: session established", "seid", s.SEID, "cp_seid", cpSEID, "peer", peer, "pdrs", len(s.PDRs))
-	ies := []*ie.IE{ie.NewCause(ie.CauseRequestAccepted), ie.NewFSEID(s.SEID, n.opts.Address.AsSlice(), nil)}
-	return respond(append(ies, createdPDRs(nil, s)...)...)
+	return respond(established(s, n.opts.Address)...)
+}
+
+// established are the IEs of the answer that accepts s's establishment: the UP F-SEID at
+// address and what this UPF chose.
+func established(s *Session, address netip.Addr) []*ie.IE {
+	ies := []*ie.IE{ie.NewCause(ie.CauseRequestAccepted), ie.NewFSEID(s.SEID, address.AsSlice(), nil)}
+	return append(ies, createdPDRs(nil, s)...)
+}
+
+// establishmentDigest is a digest of an establishment request as received, the same in
+// every run (a retransmission is the same bytes, sequence number included).
+func establishmentDigest(req []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(req)
+	return h.Sum64()
 }
 
 // sessionRoom refuses a new session of peer with "No resources available" (TS 29.244 7.5.3)
