@@ -252,7 +252,7 @@ var ready = func() <-chan struct{} {
 
 // resync lists everything followed and rewrites what changed.
 func (f *follower) resync() error {
-	return f.r.update(func(st *state) error {
+	return f.r.list(func(st *state) error {
 		return errors.Join(f.listLinks(st), f.listRoutes(st), f.listNeighs(st))
 	})
 }

@@ -274,6 +274,9 @@ type Router struct {
 	// private: routes and neighbours come from AddRoute and AddNeighbour, not the kernel.
 	private bool
 	watch   func(Change) // see Watch; nil: none
+	// listed: Follow has listed the kernel's links, routes and neighbours once; a mirroring
+	// router writes nothing before.
+	listed bool
 }
 
 // Change is what Follow saw change in the kernel's forwarding, for those that keep copies of
@@ -327,6 +330,16 @@ func (r *Router) update(fn func(*state) error) error {
 	return r.write()
 }
 
+// list is update for Follow's listing of the kernel's state: a mirroring router writes nothing
+// before the first one succeeds (SetLocal comes first at start-up).
+func (r *Router) list(fn func(*state) error) error {
+	return r.update(func(s *state) error {
+		err := fn(s)
+		r.listed = r.listed || err == nil
+		return err
+	})
+}
+
 // updateNeighs changes the neighbours only, with fn, which returns the keys it changed: only
 // the entries those can change are resolved again (the routes via them and their /32s), not
 // the whole table, so a neighbour change costs the same with 10 routes or 100,000.
@@ -358,6 +371,11 @@ func (r *Router) updateNeighs(fn func(*state) ([]neighKey, error)) error {
 
 // write brings the whole table to the entries of the state. The caller holds r.mu.
 func (r *Router) write() error {
+	if !r.private && !r.listed {
+		// The state is not the kernel's yet: writing it would remove what an earlier run
+		// left in the table (which keeps forwarding across a restart) until Follow lists.
+		return nil
+	}
 	want, idx := r.st.resolve()
 	r.idx = idx
 	var gone []netip.Prefix

@@ -167,7 +167,7 @@ func TestWriteOnlyChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := testState()
-	if err := r.update(func(s *state) error { *s = st; return nil }); err != nil {
+	if err := r.list(func(s *state) error { *s = st; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := tbl.m[stale]; ok || tbl.delete != 1 {
@@ -305,7 +305,7 @@ func BenchmarkNeighbourChange(b *testing.B) {
 		b.Fatal(err)
 	}
 	st := bigState()
-	if err := r.update(func(s *state) error { *s = st; return nil }); err != nil {
+	if err := r.list(func(s *state) error { *s = st; return nil }); err != nil {
 		b.Fatal(err)
 	}
 	k := neighKey{addr("10.1.0.7"), n3}
@@ -340,7 +340,7 @@ func TestNeighbourChangesAreIncremental(t *testing.T) {
 		st.routes[keyOf(rt)] = rt
 	}
 	st.local[addr("10.0.2.1")] = true
-	if err := r.update(func(s *state) error { *s = st; return nil }); err != nil {
+	if err := r.list(func(s *state) error { *s = st; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	addrs := []netip.Addr{addr("10.0.1.2"), addr("10.0.1.5"), addr("10.0.1.20"), addr("10.0.1.30"),
@@ -366,5 +366,30 @@ func TestNeighbourChangesAreIncremental(t *testing.T) {
 		if !maps.Equal(tbl.m, want) {
 			t.Fatalf("change %d (%v on %d, delete %v): table\n%v\nwant\n%v", i, k.addr, k.ifindex, del, tbl.m, want)
 		}
+	}
+}
+
+// TestNothingWrittenBeforeListing: a mirroring router given its local addresses before Follow
+// has listed the kernel's state (as the datapath's Load does) leaves the earlier run's entries
+// alone, so they keep forwarding across a restart; the listing then writes.
+func TestNothingWrittenBeforeListing(t *testing.T) {
+	kept := pfx("10.0.2.0/24")
+	tbl := &fakeTable{m: map[netip.Prefix]Nexthop{kept: {Kind: Forward, Ifindex: n6}}}
+	r, err := New(tbl, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetLocal([]netip.Addr{addr("10.0.1.1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tbl.m[kept]; !ok || tbl.delete != 0 || tbl.puts != 0 {
+		t.Errorf("before the listing: table %v, %d puts, %d deletes; want the earlier run's alone", tbl.m, tbl.puts, tbl.delete)
+	}
+	st := testState()
+	if err := r.list(func(s *state) error { *s = st; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := st.resolve(); !maps.Equal(tbl.m, want) {
+		t.Errorf("after the listing: table %v, want %v", tbl.m, want)
 	}
 }
