@@ -44,7 +44,9 @@ func TestAttachErrorsAndFallback(t *testing.T) {
 
 // TestRestartTakesOver plays a daemon that died without cleaning up (its links and maps stay
 // pinned, so the old program keeps forwarding) and its successor: the new datapath swaps its
-// program into the pinned links, re-installs the sessions it knows and prunes the others.
+// program into the pinned links, re-installs the sessions it knows and prunes the others. A
+// session installed first by the new run takes no slot the earlier run's entries still use,
+// and a re-installed session's counters carry on.
 func TestRestartTakesOver(t *testing.T) {
 	e := newTestEnv(t, 8)
 	gone := sessQFI // known to the first run only, with a flow: it has classification tables
@@ -57,6 +59,10 @@ func TestRestartTakesOver(t *testing.T) {
 	ul := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, ulInner(t, 64)), nil)
 	if ret, _ := e.run(t, ul, e.n3); ret != xdpRedirect {
 		t.Fatalf("before restart: %s", verdictNames[ret])
+	}
+	_, counted, err := e.dp.Session(sessPlain.ID)
+	if err != nil || counted.Uplink.Packets != 1 {
+		t.Fatalf("before restart: usage %+v, %v; want 1 uplink packet", counted, err)
 	}
 	pin := e.dp.opts.PinPath
 	buckets := func(dp *Datapath) (out [][2]uint32) {
@@ -82,7 +88,7 @@ func TestRestartTakesOver(t *testing.T) {
 			t.Errorf("%s still holds entries of the earlier run (%v)", m, err)
 		}
 	}
-	err := e.do(func() error {
+	err = e.do(func() error {
 		for _, name := range []string{"n3", "n6"} {
 			a, err := next.Attach(name, XDPNative, false)
 			if err != nil {
@@ -97,12 +103,27 @@ func TestRestartTakesOver(t *testing.T) {
 	if err != nil {
 		t.Fatalf("take over pinned links: %v", err)
 	}
+	// A session new to this run, installed before the earlier run's come back, must not
+	// take their slots: sessPlain's packets still count toward sessPlain.
+	other := sessPlain
+	other.ID, other.UE, other.UplinkTEID, other.DownlinkTEID = 9, netip.MustParseAddr("10.45.0.99"), 0x199, 0x299
+	if err := next.AddSession(other); err != nil {
+		t.Fatal(err)
+	}
 	// Before the sessions are back, the old entries still forward.
 	if ret, _ := e.run(t, ul, e.n3); ret != xdpRedirect {
 		t.Errorf("between restart and re-install: %s", verdictNames[ret])
 	}
 	if err := installSession(next, sessPlain); err != nil {
 		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		s    session.Session
+		want uint64
+	}{{sessPlain, 2}, {other, 0}} {
+		if _, u, err := next.Session(c.s.ID); err != nil || u.Uplink.Packets != c.want {
+			t.Errorf("session %d after the re-install: usage %+v, %v; want %d uplink packets", c.s.ID, u, err, c.want)
+		}
 	}
 	if err := next.Prune(); err != nil {
 		t.Fatal(err)

@@ -122,6 +122,7 @@ type Datapath struct {
 
 	mu         sync.Mutex
 	owners     map[uint64][]*installedSet         // by static session id or PFCP SEID
+	adopted    map[rules.Key]*adoptedSet          // an earlier run's entries not installed again yet
 	keys       map[rules.Key]uint64               // TEIDs and UE addresses in use -> owner
 	meters     map[uint64]map[meterKey]ownedMeter // each owner's QER meters
 	ulKeys     *keyTable                          // xupf_ul_keys: TEID -> ref
@@ -311,6 +312,10 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
 	if d.dlKeys, err = mapKeyTable(d.objs.XupfDlKeys, dlBits, seed); err != nil {
+		d.closeObjs()
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
+	if err := d.adoptEarlierRun(); err != nil {
 		d.closeObjs()
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}

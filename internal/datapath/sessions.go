@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"slices"
 
 	"github.com/cilium/ebpf"
 
@@ -46,6 +47,8 @@ func (d *Datapath) Install(owner uint64, sets []rules.RuleSet) error {
 
 func (d *Datapath) install(owner uint64, sets []rules.RuleSet) error {
 	prev, exists := d.owners[owner]
+	adopted := d.adoptedPrev(sets)
+	prev = append(slices.Clip(prev), adopted...)
 	if !exists && len(d.owners) >= d.opts.MaxSessions {
 		return fmt.Errorf("session %d: the session table is full (%d sessions); raise limits.max_sessions",
 			owner, d.opts.MaxSessions)
@@ -108,6 +111,7 @@ func (d *Datapath) install(owner uint64, sets []rules.RuleSet) error {
 		d.keys[set.rs.LookupKey()] = owner
 	}
 	d.trackCounters(owner, prev, written)
+	d.adoptedDone(adopted)
 	d.owners[owner] = written
 	replaceOwned(d.meters, owner, meters, d.meterSlots)
 	replaceOwned(d.quotas, owner, quotas, d.quotaSlots)
@@ -326,11 +330,12 @@ func possibleCPUs() int {
 func (d *Datapath) Prune() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	nUL := d.pruneKeys(d.ulKeys, func(k uint32) rules.Key { return rules.Key{Uplink: true, TEID: be32(k)} })
-	nDL := d.pruneKeys(d.dlKeys, func(k uint32) rules.Key { return rules.Key{UE: addrFromBE(k)} })
+	nUL := d.pruneKeys(d.ulKeys, ulKey)
+	nDL := d.pruneKeys(d.dlKeys, dlKey)
 	if nUL+nDL > 0 {
 		d.log.Info("pruned rule entries left by an earlier run", "uplink", nUL, "downlink", nDL)
 	}
+	d.pruneAdopted()
 	return d.pruneTxPorts()
 }
 

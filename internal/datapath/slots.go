@@ -1,6 +1,9 @@
 package datapath
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var errNoSlots = errors.New("no free slots")
 
@@ -29,6 +32,26 @@ func (s *slots) alloc() (uint32, error) {
 	s.head = (s.head + 1) % len(s.free)
 	s.n--
 	return v, nil
+}
+
+// reserve takes the indexes in used out of a fresh allocator, where an earlier run's live
+// entries hold them; release gives them back.
+func (s *slots) reserve(used map[uint32]bool) error {
+	if s.n != len(s.free) {
+		return errors.New("reserve on an allocator in use")
+	}
+	free := s.free[:0]
+	for _, v := range s.free {
+		if !used[v] {
+			free = append(free, v)
+		}
+	}
+	if len(free)+len(used) != len(s.free) {
+		return fmt.Errorf("%d of %d indexes in use are out of range (%d)", len(used)-(len(s.free)-len(free)), len(used), len(s.free))
+	}
+	// The ring keeps its size: released indexes go after the free ones.
+	s.n, s.head = len(free), 0
+	return nil
 }
 
 func (s *slots) release(v uint32) {

@@ -1,0 +1,130 @@
+package datapath
+
+import (
+	"fmt"
+
+	"github.com/xupf/xupf/internal/rules"
+)
+
+// adoptedSet is what an earlier run published under one key and this run has not installed
+// again yet: the slots the live entry uses, which no install may hand out meanwhile (a key
+// not installed yet would lead a packet to another session's rules), and the counters of a
+// key with one PDR, which the install of the same key carries on, so that usage counts only
+// grow across a restart.
+type adoptedSet struct {
+	ref uint32
+	// counters are the one PDR's counter slots; nil for a classified key, whose PDRs are
+	// found through classification tables that Load clears.
+	counters *pdrCounters
+	meters   []uint32
+	quota    *uint32
+}
+
+// adoptEarlierRun reads what the key tables an earlier run left point at and reserves its
+// slots in this run's allocators, before anything is installed. On a first start the tables
+// are empty and it does nothing.
+func (d *Datapath) adoptEarlierRun() error {
+	d.adopted = map[rules.Key]*adoptedSet{}
+	used := map[*slots]map[uint32]bool{d.refs: {}, d.counters: {}, d.meterSlots: {}, d.quotaSlots: {}}
+	for _, t := range []struct {
+		table *keyTable
+		key   func(uint32) rules.Key
+	}{{d.ulKeys, ulKey}, {d.dlKeys, dlKey}} {
+		for k, ref := range t.table.All() {
+			var v xupfRuleRef
+			if err := d.objs.XupfRefs.Lookup(ref, &v); err != nil {
+				return fmt.Errorf("read the earlier run's rule reference %d: %w", ref, err)
+			}
+			a := &adoptedSet{ref: ref}
+			used[d.refs][ref] = true
+			if v.Ruleset == 0 {
+				c := pdrCounters{after: v.Pdr.Counter}
+				if v.Pdr.Usage&uint8(xupfPdrUsagePDR_U_BEFORE_QOS) != 0 {
+					c.before, c.hasBefore = v.Pdr.CounterBeforeQos, true
+				}
+				a.counters = &c
+				for _, s := range c.slots() {
+					used[d.counters][s] = true
+				}
+				a.meters = v.Pdr.Meters[:min(int(v.Pdr.Nmeters), len(v.Pdr.Meters))]
+				for _, m := range a.meters {
+					used[d.meterSlots][m] = true
+				}
+				if v.Pdr.Usage&uint8(xupfPdrUsagePDR_U_QUOTA) != 0 {
+					q := v.Pdr.Quota
+					a.quota = &q
+					used[d.quotaSlots][q] = true
+				}
+			}
+			d.adopted[t.key(k)] = a
+		}
+	}
+	for s, u := range used {
+		if err := s.reserve(u); err != nil {
+			return fmt.Errorf("the earlier run's entries do not fit this run's tables: %w", err)
+		}
+	}
+	if len(d.adopted) > 0 {
+		d.log.Info("took over the earlier run's entries", "keys", len(d.adopted))
+	}
+	return nil
+}
+
+func ulKey(k uint32) rules.Key { return rules.Key{Uplink: true, TEID: be32(k)} }
+func dlKey(k uint32) rules.Key { return rules.Key{UE: addrFromBE(k)} }
+
+// adoptedPrev returns, for the keys of sets that an earlier run left and this run has not
+// installed, sets that stand for the earlier run's entries as the ones an install replaces:
+// the ref is released once the new one is published, and the counters of a key with one PDR
+// go to the new set's one PDR. The caller holds d.mu.
+func (d *Datapath) adoptedPrev(sets []rules.RuleSet) []*installedSet {
+	var out []*installedSet
+	for _, rs := range sets {
+		a := d.adopted[rs.LookupKey()]
+		if a == nil {
+			continue
+		}
+		set := &installedSet{rs: rules.RuleSet{Uplink: rs.Uplink, TEID: rs.TEID, UE: rs.UE}, ref: a.ref,
+			counters: map[uint32]pdrCounters{}}
+		if a.counters != nil && len(rs.PDRs) == 1 {
+			set.rs.PDRs = []rules.PDR{{ID: rs.PDRs[0].ID}}
+			set.counters[rs.PDRs[0].ID] = *a.counters
+		}
+		out = append(out, set)
+	}
+	return out
+}
+
+// adoptedDone forgets the earlier run's entries of the keys of sets, which an install has
+// replaced, releasing their meters and quota; releaseSet has released the ref and the
+// counters not carried on. The caller holds d.mu.
+func (d *Datapath) adoptedDone(sets []*installedSet) {
+	for _, set := range sets {
+		k := set.rs.LookupKey()
+		if a := d.adopted[k]; a != nil {
+			d.releaseMeters(a.meters)
+			if a.quota != nil {
+				d.quotaSlots.release(*a.quota)
+			}
+			delete(d.adopted, k)
+		}
+	}
+}
+
+// pruneAdopted releases the slots of the earlier run's entries that no install took over
+// (Prune has deleted their keys). The caller holds d.mu.
+func (d *Datapath) pruneAdopted() {
+	for k, a := range d.adopted {
+		d.refs.release(a.ref)
+		if a.counters != nil {
+			for _, s := range a.counters.slots() {
+				d.counters.release(s)
+			}
+		}
+		d.releaseMeters(a.meters)
+		if a.quota != nil {
+			d.quotaSlots.release(*a.quota)
+		}
+		delete(d.adopted, k)
+	}
+}
