@@ -59,23 +59,11 @@ func (t *Topology) ListenUDP(ns string, addr netip.AddrPort) (*Receiver, error) 
 // SendUDP sends n datagrams with payload(i) from src to dst in namespace ns, with TTL
 // InnerTTL.
 func (t *Topology) SendUDP(ns string, src, dst netip.AddrPort, n int, payload func(i int) []byte) error {
-	var conn *net.UDPConn
-	err := t.Do(ns, func() error {
-		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(src))
-		conn = c
-		return err
-	})
+	conn, err := t.UDPConn(ns, src)
 	if err != nil {
-		return fmt.Errorf("testbed: udp socket %s in %s: %w", src, ns, err)
+		return err
 	}
 	defer conn.Close()
-	// Fixed, so that a check of the TTL the box leaves does not depend on the host's
-	// ip_default_ttl.
-	if err := setSockopts(conn, func(fd int) error {
-		return unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_TTL, InnerTTL)
-	}); err != nil {
-		return fmt.Errorf("testbed: set IP_TTL: %w", err)
-	}
 	to := net.UDPAddrFromAddrPort(dst)
 	for i := range n {
 		if _, err := conn.WriteToUDP(payload(i), to); err != nil {
@@ -83,6 +71,27 @@ func (t *Topology) SendUDP(ns string, src, dst netip.AddrPort, n int, payload fu
 		}
 	}
 	return nil
+}
+
+// UDPConn is a UDP socket bound to src in namespace ns, sending with TTL InnerTTL: fixed, so
+// that a check of the TTL the box leaves does not depend on the host's ip_default_ttl. Close it.
+func (t *Topology) UDPConn(ns string, src netip.AddrPort) (*net.UDPConn, error) {
+	var conn *net.UDPConn
+	err := t.Do(ns, func() error {
+		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(src))
+		conn = c
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("testbed: udp socket %s in %s: %w", src, ns, err)
+	}
+	if err := setSockopts(conn, func(fd int) error {
+		return unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_TTL, InnerTTL)
+	}); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("testbed: set IP_TTL: %w", err)
+	}
+	return conn, nil
 }
 
 // CachedFlow is an entry of the daemon's flow cache, as the tests look at it.
