@@ -12,7 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-func open(t *testing.T, dir string) *Store {
+func open(t testing.TB, dir string) *Store {
 	t.Helper()
 	s, err := Open(dir, nil, "things")
 	if err != nil {
@@ -155,5 +155,40 @@ func TestInUse(t *testing.T) {
 	defer s.Close()
 	if _, err := Open(dir, nil); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("second Open: %v, want an in-use error", err)
+	}
+}
+
+// BenchmarkSync: changes of about the size of a PFCP session's record, from writers that
+// each wait for their change to be durable before making the next, as Serve's answers do.
+func BenchmarkSync(b *testing.B) {
+	for _, writers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			s := open(b, b.TempDir())
+			defer s.Close()
+			value := []byte(strings.Repeat("x", 1500))
+			var next sync.Mutex
+			i := 0
+			b.SetParallelism(writers)
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			per := b.N/writers + 1
+			for range writers {
+				wg.Go(func() {
+					for range per {
+						next.Lock()
+						i++
+						key := binary.BigEndian.AppendUint64(nil, uint64(i))
+						next.Unlock()
+						if err := s.Sync(Op{"things", key, value}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(per*writers)/b.Elapsed().Seconds(), "changes/s")
+			b.ReportMetric(float64(per*writers)/float64(s.Commits()), "changes/commit")
+		})
 	}
 }

@@ -397,12 +397,11 @@ func BenchmarkRestart(b *testing.B) {
 	for _, n := range []int{10000, 100000} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
 			for range b.N {
-				r := newRestartEnv(b, n, pfcpclient.Options{})
-				start := time.Now()
+				// Patient: on the loaded test VM an answer has taken over 3 s at times.
+				r := newRestartEnv(b, n, pfcpclient.Options{Timeout: 2 * time.Second, Tries: 10})
 				if err := r.establishIn(benchUENet, n, 64); err != nil {
 					b.Fatalf("%v\n%s", err, r.daemon.LogTail())
 				}
-				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "established/s")
 				b.ResetTimer()
 				took := r.restart(b, r.daemon.Stop)
 				b.StopTimer()
