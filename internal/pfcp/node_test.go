@@ -238,29 +238,37 @@ func TestHeartbeatLoss(t *testing.T) {
 	}
 }
 
-// TestServeOverUDP runs the node on a loopback socket: an SMF-like client associates, gets a
-// heartbeat from the node and answers it, and stays associated.
-func TestServeOverUDP(t *testing.T) {
+// serveLoopback runs n on a loopback socket until the test ends and returns a client socket
+// connected to it.
+func serveLoopback(t *testing.T, n *Node) *net.UDPConn {
+	t.Helper()
 	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := NewNode(Options{NodeID: "127.0.0.1", HeartbeatInterval: 50 * time.Millisecond, HeartbeatRetries: 10,
-		AllowedPeers: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Serve(ctx, conn) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
 	client, err := net.DialUDP("udp", nil, conn.LocalAddr().(*net.UDPAddr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	t.Cleanup(func() {
+		client.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return client
+}
+
+// TestServeOverUDP runs the node on a loopback socket: an SMF-like client associates, gets a
+// heartbeat from the node and answers it, and stays associated.
+func TestServeOverUDP(t *testing.T) {
+	n := NewNode(Options{NodeID: "127.0.0.1", HeartbeatInterval: 50 * time.Millisecond, HeartbeatRetries: 10,
+		AllowedPeers: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	client := serveLoopback(t, n)
 	client.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := client.Write(bytesOf(t, setupRequest(1, ie.NewNodeID("127.0.0.1", "", ""), ie.NewRecoveryTimeStamp(peerTS)))); err != nil {
 		t.Fatal(err)

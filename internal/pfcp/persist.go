@@ -12,7 +12,6 @@ import (
 
 	"github.com/xupf/xupf/internal/sdf"
 	"github.com/xupf/xupf/internal/state"
-	"github.com/xupf/xupf/internal/usage"
 )
 
 // The state file's buckets of the node (Options.Store). Keys: a session's SEID (8 bytes, big
@@ -298,15 +297,7 @@ func (n *Node) restoreSession(s *Session) error {
 		n.ss.epoch++
 		s.FARs[id].epoch = n.ss.epoch
 	}
-	n.ss.byID[s.SEID] = s
-	n.ss.setTunnels(nil, s)
-	us := usage.NewSession()
-	urrs, pdrs := usageRules(s)
-	us.Set(urrs, pdrs, time.Now())
-	n.ss.usage[s.SEID] = us
-	n.setBuffering(s)
-	n.ss.bySMF[smfSEID{s.Peer, s.CPSEID}] = s.SEID
-	n.ss.perPeer[s.Peer]++
+	n.add(s)
 	n.ss.nextSEID = max(n.ss.nextSEID, s.SEID+1)
 	return nil
 }

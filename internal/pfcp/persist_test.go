@@ -1,9 +1,7 @@
 package pfcp
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -149,26 +147,8 @@ func TestRestoreRefusesWhatNoLongerFits(t *testing.T) {
 // reports is in the file, for requests sent back to back (which share commits).
 func TestAnswerAfterSave(t *testing.T) {
 	st := openStore(t, t.TempDir())
-	defer st.Close()
-	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := newSessionNode(newFakeDatapath(), func(o *Options) { o.Store = st })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Serve(ctx, conn) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	client, err := net.DialUDP("udp", nil, conn.LocalAddr().(*net.UDPAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	t.Cleanup(func() { st.Close() }) // after serveLoopback's: Serve stops first
+	client := serveLoopback(t, newSessionNode(newFakeDatapath(), func(o *Options) { o.Store = st }))
 	client.SetDeadline(time.Now().Add(10 * time.Second))
 	// In batches the socket buffers hold: the requests of a batch share commits.
 	const sessions, batch = 200, 20

@@ -148,15 +148,7 @@ func (n *Node) sessionEstablishment(from netip.AddrPort, m *message.SessionEstab
 	if err := n.apply(nil, s, changes); err != nil {
 		return refuse(err)
 	}
-	n.ss.byID[s.SEID] = s
-	n.ss.setTunnels(nil, s)
-	us := usage.NewSession()
-	urrs, pdrs := usageRules(s)
-	us.Set(urrs, pdrs, time.Now())
-	n.ss.usage[s.SEID] = us
-	n.setBuffering(s)
-	n.ss.bySMF[smfSEID{peer, cpSEID}] = s.SEID
-	n.ss.perPeer[peer]++
+	n.add(s)
 	n.saveSession(s)
 	n.log.Info("pfcp: session established", "seid", s.SEID, "cp_seid", cpSEID, "peer", peer, "pdrs", len(s.PDRs))
 	return respond(established(s, n.opts.Address)...)
@@ -175,6 +167,20 @@ func establishmentDigest(req []byte) uint64 {
 	h := fnv.New64a()
 	h.Write(req)
 	return h.Sum64()
+}
+
+// add indexes a new session s, installed already, and starts its usage reporting; n.smu is
+// held.
+func (n *Node) add(s *Session) {
+	n.ss.byID[s.SEID] = s
+	n.ss.setTunnels(nil, s)
+	us := usage.NewSession()
+	urrs, pdrs := usageRules(s)
+	us.Set(urrs, pdrs, time.Now())
+	n.ss.usage[s.SEID] = us
+	n.setBuffering(s)
+	n.ss.bySMF[smfSEID{s.Peer, s.CPSEID}] = s.SEID
+	n.ss.perPeer[s.Peer]++
 }
 
 // sessionRoom refuses a new session of peer with "No resources available" (TS 29.244 7.5.3)
