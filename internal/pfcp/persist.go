@@ -297,7 +297,12 @@ func (n *Node) restoreSession(s *Session) error {
 		n.ss.epoch++
 		s.FARs[id].epoch = n.ss.epoch
 	}
-	n.add(s)
+	// The datapath carried the counters of the earlier run on: only what comes after counts.
+	counted, err := n.opts.Datapath.Usage(s.SEID)
+	if err != nil {
+		return fmt.Errorf("datapath: read the counters: %w", err)
+	}
+	n.add(s, counted)
 	n.ss.nextSEID = max(n.ss.nextSEID, s.SEID+1)
 	return nil
 }

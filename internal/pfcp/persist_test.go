@@ -11,6 +11,7 @@ import (
 	"github.com/wmnsk/go-pfcp/ie"
 	"github.com/wmnsk/go-pfcp/message"
 
+	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/state"
 )
 
@@ -210,5 +211,40 @@ func TestRetransmissionAcrossRestart(t *testing.T) {
 	}
 	if got := n.SessionCount(); got != 1 {
 		t.Errorf("%d sessions after the retransmission, want 1", got)
+	}
+}
+
+// TestRestoredCountersNotReportedAgain: the datapath carries a session's counters across a
+// restart; what they held then is not reported again, only what they count afterwards.
+func TestRestoredCountersNotReportedAgain(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	p := newPFCPTest(t, func(o *Options) { o.Store = st })
+	p.n.Restore()
+	seid, _ := p.mustEstablish(0x30, basicSession(ue1)...)
+	st.Close()
+
+	st = openStore(t, dir)
+	defer st.Close()
+	dp := newFakeDatapath()
+	dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 300}, {PDR: 2, Packets: 5, Bytes: 1000}}
+	n := newSessionNode(dp, func(o *Options) { o.Store = st })
+	if _, err := n.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 4, Bytes: 400}, {PDR: 2, Packets: 5, Bytes: 1000}}
+	q := &pfcpTest{t: t, n: n, dp: dp, seq: 500}
+	d := q.send(func(seq uint32) message.Message { return message.NewSessionDeletionRequest(0, 0, seid, seq, 0) }).(*message.SessionDeletionResponse)
+	if len(d.UsageReport) != 1 {
+		t.Fatalf("%d usage reports, want 1", len(d.UsageReport))
+	}
+	var vol *ie.VolumeMeasurementFields
+	for _, x := range d.UsageReport[0].ChildIEs {
+		if x.Type == ie.VolumeMeasurement {
+			vol, _ = x.VolumeMeasurement()
+		}
+	}
+	if vol == nil || vol.TotalVolume != 100 || vol.TotalNumberOfPackets != 1 {
+		t.Errorf("volume reported after the restart %+v, want only the packet counted since (1, 100 bytes)", vol)
 	}
 }

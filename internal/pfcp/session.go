@@ -148,7 +148,7 @@ func (n *Node) sessionEstablishment(from netip.AddrPort, m *message.SessionEstab
 	if err := n.apply(nil, s, changes); err != nil {
 		return refuse(err)
 	}
-	n.add(s)
+	n.add(s, nil)
 	n.saveSession(s)
 	n.log.Info("pfcp: session established", "seid", s.SEID, "cp_seid", cpSEID, "peer", peer, "pdrs", len(s.PDRs))
 	return respond(established(s, n.opts.Address)...)
@@ -169,14 +169,16 @@ func establishmentDigest(req []byte) uint64 {
 	return h.Sum64()
 }
 
-// add indexes a new session s, installed already, and starts its usage reporting; n.smu is
-// held.
-func (n *Node) add(s *Session) {
+// add indexes a new session s, installed already, and starts its usage reporting from the
+// counters in counted (what its PDRs counted before: a restored session's; nil for none),
+// which are not reported again; n.smu is held.
+func (n *Node) add(s *Session, counted []rules.Usage) {
 	n.ss.byID[s.SEID] = s
 	n.ss.setTunnels(nil, s)
-	us := usage.NewSession()
+	us, now := usage.NewSession(), time.Now()
+	us.Observe(counted, now) // before any URR is set: the baseline, counted toward none
 	urrs, pdrs := usageRules(s)
-	us.Set(urrs, pdrs, time.Now())
+	us.Set(urrs, pdrs, now)
 	n.ss.usage[s.SEID] = us
 	n.setBuffering(s)
 	n.ss.bySMF[smfSEID{s.Peer, s.CPSEID}] = s.SEID
