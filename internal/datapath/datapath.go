@@ -381,7 +381,8 @@ func loadError(err error, pinPath string) error {
 		return fmt.Errorf("load datapath: the verifier rejected the program:\n%+v", ve)
 	case errors.Is(err, ebpf.ErrMapIncompatible):
 		return fmt.Errorf("load datapath: maps pinned under %s were made with other sizes or types "+
-			"(an older xupfd or other limits); stop every xupfd and remove that directory: %w", pinPath, err)
+			"(an older xupfd or other limits), which still forward; put back the limits they were made with, "+
+			"or stop the gateway for good with `xupfd --stop` (its sessions go): %w", pinPath, err)
 	}
 	return fmt.Errorf("load datapath: %w", err)
 }

@@ -414,3 +414,48 @@ func BenchmarkRestart(b *testing.B) {
 		})
 	}
 }
+
+// TestRestartWithChangedConfig restarts xupfd with a configuration that no longer fits what
+// runs: an interface it attached to removed, smaller limits. Each start must be refused with
+// a message saying what differs and what to do, and leave the running pins forwarding; the
+// original configuration then restarts with the sessions.
+func TestRestartWithChangedConfig(t *testing.T) {
+	r := newRestartEnv(t, restartSessions, pfcpclient.Options{})
+	if err := r.establish(10, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.daemon.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(r.daemon.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*config.Config)
+		want []string
+	}{
+		{"interface removed", func(c *config.Config) {
+			c.Interfaces = []config.Interface{{Name: testbed.N3If, Roles: []string{config.RoleN3, config.RoleN6}}}
+		}, []string{`interface "n6" is attached by the earlier run`, "xupfd --stop"}},
+		{"smaller limits", func(c *config.Config) { c.Limits.MaxSessions = restartSessions / 2 },
+			[]string{"were made with other sizes", "xupfd --stop"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			changed := *cfg
+			c.edit(&changed)
+			out := startFails(t, r.topo, &changed)
+			for _, w := range c.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("the refused start does not say %q:\n%s", w, out)
+				}
+			}
+			r.expectIntact(t, r.sessions[len(r.sessions)-1], "after the refused start")
+		})
+	}
+	r.restart(t, func() error { return nil })
+	if got := len(r.listed(t)); got != 10 {
+		t.Errorf("%d PFCP sessions after restarting with the original configuration, want 10", got)
+	}
+}
