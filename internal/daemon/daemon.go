@@ -99,7 +99,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	if d.adopted, err = earlierRun(cfg); err != nil {
 		return nil, err
 	}
-	if d.store, err = state.Open(cfg.StateDir, log, pfcp.StoreBuckets...); err != nil {
+	if d.store, err = state.Open(cfg.StateDir, log, storeBuckets...); err != nil {
 		return nil, err
 	}
 	if err := d.listen(); err != nil {
@@ -175,10 +175,15 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	if d.static, err = installStatic(dp, cfg.Sessions); err != nil {
 		return nil, err
 	}
+	classes, contracts, err := d.restoreClasses()
+	if err != nil {
+		return nil, err
+	}
 	res, err := node.Restore()
 	if err != nil {
 		return nil, err
 	}
+	log.Info("classes restored", "classes", classes, "policer_contracts", contracts)
 	log.Info("pfcp state", "restored", res.Restored, "sessions", res.Sessions, "associations", res.Associations,
 		"recovery_time_stamp", res.RecoveryTimeStamp, "read_in", res.ReadIn, "installed_in", res.InstalledIn,
 		"state_file", d.store.Path())

@@ -60,6 +60,12 @@ func (d *Daemon) contract(class uint32) (api.ContractInfo, error) {
 	return apiContract(c), nil
 }
 
+// applyContract gives the datapath c, a checked contract, for class.
+func (d *Daemon) applyContract(class uint32, c api.Contract) error {
+	action, _ := policer.ParseAction(c.Action) // c.Check accepted it
+	return d.classDP.SetContract(policer.Contract{Class: class, Action: action, Rate: c.RateBPS / 8, Burst: c.BurstBytes})
+}
+
 // SetContract implements api.Backend. The rate is checked to be whole bytes per second
 // (c.Check), so the datapath meters exactly the rate asked for and lists it back as it was
 // set.
@@ -71,11 +77,10 @@ func (d *Daemon) SetContract(class uint32, c api.Contract) (api.ContractInfo, er
 	// (with its counters), not one set or deleted by a request in between.
 	d.classMu.Lock()
 	defer d.classMu.Unlock()
-	action, _ := policer.ParseAction(c.Action) // c.Check accepted it
-	err := d.classDP.SetContract(policer.Contract{
-		Class: class, Action: action, Rate: c.RateBPS / 8, Burst: c.BurstBytes,
-	})
-	if err != nil {
+	if err := d.applyContract(class, c); err != nil {
+		return api.ContractInfo{}, err
+	}
+	if err := d.keep(bucketContracts, class, c); err != nil {
 		return api.ContractInfo{}, err
 	}
 	d.log.Info("policer contract set", "class", class, "action", c.Action, "rate_bps", c.RateBPS,
@@ -95,5 +100,5 @@ func (d *Daemon) DeleteContract(class uint32) error {
 		return err
 	}
 	d.log.Info("policer contract deleted", "class", class)
-	return nil
+	return d.keep(bucketContracts, class, nil)
 }
