@@ -26,6 +26,21 @@ func openStore(t *testing.T, dir string) *state.Store {
 	return st
 }
 
+// firstRun is a node's first run on a new state file, with one session established (basicSession,
+// CP SEID 0x11): it returns the state file's directory and the session's SEID.
+func firstRun(t *testing.T) (string, uint64) {
+	t.Helper()
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	p := newPFCPTest(t, func(o *Options) { o.Store = st })
+	p.n.Restore()
+	seid, _ := p.mustEstablish(0x11, basicSession(ue1)...)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, seid
+}
+
 // restarted is the node a restart with the state file in dir makes: a new datapath, the
 // sessions restored into it.
 func restarted(t *testing.T, dir string, opts ...func(*Options)) (*Node, *fakeDatapath, RestoreResult, error) {
@@ -130,12 +145,7 @@ func withoutClock(ss []Session) []Session {
 // TestRestoreRefusesWhatNoLongerFits: a restart whose configuration no longer allows a saved
 // session (its network instance gone) fails, naming the session and the way out.
 func TestRestoreRefusesWhatNoLongerFits(t *testing.T) {
-	dir := t.TempDir()
-	st := openStore(t, dir)
-	p := newPFCPTest(t, func(o *Options) { o.Store = st })
-	p.n.Restore()
-	seid, _ := p.mustEstablish(0x11, basicSession(ue1)...)
-	st.Close()
+	dir, seid := firstRun(t)
 	_, _, _, err := restarted(t, dir, func(o *Options) { o.NetworkInstances = map[string]string{"ims": "n6"} })
 	if err == nil || !strings.Contains(err.Error(), "internet") || !strings.Contains(err.Error(), "xupfd --stop") ||
 		!strings.Contains(err.Error(), fmt.Sprintf("0x%x", seid)) {
@@ -217,14 +227,8 @@ func TestRetransmissionAcrossRestart(t *testing.T) {
 // TestRestoredCountersNotReportedAgain: the datapath carries a session's counters across a
 // restart; what they held then is not reported again, only what they count afterwards.
 func TestRestoredCountersNotReportedAgain(t *testing.T) {
-	dir := t.TempDir()
+	dir, seid := firstRun(t)
 	st := openStore(t, dir)
-	p := newPFCPTest(t, func(o *Options) { o.Store = st })
-	p.n.Restore()
-	seid, _ := p.mustEstablish(0x30, basicSession(ue1)...)
-	st.Close()
-
-	st = openStore(t, dir)
 	defer st.Close()
 	dp := newFakeDatapath()
 	dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 300}, {PDR: 2, Packets: 5, Bytes: 1000}}
@@ -235,16 +239,7 @@ func TestRestoredCountersNotReportedAgain(t *testing.T) {
 	dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 4, Bytes: 400}, {PDR: 2, Packets: 5, Bytes: 1000}}
 	q := &pfcpTest{t: t, n: n, dp: dp, seq: 500}
 	d := q.send(func(seq uint32) message.Message { return message.NewSessionDeletionRequest(0, 0, seid, seq, 0) }).(*message.SessionDeletionResponse)
-	if len(d.UsageReport) != 1 {
-		t.Fatalf("%d usage reports, want 1", len(d.UsageReport))
-	}
-	var vol *ie.VolumeMeasurementFields
-	for _, x := range d.UsageReport[0].ChildIEs {
-		if x.Type == ie.VolumeMeasurement {
-			vol, _ = x.VolumeMeasurement()
-		}
-	}
-	if vol == nil || vol.TotalVolume != 100 || vol.TotalNumberOfPackets != 1 {
+	if vol := deletionVolume(t, d); vol == nil || vol.TotalVolume != 100 || vol.TotalNumberOfPackets != 1 {
 		t.Errorf("volume reported after the restart %+v, want only the packet counted since (1, 100 bytes)", vol)
 	}
 }

@@ -712,15 +712,9 @@ func TestRulesScopedToSession(t *testing.T) {
 	}
 }
 
-func TestDeletionReportsUsage(t *testing.T) {
-	p := newPFCPTest(t)
-	seid, r := p.mustEstablish(0x30, basicSession(ue1)...)
-	teid := createdTEIDs(t, r.CreatedPDR)[1]
-	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 300}, {PDR: 2, Packets: 5, Bytes: 1000}}
-	d := p.send(func(seq uint32) message.Message { return message.NewSessionDeletionRequest(0, 0, seid, seq, 0) }).(*message.SessionDeletionResponse)
-	if c, _ := d.Cause.Cause(); c != ie.CauseRequestAccepted || d.SEID() != 0x30 {
-		t.Fatalf("deletion: cause %d SEID 0x%x", c, d.SEID())
-	}
+// deletionVolume is the Volume Measurement of the one usage report of a deletion response.
+func deletionVolume(t *testing.T, d *message.SessionDeletionResponse) *ie.VolumeMeasurementFields {
+	t.Helper()
 	if len(d.UsageReport) != 1 {
 		t.Fatalf("%d usage reports, want 1", len(d.UsageReport))
 	}
@@ -730,7 +724,19 @@ func TestDeletionReportsUsage(t *testing.T) {
 			vol, _ = x.VolumeMeasurement()
 		}
 	}
-	if vol == nil || vol.TotalVolume != 1300 || vol.UplinkVolume != 300 || vol.DownlinkVolume != 1000 ||
+	return vol
+}
+
+func TestDeletionReportsUsage(t *testing.T) {
+	p := newPFCPTest(t)
+	seid, r := p.mustEstablish(0x30, basicSession(ue1)...)
+	teid := createdTEIDs(t, r.CreatedPDR)[1]
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 300}, {PDR: 2, Packets: 5, Bytes: 1000}}
+	d := p.send(func(seq uint32) message.Message { return message.NewSessionDeletionRequest(0, 0, seid, seq, 0) }).(*message.SessionDeletionResponse)
+	if c, _ := d.Cause.Cause(); c != ie.CauseRequestAccepted || d.SEID() != 0x30 {
+		t.Fatalf("deletion: cause %d SEID 0x%x", c, d.SEID())
+	}
+	if vol := deletionVolume(t, d); vol == nil || vol.TotalVolume != 1300 || vol.UplinkVolume != 300 || vol.DownlinkVolume != 1000 ||
 		vol.TotalNumberOfPackets != 8 {
 		t.Errorf("volume %+v", vol)
 	}
