@@ -125,7 +125,7 @@ func (d *Daemon) AddClass(c classifier.Class) (api.ClassInfo, error) {
 	if err := d.classes.Add(c); err != nil {
 		return api.ClassInfo{}, classError(err)
 	}
-	if err := d.keep(bucketClasses, c.ID, c); err != nil {
+	if err := d.keep(bucketClasses, idKey(c.ID), c); err != nil {
 		return api.ClassInfo{}, err
 	}
 	d.log.Info("class added", "class", c.ID, "priority", c.Priority)
@@ -140,5 +140,5 @@ func (d *Daemon) DeleteClass(id uint32) error {
 		return classError(err)
 	}
 	d.log.Info("class deleted", "class", id)
-	return d.keep(bucketClasses, id, nil)
+	return d.keep(bucketClasses, idKey(id), nil)
 }

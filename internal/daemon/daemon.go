@@ -172,6 +172,10 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	if err := d.installRoutes(); err != nil {
 		return nil, err
 	}
+	routes, neighbours, err := d.restoreRoutes()
+	if err != nil {
+		return nil, err
+	}
 	if d.static, err = installStatic(dp, cfg.Sessions); err != nil {
 		return nil, err
 	}
@@ -183,7 +187,8 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	if err != nil {
 		return nil, err
 	}
-	log.Info("classes restored", "classes", classes, "policer_contracts", contracts)
+	log.Info("api changes restored", "classes", classes, "policer_contracts", contracts,
+		"private_routes", routes, "private_neighbours", neighbours)
 	log.Info("pfcp state", "restored", res.Restored, "sessions", res.Sessions, "associations", res.Associations,
 		"recovery_time_stamp", res.RecoveryTimeStamp, "read_in", res.ReadIn, "installed_in", res.InstalledIn,
 		"state_file", d.store.Path())

@@ -80,7 +80,7 @@ func (d *Daemon) SetContract(class uint32, c api.Contract) (api.ContractInfo, er
 	if err := d.applyContract(class, c); err != nil {
 		return api.ContractInfo{}, err
 	}
-	if err := d.keep(bucketContracts, class, c); err != nil {
+	if err := d.keep(bucketContracts, idKey(class), c); err != nil {
 		return api.ContractInfo{}, err
 	}
 	d.log.Info("policer contract set", "class", class, "action", c.Action, "rate_bps", c.RateBPS,
@@ -100,5 +100,5 @@ func (d *Daemon) DeleteContract(class uint32) error {
 		return err
 	}
 	d.log.Info("policer contract deleted", "class", class)
-	return d.keep(bucketContracts, class, nil)
+	return d.keep(bucketContracts, idKey(class), nil)
 }

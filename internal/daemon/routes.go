@@ -33,8 +33,17 @@ func (d *Daemon) Routes() ([]api.Route, error) {
 	return out, nil
 }
 
-// AddRoute implements api.Backend.
+// AddRoute implements api.Backend: the route is kept in the state file too.
 func (d *Daemon) AddRoute(a api.Route) (api.Route, error) {
+	out, err := d.addRoute(a)
+	if err != nil {
+		return api.Route{}, err
+	}
+	return out, d.keep(bucketRoutes, []byte(out.Prefix), out)
+}
+
+// addRoute adds a private route (the API's, the configuration's, the state file's).
+func (d *Daemon) addRoute(a api.Route) (api.Route, error) {
 	rt, err := d.routeOf(a)
 	if err == nil {
 		err = d.dp.Router().AddRoute(rt)
@@ -55,7 +64,10 @@ func (d *Daemon) DeleteRoute(prefix string) error {
 	if err != nil {
 		return api.WithKind(api.ErrInvalid, fmt.Errorf("prefix: %q is not a prefix; give it as listed by `xupfctl route list`, e.g. 192.0.2.0/24", prefix))
 	}
-	return routerError(d.dp.Router().DeleteRoute(p))
+	if err := d.dp.Router().DeleteRoute(p); err != nil {
+		return routerError(err)
+	}
+	return d.keep(bucketRoutes, []byte(p.String()), nil)
 }
 
 // Neighbours implements api.Backend.
@@ -68,8 +80,17 @@ func (d *Daemon) Neighbours() ([]api.Neighbour, error) {
 	return out, nil
 }
 
-// AddNeighbour implements api.Backend.
+// AddNeighbour implements api.Backend: the neighbour is kept in the state file too.
 func (d *Daemon) AddNeighbour(a api.Neighbour) (api.Neighbour, error) {
+	out, err := d.addNeighbour(a)
+	if err != nil {
+		return api.Neighbour{}, err
+	}
+	return out, d.keep(bucketNeighbours, neighbourKey(out.Interface, netip.MustParseAddr(out.Address)), out)
+}
+
+// addNeighbour adds a private neighbour (the API's, the configuration's, the state file's).
+func (d *Daemon) addNeighbour(a api.Neighbour) (api.Neighbour, error) {
 	n, err := d.neighbourOf(a)
 	if err == nil {
 		err = d.dp.Router().AddNeighbour(n)
@@ -90,7 +111,10 @@ func (d *Daemon) DeleteNeighbour(iface, address string) error {
 	if err != nil {
 		return routerError(err)
 	}
-	return routerError(d.dp.Router().DeleteNeighbour(addr, ifindex))
+	if err := d.dp.Router().DeleteNeighbour(addr, ifindex); err != nil {
+		return routerError(err)
+	}
+	return d.keep(bucketNeighbours, neighbourKey(iface, addr), nil)
 }
 
 // routeOf parses a route as the API and the configuration give it.
@@ -165,7 +189,7 @@ func routerError(err error) error {
 func (d *Daemon) installRoutes() error {
 	for i, n := range d.cfg.Router.Neighbours {
 		a := api.Neighbour{Address: n.Address.String(), Interface: n.Interface, MAC: n.MAC}
-		if _, err := d.AddNeighbour(a); err != nil {
+		if _, err := d.addNeighbour(a); err != nil {
 			return fmt.Errorf("router.neighbours[%d]: %w", i, err)
 		}
 	}
@@ -174,7 +198,7 @@ func (d *Daemon) installRoutes() error {
 		if r.Via.IsValid() {
 			a.Via = r.Via.String()
 		}
-		if _, err := d.AddRoute(a); err != nil {
+		if _, err := d.addRoute(a); err != nil {
 			return fmt.Errorf("router.routes[%d]: %w", i, err)
 		}
 	}

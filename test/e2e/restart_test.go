@@ -96,15 +96,15 @@ func (r *restartEnv) establishIn(ues netip.Prefix, n, inflight int) error {
 }
 
 // restart runs stop (SIGTERM or SIGKILL of the running xupfd) and starts xupfd again on the
-// same configuration, returning how long the new one took from its start to serving its API
+// same configuration (and state file), returning how long the new one took from its start to serving its API
 // (and PFCP: both are bound before the datapath is touched, and served once New returns).
-func (r *restartEnv) restart(t testing.TB, stop func() error) time.Duration {
+func (e *env) restart(t testing.TB, stop func() error) time.Duration {
 	t.Helper()
 	if err := stop(); err != nil {
-		t.Fatalf("stop xupfd: %v\n%s", err, r.daemon.LogTail())
+		t.Fatalf("stop xupfd: %v\n%s", err, e.daemon.LogTail())
 	}
 	start := time.Now()
-	d, err := r.topo.StartDaemon(xupfdBin, r.daemon.ConfigPath, nil)
+	d, err := e.topo.StartDaemon(xupfdBin, e.daemon.ConfigPath, nil)
 	if err != nil {
 		t.Fatalf("restart xupfd: %v", err)
 	}
@@ -114,7 +114,7 @@ func (r *restartEnv) restart(t testing.TB, stop func() error) time.Duration {
 			t.Errorf("stop the restarted xupfd: %v\n%s", err, d.LogTail())
 		}
 	})
-	r.daemon, r.api = d, d.API()
+	e.daemon, e.api = d, d.API()
 	return took
 }
 

@@ -13,7 +13,8 @@ import (
 // TestPrivateRoutes runs the router in private mode with xupfctl route and neigh: the
 // kernel's default route toward the DN host is not read, so the uplink is dropped as
 // no_route until a route is added; with the gateway unresolved the kernel forwards it; with a
-// static neighbour the datapath does; deleted, the route drops it again.
+// static neighbour the datapath does, also after a restart (the API's route and neighbour are
+// kept); deleted, the route drops it again.
 func TestPrivateRoutes(t *testing.T) {
 	n3Net := netip.PrefixFrom(testbed.N3Addr, 24).Masked()
 	e := newEnvConfig(t, func(c *config.Config) {
@@ -57,6 +58,11 @@ func TestPrivateRoutes(t *testing.T) {
 	e.ctl(t, "neigh", "add", dn, "--dev", testbed.N6If, "--mac", strings.TrimSpace(mac))
 	if st := uplink(10, "gateway resolved"); st.Counters["ul_tx"] != 10 {
 		t.Errorf("gateway with a static neighbour: counters %v, want 10 ul_tx", st.Counters)
+	}
+	// The API's route and neighbour are kept across a restart.
+	e.restart(t, e.daemon.Stop)
+	if st := uplink(10, "after a restart"); st.Counters["ul_tx"] != 10 {
+		t.Errorf("after a restart: counters %v, want 10 ul_tx", st.Counters)
 	}
 	var routes []api.Route
 	e.ctlJSON(t, &routes, "route", "list")
