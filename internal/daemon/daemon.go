@@ -176,6 +176,11 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	if err != nil {
 		return nil, err
 	}
+	// In private mode, the routes are all in now: the route table goes from the earlier run's
+	// (or none) to them in one pass.
+	if err := dp.Router().Ready(); err != nil {
+		return nil, fmt.Errorf("route table: %w", err)
+	}
 	if d.static, err = installStatic(dp, cfg.Sessions); err != nil {
 		return nil, err
 	}

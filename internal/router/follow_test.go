@@ -248,6 +248,7 @@ func TestFollowPrivateIgnoresKernelRoutes(t *testing.T) {
 	stop, err := r.Follow(netns.NsHandle(fd))
 	must(t, err)
 	defer stop()
+	must(t, r.Ready())
 	if got, want := r.Entries(), fixed; !maps.Equal(got, want) {
 		t.Errorf("entries %v, want only the fixed ones %v", got, want)
 	}

@@ -274,9 +274,11 @@ type Router struct {
 	// private: routes and neighbours come from AddRoute and AddNeighbour, not the kernel.
 	private bool
 	watch   func(Change) // see Watch; nil: none
-	// listed: Follow has listed the kernel's links, routes and neighbours once; a mirroring
-	// router writes nothing before.
-	listed bool
+	// ready: the state is whole, and may be written: a mirroring router's once Follow has
+	// listed the kernel's links, routes and neighbours, a private one's once its owner has
+	// added its routes (Ready). Before, writing would remove what an earlier run left in the
+	// table, which keeps forwarding across a restart.
+	ready bool
 }
 
 // Change is what Follow saw change in the kernel's forwarding, for those that keep copies of
@@ -335,8 +337,20 @@ func (r *Router) update(fn func(*state) error) error {
 func (r *Router) list(fn func(*state) error) error {
 	return r.update(func(s *state) error {
 		err := fn(s)
-		r.listed = r.listed || err == nil
+		if !r.private {
+			r.ready = r.ready || err == nil
+		}
 		return err
+	})
+}
+
+// Ready lets a private router write its routes and neighbours, which its owner has added,
+// into the table, replacing what an earlier run left there in one pass; a private router
+// writes nothing before. For a mirroring router it only writes what changed, if anything.
+func (r *Router) Ready() error {
+	return r.update(func(*state) error {
+		r.ready = r.ready || r.private
+		return nil
 	})
 }
 
@@ -371,9 +385,7 @@ func (r *Router) updateNeighs(fn func(*state) ([]neighKey, error)) error {
 
 // write brings the whole table to the entries of the state. The caller holds r.mu.
 func (r *Router) write() error {
-	if !r.private && !r.listed {
-		// The state is not the kernel's yet: writing it would remove what an earlier run
-		// left in the table (which keeps forwarding across a restart) until Follow lists.
+	if !r.ready {
 		return nil
 	}
 	want, idx := r.st.resolve()

@@ -212,6 +212,9 @@ func TestPrivate(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.st.setLinks([]Link{{Index: n6, Name: "n6", MAC: macN6, MTU: 1500}})
+		if err := r.Ready(); err != nil {
+			t.Fatal(err)
+		}
 		return r
 	}
 	if err := newRouter(false).AddRoute(Route{Prefix: pfx("0.0.0.0/0"), Ifindex: n6}); !errors.Is(err, ErrMirror) {
@@ -391,5 +394,31 @@ func TestNothingWrittenBeforeListing(t *testing.T) {
 	}
 	if want, _ := st.resolve(); !maps.Equal(tbl.m, want) {
 		t.Errorf("after the listing: table %v, want %v", tbl.m, want)
+	}
+}
+
+// TestPrivateWritesOnceReady: a private router being given its local addresses and routes at
+// start-up leaves the earlier run's entries alone until its owner says all are in (Ready),
+// then replaces them in one pass.
+func TestPrivateWritesOnceReady(t *testing.T) {
+	stale := pfx("203.0.113.0/24")
+	tbl := &fakeTable{m: map[netip.Prefix]Nexthop{stale: {Kind: Forward, Ifindex: n6}}}
+	r, err := New(tbl, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.st.setLinks([]Link{{Index: n6, Name: "n6", MAC: macN6, MTU: 1500}})
+	def := Route{Prefix: pfx("0.0.0.0/0"), Ifindex: n6, Gateway: addr("10.0.2.2")}
+	if err := errors.Join(r.SetLocal([]netip.Addr{addr("10.0.2.1")}), r.AddRoute(def)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tbl.m[stale]; !ok || tbl.puts != 0 || tbl.delete != 0 {
+		t.Errorf("before Ready: table %v, %d puts, %d deletes; want the earlier run's alone", tbl.m, tbl.puts, tbl.delete)
+	}
+	if err := r.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tbl.m[stale]; ok || tbl.m[def.Prefix].Kind != Unresolved {
+		t.Errorf("after Ready: table %v, want the default route and not the earlier run's", tbl.m)
 	}
 }
