@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -53,28 +54,14 @@ func (d *Daemon) keep(bucket string, key []byte, value any) error {
 // them before the restart (after the configuration's: the API's change wins, as it did), and
 // returns how many.
 func (d *Daemon) restoreRoutes() (routes, neighbours int, err error) {
-	err = d.store.ForEach(bucketNeighbours, func(k, v []byte) error {
-		var n api.Neighbour
-		if err := json.Unmarshal(v, &n); err != nil {
-			return fmt.Errorf("neighbour %s: %w", k, err)
-		}
-		if _, err := d.addNeighbour(n); err != nil {
-			return fmt.Errorf("neighbour %s: %w", k, err)
-		}
-		neighbours++
-		return nil
+	neighbours, err = replay(d.store, bucketNeighbours, func(_ []byte, n api.Neighbour) error {
+		_, err := d.addNeighbour(n)
+		return err
 	})
 	if err == nil {
-		err = d.store.ForEach(bucketRoutes, func(k, v []byte) error {
-			var r api.Route
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("route %s: %w", k, err)
-			}
-			if _, err := d.addRoute(r); err != nil {
-				return fmt.Errorf("route %s: %w", k, err)
-			}
-			routes++
-			return nil
+		routes, err = replay(d.store, bucketRoutes, func(_ []byte, r api.Route) error {
+			_, err := d.addRoute(r)
+			return err
 		})
 	}
 	if err != nil {
@@ -86,40 +73,39 @@ func (d *Daemon) restoreRoutes() (routes, neighbours int, err error) {
 // restoreClasses applies the classes and policer contracts of the state file, as the API set
 // them before the restart, and returns how many.
 func (d *Daemon) restoreClasses() (classes, contracts int, err error) {
-	err = d.store.ForEach(bucketClasses, func(k, v []byte) error {
-		var c classifier.Class
-		if err := json.Unmarshal(v, &c); err != nil {
-			return fmt.Errorf("class %x: %w", k, err)
-		}
-		if err := d.classes.Add(c); err != nil {
-			return fmt.Errorf("class %d: %w", c.ID, err)
-		}
-		classes++
-		return nil
-	})
-	if err != nil {
-		return classes, 0, fmt.Errorf("state file %s: restore the classes: %w", d.store.Path(), err)
+	classes, err = replay(d.store, bucketClasses, func(_ []byte, c classifier.Class) error { return d.classes.Add(c) })
+	if err == nil {
+		contracts, err = replay(d.store, bucketContracts, func(k []byte, c api.Contract) error {
+			if len(k) != 4 {
+				return errors.New("not a class id")
+			}
+			class := binary.BigEndian.Uint32(k)
+			if err := c.Check(class); err != nil {
+				return err
+			}
+			return d.applyContract(class, c)
+		})
 	}
-	err = d.store.ForEach(bucketContracts, func(k, v []byte) error {
-		var c api.Contract
-		if len(k) != 4 {
-			return fmt.Errorf("contract key %x", k)
-		}
-		class := binary.BigEndian.Uint32(k)
-		if err := json.Unmarshal(v, &c); err != nil {
-			return fmt.Errorf("contract of class %d: %w", class, err)
-		}
-		if err := c.Check(class); err != nil {
-			return fmt.Errorf("contract of class %d: %w", class, err)
-		}
-		if err := d.applyContract(class, c); err != nil {
-			return fmt.Errorf("contract of class %d: %w", class, err)
-		}
-		contracts++
-		return nil
-	})
 	if err != nil {
-		return classes, contracts, fmt.Errorf("state file %s: restore the policer contracts: %w", d.store.Path(), err)
+		return classes, contracts, fmt.Errorf("state file %s: restore the classes and contracts: %w", d.store.Path(), err)
 	}
 	return classes, contracts, nil
+}
+
+// replay decodes each record of bucket as a T and applies it, and returns how many it
+// applied.
+func replay[T any](st *state.Store, bucket string, apply func(key []byte, v T) error) (int, error) {
+	n := 0
+	err := st.ForEach(bucket, func(k, b []byte) error {
+		var v T
+		if err := json.Unmarshal(b, &v); err != nil {
+			return fmt.Errorf("%s %x: %w", bucket, k, err)
+		}
+		if err := apply(k, v); err != nil {
+			return fmt.Errorf("%s %x: %w", bucket, k, err)
+		}
+		n++
+		return nil
+	})
+	return n, err
 }
