@@ -60,7 +60,7 @@ func TestRestartTakesOver(t *testing.T) {
 	if ret, _ := e.run(t, ul, e.n3); ret != xdpRedirect {
 		t.Fatalf("before restart: %s", verdictNames[ret])
 	}
-	_, counted, err := e.dp.Session(sessPlain.ID)
+	counted, err := e.usage(sessPlain.ID)
 	if err != nil || counted.Uplink.Packets != 1 {
 		t.Fatalf("before restart: usage %+v, %v; want 1 uplink packet", counted, err)
 	}
@@ -107,7 +107,7 @@ func TestRestartTakesOver(t *testing.T) {
 	// take their slots: sessPlain's packets still count toward sessPlain.
 	other := sessPlain
 	other.ID, other.UE, other.UplinkTEID, other.DownlinkTEID = 9, netip.MustParseAddr("10.45.0.99"), 0x199, 0x299
-	if err := next.AddSession(other); err != nil {
+	if err := installSession(next, other); err != nil {
 		t.Fatal(err)
 	}
 	// Before the sessions are back, the old entries still forward.
@@ -121,8 +121,9 @@ func TestRestartTakesOver(t *testing.T) {
 		s    session.Session
 		want uint64
 	}{{sessPlain, 2}, {other, 0}} {
-		if _, u, err := next.Session(c.s.ID); err != nil || u.Uplink.Packets != c.want {
-			t.Errorf("session %d after the re-install: usage %+v, %v; want %d uplink packets", c.s.ID, u, err, c.want)
+		u, err := next.Usage(c.s.ID)
+		if got := session.UsageOf(u); err != nil || got.Uplink.Packets != c.want {
+			t.Errorf("session %d after the re-install: usage %+v, %v; want %d uplink packets", c.s.ID, got, err, c.want)
 		}
 	}
 	if err := next.Prune(); err != nil {

@@ -437,7 +437,7 @@ func TestRestartWithChangedConfig(t *testing.T) {
 		want []string
 	}{
 		{"interface removed", func(c *config.Config) {
-			c.Interfaces = []config.Interface{{Name: testbed.N3If, Roles: []string{config.RoleN3, config.RoleN6}}}
+			c.Interfaces = []config.Interface{{Name: testbed.N3If, Roles: []config.Role{config.RoleN3, config.RoleN6}}}
 		}, []string{`interface "n6" is attached by the earlier run`, "xupfd --stop"}},
 		{"smaller limits", func(c *config.Config) { c.Limits.MaxSessions = restartSessions / 2 },
 			[]string{"were made with other sizes", "xupfd --stop"}},
