@@ -3,6 +3,8 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/classifier"
@@ -57,22 +59,42 @@ func classError(err error) error {
 	}
 }
 
-// configureClasses sets the configuration's classes and policer contracts as the API would:
-// the classes in one change of the Manager (one compilation, all or none), then each
-// contract through SetContract.
+// configureClasses sets the configuration's classes and policer contracts with the API's
+// changes of earlier runs (the state file's) on top: a class or contract the API set replaces
+// the file's of the same id, one the API deleted stays deleted. The classes go in one change
+// of the Manager (one compilation, all or none), then each contract.
 func (d *Daemon) configureClasses() error {
-	if len(d.cfg.Classes) > 0 {
-		d.classMu.Lock()
-		err := d.classes.Add(d.cfg.Classes...)
-		d.classMu.Unlock()
-		if err != nil {
+	classes := map[uint32]classifier.Class{}
+	for _, c := range d.cfg.Classes {
+		classes[c.ID] = c
+	}
+	contracts := map[uint32]api.Contract{}
+	for _, c := range d.cfg.Contracts {
+		contracts[c.Class] = c.Contract
+	}
+	if err := d.overlayClasses(classes, contracts); err != nil {
+		return err
+	}
+	d.classMu.Lock()
+	defer d.classMu.Unlock()
+	if len(classes) > 0 {
+		ids := slices.Sorted(maps.Keys(classes))
+		all := make([]classifier.Class, len(ids))
+		for i, id := range ids {
+			all[i] = classes[id]
+		}
+		if err := d.classes.Add(all...); err != nil {
 			return fmt.Errorf("classifier_classes: %w", err)
 		}
-		d.log.Info("classes added", "classes", len(d.cfg.Classes))
+		d.log.Info("classes added", "classes", len(all))
 	}
-	for _, c := range d.cfg.Contracts {
-		if _, err := d.SetContract(c.Class, c.Contract); err != nil {
+	for _, class := range slices.Sorted(maps.Keys(contracts)) {
+		c := contracts[class]
+		if err := c.Check(class); err != nil {
 			return fmt.Errorf("policer_contracts: %w", err)
+		}
+		if err := d.applyContract(class, c); err != nil {
+			return fmt.Errorf("policer_contracts: contract for class %d: %w", class, err)
 		}
 	}
 	return nil

@@ -172,8 +172,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	if err := d.installRoutes(); err != nil {
 		return nil, err
 	}
-	routes, neighbours, err := d.restoreRoutes()
-	if err != nil {
+	if err := d.restoreRoutes(); err != nil {
 		return nil, err
 	}
 	// In private mode, the routes are all in now: the route table goes from the earlier run's
@@ -184,16 +183,10 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	if d.static, err = installStatic(dp, cfg.Sessions); err != nil {
 		return nil, err
 	}
-	classes, contracts, err := d.restoreClasses()
-	if err != nil {
-		return nil, err
-	}
 	res, err := node.Restore()
 	if err != nil {
 		return nil, err
 	}
-	log.Info("api changes restored", "classes", classes, "policer_contracts", contracts,
-		"private_routes", routes, "private_neighbours", neighbours)
 	log.Info("pfcp state", "restored", res.Restored, "sessions", res.Sessions, "associations", res.Associations,
 		"recovery_time_stamp", res.RecoveryTimeStamp, "read_in", res.ReadIn, "installed_in", res.InstalledIn,
 		"state_file", d.store.Path())

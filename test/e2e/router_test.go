@@ -86,6 +86,14 @@ func TestPrivateRoutes(t *testing.T) {
 	if st := uplink(0, "route deleted"); st.Drops["no_route"] != 10 {
 		t.Errorf("after the deletion: drops %v, want 10 no_route", st.Drops)
 	}
+	// The API's deletions are kept too, of the configuration's route as of its own.
+	e.ctl(t, "route", "del", n3Net.String())
+	e.restart(t, e.daemon.Stop)
+	routes = nil
+	e.ctlJSON(t, &routes, "route", "list")
+	if len(routes) != 0 {
+		t.Errorf("route list after the deletions and a restart %+v, want none", routes)
+	}
 }
 
 // TestMirrorRoutesAreTheKernels: in mirror mode (the default) route list shows the kernel's
