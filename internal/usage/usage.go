@@ -2,6 +2,8 @@
 // the datapath's per-PDR counters and decides when each reports: periodic, volume and time
 // thresholds and quotas, quota holding and validity time, start and stop of traffic, dropped
 // downlink traffic, linked reports; and the reports a query, a removal or the session's end asks for.
+// At a URR's monitoring time it splits the measurement: the usage before it is kept apart and
+// reported, with the usage after it, at the URR's next report.
 // It knows nothing of PFCP encoding or of BPF: the caller samples the counters (Observe) as
 // often as reports must be on time, and sends what it returns.
 //
@@ -34,6 +36,7 @@ const (
 	TimeQuota        Trigger = 1 << 9  // TIMQU
 	Linked           Trigger = 1 << 10 // LIUSA: a linked URR reported
 	Termination      Trigger = 1 << 11 // TERMR: the URR was removed or the session deleted
+	MonitoringTime   Trigger = 1 << 12 // MONIT: the usage before a monitoring time (Part Before)
 	QuotaValidity    Trigger = 1 << 19 // QUVTI: the quota's validity time ran out (octet 7)
 )
 
@@ -95,6 +98,10 @@ type Rule struct {
 	// Grant names the quota the SMF gave last: a new grant (even of the same quota) starts
 	// counting the quota again.
 	Grant uint64
+	// MonitoringTime, zero for none: at the first sample at or after it the measurement is
+	// split; the part before it is reported (Before, trigger MonitoringTime) ahead of the
+	// URR's next report (After). A new MonitoringTime splits again.
+	MonitoringTime time.Time
 }
 
 // Counts are packets and bytes per direction.
@@ -111,11 +118,21 @@ func (c *Counts) add(uplink bool, d rules.Counts) {
 	dir.Bytes += d.Bytes
 }
 
+// Part says which side of a monitoring time a report measures: the Usage Information IE.
+type Part uint8
+
+const (
+	Whole  Part = iota // no monitoring time split the measurement
+	Before             // BEF: the usage before the monitoring time
+	After              // AFT: the usage after it
+)
+
 // Report is one Usage Report: what URR counted from Start to End.
 type Report struct {
 	URR     uint32
 	Seq     uint32 // UR-SEQN: 0 for the URR's first report, then one more each time
 	Trigger Trigger
+	Part    Part
 	// Start and End bound the measurement; Volume and Duration are what it counted.
 	Start, End time.Time
 	Volume     Counts
@@ -150,6 +167,10 @@ type urr struct {
 	// Downlink traffic dropped since the DroppedThreshold was given, and whether it reported.
 	dropped     rules.Counts
 	droppedDone bool
+	// before is the measurement up to the monitoring time, reported with the next report;
+	// splitAt is the monitoring time last split at.
+	before  *Report
+	splitAt time.Time
 }
 
 // PDR names one PDR's counter: its direction and id.
@@ -230,7 +251,7 @@ func (s *Session) QuotaUsedUp(id uint32, grant uint64) bool {
 // must be sampled.
 func (s *Session) Watching() bool {
 	for _, u := range s.urrs {
-		if u.rule.Triggers != 0 {
+		if u.rule.Triggers != 0 || u.splitPending() {
 			return true
 		}
 	}
@@ -271,7 +292,10 @@ func (s *Session) Observe(sample []rules.Usage, now time.Time) []Report {
 		u := s.urrs[id]
 		u.traffic(moved[id], now)
 		if t := u.due(now); t != 0 {
-			out = append(out, u.report(t, now))
+			out = append(out, u.report(t, now)...)
+		}
+		if u.splitPending() && !now.Before(u.rule.MonitoringTime) {
+			out = append(out, u.split(now)...)
 		}
 	}
 	return s.withLinked(out, now)
@@ -402,18 +426,70 @@ func (u *urr) due(now time.Time) Trigger {
 	return t
 }
 
-// report closes the current measurement with trigger t at now and starts the next.
-func (u *urr) report(t Trigger, now time.Time) Report {
-	r := Report{URR: u.rule.ID, Seq: u.seq, Trigger: t, Start: u.start, End: now, Volume: u.counted,
+// splitPending reports whether the URR has a monitoring time it has not split at yet.
+func (u *urr) splitPending() bool {
+	mt := u.rule.MonitoringTime
+	return !mt.IsZero() && !mt.Equal(u.splitAt)
+}
+
+// split closes the measurement at the monitoring time, sampled at now: what was counted so
+// far is the part before it, kept for the next report; the next measurement starts at the
+// monitoring time, so thresholds count afresh from there. A second monitoring time while
+// the first one's part is still kept reports both parts at once (trigger MonitoringTime):
+// one part is kept at most. It returns the reports due.
+func (u *urr) split(now time.Time) []Report {
+	mt := u.rule.MonitoringTime
+	u.splitAt = mt
+	if u.before != nil {
+		return u.report(MonitoringTime, now)
+	}
+	if !u.start.Before(mt) {
+		return nil // a report since the monitoring time closed the measurement that spanned it
+	}
+	b := u.close(MonitoringTime, mt, now)
+	b.Part = Before
+	u.before = &b
+	return nil
+}
+
+// close ends the current measurement at end (counted up to the sample at now), without a
+// sequence number, and starts the next one at end.
+func (u *urr) close(t Trigger, end, now time.Time) Report {
+	r := Report{URR: u.rule.ID, Trigger: t, Start: u.start, End: end, Volume: u.counted,
 		Duration: u.duration(now), FirstPacket: u.first, LastPacket: u.last}
-	u.seq++
+	if r.LastPacket.After(end) { // a packet counted by the sample that split at end
+		r.LastPacket = end
+	}
+	if r.FirstPacket.After(end) {
+		r.FirstPacket = end
+	}
 	// A threshold counts from the last report: it fires once per threshold's worth.
-	u.start, u.counted, u.first, u.last, u.active = now, Counts{}, time.Time{}, time.Time{}, 0
+	u.start, u.counted, u.first, u.last, u.active = end, Counts{}, time.Time{}, time.Time{}, 0
 	if !u.runStart.IsZero() {
 		// The run goes on into the next measurement; the quota keeps its part so far.
 		u.quotaActive += now.Sub(u.runStart)
 		u.runStart = now
 	}
+	return r
+}
+
+// report closes the current measurement with trigger t at now and starts the next. It
+// returns the report, after the part before a monitoring time when one is kept.
+func (u *urr) report(t Trigger, now time.Time) []Report {
+	var out []Report
+	if u.before != nil {
+		b := *u.before
+		b.Seq, u.before = u.seq, nil
+		u.seq++
+		out = append(out, b)
+	}
+	r := u.close(t, now, now)
+	r.Seq = u.seq
+	u.seq++
+	if len(out) > 0 {
+		r.Part = After
+	}
+	out = append(out, r)
 	if t&(VolumeQuota|TimeQuota) != 0 {
 		u.quotaDone = true
 	}
@@ -431,7 +507,7 @@ func (u *urr) report(t Trigger, now time.Time) Report {
 			u.nextPeriod = u.nextPeriod.Add(u.rule.Period)
 		}
 	}
-	return r
+	return out
 }
 
 // withLinked adds a Linked report of every URR that links to one that reports in out and
@@ -449,7 +525,7 @@ func (s *Session) withLinked(out []Report, now time.Time) []Report {
 		}
 		for _, l := range u.rule.LinkedURRs {
 			if reported[l] {
-				out = append(out, u.report(Linked, now))
+				out = append(out, u.report(Linked, now)...)
 				reported[id] = true
 				break
 			}
@@ -471,7 +547,7 @@ func (s *Session) Query(ids []uint32, t Trigger, now time.Time) []Report {
 	for _, id := range ids {
 		if u := s.urrs[id]; u != nil && !done[id] {
 			done[id] = true
-			out = append(out, u.report(t, now))
+			out = append(out, u.report(t, now)...)
 		}
 	}
 	return s.withLinked(out, now)

@@ -230,7 +230,9 @@ func TestReportsAddUp(t *testing.T) {
 			VolumeQuota: Unlimited},
 		{ID: 2, Triggers: VolumeQuota | Linked, LinkedURRs: []uint32{1}, VolumeQuota: Volume{NoLimit, NoLimit, 50_000},
 			VolumeThreshold: Unlimited, BeforeQoS: true},
-	}, map[PDR][]uint32{{Uplink: true, ID: 1}: {1, 2}, {ID: 2}: {1, 2}}, t0)
+		{ID: 3, Triggers: Periodic, Period: 7 * time.Second, MonitoringTime: t0.Add(37 * time.Second),
+			VolumeThreshold: Unlimited, VolumeQuota: Unlimited},
+	}, map[PDR][]uint32{{Uplink: true, ID: 1}: {1, 2, 3}, {ID: 2}: {1, 2, 3}}, t0)
 	c := newCounters()
 	sum := map[uint32]Counts{}
 	add := func(rs []Report) {
@@ -251,14 +253,100 @@ func TestReportsAddUp(t *testing.T) {
 		now = now.Add(time.Duration(rng.IntN(400)) * time.Millisecond)
 		add(s.Observe(c.sample(), now))
 	}
-	add(s.Query([]uint32{1, 2}, Termination, now))
+	add(s.Query([]uint32{1, 2, 3}, Termination, now))
+	all := Counts{Uplink: rules.Counts{Packets: c.ul.Packets, Bytes: c.ul.Bytes}, Downlink: rules.Counts{Packets: c.dl.Packets, Bytes: c.dl.Bytes}}
 	want := map[uint32]Counts{
-		1: {Uplink: rules.Counts{Packets: c.ul.Packets, Bytes: c.ul.Bytes}, Downlink: rules.Counts{Packets: c.dl.Packets, Bytes: c.dl.Bytes}},
+		1: all,
+		3: all,
 		2: {Uplink: c.ul.BeforeQoS, Downlink: c.dl.BeforeQoS},
 	}
 	for id, w := range want {
 		if sum[id] != w {
 			t.Errorf("URR %d: reports add up to %+v, counters %+v", id, sum[id], w)
 		}
+	}
+}
+
+// TestMonitoringTimeSplit: the sample at or after the monitoring time splits the
+// measurement; no report goes out for the split alone; the URR's next report carries the
+// part before (MonitoringTime, Before, ending at the monitoring time) and the part after
+// (its own trigger, After), in UR-SEQN order. What the sample that split counted is before.
+// A volume threshold counts afresh from the monitoring time.
+func TestMonitoringTimeSplit(t *testing.T) {
+	mt := t0.Add(3 * time.Second)
+	s := session(Rule{ID: 1, Triggers: Periodic | VolumeThreshold, Period: 10 * time.Second, MonitoringTime: mt,
+		VolumeThreshold: Volume{NoLimit, NoLimit, 1000}, VolumeQuota: Unlimited})
+	if !s.Watching() {
+		t.Fatal("a URR with a monitoring time is not sampled")
+	}
+	c := newCounters()
+	c.send(true, 5, 100)
+	if rs := s.Observe(c.sample(), t0.Add(time.Second)); len(rs) != 0 {
+		t.Fatalf("reports before the monitoring time: %+v", rs)
+	}
+	c.send(false, 2, 100) // counted by the sample that splits: before
+	if rs := s.Observe(c.sample(), mt.Add(200*time.Millisecond)); len(rs) != 0 {
+		t.Fatalf("the split reported by itself: %+v", rs)
+	}
+	c.send(false, 7, 100) // 700 bytes: under the threshold counted from the monitoring time
+	if rs := s.Observe(c.sample(), t0.Add(5*time.Second)); len(rs) != 0 {
+		t.Fatalf("reports after the split: %+v", rs)
+	}
+	rs := s.Observe(c.sample(), t0.Add(10*time.Second))
+	if len(rs) != 2 {
+		t.Fatalf("periodic report after a monitoring time: %d reports, want 2: %+v", len(rs), rs)
+	}
+	bef, aft := rs[0], rs[1]
+	if bef.Part != Before || bef.Trigger != MonitoringTime || bef.Seq != 0 || !bef.Start.Equal(t0) || !bef.End.Equal(mt) ||
+		bef.Volume.Uplink.Packets != 5 || bef.Volume.Downlink.Packets != 2 || bef.LastPacket.After(mt) {
+		t.Errorf("before: %+v", bef)
+	}
+	if aft.Part != After || aft.Trigger != Periodic || aft.Seq != 1 || !aft.Start.Equal(mt) ||
+		!aft.End.Equal(t0.Add(10*time.Second)) || aft.Volume.Uplink.Packets != 0 || aft.Volume.Downlink.Packets != 7 {
+		t.Errorf("after: %+v", aft)
+	}
+	c.send(false, 1, 100)
+	if rs := s.Observe(c.sample(), t0.Add(20*time.Second)); len(rs) != 1 || rs[0].Part != Whole || rs[0].Seq != 2 {
+		t.Errorf("the report after the split's: %+v, want one whole report, UR-SEQN 2", rs)
+	}
+}
+
+// TestMonitoringTimeAgain: a second monitoring time while the first one's part is kept
+// reports both parts at once; a report between the monitoring time and the sample that
+// would split leaves nothing before it; a query reports the kept part too.
+func TestMonitoringTimeAgain(t *testing.T) {
+	r := Rule{ID: 1, MonitoringTime: t0.Add(time.Second), VolumeThreshold: Unlimited, VolumeQuota: Unlimited}
+	s := session(r)
+	c := newCounters()
+	c.send(true, 1, 100)
+	s.Observe(c.sample(), t0.Add(time.Second))
+	c.send(true, 2, 100)
+	r.MonitoringTime = t0.Add(2 * time.Second)
+	s.Set([]Rule{r}, bothPDRs, t0.Add(1500*time.Millisecond))
+	rs := s.Observe(c.sample(), t0.Add(2*time.Second))
+	if len(rs) != 2 || rs[0].Part != Before || rs[0].Volume.Uplink.Packets != 1 ||
+		rs[1].Part != After || rs[1].Trigger != MonitoringTime || rs[1].Volume.Uplink.Packets != 2 {
+		t.Fatalf("second monitoring time with the first part kept: %+v", rs)
+	}
+	r.MonitoringTime = t0.Add(3 * time.Second)
+	s.Set([]Rule{r}, bothPDRs, t0.Add(2500*time.Millisecond))
+	c.send(true, 4, 100)
+	s.Observe(c.sample(), t0.Add(3*time.Second))
+	c.send(true, 8, 100)
+	rs = s.Query([]uint32{1}, Immediate, t0.Add(4*time.Second))
+	if len(rs) != 2 || rs[0].Volume.Uplink.Packets != 4 || rs[1].Part != After || rs[1].Volume.Uplink.Packets != 0 {
+		t.Fatalf("query with a kept part (the 8 packets are not sampled yet): %+v", rs)
+	}
+	r.MonitoringTime = t0.Add(5 * time.Second)
+	s.Set([]Rule{r}, bothPDRs, t0.Add(4*time.Second))
+	s.Observe(c.sample(), t0.Add(4500*time.Millisecond))
+	if rs := s.Query([]uint32{1}, Immediate, t0.Add(5*time.Second)); len(rs) != 1 || rs[0].Part != Whole {
+		t.Fatalf("query before the monitoring time: %+v", rs)
+	}
+	if rs := s.Observe(c.sample(), t0.Add(5*time.Second)); len(rs) != 0 || s.Watching() {
+		t.Fatalf("split after a report at the monitoring time: %+v, watching %v", rs, s.Watching())
+	}
+	if rs := s.Query([]uint32{1}, Immediate, t0.Add(6*time.Second)); len(rs) != 1 || rs[0].Part != Whole {
+		t.Fatalf("nothing before the monitoring time was left to keep: %+v", rs)
 	}
 }
