@@ -144,6 +144,8 @@ type SessionSpec struct {
 	// QuotaValidityTime is URR SessionURRID's Quota Validity Time (whole seconds), with the
 	// QUVTI reporting trigger; 0: none.
 	QuotaValidityTime time.Duration
+	// Monitoring is URR SessionURRID's Monitoring Time and what it takes then; zero: none.
+	Monitoring Monitoring
 	// NotificationDelay and SuggestedBufferingPackets are BAR BARID's Downlink Data
 	// Notification Delay (in steps of 50 ms) and Suggested Buffering Packets Count; 0: the IE
 	// is left out.
@@ -377,6 +379,7 @@ type urrSpec struct {
 	threshold, quota uint64        // total volume threshold and quota, bytes
 	period, validity time.Duration // measurement period, quota validity time
 	dropped          uint64        // dropped downlink packets threshold
+	monitoring       Monitoring
 }
 
 // urr returns a Create URR IE measuring volume, with the reporting triggers and values of u.
@@ -407,7 +410,7 @@ func urr(id uint32, u urrSpec) *ie.IE {
 		ies = append(ies, ie.NewDroppedDLTrafficThreshold(true, false, u.dropped, 0)) // DLPA
 	}
 	ies[2] = ie.NewReportingTriggers(octet5, octet6)
-	return ie.NewCreateURR(ies...)
+	return ie.NewCreateURR(append(ies, u.monitoring.ies()...)...)
 }
 
 // downlinkFAR returns the IEs of the downlink FAR after its ID: forwarding to gnb, or
@@ -460,7 +463,7 @@ func (s *SessionSpec) rules() []*ie.IE {
 		ie.NewCreateFAR(append([]*ie.IE{ie.NewFARID(DownlinkFARID)}, s.downlinkFAR(s.GNB, s.GNBTEID, false)...)...),
 		qer(SessionQERID, s.QFI, s.MBRUplink, s.MBRDownlink),
 		urr(SessionURRID, urrSpec{threshold: s.VolumeThreshold, quota: s.VolumeQuota, period: s.MeasurementPeriod,
-			validity: s.QuotaValidityTime, dropped: s.DroppedPackets}))
+			validity: s.QuotaValidityTime, dropped: s.DroppedPackets, monitoring: s.Monitoring}))
 	for i, f := range s.Flows {
 		ies = append(ies, qer(FlowQERID(i), f.QFI, f.MBRUplink, f.MBRDownlink), urr(FlowURRID(i), urrSpec{quota: f.VolumeQuota}))
 	}

@@ -21,6 +21,44 @@ type UsageReport struct {
 	Duration time.Duration
 	// FirstPacket and LastPacket are zero when the report has none.
 	FirstPacket, LastPacket time.Time
+	// Info is the Usage Information (UsageBefore, UsageAfter: which side of a monitoring
+	// time the report measures), 0 without the IE.
+	Info uint8
+}
+
+// Usage Information bits (TS 29.244 8.2.81).
+const (
+	UsageBefore = 0x01 // BEF
+	UsageAfter  = 0x02 // AFT
+)
+
+// Monitoring is a URR's Monitoring Time (whole seconds) and the total volume threshold and
+// quota in bytes it takes then (Subsequent Volume Threshold and Quota; 0: not given).
+type Monitoring struct {
+	Time                         time.Time
+	VolumeThreshold, VolumeQuota uint64
+}
+
+// ies are the IEs of m in a Create or Update URR; none for a zero Time.
+func (m Monitoring) ies() []*ie.IE {
+	if m.Time.IsZero() {
+		return nil
+	}
+	ies := []*ie.IE{ie.NewMonitoringTime(m.Time)}
+	if m.VolumeThreshold != 0 {
+		ies = append(ies, ie.NewSubsequentVolumeThreshold(0x01, m.VolumeThreshold, 0, 0)) // TOVOL
+	}
+	if m.VolumeQuota != 0 {
+		ies = append(ies, ie.NewSubsequentVolumeQuota(0x01, m.VolumeQuota, 0, 0)) // TOVOL
+	}
+	return ies
+}
+
+// SetMonitoring gives URR id of the session the Monitoring Time and subsequent values of m
+// (Update URR).
+func (c *Client) SetMonitoring(ctx context.Context, s *Session, id uint32, m Monitoring) error {
+	_, err := c.Modify(ctx, s, ie.NewUpdateURR(append([]*ie.IE{ie.NewURRID(id)}, m.ies()...)...))
+	return err
 }
 
 // ParseUsageReports decodes Usage Report IEs of any message kind.
@@ -49,6 +87,8 @@ func ParseUsageReports(l []*ie.IE) ([]UsageReport, error) {
 				r.FirstPacket, err = x.TimeOfFirstPacket()
 			case ie.TimeOfLastPacket:
 				r.LastPacket, err = x.TimeOfLastPacket()
+			case ie.UsageInformation:
+				r.Info, err = x.UsageInformation()
 			}
 			if err != nil {
 				return nil, fmt.Errorf("usage report IE type %d: %w", x.Type, err)
