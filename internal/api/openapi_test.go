@@ -110,6 +110,7 @@ func TestSpecSchemasMatchTypes(t *testing.T) {
 		"OHC":             reflect.TypeFor[pfcp.OHC](),
 		"QER":             reflect.TypeFor[pfcp.QER](),
 		"URR":             reflect.TypeFor[pfcp.URR](),
+		"URRSubsequent":   reflect.TypeFor[pfcp.Subsequent](),
 		"BAR":             reflect.TypeFor[pfcp.BAR](),
 		"PDRUsage":        reflect.TypeFor[PDRUsage](),
 		"Error":           reflect.TypeFor[Error](),

@@ -59,7 +59,9 @@ var ieNames = map[uint16]string{
 	ie.TimeQuota: "Time Quota", ie.QuotaHoldingTime: "Quota Holding Time",
 	ie.InactivityDetectionTime: "Inactivity Detection Time", ie.QueryURR: "Query URR",
 	ie.PFCPSMReqFlags: "PFCPSMReq-Flags", ie.DroppedDLTrafficThreshold: "Dropped DL Traffic Threshold",
-	ie.QuotaValidityTime: "Quota Validity Time",
+	ie.QuotaValidityTime: "Quota Validity Time", ie.MonitoringTime: "Monitoring Time",
+	ie.SubsequentVolumeThreshold: "Subsequent Volume Threshold", ie.SubsequentTimeThreshold: "Subsequent Time Threshold",
+	ie.SubsequentVolumeQuota: "Subsequent Volume Quota", ie.SubsequentTimeQuota: "Subsequent Time Quota",
 }
 
 func ieName(t uint16) string {
@@ -143,6 +145,19 @@ func decode[T any](x *ie.IE, where string, fn func(*ie.IE) (T, error)) (v T, err
 var lengthChecks = map[uint16]func([]byte) error{
 	ie.SDFFilter:           checkSDFFilter,
 	ie.OuterHeaderCreation: checkOuterHeaderCreation,
+	// go-pfcp slices the first four octets unchecked: within a message's buffer a shorter
+	// IE reads the next IE's octets instead of panicking.
+	ie.SubsequentTimeQuota: atLeast(4),
+}
+
+// atLeast checks that a payload has n octets.
+func atLeast(n int) func([]byte) error {
+	return func(b []byte) error {
+		if len(b) < n {
+			return errShort
+		}
+		return nil
+	}
 }
 
 var errShort = errors.New("shorter than its fields (length)")
@@ -611,6 +626,8 @@ func decodeURR(c children, u *URR, create bool) error {
 		seconds(ie.MeasurementPeriod, (*ie.IE).MeasurementPeriod, &u.MeasurementPeriod),
 		seconds(ie.QuotaHoldingTime, (*ie.IE).QuotaHoldingTime, &u.QuotaHoldingTime),
 		seconds(ie.QuotaValidityTime, (*ie.IE).QuotaValidityTime, &u.QuotaValidityTime),
+		seconds(ie.SubsequentTimeThreshold, (*ie.IE).SubsequentTimeThreshold, &u.Subsequent.TimeThreshold),
+		seconds(ie.SubsequentTimeQuota, (*ie.IE).SubsequentTimeQuota, &u.Subsequent.TimeQuota),
 		counter(ie.InactivityDetectionTime, (*ie.IE).InactivityDetectionTime, &u.InactivityTime)); err != nil {
 		return err
 	}
@@ -633,7 +650,41 @@ func decodeURR(c children, u *URR, create bool) error {
 		}
 		u.QuotaFAR = &v
 	}
+	if x := c.first(ie.MonitoringTime); x != nil {
+		v, err := decode(x, where, (*ie.IE).MonitoringTime)
+		if err != nil {
+			return err
+		}
+		u.MonitoringTime = v
+	}
+	for _, v := range []struct {
+		t     uint16
+		flags *uint8
+		dst   [3]*uint64
+	}{
+		{ie.SubsequentVolumeThreshold, &u.Subsequent.VolumeThresholdFlags,
+			[3]*uint64{&u.Subsequent.VolumeThreshold, &u.Subsequent.VolumeThresholdUL, &u.Subsequent.VolumeThresholdDL}},
+		{ie.SubsequentVolumeQuota, &u.Subsequent.VolumeQuotaFlags,
+			[3]*uint64{&u.Subsequent.VolumeQuota, &u.Subsequent.VolumeQuotaUL, &u.Subsequent.VolumeQuotaDL}},
+	} {
+		if x := c.first(v.t); x != nil {
+			f, err := decode(x, where, volumeFields)
+			if err != nil {
+				return err
+			}
+			if *v.flags = f.Flags & (volumeTotal | volumeUplink | volumeDownlink); *v.flags == 0 {
+				return incorrectIE(v.t, where, errors.New("no volume flag (TOVOL, ULVOL, DLVOL) set"))
+			}
+			*v.dst[0], *v.dst[1], *v.dst[2] = f.TotalVolume, f.UplinkVolume, f.DownlinkVolume
+		}
+	}
 	return checkURR(u, where)
+}
+
+// volumeFields reads a volume IE: a Volume Threshold or Quota or a Subsequent one, which
+// share one layout (TS 29.244 8.2.13: flags, then an 8-octet volume for each flag set).
+func volumeFields(x *ie.IE) (*ie.VolumeThresholdFields, error) {
+	return ie.ParseVolumeThresholdFields(x.Payload)
 }
 
 // Flags of the Dropped DL Traffic Threshold IE (TS 29.244 8.2.49): which counts follow.
@@ -692,6 +743,9 @@ func checkURR(u *URR, where string) error {
 			msg: where + ": LIUSA without a Linked URR ID"}
 	case slices.Contains(u.LinkedURRs, u.ID):
 		return incorrectIE(ie.LinkedURRID, where, errors.New("a URR cannot be linked to itself"))
+	case u.Subsequent != (Subsequent{}) && u.MonitoringTime.IsZero():
+		return &requestError{cause: ie.CauseConditionalIEMissing, offending: ie.MonitoringTime,
+			msg: where + ": a subsequent threshold or quota without a Monitoring Time"}
 	}
 	return nil
 }

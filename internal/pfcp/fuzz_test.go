@@ -191,8 +191,8 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) (sent, answers []
 	defer cancel()
 	spec := pfcpclient.SessionSpec{Style: style, UE: ue1, QFI: 9, NetworkInstance: "internet",
 		GNB: gnb, GNBTEID: 0x500, MBRUplink: 1000, MBRDownlink: 2000, VolumeThreshold: 100 << 20, DroppedPackets: 1000,
-		QuotaValidityTime: time.Hour,
-		Flows:             []pfcpclient.Flow{{Filter: "permit out 17 from 198.51.100.0/24 to assigned 5060", Precedence: 100, QFI: 5}}}
+		QuotaValidityTime: time.Hour, Monitoring: monitoring,
+		Flows: []pfcpclient.Flow{{Filter: "permit out 17 from 198.51.100.0/24 to assigned 5060", Precedence: 100, QFI: 5}}}
 	if style == pfcpclient.Free5GC {
 		spec.UplinkTEID, spec.N3 = 0x77, n3
 	}
@@ -206,6 +206,7 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) (sent, answers []
 			}
 			upSEID.Store(s.UPSEID)
 			return errorsOf(c.SetDownlink(ctx, s, gnb2, 0x600), reportAnswered(ctx, n, s.UPSEID),
+				c.SetMonitoring(ctx, s, pfcpclient.SessionURRID, pfcpclient.Monitoring{Time: monitoring.Time.Add(time.Hour)}),
 				c.SetDownlinkBuffering(ctx, s), c.DropDownlink(ctx, s), c.DropDownlinkNotify(ctx, s), c.Delete(ctx, s))
 		},
 		func() error { return c.Release(ctx) },
@@ -219,6 +220,11 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) (sent, answers []
 	defer mu.Unlock()
 	return sent, answers
 }
+
+// monitoring is the Monitoring Time and subsequent values of the conversations' URR: a
+// fixed time to come, so that the seeds stay the same.
+var monitoring = pfcpclient.Monitoring{Time: time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC), VolumeThreshold: 50 << 20,
+	VolumeQuota: 1 << 30}
 
 // reportAnswered has n send a Session Report Request (an Error Indication Report) for
 // session seid and waits for the SMF's answer.
@@ -255,7 +261,9 @@ func fullURRSession() []*ie.IE {
 	ies[5] = ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 1), ie.NewReportingTriggers(0x7f, 0x02),
 		ie.NewMeasurementPeriod(10*time.Second), ie.NewVolumeThreshold(0x07, 3000, 1000, 2000),
 		ie.NewTimeThreshold(30*time.Second), ie.NewQuotaHoldingTime(20*time.Second),
-		ie.NewInactivityDetectionTime(5))
+		ie.NewInactivityDetectionTime(5), ie.NewMonitoringTime(monitoring.Time),
+		ie.NewSubsequentVolumeThreshold(0x07, 6000, 2000, 4000), ie.NewSubsequentTimeThreshold(time.Minute),
+		ie.NewSubsequentVolumeQuota(0x02, 0, 9000, 0), ie.NewSubsequentTimeQuota(time.Hour))
 	return append(ies,
 		ie.NewCreateURR(ie.NewURRID(2), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0x80, 0x01),
 			ie.NewMeasurementInformation(0x01), ie.NewVolumeQuota(0x01, 10000, 0, 0), ie.NewFARID(3),

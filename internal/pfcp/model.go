@@ -163,6 +163,32 @@ type URR struct {
 	// Grant counts the quotas (Volume Quota or Time Quota IEs) the SMF gave: each new one
 	// starts counting again, even if it is equal to the last.
 	Grant uint64 `json:"quota_grant,omitempty" yaml:"quota_grant,omitempty"`
+	// MonitoringTime is when the URR's usage is split (time-of-day charging): the usage
+	// before it and after it are reported apart, and at it the URR takes Subsequent. Zero
+	// for none, and once passed (one-second resolution, as the IE).
+	MonitoringTime time.Time `json:"monitoring_time,omitzero" yaml:"monitoring_time,omitempty"`
+	// Subsequent are the thresholds and quotas the URR takes at its MonitoringTime.
+	Subsequent Subsequent `json:"subsequent,omitzero" yaml:"subsequent,omitempty"`
+}
+
+// Subsequent are the Subsequent Volume Threshold, Time Threshold, Volume Quota and Time
+// Quota IEs of a URR: what replaces its threshold or quota at its Monitoring Time. A value
+// not given leaves the URR's own: a threshold then counts afresh from the monitoring time,
+// a quota goes on.
+type Subsequent struct {
+	// VolumeThresholdFlags and VolumeQuotaFlags (TOVOL 1, ULVOL 2, DLVOL 4) say which
+	// volumes, in bytes, were given; 0 for no such IE.
+	VolumeThresholdFlags uint8  `json:"volume_threshold_flags,omitempty" yaml:"volume_threshold_flags,omitempty"`
+	VolumeThreshold      uint64 `json:"volume_threshold,omitempty" yaml:"volume_threshold,omitempty"`
+	VolumeThresholdUL    uint64 `json:"volume_threshold_uplink,omitempty" yaml:"volume_threshold_uplink,omitempty"`
+	VolumeThresholdDL    uint64 `json:"volume_threshold_downlink,omitempty" yaml:"volume_threshold_downlink,omitempty"`
+	VolumeQuotaFlags     uint8  `json:"volume_quota_flags,omitempty" yaml:"volume_quota_flags,omitempty"`
+	VolumeQuota          uint64 `json:"volume_quota,omitempty" yaml:"volume_quota,omitempty"`
+	VolumeQuotaUL        uint64 `json:"volume_quota_uplink,omitempty" yaml:"volume_quota_uplink,omitempty"`
+	VolumeQuotaDL        uint64 `json:"volume_quota_downlink,omitempty" yaml:"volume_quota_downlink,omitempty"`
+	// TimeThreshold and TimeQuota are in seconds, 0 for none.
+	TimeThreshold uint32 `json:"time_threshold,omitempty" yaml:"time_threshold,omitempty"`
+	TimeQuota     uint32 `json:"time_quota,omitempty" yaml:"time_quota,omitempty"`
 }
 
 // BAR is a Buffering Action Rule.

@@ -397,7 +397,6 @@ func (n *Node) sessionModification(peer netip.AddrPort, m *message.SessionModifi
 	respond := func(ies ...*ie.IE) []byte {
 		return marshal(message.NewSessionModificationResponse(0, 0, old.CPSEID, m.SequenceNumber, 0, ies...))
 	}
-	s := old.clone()
 	c := ruleChanges{
 		removePDR: m.RemovePDR, removeFAR: m.RemoveFAR, removeQER: m.RemoveQER, removeURR: m.RemoveURR,
 		createPDR: m.CreatePDR, createFAR: m.CreateFAR, createQER: m.CreateQER, createURR: m.CreateURR,
@@ -418,10 +417,13 @@ func (n *Node) sessionModification(peer netip.AddrPort, m *message.SessionModifi
 	// What the PDRs counted so far goes to the URRs they counted toward before the change;
 	// reports it makes due go out as Session Report Requests.
 	us, now := n.ss.usage[old.SEID], time.Now()
-	if due := n.sample(old, us, now); len(due) > 0 {
+	if due, _ := n.sample(old, us, now); len(due) > 0 {
 		ies := usageReports(due, old.URRs, ie.NewUsageReportWithinSessionReportRequest)
 		go n.sendUsageReports(map[uint64][]*ie.IE{old.SEID: ies})
 	}
+	// After the sample, which may have passed a URR's monitoring time: the modification
+	// applies to the URR as it is after it.
+	s := old.clone()
 	if err := n.apply(old, s, c); err != nil {
 		re := asRequestError(err)
 		n.log.Warn("pfcp: session modification refused; session unchanged", "seid", old.SEID,

@@ -74,6 +74,8 @@ func usageRule(u *URR) usage.Rule {
 			Bytes: limit(u.DroppedBytes, u.DroppedThresholdFlags&droppedBytes != 0)},
 		LinkedURRs: u.LinkedURRs,
 		Grant:      u.Grant,
+		// The URR forgets its monitoring time once passed (passMonitoringTimes).
+		MonitoringTime: u.MonitoringTime,
 	}
 }
 
@@ -184,18 +186,25 @@ func usageReports(rs []usage.Report, urrs map[uint32]*URR, wrap func(...*ie.IE) 
 		if !r.FirstPacket.IsZero() {
 			ies = append(ies, ie.NewTimeOfFirstPacket(r.FirstPacket), ie.NewTimeOfLastPacket(r.LastPacket))
 		}
+		switch r.Part {
+		case usage.Before:
+			ies = append(ies, ie.NewUsageInformation(1, 0, 0, 0)) // BEF
+		case usage.After:
+			ies = append(ies, ie.NewUsageInformation(0, 1, 0, 0)) // AFT
+		}
 		out = append(out, wrap(ies...))
 	}
 	return out
 }
 
 // sample takes a sample of session s's counters for its usage state at now and returns the
-// reports due. n.smu is held.
-func (n *Node) sample(s *Session, us *usage.Session, now time.Time) []usage.Report {
+// reports due; quotas says a URR's monitoring time gave it a new quota, which the datapath
+// must be given (Install). n.smu is held.
+func (n *Node) sample(s *Session, us *usage.Session, now time.Time) (due []usage.Report, quotas bool) {
 	counts, err := n.opts.Datapath.Usage(s.SEID)
 	if err != nil {
 		n.log.Warn("pfcp: read a session's counters for its usage reports", "seid", s.SEID, "err", err)
-		return nil
+		return nil, false
 	}
 	if n.opts.Buffers != nil {
 		dropped := map[usage.PDR]rules.Counts{}
@@ -204,7 +213,55 @@ func (n *Node) sample(s *Session, us *usage.Session, now time.Time) []usage.Repo
 		}
 		us.ObserveDropped(dropped)
 	}
-	return us.Observe(counts, now)
+	due = us.Observe(counts, now)
+	passed, quotas := s.passMonitoringTimes(now)
+	if passed {
+		urrs, pdrs := usageRules(s)
+		us.Set(urrs, pdrs, now)
+	}
+	return due, quotas
+}
+
+// passMonitoringTimes gives each URR of s whose Monitoring Time has come (by now; the usage
+// state split its measurement at the sample just taken) its subsequent thresholds and
+// quotas, and forgets the monitoring time. A subsequent quota is a new grant, counted from
+// now. It reports whether a monitoring time passed, and whether a quota changed.
+func (s *Session) passMonitoringTimes(now time.Time) (passed, quotas bool) {
+	for _, u := range s.URRs {
+		if u.MonitoringTime.IsZero() || now.Before(u.MonitoringTime) {
+			continue
+		}
+		passed = true
+		sub := u.Subsequent
+		if f := sub.VolumeThresholdFlags; f != 0 {
+			u.VolumeThreshold, u.VolumeThresholdUL, u.VolumeThresholdDL = flagged(f, volumeTotal, sub.VolumeThreshold),
+				flagged(f, volumeUplink, sub.VolumeThresholdUL), flagged(f, volumeDownlink, sub.VolumeThresholdDL)
+		}
+		if sub.TimeThreshold != 0 {
+			u.TimeThreshold = sub.TimeThreshold
+		}
+		if sub.VolumeQuotaFlags != 0 || sub.TimeQuota != 0 {
+			if sub.VolumeQuotaFlags != 0 {
+				u.VolumeQuotaFlags, u.VolumeQuota, u.VolumeQuotaUL, u.VolumeQuotaDL = sub.VolumeQuotaFlags,
+					sub.VolumeQuota, sub.VolumeQuotaUL, sub.VolumeQuotaDL
+			}
+			if sub.TimeQuota != 0 {
+				u.TimeQuota = sub.TimeQuota
+			}
+			u.Grant++
+			quotas = true
+		}
+		u.MonitoringTime, u.Subsequent = time.Time{}, Subsequent{}
+	}
+	return passed, quotas
+}
+
+// flagged is v when flags has bit, else 0 (no such volume).
+func flagged(flags, bit uint8, v uint64) uint64 {
+	if flags&bit == 0 {
+		return 0
+	}
+	return v
 }
 
 // pollUsage samples the counters of the sessions whose URRs report on triggers every
@@ -233,12 +290,11 @@ func (n *Node) dueReports(now time.Time) map[uint64][]*ie.IE {
 		if s == nil || !us.Watching() {
 			continue
 		}
-		rs := n.sample(s, us, now)
-		if len(rs) == 0 {
-			continue
+		rs, quotas := n.sample(s, us, now)
+		if len(rs) > 0 {
+			out[seid] = usageReports(rs, s.URRs, ie.NewUsageReportWithinSessionReportRequest)
 		}
-		out[seid] = usageReports(rs, s.URRs, ie.NewUsageReportWithinSessionReportRequest)
-		if quotaReported(rs) {
+		if quotaReported(rs) || quotas {
 			if err := n.opts.Datapath.Install(seid, n.ruleSets(s)); err != nil {
 				n.log.Warn("pfcp: apply a used-up quota", "seid", seid, "err", err)
 			}

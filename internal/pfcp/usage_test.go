@@ -298,3 +298,87 @@ func TestUsageQuotaValidityTime(t *testing.T) {
 		t.Errorf("datapath quotas %+v after QUVTI, want the quota of 1000 still", q)
 	}
 }
+
+// TestUsageMonitoringTime: at the monitoring time the URR takes its subsequent threshold
+// and quota (a new grant for the datapath) and sends nothing; its next report carries the
+// usage before (Usage Information BEF, trigger MONIT, ending at the monitoring time) and
+// after (AFT, starting there), which add up to the counters.
+func TestUsageMonitoringTime(t *testing.T) {
+	p := newPFCPTest(t)
+	mt := time.Now().Truncate(time.Second).Add(2 * time.Second)
+	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+		ie.NewReportingTriggers(0x02, 0x01), ie.NewVolumeThreshold(0x01, 1000, 0, 0), ie.NewMonitoringTime(mt),
+		ie.NewSubsequentVolumeThreshold(0x01, 5000, 0, 0), ie.NewSubsequentVolumeQuota(0x01, 3000, 0, 0)))
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 6, Bytes: 600}, {PDR: 2}}
+	if rs := p.due(seid, mt.Add(-time.Second)); len(rs) != 0 {
+		t.Fatalf("before the monitoring time: %+v", rs)
+	}
+	p.dp.usage[seid][1] = rules.Usage{PDR: 2, Packets: 3, Bytes: 300}
+	if rs := p.due(seid, mt); len(rs) != 0 {
+		t.Fatalf("at the monitoring time: %+v, want no report", rs)
+	}
+	if u := p.n.ss.byID[seid].URRs[1]; !u.MonitoringTime.IsZero() || u.VolumeThreshold != 5000 || u.VolumeQuota != 3000 {
+		t.Errorf("URR after its monitoring time: %+v", u)
+	}
+	if q := p.dp.sets[seid][0].PDRs[0].Quotas; len(q) != 1 || q[0].Total != 3000 {
+		t.Errorf("datapath quotas %+v after the monitoring time, want the subsequent quota of 3000", q)
+	}
+	p.dp.usage[seid][1] = rules.Usage{PDR: 2, Packets: 15, Bytes: 1500} // 1200 after: under the new threshold
+	if rs := p.due(seid, mt.Add(time.Second)); len(rs) != 0 {
+		t.Fatalf("the threshold did not become the subsequent one: %+v", rs)
+	}
+	p.dp.usage[seid][1] = rules.Usage{PDR: 2, Packets: 59, Bytes: 5900}
+	rs := p.due(seid, mt.Add(2*time.Second))
+	if len(rs) != 2 {
+		t.Fatalf("%d reports, want BEF and AFT: %+v", len(rs), rs)
+	}
+	bef, aft := rs[0], rs[1]
+	if bef.Info != pfcpclient.UsageBefore || bef.Trigger[1] != 0x10 || bef.Seq != 0 || !bef.End.Equal(mt) ||
+		bef.Volume.TotalVolume != 900 || bef.Volume.UplinkVolume != 600 {
+		t.Errorf("before: %+v %+v", bef, bef.Volume)
+	}
+	if aft.Info != pfcpclient.UsageAfter || aft.Trigger[0] != 0x02 || aft.Trigger[1] != 0x01 || aft.Seq != 1 ||
+		!aft.Start.Equal(mt) || aft.Volume.TotalVolume != 5600 || aft.Volume.UplinkVolume != 0 {
+		t.Errorf("after: %+v %+v", aft, aft.Volume)
+	}
+}
+
+// TestMonitoringTimeHostile: monitoring time IEs too short or without a flag are refused
+// with Mandatory IE incorrect and the IE, subsequent values without a Monitoring Time with
+// Conditional IE missing.
+func TestMonitoringTimeHostile(t *testing.T) {
+	urr := func(extra ...*ie.IE) *ie.IE {
+		return ie.NewCreateURR(append([]*ie.IE{ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+			ie.NewReportingTriggers(0x02, 0)}, extra...)...)
+	}
+	mt := ie.NewMonitoringTime(time.Now().Add(time.Hour))
+	for _, c := range []struct {
+		name      string
+		urr       *ie.IE
+		cause     uint8
+		offending uint16
+	}{
+		{"short monitoring time", urr(ie.New(ie.MonitoringTime, []byte{1, 2, 3})), ie.CauseMandatoryIEIncorrect, ie.MonitoringTime},
+		{"short subsequent volume threshold", urr(mt, ie.New(ie.SubsequentVolumeThreshold, []byte{0x01, 0, 0, 0})),
+			ie.CauseMandatoryIEIncorrect, ie.SubsequentVolumeThreshold},
+		{"subsequent volume quota without a flag", urr(mt, ie.New(ie.SubsequentVolumeQuota, []byte{0x08, 0})),
+			ie.CauseMandatoryIEIncorrect, ie.SubsequentVolumeQuota},
+		{"short subsequent time threshold", urr(mt, ie.New(ie.SubsequentTimeThreshold, []byte{0, 1})),
+			ie.CauseMandatoryIEIncorrect, ie.SubsequentTimeThreshold},
+		{"short subsequent time quota", urr(mt, ie.New(ie.SubsequentTimeQuota, []byte{0})),
+			ie.CauseMandatoryIEIncorrect, ie.SubsequentTimeQuota},
+		{"subsequent threshold without a monitoring time", urr(ie.NewSubsequentTimeThreshold(time.Minute)),
+			ie.CauseConditionalIEMissing, ie.MonitoringTime},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPFCPTest(t)
+			ies := basicSession(ue1)
+			ies[5] = c.urr
+			r := p.establish(0x41, ies...)
+			_, got, off := cause(t, bytesOf(t, r))
+			if got != c.cause || off != c.offending {
+				t.Errorf("cause %d, offending IE %d; want %d, %d", got, off, c.cause, c.offending)
+			}
+		})
+	}
+}

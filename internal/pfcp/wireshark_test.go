@@ -118,7 +118,8 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 		"Report Type", "Error Indication Report", "Downlink Data Report", "Downlink Data Service Information", "Update BAR", "DL Buffering Duration",
 		"Usage Report (Session Modification Response)", "Usage Report (Session Report Request)", "UR-SEQN",
 		"Usage Report Trigger", "Start Time", "End Time", "Duration Measurement", "Time of First Packet",
-		"Time of Last Packet", "Dropped DL Traffic Threshold", "Quota Validity Time"} {
+		"Time of Last Packet", "Dropped DL Traffic Threshold", "Quota Validity Time", "Usage Information",
+		"Monitoring Time", "Subsequent Volume Threshold", "Subsequent Volume Quota"} {
 		if !strings.Contains(text, ieName) {
 			t.Errorf("no %s IE in what was sent: the capture does not cover it", ieName)
 		}
@@ -151,6 +152,13 @@ func reportRequests(t *testing.T, n *Node) [][]byte {
 			FirstPacket: time.Unix(1_700_000_001, 0), LastPacket: time.Unix(1_700_000_009, 0),
 			Volume: usage.Counts{Uplink: rules.Counts{Packets: 2, Bytes: 300}, Downlink: rules.Counts{Packets: 5, Bytes: 4000}}}},
 			map[uint32]*URR{1: {ID: 1, Method: methodVolume | methodDuration}}, ie.NewUsageReportWithinSessionReportRequest)},
+		// The two parts of a monitoring time's split, with their Usage Information.
+		{ReportUsage, usageReports([]usage.Report{
+			{URR: 1, Seq: 4, Trigger: usage.MonitoringTime, Part: usage.Before, Start: time.Unix(1_700_000_010, 0),
+				End: time.Unix(1_700_000_015, 0), Volume: usage.Counts{Uplink: rules.Counts{Packets: 1, Bytes: 100}}},
+			{URR: 1, Seq: 5, Trigger: usage.Periodic, Part: usage.After, Start: time.Unix(1_700_000_015, 0),
+				End: time.Unix(1_700_000_020, 0), Volume: usage.Counts{Downlink: rules.Counts{Packets: 1, Bytes: 200}}}},
+			nil, ie.NewUsageReportWithinSessionReportRequest)},
 	} {
 		n.mu.Lock()
 		p, err := n.newReport(f.SEID, 0x53, smfNode, r.t, r.ies)
