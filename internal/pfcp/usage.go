@@ -265,32 +265,49 @@ func flagged(flags, bit uint8, v uint64) uint64 {
 }
 
 // pollUsage samples the counters of the sessions whose URRs report on triggers every
-// UsagePollInterval and sends the reports due, until ctx is done.
+// UsagePollInterval and sends the reports due, until ctx is done. A monitoring time due
+// before the next tick gets a sample of its own at that time, so that a URR's usage is split
+// there rather than up to an interval later.
 func (n *Node) pollUsage(ctx context.Context) {
 	tick := time.NewTicker(n.opts.UsagePollInterval)
 	defer tick.Stop()
+	split := time.NewTimer(time.Hour)
+	split.Stop()
 	for {
+		var now time.Time
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-tick.C:
-			n.sendUsageReports(n.dueReports(now))
+		case now = <-tick.C:
+		case now = <-split.C:
+		}
+		due, next := n.dueReports(now)
+		n.sendUsageReports(due)
+		if wait := time.Until(next); !next.IsZero() && wait < n.opts.UsagePollInterval {
+			split.Reset(wait)
 		}
 	}
 }
 
-// dueReports are the Usage Report IEs due at now, by session. A quota used up re-installs
-// the session's rules (stop, or the FAR for quota action).
-func (n *Node) dueReports(now time.Time) map[uint64][]*ie.IE {
+// dueReports are the Usage Report IEs due at now, by session, and the next monitoring time
+// of a URR (zero for none). A quota used up re-installs the session's rules (stop, or the
+// FAR for quota action).
+func (n *Node) dueReports(now time.Time) (map[uint64][]*ie.IE, time.Time) {
 	n.smu.Lock()
 	defer n.smu.Unlock()
 	out := map[uint64][]*ie.IE{}
+	var next time.Time
 	for seid, us := range n.ss.usage {
 		s := n.ss.byID[seid]
 		if s == nil || !us.Watching() {
 			continue
 		}
 		rs, quotas := n.sample(s, us, now)
+		for _, u := range s.URRs {
+			if mt := u.MonitoringTime; !mt.IsZero() && (next.IsZero() || mt.Before(next)) {
+				next = mt
+			}
+		}
 		if len(rs) > 0 {
 			out[seid] = usageReports(rs, s.URRs, ie.NewUsageReportWithinSessionReportRequest)
 		}
@@ -300,7 +317,7 @@ func (n *Node) dueReports(now time.Time) map[uint64][]*ie.IE {
 			}
 		}
 	}
-	return out
+	return out, next
 }
 
 // quotaReported reports whether rs report a quota used up.

@@ -1,6 +1,7 @@
 package pfcp
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -33,7 +34,8 @@ func usageSession(p *pfcpTest, urr *ie.IE, extra ...*ie.IE) uint64 {
 // due takes the reports the poller would send at now, decoded, for seid.
 func (p *pfcpTest) due(seid uint64, now time.Time) []pfcpclient.UsageReport {
 	p.t.Helper()
-	return decodeReports(p.t, p.n.dueReports(now)[seid])
+	due, _ := p.n.dueReports(now)
+	return decodeReports(p.t, due[seid])
 }
 
 // TestUsageThresholdAndPeriod: a volume threshold reports once per threshold's worth,
@@ -380,5 +382,35 @@ func TestMonitoringTimeHostile(t *testing.T) {
 				t.Errorf("cause %d, offending IE %d; want %d, %d", got, off, c.cause, c.offending)
 			}
 		})
+	}
+}
+
+// TestMonitoringTimeSampledOnTime: the poller samples at a monitoring time that comes
+// before its next tick, so the usage is split within milliseconds of it, not up to a tick
+// (here 1 s) later: the ticks fall half a second before and after it.
+func TestMonitoringTimeSampledOnTime(t *testing.T) {
+	p := newPFCPTest(t, func(o *Options) { o.UsagePollInterval = time.Second })
+	mt := time.Now().Truncate(time.Second).Add(3 * time.Second)
+	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+		ie.NewReportingTriggers(0, 0), ie.NewMonitoringTime(mt)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.Sleep(time.Until(mt.Add(-1500 * time.Millisecond)))
+	go p.n.pollUsage(ctx)
+	passed := func() bool {
+		p.n.smu.Lock()
+		defer p.n.smu.Unlock()
+		return p.n.ss.byID[seid].URRs[1].MonitoringTime.IsZero()
+	}
+	for !passed() {
+		if time.Since(mt) > 2*time.Second {
+			t.Fatal("the monitoring time did not pass")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	late := time.Since(mt)
+	t.Logf("split %v after the monitoring time (poll interval 1 s)", late)
+	if late > 100*time.Millisecond {
+		t.Errorf("split %v after the monitoring time, want within 100 ms", late)
 	}
 }
