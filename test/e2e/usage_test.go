@@ -43,6 +43,7 @@ const (
 	trigDROTH = 0x40 // octet 5
 	trigQUVTI = 0x08 // octet 7
 	trigVOLQU = 0x01 // octet 6
+	trigMONIT = 0x10 // octet 6
 )
 
 // TestUsageReporting: with real traffic, a URR's periodic reports keep their period to
@@ -255,5 +256,94 @@ func TestQuotaValidityTime(t *testing.T) {
 	}
 	if ds, _ := rx.Collect(10, time.Second); len(ds) != 10 {
 		t.Errorf("%d of 10 packets forwarded after QUVTI, want all: the SMF ends the quota, not the UPF", len(ds))
+	}
+}
+
+// TestMonitoringTime: traffic before and after a URR's monitoring time (1 to 2 s after the
+// session's establishment). Nothing is reported at the monitoring time; the subsequent
+// volume threshold, reached after it, brings the two parts in one Session Report Request:
+// the usage before (Usage Information BEF, trigger MONIT, ending at the monitoring time)
+// and after (AFT, VOLTH, starting there). The split happens at a sample taken at the
+// monitoring time (within milliseconds; a tick of the 200 ms sampling could be up to 200 ms
+// late), so each batch is sent 100 ms from it and must land whole on its side. All reports
+// add up to the datapath's counters.
+func TestMonitoringTime(t *testing.T) {
+	e := newEnv(t)
+	opts, reports := reportsTo("smf.monitoring.test", 0)
+	c, ctx := e.smfClientWith(opts)
+	payload := testbed.Payload("monitoring")
+	size := uint64(20 + 8 + len(payload(0)))
+	mt := time.Now().Truncate(time.Second).Add(2 * time.Second)
+	s, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, GNB: testbed.GNBAddr,
+		GNBTEID: 0x944, VolumeThreshold: 1 << 30, Monitoring: pfcpclient.Monitoring{Time: mt, VolumeThreshold: 30 * size}})
+	if err != nil {
+		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
+	}
+	view := testbed.PFCPView(s, testbed.GNBAddr, 0x944, 0)
+	rx, err := e.topo.ListenGNB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	got := make(chan []testbed.Datagram, 1)
+	go func() { ds, _ := rx.Collect(100, time.Until(mt)+3*time.Second); got <- ds }()
+	if err := e.topo.SendDownlink(view, 50, payload); err != nil {
+		t.Fatal(err)
+	}
+	if time.Until(mt) < 100*time.Millisecond {
+		t.Fatalf("the traffic before the monitoring time ended %v before it, want 100 ms at least", time.Until(mt))
+	}
+	if rs, _ := usageReports(t, reports, s.CPSEID, time.Until(mt)+100*time.Millisecond); len(rs) != 0 {
+		t.Fatalf("reports before the subsequent threshold was reached: %+v", rs)
+	}
+	if err := e.topo.SendDownlink(view, 40, payload); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	rs, at := usageReports(t, reports, s.CPSEID, 600*time.Millisecond)
+	if len(rs) != 2 {
+		t.Fatalf("%d reports after the subsequent threshold, want BEF and AFT: %+v", len(rs), rs)
+	}
+	bef, aft := rs[0], rs[1]
+	t.Logf("BEF %d bytes %v-%v, AFT %d bytes %v-%v, sent %v after the threshold was reached",
+		bef.Volume.TotalVolume, bef.Start, bef.End, aft.Volume.TotalVolume, aft.Start, aft.End, at[1].Sub(sent))
+	if bef.Info != pfcpclient.UsageBefore || bef.Trigger[1]&trigMONIT == 0 || !bef.End.Equal(mt) ||
+		bef.Volume.TotalVolume != 50*size {
+		t.Errorf("before: %+v, %d bytes; want BEF, MONIT, ending at %v, %d bytes", bef, bef.Volume.TotalVolume, mt, 50*size)
+	}
+	if aft.Info != pfcpclient.UsageAfter || aft.Trigger[0] != trigVOLTH || !aft.Start.Equal(mt) ||
+		aft.Volume.TotalVolume != 40*size || aft.Seq != bef.Seq+1 {
+		t.Errorf("after: %+v, %d bytes; want AFT, VOLTH, from %v, %d bytes", aft, aft.Volume.TotalVolume, mt, 40*size)
+	}
+	if err := e.topo.SendDownlink(view, 10, payload); err != nil {
+		t.Fatal(err)
+	}
+	forwarded := <-got
+	info, err := e.api.PFCPSession(e.ctx(), s.UPSEID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted uint64
+	for _, u := range info.Usage {
+		counted += u.Bytes
+	}
+	q, err := c.QueryURR(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) != 1 || q[0].Info != 0 {
+		t.Errorf("query after the split's reports: %+v, want one report without Usage Information", q)
+	}
+	final, err := c.DeleteWithUsage(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reported uint64
+	for _, r := range append(append(rs, q...), final...) {
+		reported += r.Volume.TotalVolume
+	}
+	if reported != counted || counted != uint64(len(forwarded))*size || len(forwarded) != 100 {
+		t.Errorf("reports add up to %d bytes, the datapath counted %d, the gNB got %d packets (%d bytes), want 100",
+			reported, counted, len(forwarded), uint64(len(forwarded))*size)
 	}
 }
