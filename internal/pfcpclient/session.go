@@ -144,7 +144,8 @@ type SessionSpec struct {
 	// QuotaValidityTime is URR SessionURRID's Quota Validity Time (whole seconds), with the
 	// QUVTI reporting trigger; 0: none.
 	QuotaValidityTime time.Duration
-	// Monitoring is URR SessionURRID's Monitoring Time and what it takes then; zero: none.
+	// Monitoring is URR SessionURRID's Monitoring Time and what it takes then, with VOLTH for
+	// a subsequent volume threshold and VOLQU for a subsequent volume quota; zero: none.
 	Monitoring Monitoring
 	// NotificationDelay and SuggestedBufferingPackets are BAR BARID's Downlink Data
 	// Notification Delay (in steps of 50 ms) and Suggested Buffering Packets Count; 0: the IE
@@ -389,12 +390,16 @@ func urr(id uint32, u urrSpec) *ie.IE {
 	const perio, volth, droth, volqu, quvti = 0x01, 0x02, 0x40, 0x01, 0x80
 	var octet5, octet6 uint8
 	ies := []*ie.IE{ie.NewURRID(id), ie.NewMeasurementMethod(0, 1, 0), nil}
-	if u.threshold != 0 {
+	if u.threshold != 0 || u.monitoring.VolumeThreshold != 0 {
 		octet5 |= volth
+	}
+	if u.quota != 0 || u.monitoring.VolumeQuota != 0 {
+		octet6 |= volqu
+	}
+	if u.threshold != 0 {
 		ies = append(ies, ie.NewVolumeThreshold(0x01, u.threshold, 0, 0)) // TOVOL
 	}
 	if u.quota != 0 {
-		octet6 |= volqu
 		ies = append(ies, ie.NewVolumeQuota(0x01, u.quota, 0, 0)) // TOVOL
 	}
 	if u.period != 0 {

@@ -261,6 +261,7 @@ func TestQuotaValidityTime(t *testing.T) {
 
 // TestMonitoringTime: traffic before and after a URR's monitoring time (1 to 2 s after the
 // session's establishment). Nothing is reported at the monitoring time; the subsequent
+// volume quota stops the traffic after it (within one packet per CPU); the subsequent
 // volume threshold, reached after it, brings the two parts in one Session Report Request:
 // the usage before (Usage Information BEF, trigger MONIT, ending at the monitoring time)
 // and after (AFT, VOLTH, starting there). The split happens at a sample taken at the
@@ -275,7 +276,8 @@ func TestMonitoringTime(t *testing.T) {
 	size := uint64(20 + 8 + len(payload(0)))
 	mt := time.Now().Truncate(time.Second).Add(2 * time.Second)
 	s, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, GNB: testbed.GNBAddr,
-		GNBTEID: 0x944, VolumeThreshold: 1 << 30, Monitoring: pfcpclient.Monitoring{Time: mt, VolumeThreshold: 30 * size}})
+		GNBTEID: 0x944, VolumeThreshold: 1 << 30,
+		Monitoring: pfcpclient.Monitoring{Time: mt, VolumeThreshold: 30 * size, VolumeQuota: 60*size + 1}})
 	if err != nil {
 		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
 	}
@@ -286,7 +288,7 @@ func TestMonitoringTime(t *testing.T) {
 	}
 	defer rx.Close()
 	got := make(chan []testbed.Datagram, 1)
-	go func() { ds, _ := rx.Collect(100, time.Until(mt)+3*time.Second); got <- ds }()
+	go func() { ds, _ := rx.Collect(120, time.Until(mt)+3*time.Second); got <- ds }()
 	if err := e.topo.SendDownlink(view, 50, payload); err != nil {
 		t.Fatal(err)
 	}
@@ -315,10 +317,22 @@ func TestMonitoringTime(t *testing.T) {
 		aft.Volume.TotalVolume != 40*size || aft.Seq != bef.Seq+1 {
 		t.Errorf("after: %+v, %d bytes; want AFT, VOLTH, from %v, %d bytes", aft, aft.Volume.TotalVolume, mt, 40*size)
 	}
-	if err := e.topo.SendDownlink(view, 10, payload); err != nil {
+	// 40 and 30 packets after the monitoring time: the subsequent quota of 60 and a byte
+	// lets 61 through.
+	if err := e.topo.SendDownlink(view, 30, payload); err != nil {
 		t.Fatal(err)
 	}
+	quota, _ := usageReports(t, reports, s.CPSEID, 600*time.Millisecond)
+	if len(quota) != 1 || quota[0].Trigger[1]&trigVOLQU == 0 || quota[0].Info != 0 {
+		t.Errorf("reports of the subsequent quota: %+v, want one VOLQU without Usage Information", quota)
+	}
+	rs = append(rs, quota...)
 	forwarded := <-got
+	cpus := runtime.NumCPU()
+	t.Logf("subsequent quota of 61 packets (and a byte): %d forwarded after the monitoring time", len(forwarded)-50)
+	if len(forwarded) < 50+61 || len(forwarded) > 50+61+cpus {
+		t.Errorf("%d packets forwarded, want 50 before the monitoring time and 61 to %d after", len(forwarded), 61+cpus)
+	}
 	info, err := e.api.PFCPSession(e.ctx(), s.UPSEID)
 	if err != nil {
 		t.Fatal(err)
@@ -342,8 +356,8 @@ func TestMonitoringTime(t *testing.T) {
 	for _, r := range append(append(rs, q...), final...) {
 		reported += r.Volume.TotalVolume
 	}
-	if reported != counted || counted != uint64(len(forwarded))*size || len(forwarded) != 100 {
-		t.Errorf("reports add up to %d bytes, the datapath counted %d, the gNB got %d packets (%d bytes), want 100",
+	if reported != counted || counted != uint64(len(forwarded))*size {
+		t.Errorf("reports add up to %d bytes, the datapath counted %d, the gNB got %d packets (%d bytes)",
 			reported, counted, len(forwarded), uint64(len(forwarded))*size)
 	}
 }
