@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -139,6 +141,16 @@ func TestUsageReporting(t *testing.T) {
 	if d := e.stats().Drops["urr_quota"]; d != uint64(320-len(forwarded)) {
 		t.Errorf("urr_quota drops %d, want %d", d, 320-len(forwarded))
 	}
+	queryAndDelete(t, e, c, ctx, s, all, uint64(len(forwarded))*size)
+}
+
+// queryAndDelete queries every URR of session s (Query URR with QAURR), deletes s, and
+// checks that the reports the SMF got before (earlier), the query's and the Deletion
+// Response's add up to what the datapath counted for s and to the bytes the gNB got
+// (delivered). It returns the query's reports.
+func queryAndDelete(t *testing.T, e *env, c *pfcpclient.Client, ctx context.Context, s *pfcpclient.Session,
+	earlier []pfcpclient.UsageReport, delivered uint64) []pfcpclient.UsageReport {
+	t.Helper()
 	info, err := e.api.PFCPSession(e.ctx(), s.UPSEID)
 	if err != nil {
 		t.Fatal(err)
@@ -156,13 +168,13 @@ func TestUsageReporting(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reported uint64
-	for _, r := range append(append(all, q...), final...) {
+	for _, r := range slices.Concat(earlier, q, final) {
 		reported += r.Volume.TotalVolume
 	}
-	if reported != counted || counted != uint64(len(forwarded))*size {
-		t.Errorf("reports add up to %d bytes, the datapath counted %d, the gNB got %d",
-			reported, counted, uint64(len(forwarded))*size)
+	if reported != counted || counted != delivered {
+		t.Errorf("reports add up to %d bytes, the datapath counted %d, the gNB got %d", reported, counted, delivered)
 	}
+	return q
 }
 
 // TestSeveralQuotas: a flow's PDRs count toward two URRs with volume quotas (the flow's and
@@ -333,31 +345,7 @@ func TestMonitoringTime(t *testing.T) {
 	if len(forwarded) < 50+61 || len(forwarded) > 50+61+cpus {
 		t.Errorf("%d packets forwarded, want 50 before the monitoring time and 61 to %d after", len(forwarded), 61+cpus)
 	}
-	info, err := e.api.PFCPSession(e.ctx(), s.UPSEID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var counted uint64
-	for _, u := range info.Usage {
-		counted += u.Bytes
-	}
-	q, err := c.QueryURR(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(q) != 1 || q[0].Info != 0 {
+	if q := queryAndDelete(t, e, c, ctx, s, rs, uint64(len(forwarded))*size); len(q) != 1 || q[0].Info != 0 {
 		t.Errorf("query after the split's reports: %+v, want one report without Usage Information", q)
-	}
-	final, err := c.DeleteWithUsage(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reported uint64
-	for _, r := range append(append(rs, q...), final...) {
-		reported += r.Volume.TotalVolume
-	}
-	if reported != counted || counted != uint64(len(forwarded))*size {
-		t.Errorf("reports add up to %d bytes, the datapath counted %d, the gNB got %d packets (%d bytes)",
-			reported, counted, len(forwarded), uint64(len(forwarded))*size)
 	}
 }
