@@ -70,7 +70,7 @@ func (n *Node) setupAnswered(peer netip.AddrPort, m *message.AssociationSetupRes
 		n.log.Warn("pfcp: SMF refused the association; retrying", "smf", peer, "cause", cause)
 		return
 	}
-	nodeID, err1 := m.NodeID.NodeID()
+	nodeID, err1 := peerNodeID(m.NodeID)
 	recovery, err2 := m.RecoveryTimeStamp.RecoveryTimeStamp()
 	if err1 != nil || err2 != nil {
 		n.log.Warn("pfcp: association setup response with a bad node id or recovery time stamp", "smf", peer)

@@ -483,7 +483,7 @@ func (n *Node) associationSetup(peer netip.AddrPort, m *message.AssociationSetup
 			"pfcp: association setup without node id or recovery time stamp", "peer", peer)
 		return respond(causeMissing)
 	}
-	nodeID, err1 := m.NodeID.NodeID()
+	nodeID, err1 := peerNodeID(m.NodeID)
 	recovery, err2 := m.RecoveryTimeStamp.RecoveryTimeStamp()
 	if err1 != nil || err2 != nil {
 		return respond(ie.NewCause(ie.CauseMandatoryIEIncorrect))
@@ -608,6 +608,23 @@ func (n *Node) association(id *ie.IE, peer netip.AddrPort) (string, bool) {
 		return nodeID, false
 	}
 	return nodeID, ok
+}
+
+// maxNodeIDLen bounds a peer's Node ID: an FQDN is at most 255 bytes (RFC 1035), and the
+// Node ID is the key of the association's record in the state file.
+const maxNodeIDLen = 255
+
+// peerNodeID is the Node ID an association is set up for. An empty one (an FQDN of no
+// labels) or a longer one than any FQDN is refused: it names no peer, and could not be saved.
+func peerNodeID(id *ie.IE) (string, error) {
+	nodeID, err := id.NodeID()
+	if err != nil {
+		return "", err
+	}
+	if nodeID == "" || len(nodeID) > maxNodeIDLen {
+		return "", fmt.Errorf("node id of %d bytes: want 1 to %d", len(nodeID), maxNodeIDLen)
+	}
+	return nodeID, nil
 }
 
 func marshal(m message.Message) []byte {

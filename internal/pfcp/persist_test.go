@@ -243,3 +243,43 @@ func TestRestoredCountersNotReportedAgain(t *testing.T) {
 		t.Errorf("volume reported after the restart %+v, want only the packet counted since (1, 100 bytes)", vol)
 	}
 }
+
+// TestUnsavableNodeIDRefused: an Association Setup whose Node ID could not be a state file key
+// (an empty FQDN, or one too long) is refused with Mandatory IE Incorrect, and the node goes
+// on answering: a normal setup and establishment after it get their answers.
+func TestUnsavableNodeIDRefused(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	t.Cleanup(func() { st.Close() })
+	client := serveLoopback(t, newSessionNode(newFakeDatapath(), func(o *Options) { o.Store = st }))
+	client.SetDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 4096)
+	answer := func(req message.Message) message.Message {
+		t.Helper()
+		client.Write(bytesOf(t, req))
+		for {
+			size, err := client.Read(buf)
+			if err != nil {
+				t.Fatalf("%s: no answer: %v", req.MessageTypeName(), err)
+			}
+			m, err := message.Parse(buf[:size])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.MessageType() != message.MsgTypeHeartbeatRequest { // the node's own, to the SMF
+				return m
+			}
+		}
+	}
+	long := append([]byte{2}, []byte(strings.Repeat("a", 300))...)
+	for i, id := range [][]byte{{2, 0}, {2}, long} {
+		m := answer(setupRequest(uint32(1+i), ie.New(ie.NodeID, id), ie.NewRecoveryTimeStamp(peerTS)))
+		if c, _ := m.(*message.AssociationSetupResponse).Cause.Cause(); c != ie.CauseMandatoryIEIncorrect {
+			t.Errorf("Node ID % x: cause %d, want %d", id[:min(len(id), 4)], c, ie.CauseMandatoryIEIncorrect)
+		}
+	}
+	answer(smfSetup(10))
+	m := answer(establishment(11, 0x11, basicSession(ue1)...))
+	if c, _ := m.(*message.SessionEstablishmentResponse).Cause.Cause(); c != ie.CauseRequestAccepted {
+		t.Errorf("establishment after the refused setups: cause %d", c)
+	}
+}

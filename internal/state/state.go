@@ -174,13 +174,34 @@ func checkVersion(tx *bolt.Tx, path string) error {
 // Path is the state file's path.
 func (s *Store) Path() string { return s.path }
 
+// check says why bbolt would refuse op every time (nil: it would not). The writer retries a
+// failing commit until it works, so one such op queued would hold back every change after it.
+func (op Op) check() error {
+	switch {
+	case len(op.Key) == 0:
+		return fmt.Errorf("%s: empty key", op.Bucket)
+	case len(op.Key) > bolt.MaxKeySize:
+		return fmt.Errorf("%s: key of %d bytes, more than the %d bbolt takes", op.Bucket, len(op.Key), bolt.MaxKeySize)
+	case len(op.Value) > bolt.MaxValueSize:
+		return fmt.Errorf("%s/%x: value of %d bytes, more than the %d bbolt takes", op.Bucket, op.Key, len(op.Value), bolt.MaxValueSize)
+	}
+	return nil
+}
+
 // Write queues ops, to be committed in order in one transaction with any other changes
-// queued meanwhile, and returns the Ticket to Wait on for them.
+// queued meanwhile, and returns the Ticket to Wait on for them. An op bbolt would always
+// refuse (check) is logged and left out, so that it cannot stop the other changes.
 func (s *Store) Write(ops ...Op) Ticket {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.queue = append(s.queue, ops...)
-	s.queued += Ticket(len(ops))
+	for _, op := range ops {
+		if err := op.check(); err != nil {
+			s.log.Error("state file: change not saved (a bug in its caller)", "file", s.path, "err", err)
+			continue
+		}
+		s.queue = append(s.queue, op)
+		s.queued++
+	}
 	s.cond.Broadcast()
 	return s.queued
 }
@@ -206,8 +227,16 @@ func (s *Store) Wait(t Ticket) error {
 	return nil
 }
 
-// Sync writes ops and waits until they are durable.
-func (s *Store) Sync(ops ...Op) error { return s.Wait(s.Write(ops...)) }
+// Sync writes ops and waits until they are durable; an op left out (see Write) is an error.
+func (s *Store) Sync(ops ...Op) error {
+	var bad []error
+	for _, op := range ops {
+		if err := op.check(); err != nil {
+			bad = append(bad, fmt.Errorf("state file %s: change not saved: %w", s.path, err))
+		}
+	}
+	return errors.Join(append(bad, s.Wait(s.Write(ops...)))...)
+}
 
 // Commits counts the transactions committed so far.
 func (s *Store) Commits() uint64 {

@@ -192,3 +192,25 @@ func BenchmarkSync(b *testing.B) {
 		})
 	}
 }
+
+// TestUnsavableOpLeftOut: an op bbolt refuses every time (an empty or too long key) is an
+// error for its caller and does not hold back the changes queued with it or after it.
+func TestUnsavableOpLeftOut(t *testing.T) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	long := make([]byte, bolt.MaxKeySize+1)
+	for _, bad := range []Op{{Bucket: "things", Value: []byte("x")}, {"things", long, []byte("x")}} {
+		if err := s.Sync(bad, Op{"things", []byte("a"), []byte("1")}); err == nil {
+			t.Errorf("Sync of a key of %d bytes: no error", len(bad.Key))
+		}
+	}
+	s.Write(Op{Bucket: "things", Key: []byte{}}) // a delete of no key
+	if err := s.Sync(Op{"things", []byte("b"), []byte("2")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "b"} {
+		if v, err := s.Get("things", []byte(k)); err != nil || v == nil {
+			t.Errorf("%s not saved: %v", k, err)
+		}
+	}
+}
