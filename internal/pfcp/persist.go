@@ -1,6 +1,7 @@
 package pfcp
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -238,8 +239,13 @@ func decodeStored(v []byte) (*Session, error) {
 		return nil, errors.New("not a session record")
 	}
 	s.QERs, s.URRs, s.BARs = orEmpty(s.QERs), orEmpty(s.URRs), orEmpty(s.BARs)
+	// A null rule ("qers": {"1": null}) would be taken for a rule and crash what reads it.
+	if err := errors.Join(noNull("PDR", s.PDRs), noNull("FAR", s.FARs), noNull("QER", s.QERs),
+		noNull("URR", s.URRs), noNull("BAR", s.BARs)); err != nil {
+		return nil, err
+	}
 	for id, p := range s.PDRs {
-		if p == nil || len(st.Filters[id]) != len(p.SDF) {
+		if len(st.Filters[id]) != len(p.SDF) {
 			return nil, fmt.Errorf("PDR %d: its SDF filters do not match their descriptions", id)
 		}
 		for i := range p.SDF {
@@ -247,12 +253,19 @@ func decodeStored(v []byte) (*Session, error) {
 		}
 	}
 	for id, f := range s.FARs {
-		if f == nil {
-			return nil, fmt.Errorf("FAR %d: empty", id)
-		}
 		f.hasDestination = slices.Contains(st.Destinations, id)
 	}
 	return s, nil
+}
+
+// noNull is an error naming the first (lowest) id of rules whose rule is null.
+func noNull[K cmp.Ordered, V any](kind string, rules map[K]*V) error {
+	for _, id := range sortedKeys(rules) {
+		if rules[id] == nil {
+			return fmt.Errorf("%s %v: empty", kind, id)
+		}
+	}
+	return nil
 }
 
 func orEmpty[K comparable, V any](m map[K]*V) map[K]*V {
@@ -263,8 +276,15 @@ func orEmpty[K comparable, V any](m map[K]*V) map[K]*V {
 }
 
 // restoreSession checks s against this configuration, takes back what it was allocated,
-// installs it and indexes it, as an establishment does; n.smu is held.
-func (n *Node) restoreSession(s *Session) error {
+// installs it and indexes it, as an establishment does; n.smu is held. A record that got
+// past decodeStored but still makes building its rules panic stops the start with an
+// error naming the session, not a crash.
+func (n *Node) restoreSession(s *Session) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("not a session record (%v)", p)
+		}
+	}()
 	if _, dup := n.ss.byID[s.SEID]; dup {
 		return errors.New("its SEID is saved twice")
 	}

@@ -1,6 +1,7 @@
 package pfcp
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"reflect"
@@ -281,5 +282,33 @@ func TestUnsavableNodeIDRefused(t *testing.T) {
 	m := answer(establishment(11, 0x11, basicSession(ue1)...))
 	if c, _ := m.(*message.SessionEstablishmentResponse).Cause.Cause(); c != ie.CauseRequestAccepted {
 		t.Errorf("establishment after the refused setups: cause %d", c)
+	}
+}
+
+// TestRestoreRefusesNullRules: a saved session with a null rule (a damaged or edited state
+// file) makes Restore fail with an error naming the session, not panic.
+func TestRestoreRefusesNullRules(t *testing.T) {
+	for _, rules := range []string{"pdrs", "fars", "qers", "urrs", "bars"} {
+		t.Run(rules, func(t *testing.T) {
+			dir, seid := firstRun(t)
+			st := openStore(t, dir)
+			v, err := st.Get(bucketSessions, seidKey(seid))
+			if err != nil || v == nil {
+				t.Fatalf("saved session: %q, %v", v, err)
+			}
+			var rec map[string]any
+			if err := json.Unmarshal(v, &rec); err != nil {
+				t.Fatal(err)
+			}
+			rec[rules] = map[string]any{"1": nil}
+			if err := st.Sync(state.Op{Bucket: bucketSessions, Key: seidKey(seid), Value: mustJSON(rec)}); err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			_, _, _, err = restarted(t, dir)
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("session %x", seidKey(seid))) {
+				t.Errorf("Restore with null %s: %v, want an error naming the session", rules, err)
+			}
+		})
 	}
 }
