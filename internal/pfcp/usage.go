@@ -218,6 +218,8 @@ func (n *Node) sample(s *Session, us *usage.Session, now time.Time) (due []usage
 	if passed {
 		urrs, pdrs := usageRules(s)
 		us.Set(urrs, pdrs, now)
+		// Saved, so that a restart does not apply the subsequent values again.
+		n.saveSession(s)
 	}
 	return due, quotas
 }

@@ -414,3 +414,35 @@ func TestMonitoringTimeSampledOnTime(t *testing.T) {
 		t.Errorf("split %v after the monitoring time, want within 100 ms", late)
 	}
 }
+
+// TestMonitoringTimeSaved: what a passing monitoring time changes in a URR (the subsequent
+// threshold and quota, a new grant, no monitoring time left) reaches the state file, so a
+// restart does not apply the subsequent values a second time.
+func TestMonitoringTimeSaved(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	t.Cleanup(func() { st.Close() })
+	p := newPFCPTest(t, func(o *Options) { o.Store = st })
+	p.n.Restore()
+	mt := time.Now().Truncate(time.Second).Add(2 * time.Second)
+	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+		ie.NewReportingTriggers(0x02, 0x01), ie.NewVolumeThreshold(0x01, 1000, 0, 0), ie.NewMonitoringTime(mt),
+		ie.NewSubsequentVolumeThreshold(0x01, 5000, 0, 0), ie.NewSubsequentVolumeQuota(0x01, 3000, 0, 0)))
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1}, {PDR: 2}}
+	p.due(seid, mt)
+	if err := st.Wait(st.Queued()); err != nil {
+		t.Fatal(err)
+	}
+	v, err := st.Get(bucketSessions, seidKey(seid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := decodeStored(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := p.n.ss.byID[seid].URRs[1]
+	if got := s.URRs[1]; !got.MonitoringTime.IsZero() || got.VolumeThreshold != 5000 || got.VolumeQuota != 3000 ||
+		got.Grant != want.Grant {
+		t.Errorf("saved URR after its monitoring time: %+v, want %+v", got, want)
+	}
+}
