@@ -18,6 +18,9 @@ type adoptedSet struct {
 	counters *pdrCounters
 	meters   []uint32
 	quota    *uint32
+	// notified says the one PDR's FAR is FAR_DROP: if the rules make it FAR_DROP_NOTIFY, the
+	// earlier run's program has handed over its packet already (notify_once).
+	notified bool
 }
 
 // adoptEarlierRun reads what the key tables an earlier run left point at and reserves its
@@ -43,6 +46,7 @@ func (d *Datapath) adoptEarlierRun() error {
 					c.before, c.hasBefore = v.Pdr.CounterBeforeQos, true
 				}
 				a.counters = &c
+				a.notified = v.Far.Action == uint32(xupfFarActionFAR_DROP)
 				for _, s := range c.slots() {
 					used[d.counters][s] = true
 				}
@@ -93,6 +97,21 @@ func (d *Datapath) adoptedPrev(sets []rules.RuleSet) []*installedSet {
 		out = append(out, set)
 	}
 	return out
+}
+
+// notifiedBefore is rs, but with a DROP FAR with NOCP that the earlier run's entry of its
+// key has turned into a plain DROP kept so: the SMF had its report before the restart, and
+// an install that armed it again would send a second. Only a key with one PDR is told (its
+// FAR is in the ref); a classified key's FARs are armed again. The caller holds d.mu.
+func (d *Datapath) notifiedBefore(rs rules.RuleSet) rules.RuleSet {
+	a := d.adopted[rs.LookupKey()]
+	if a == nil || !a.notified || len(rs.PDRs) != 1 || rs.PDRs[0].FAR.Action != rules.DropNotify {
+		return rs
+	}
+	p := rs.PDRs[0]
+	p.FAR.Action = rules.Drop
+	rs.PDRs = []rules.PDR{p}
+	return rs
 }
 
 // adoptedDone forgets the earlier run's entries of the keys of sets, which an install has

@@ -232,6 +232,38 @@ func TestDropNotify(t *testing.T) {
 	}
 }
 
+// TestDropNotifyAcrossRestart: a DROP FAR with NOCP that handed over its packet before a
+// restart stays a plain DROP FAR when the next run installs the same rules: the SMF has had
+// its report, and gets no second one.
+func TestDropNotifyAcrossRestart(t *testing.T) {
+	e := newTestEnv(t, 64)
+	got := readBuffered(t, e)
+	set := bufferSet(rules.FAR{Action: rules.DropNotify})
+	if err := e.dp.Install(bufferOwner, set); err != nil {
+		t.Fatal(err)
+	}
+	e.run(t, seqIn(t, 0), e.n6)
+	nextBuffered(t, got)
+	opts := e.dp.opts
+	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+		t.Fatal(err)
+	}
+	e.dp = e.load(t, opts)
+	if err := e.dp.Install(bufferOwner, set); err != nil {
+		t.Fatal(err)
+	}
+	if a := e.farAction(t); a != xupfFarActionFAR_DROP {
+		t.Errorf("FAR action %v after the restart, want FAR_DROP (the packet was handed over before)", a)
+	}
+	before, _ := e.dp.Stats()
+	if v, _ := e.run(t, seqIn(t, 1), e.n6); v != xdpDrop {
+		t.Fatalf("verdict %s, want DROP", verdictNames[v])
+	}
+	after, _ := e.dp.Stats()
+	checkDeltas(t, "counter", before.Counters, after.Counters, map[string]uint64{"dl_rx": 1})
+	checkDeltas(t, "drop", before.Drops, after.Drops, map[string]uint64{"far_drop": 1})
+}
+
 // BenchmarkReplay: one buffered frame run through again and released, as xupfd flushes.
 func BenchmarkReplay(b *testing.B) {
 	e := newTestEnv(b, 64)

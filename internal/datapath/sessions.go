@@ -83,7 +83,7 @@ func (d *Datapath) install(owner uint64, sets []rules.RuleSet) error {
 		d.releaseQuotas(newQuotas)
 	}
 	for _, rs := range sets {
-		set, err := d.writeSet(rs, countersOf(prev, rs.Uplink), meters, quotas, d.drainingPDRs(prev, rs.Uplink))
+		set, err := d.writeSet(d.notifiedBefore(rs), countersOf(prev, rs.Uplink), meters, quotas, d.drainingPDRs(prev, rs.Uplink))
 		if err != nil {
 			undo()
 			return fmt.Errorf("session %d: %s: %w", owner, rs.Key(), err)
