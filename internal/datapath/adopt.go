@@ -28,7 +28,9 @@ type adoptedSet struct {
 // are empty and it does nothing.
 func (d *Datapath) adoptEarlierRun() error {
 	d.adopted = map[rules.Key]*adoptedSet{}
-	used := map[*slots]map[uint32]bool{d.refs: {}, d.counters: {}, d.meterSlots: {}, d.quotaSlots: {}}
+	// Meter and quota slots are the owner's, shared by all its keys: each counts its keys.
+	d.adoptUses = map[*slots]map[uint32]int{d.refs: {}, d.counters: {}, d.meterSlots: {}, d.quotaSlots: {}}
+	used := d.adoptUses
 	for _, t := range []struct {
 		table *keyTable
 		key   func(uint32) rules.Key
@@ -39,7 +41,7 @@ func (d *Datapath) adoptEarlierRun() error {
 				return fmt.Errorf("read the earlier run's rule reference %d: %w", ref, err)
 			}
 			a := &adoptedSet{ref: ref}
-			used[d.refs][ref] = true
+			used[d.refs][ref]++
 			if v.Ruleset == 0 {
 				c := pdrCounters{after: v.Pdr.Counter}
 				if v.Pdr.Usage&uint8(xupfPdrUsagePDR_U_BEFORE_QOS) != 0 {
@@ -48,16 +50,16 @@ func (d *Datapath) adoptEarlierRun() error {
 				a.counters = &c
 				a.notified = v.Far.Action == uint32(xupfFarActionFAR_DROP)
 				for _, s := range c.slots() {
-					used[d.counters][s] = true
+					used[d.counters][s]++
 				}
 				a.meters = v.Pdr.Meters[:min(int(v.Pdr.Nmeters), len(v.Pdr.Meters))]
 				for _, m := range a.meters {
-					used[d.meterSlots][m] = true
+					used[d.meterSlots][m]++
 				}
 				if v.Pdr.Usage&uint8(xupfPdrUsagePDR_U_QUOTA) != 0 {
 					q := v.Pdr.Quota
 					a.quota = &q
-					used[d.quotaSlots][q] = true
+					used[d.quotaSlots][q]++
 				}
 			}
 			d.adopted[t.key(k)] = a
@@ -116,14 +118,14 @@ func (d *Datapath) notifiedBefore(rs rules.RuleSet) rules.RuleSet {
 
 // adoptedDone forgets the earlier run's entries of the keys of sets, which an install has
 // replaced, releasing their meters and quota; releaseSet has released the ref and the
-// counters not carried on. The caller holds d.mu.
+// counters carried on or not. The caller holds d.mu.
 func (d *Datapath) adoptedDone(sets []*installedSet) {
 	for _, set := range sets {
 		k := set.rs.LookupKey()
 		if a := d.adopted[k]; a != nil {
-			d.releaseMeters(a.meters)
+			d.dropAdopted(d.meterSlots, a.meters...)
 			if a.quota != nil {
-				d.quotaSlots.release(*a.quota)
+				d.dropAdopted(d.quotaSlots, *a.quota)
 			}
 			delete(d.adopted, k)
 		}
@@ -134,16 +136,26 @@ func (d *Datapath) adoptedDone(sets []*installedSet) {
 // (Prune has deleted their keys). The caller holds d.mu.
 func (d *Datapath) pruneAdopted() {
 	for k, a := range d.adopted {
-		d.refs.release(a.ref)
+		d.dropAdopted(d.refs, a.ref)
 		if a.counters != nil {
-			for _, s := range a.counters.slots() {
-				d.counters.release(s)
-			}
+			d.dropAdopted(d.counters, a.counters.slots()...)
 		}
-		d.releaseMeters(a.meters)
+		d.dropAdopted(d.meterSlots, a.meters...)
 		if a.quota != nil {
-			d.quotaSlots.release(*a.quota)
+			d.dropAdopted(d.quotaSlots, *a.quota)
 		}
 		delete(d.adopted, k)
+	}
+}
+
+// dropAdopted ends one adopted key's use of each of vs, slots of s, and releases those no
+// other adopted key uses: a slot released twice would be handed out twice.
+func (d *Datapath) dropAdopted(s *slots, vs ...uint32) {
+	for _, v := range vs {
+		uses := d.adoptUses[s]
+		if uses[v]--; uses[v] <= 0 {
+			delete(uses, v)
+			s.release(v)
+		}
 	}
 }

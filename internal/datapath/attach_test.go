@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/session"
 )
 
@@ -138,5 +139,63 @@ func TestRestartTakesOver(t *testing.T) {
 	}
 	if ret, _ := e.run(t, dlIn(t, gone, 64), e.n6); ret != xdpPass {
 		t.Errorf("session unknown to the new run still handles downlink: %s", verdictNames[ret])
+	}
+}
+
+// TestRestartSharedSlots: the keys of one session share its URR's quota slot and its QER's
+// meter slot; taking them over from an earlier run and re-installing them with new slots
+// frees each shared slot once, so no slot is handed out twice afterwards.
+func TestRestartSharedSlots(t *testing.T) {
+	e := newTestEnv(t, 8)
+	sets := func(grant uint64) []rules.RuleSet {
+		q := rules.Quota{URR: 7, Grant: grant, Uplink: rules.NoLimit, Downlink: rules.NoLimit, Total: 1 << 20}
+		out := quotaSets(q, false)
+		second := out[0] // a second uplink TEID with the same QER and URR
+		second.TEID = teidQuota + 1
+		out = append(out, second)
+		for i := range out {
+			out[i].PDRs[0].QERs = []rules.QER{{ID: 1, MBRUL: 1000, MBRDL: 1000}}
+		}
+		return out
+	}
+	if err := e.dp.Install(quotaOwner, sets(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+		t.Fatal(err)
+	}
+	next := e.load(t, Options{PinPath: e.dp.opts.PinPath, MaxSessions: 8, GTPUAddrs: []netip.Addr{addrN3}, N3Interfaces: []string{"n3"}})
+	e.dp = next
+	if err := next.Install(quotaOwner, sets(2)); err != nil { // a new grant: a new quota slot
+		t.Fatal(err)
+	}
+	if err := next.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	held := map[string][]uint32{}
+	for _, q := range next.quotas[quotaOwner] {
+		held["quota"] = append(held["quota"], q.slot)
+	}
+	for _, m := range next.meters[quotaOwner] {
+		held["meter"] = append(held["meter"], m.slot)
+	}
+	for name, s := range map[string]*slots{"quota": next.quotaSlots, "meter": next.meterSlots} {
+		seen := map[uint32]bool{}
+		for _, v := range held[name] {
+			seen[v] = true
+		}
+		for {
+			v, err := s.alloc()
+			if err != nil {
+				break
+			}
+			if seen[v] {
+				t.Errorf("%s slot %d handed out twice", name, v)
+			}
+			seen[v] = true
+		}
+		if n := len(s.free); len(seen) != n {
+			t.Errorf("%s slots: %d distinct in use or free, want all %d", name, len(seen), n)
+		}
 	}
 }

@@ -123,6 +123,7 @@ type Datapath struct {
 	mu         sync.Mutex
 	owners     map[uint64][]*installedSet         // by static session id or PFCP SEID
 	adopted    map[rules.Key]*adoptedSet          // an earlier run's entries not installed again yet
+	adoptUses  map[*slots]map[uint32]int          // how many adopted keys use each of their slots
 	keys       map[rules.Key]uint64               // TEIDs and UE addresses in use -> owner
 	meters     map[uint64]map[meterKey]ownedMeter // each owner's QER meters
 	ulKeys     *keyTable                          // xupf_ul_keys: TEID -> ref

@@ -36,13 +36,13 @@ func (s *slots) alloc() (uint32, error) {
 
 // reserve takes the indexes in used out of a fresh allocator, where an earlier run's live
 // entries hold them; release gives them back.
-func (s *slots) reserve(used map[uint32]bool) error {
+func (s *slots) reserve(used map[uint32]int) error {
 	if s.n != len(s.free) {
 		return errors.New("reserve on an allocator in use")
 	}
 	free := s.free[:0]
 	for _, v := range s.free {
-		if !used[v] {
+		if used[v] == 0 {
 			free = append(free, v)
 		}
 	}
