@@ -117,17 +117,13 @@ func (d *Datapath) notifiedBefore(rs rules.RuleSet) rules.RuleSet {
 }
 
 // adoptedDone forgets the earlier run's entries of the keys of sets, which an install has
-// replaced, releasing their meters and quota; releaseSet has released the ref and the
-// counters carried on or not. The caller holds d.mu.
+// replaced, releasing their meters and quota, and their counters unless the new set's one
+// PDR carries them on; releaseSet has released the ref. The caller holds d.mu.
 func (d *Datapath) adoptedDone(sets []*installedSet) {
 	for _, set := range sets {
 		k := set.rs.LookupKey()
 		if a := d.adopted[k]; a != nil {
-			d.dropAdopted(d.meterSlots, a.meters...)
-			if a.quota != nil {
-				d.dropAdopted(d.quotaSlots, *a.quota)
-			}
-			delete(d.adopted, k)
+			d.forgetAdopted(k, a, len(set.counters) == 0)
 		}
 	}
 }
@@ -137,15 +133,21 @@ func (d *Datapath) adoptedDone(sets []*installedSet) {
 func (d *Datapath) pruneAdopted() {
 	for k, a := range d.adopted {
 		d.dropAdopted(d.refs, a.ref)
-		if a.counters != nil {
-			d.dropAdopted(d.counters, a.counters.slots()...)
-		}
-		d.dropAdopted(d.meterSlots, a.meters...)
-		if a.quota != nil {
-			d.dropAdopted(d.quotaSlots, *a.quota)
-		}
-		delete(d.adopted, k)
+		d.forgetAdopted(k, a, true)
 	}
+}
+
+// forgetAdopted ends the adoption of key k, releasing its meters, quota and, with counters,
+// its counters.
+func (d *Datapath) forgetAdopted(k rules.Key, a *adoptedSet, counters bool) {
+	if counters && a.counters != nil {
+		d.dropAdopted(d.counters, a.counters.slots()...)
+	}
+	d.dropAdopted(d.meterSlots, a.meters...)
+	if a.quota != nil {
+		d.dropAdopted(d.quotaSlots, *a.quota)
+	}
+	delete(d.adopted, k)
 }
 
 // dropAdopted ends one adopted key's use of each of vs, slots of s, and releases those no

@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/sdf"
 	"github.com/xupf/xupf/internal/session"
 )
 
@@ -179,23 +180,61 @@ func TestRestartSharedSlots(t *testing.T) {
 	for _, m := range next.meters[quotaOwner] {
 		held["meter"] = append(held["meter"], m.slot)
 	}
-	for name, s := range map[string]*slots{"quota": next.quotaSlots, "meter": next.meterSlots} {
-		seen := map[uint32]bool{}
-		for _, v := range held[name] {
-			seen[v] = true
+	checkSlots(t, "quota", next.quotaSlots, held["quota"])
+	checkSlots(t, "meter", next.meterSlots, held["meter"])
+}
+
+// checkSlots allocates every free slot of s and fails t if one is handed out twice, is also
+// in held (in use), or if some are neither free nor held (leaked).
+func checkSlots(t *testing.T, name string, s *slots, held []uint32) {
+	t.Helper()
+	seen := map[uint32]bool{}
+	for _, v := range held {
+		seen[v] = true
+	}
+	for {
+		v, err := s.alloc()
+		if err != nil {
+			break
 		}
-		for {
-			v, err := s.alloc()
-			if err != nil {
-				break
-			}
-			if seen[v] {
-				t.Errorf("%s slot %d handed out twice", name, v)
-			}
-			seen[v] = true
+		if seen[v] {
+			t.Errorf("%s slot %d handed out twice", name, v)
 		}
-		if n := len(s.free); len(seen) != n {
-			t.Errorf("%s slots: %d distinct in use or free, want all %d", name, len(seen), n)
+		seen[v] = true
+	}
+	if n := len(s.free); len(seen) != n {
+		t.Errorf("%s slots: %d distinct in use or free, want all %d", name, len(seen), n)
+	}
+}
+
+// TestRestartCountersOfRegrownKey: a key the earlier run had with one PDR, re-installed with
+// two, cannot carry the counters on; they are released, not leaked.
+func TestRestartCountersOfRegrownKey(t *testing.T) {
+	e := newTestEnv(t, 8)
+	q := rules.Quota{URR: 7, Grant: 1, Uplink: rules.NoLimit, Downlink: rules.NoLimit, Total: 1 << 20}
+	if err := e.dp.Install(quotaOwner, quotaSets(q, false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+		t.Fatal(err)
+	}
+	next := e.load(t, Options{PinPath: e.dp.opts.PinPath, MaxSessions: 8, GTPUAddrs: []netip.Addr{addrN3}, N3Interfaces: []string{"n3"}})
+	e.dp = next
+	sets := quotaSets(q, false)
+	sets[0].PDRs = append(sets[0].PDRs, sets[0].PDRs[0])
+	sets[0].PDRs[0].Filters = []sdf.Filter{{Protocol: 17}}
+	sets[0].PDRs[1].ID, sets[0].PDRs[1].Precedence = 2, 2
+	if err := next.Install(quotaOwner, sets); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	var held []uint32
+	for _, set := range next.owners[quotaOwner] {
+		for _, c := range set.counters {
+			held = append(held, c.slots()...)
 		}
 	}
+	checkSlots(t, "counter", next.counters, held)
 }
