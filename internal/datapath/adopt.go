@@ -17,7 +17,9 @@ type adoptedSet struct {
 	// found through classification tables that Load clears.
 	counters *pdrCounters
 	meters   []uint32
-	quota    *uint32
+	// quota is the one PDR's quota slot, or the slot of its list of several (quotaList).
+	quota     *uint32
+	quotaList bool
 	// notified says the one PDR's FAR is FAR_DROP: if the rules make it FAR_DROP_NOTIFY, the
 	// earlier run's program has handed over its packet already (notify_once).
 	notified bool
@@ -58,7 +60,7 @@ func (d *Datapath) adoptEarlierRun() error {
 				}
 				if v.Pdr.Usage&uint8(xupfPdrUsagePDR_U_QUOTA) != 0 {
 					q := v.Pdr.Quota
-					a.quota = &q
+					a.quota, a.quotaList = &q, v.Pdr.Usage&uint8(xupfPdrUsagePDR_U_QUOTAS) != 0
 					used[d.quotaSlots][q]++
 				}
 			}
@@ -114,6 +116,22 @@ func (d *Datapath) notifiedBefore(rs rules.RuleSet) rules.RuleSet {
 	p.FAR.Action = rules.Drop
 	rs.PDRs = []rules.PDR{p}
 	return rs
+}
+
+// adoptedQuotaUsed is what the earlier run's entry of rs's key counted against the quota
+// that e is written with: when both that entry and rs have one PDR with one quota, and its
+// limits are e's, it is the same grant of the same URR, whose count carries on so that a
+// restart grants nothing anew. Otherwise nothing is used yet. The caller holds d.mu.
+func (d *Datapath) adoptedQuotaUsed(rs rules.RuleSet, e xupfQuota) [2]uint64 {
+	a := d.adopted[rs.LookupKey()]
+	if a == nil || a.quota == nil || a.quotaList || len(rs.PDRs) != 1 || len(rs.PDRs[0].Quotas) != 1 {
+		return [2]uint64{}
+	}
+	var old xupfQuota
+	if err := d.objs.XupfQuotas.Lookup(*a.quota, &old); err != nil || old.Limit != e.Limit {
+		return [2]uint64{}
+	}
+	return old.Used
 }
 
 // adoptedDone forgets the earlier run's entries of the keys of sets, which an install has

@@ -25,7 +25,7 @@ func quotaEntry(q rules.Quota) xupfQuota {
 
 // assignQuotas gives every URR quota of sets its slot: the owner's existing one when the
 // quota (grant included) did not change, so that its count carries on, a freshly written
-// one otherwise. It returns the slots by URR id and those it took, which the caller releases
+// one otherwise (with the count of an earlier run's entry of the same quota). It returns the slots by URR id and those it took, which the caller releases
 // if the install fails. The caller holds d.mu.
 func (d *Datapath) assignQuotas(owner uint64, sets []rules.RuleSet) (map[uint32]ownedQuota, []uint32, error) {
 	prev := d.quotas[owner]
@@ -53,7 +53,9 @@ func (d *Datapath) assignQuotas(owner uint64, sets []rules.RuleSet) (map[uint32]
 					return fail(fmt.Errorf("URR %d: quota table full (limits.max_sessions): %w", q.URR, err))
 				}
 				taken = append(taken, slot)
-				if err := d.objs.XupfQuotas.Put(slot, quotaEntry(q)); err != nil {
+				e := quotaEntry(q)
+				e.Used = d.adoptedQuotaUsed(rs, e)
+				if err := d.objs.XupfQuotas.Put(slot, e); err != nil {
 					return fail(fmt.Errorf("URR %d: write quota: %w", q.URR, err))
 				}
 				out[q.URR] = ownedQuota{slot: slot, quota: q}

@@ -35,17 +35,8 @@ func quotaSets(q rules.Quota, gateClosed bool) []rules.RuleSet {
 // QERs drop.
 func TestQuota(t *testing.T) {
 	e := newSessionsEnv(t)
-	dlInner := func(ttl uint8) []byte { return innerUDP(t, addrDN, ueQuota, 5000, 6000, ttl, payload) }
-	ulIn := outerGTP(t, gtpHdr(0x30, 255, teidQuota, nil, innerUDP(t, ueQuota, addrDN, 1000, 2000, 64, payload)), nil)
-	dlIn := concat(ethBytes(macDN, macN6), dlInner(64))
-	size := uint64(len(dlInner(64)))
-	forwarded := pktCase{name: "downlink within the quota", in: dlIn, ifindex: n6, verdict: xdpRedirect,
-		out: tunnelled(t, macGNB, ohcQuota, 0, 0x28, dlInner(63)), fixSport: true,
-		counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1}}
-	blockedDL := pktCase{name: "downlink past the quota", in: dlIn, ifindex: n6, verdict: xdpDrop,
-		counters: map[string]uint64{"dl_rx": 1}, drops: map[string]uint64{"urr_quota": 1}}
-	blockedUL := pktCase{name: "uplink past the quota", in: ulIn, ifindex: n3, verdict: xdpDrop,
-		counters: map[string]uint64{"ul_rx": 1}, drops: map[string]uint64{"urr_quota": 1}}
+	c := newQuotaCases(t)
+	ulIn, dlIn, size, forwarded, blockedDL, blockedUL := c.ulIn, c.dlIn, c.size, c.forwarded, c.blockedDL, c.blockedUL
 
 	// Two packets and one byte: the third starts below the limit and passes (the overrun
 	// is less than one packet), the fourth finds it used up.
@@ -102,6 +93,54 @@ func TestQuota(t *testing.T) {
 	if n := len(e.dp.quotas); n != 0 {
 		t.Errorf("%d owners still hold quotas after uninstall", n)
 	}
+}
+
+// quotaCases are the packets of the quota session and what becomes of them.
+type quotaCases struct {
+	ulIn, dlIn                      []byte
+	size                            uint64 // of a downlink packet's inner IP packet
+	forwarded, blockedDL, blockedUL pktCase
+}
+
+func newQuotaCases(t *testing.T) quotaCases {
+	dlInner := func(ttl uint8) []byte { return innerUDP(t, addrDN, ueQuota, 5000, 6000, ttl, payload) }
+	c := quotaCases{
+		ulIn: outerGTP(t, gtpHdr(0x30, 255, teidQuota, nil, innerUDP(t, ueQuota, addrDN, 1000, 2000, 64, payload)), nil),
+		dlIn: concat(ethBytes(macDN, macN6), dlInner(64)),
+		size: uint64(len(dlInner(64))),
+	}
+	c.forwarded = pktCase{name: "downlink within the quota", in: c.dlIn, ifindex: n6, verdict: xdpRedirect,
+		out: tunnelled(t, macGNB, ohcQuota, 0, 0x28, dlInner(63)), fixSport: true,
+		counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1}}
+	c.blockedDL = pktCase{name: "downlink past the quota", in: c.dlIn, ifindex: n6, verdict: xdpDrop,
+		counters: map[string]uint64{"dl_rx": 1}, drops: map[string]uint64{"urr_quota": 1}}
+	c.blockedUL = pktCase{name: "uplink past the quota", in: c.ulIn, ifindex: n3, verdict: xdpDrop,
+		counters: map[string]uint64{"ul_rx": 1}, drops: map[string]uint64{"urr_quota": 1}}
+	return c
+}
+
+// TestRestartKeepsQuota: a quota partly used before a restart, installed again with the same
+// grant by the next run, carries its count on: the next run does not grant it anew.
+func TestRestartKeepsQuota(t *testing.T) {
+	e := newSessionsEnv(t)
+	c := newQuotaCases(t)
+	q := rules.Quota{URR: 7, Grant: 1, Uplink: rules.NoLimit, Downlink: rules.NoLimit, Total: 2*c.size + 1}
+	if err := e.dp.Install(quotaOwner, quotaSets(q, false)); err != nil {
+		t.Fatal(err)
+	}
+	runCase(t, e, c.forwarded)
+	runCase(t, e, c.forwarded)
+	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+		t.Fatal(err)
+	}
+	opts := e.dp.opts
+	e.dp = e.load(t, opts)
+	if err := e.dp.Install(quotaOwner, quotaSets(q, false)); err != nil {
+		t.Fatal(err)
+	}
+	runCase(t, e, c.forwarded) // starts below the limit
+	runCase(t, e, c.blockedDL)
+	runCase(t, e, c.blockedUL)
 }
 
 func downlinkUsage(t *testing.T, e *testEnv) rules.Usage {
