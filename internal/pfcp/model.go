@@ -163,6 +163,10 @@ type URR struct {
 	// Grant counts the quotas (Volume Quota or Time Quota IEs) the SMF gave: each new one
 	// starts counting again, even if it is equal to the last.
 	Grant uint64 `json:"quota_grant,omitempty" yaml:"quota_grant,omitempty"`
+	// QuotaUsedUp is the Grant whose quota was reported used up (0 for none). It is kept in
+	// the state file so that after a restart the URR's PDRs stay stopped (or on the FAR for
+	// quota action) and the quota is not reported again.
+	QuotaUsedUp uint64 `json:"quota_used_up_grant,omitempty" yaml:"quota_used_up_grant,omitempty"`
 	// MonitoringTime is when the URR's usage is split (time-of-day charging): the usage
 	// before it and after it are reported apart, and at it the URR takes Subsequent. Zero
 	// for none, and once passed (one-second resolution, as the IE).

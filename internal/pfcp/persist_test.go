@@ -312,3 +312,35 @@ func TestRestoreRefusesNullRules(t *testing.T) {
 		})
 	}
 }
+
+// TestUsedUpQuotaAfterRestart: a quota reported used up stays used up after a restart: the
+// restored PDRs take the FAR for quota action and the quota is not reported again.
+func TestUsedUpQuotaAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	p := newPFCPTest(t, func(o *Options) { o.Store = st })
+	p.n.Restore()
+	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+		ie.NewReportingTriggers(0, 0x01), ie.NewVolumeQuota(0x01, 1000, 0, 0), ie.NewFARID(3)),
+		ie.NewCreateFAR(ie.NewFARID(3), ie.NewApplyAction(ApplyDrop)))
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600}, {PDR: 2, Packets: 2, Bytes: 450}}
+	if rs := p.due(seid, time.Now()); len(rs) != 1 {
+		t.Fatalf("quota used up: %+v", rs)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	n, dp, _, err := restarted(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pdr := dp.sets[seid][1].PDRs[0]; len(pdr.Quotas) != 0 || pdr.FAR.Action != rules.Drop {
+		t.Errorf("restored: quotas %+v, FAR %v; want the FAR for quota action (drop)", pdr.Quotas, pdr.FAR.Action)
+	}
+	dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 13, Bytes: 2600}, {PDR: 2, Packets: 2, Bytes: 450}}
+	q := &pfcpTest{t: t, n: n, dp: dp}
+	if rs := q.due(seid, time.Now()); len(rs) != 0 {
+		t.Errorf("quota reported again after the restart: %+v", rs)
+	}
+}

@@ -74,6 +74,7 @@ func usageRule(u *URR) usage.Rule {
 			Bytes: limit(u.DroppedBytes, u.DroppedThresholdFlags&droppedBytes != 0)},
 		LinkedURRs: u.LinkedURRs,
 		Grant:      u.Grant,
+		QuotaDone:  u.quotaUsedUp(),
 		// The URR forgets its monitoring time once passed (passMonitoringTimes).
 		MonitoringTime: u.MonitoringTime,
 	}
@@ -93,6 +94,9 @@ func (s *Session) countsDropped(p *PDR) bool {
 	}
 	return false
 }
+
+// quotaUsedUp reports whether the quota of the URR's current grant was reported used up.
+func (u *URR) quotaUsedUp() bool { return u.Grant != 0 && u.QuotaUsedUp == u.Grant }
 
 // volumeQuota is the URR's volume quota, usage.Unlimited without one.
 func (u *URR) volumeQuota() usage.Volume {
@@ -124,8 +128,8 @@ func usageRules(s *Session) ([]usage.Rule, map[usage.PDR][]uint32) {
 
 // pdrUsage is what the datapath measures for PDR p beyond its counter: before QoS when one
 // of its URRs asks, and the volume quotas of its URRs that have one, which the datapath
-// enforces. A URR whose quota the usage state says is used up (us, nil for a new session)
-// stops the PDR with a quota of nothing, or switches it to the URR's FAR for quota action
+// enforces. A URR whose quota the usage state (us, nil for a new or restored session) or
+// the URR itself (QuotaUsedUp, after a restart) says is used up stops the PDR with a quota of nothing, or switches it to the URR's FAR for quota action
 // (far, else nil).
 func (s *Session) pdrUsage(p *PDR, us *usage.Session) (beforeQoS bool, quotas []rules.Quota, far *FAR) {
 	for _, id := range p.URRs {
@@ -135,7 +139,7 @@ func (s *Session) pdrUsage(p *PDR, us *usage.Session) (beforeQoS bool, quotas []
 			continue
 		}
 		v := u.volumeQuota()
-		usedUp := us != nil && us.QuotaUsedUp(id, u.Grant)
+		usedUp := u.quotaUsedUp() || us != nil && us.QuotaUsedUp(id, u.Grant)
 		if v == usage.Unlimited && !usedUp {
 			continue // a time quota: the datapath has nothing to count until it is used up
 		}
@@ -313,6 +317,9 @@ func (n *Node) dueReports(now time.Time) (map[uint64][]*ie.IE, time.Time) {
 		if len(rs) > 0 {
 			out[seid] = usageReports(rs, s.URRs, ie.NewUsageReportWithinSessionReportRequest)
 		}
+		if quotaReported(rs) {
+			n.keepQuotasUsedUp(s, rs)
+		}
 		if quotaReported(rs) || quotas {
 			if err := n.opts.Datapath.Install(seid, n.ruleSets(s)); err != nil {
 				n.log.Warn("pfcp: apply a used-up quota", "seid", seid, "err", err)
@@ -320,6 +327,17 @@ func (n *Node) dueReports(now time.Time) (map[uint64][]*ie.IE, time.Time) {
 		}
 	}
 	return out, next
+}
+
+// keepQuotasUsedUp records in s and its state record the grants whose quota rs report used
+// up, which a restart must not grant anew. n.smu is held.
+func (n *Node) keepQuotasUsedUp(s *Session, rs []usage.Report) {
+	for _, r := range rs {
+		if u := s.URRs[r.URR]; u != nil && r.Trigger&(usage.VolumeQuota|usage.TimeQuota) != 0 {
+			u.QuotaUsedUp = u.Grant
+		}
+	}
+	n.saveSession(s)
 }
 
 // quotaReported reports whether rs report a quota used up.

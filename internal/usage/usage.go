@@ -98,6 +98,9 @@ type Rule struct {
 	// Grant names the quota the SMF gave last: a new grant (even of the same quota) starts
 	// counting the quota again.
 	Grant uint64
+	// QuotaDone: the quota of Grant was reported used up before this URR was measured here
+	// (by an earlier run): it is not reported again.
+	QuotaDone bool
 	// MonitoringTime, zero for none: at the first sample at or after it the measurement is
 	// split; the part before it is reported (Before, trigger MonitoringTime) ahead of the
 	// URR's next report (After). A new MonitoringTime splits again.
@@ -206,7 +209,7 @@ func (s *Session) Set(rs []Rule, pdrs map[PDR][]uint32, now time.Time) {
 	for _, r := range rs {
 		u := s.urrs[r.ID]
 		if u == nil {
-			u = &urr{start: now, granted: now, grant: r.Grant}
+			u = &urr{start: now, granted: now, grant: r.Grant, quotaDone: r.QuotaDone}
 		}
 		if r.Grant != u.grant {
 			u.grant, u.granted, u.quotaUsed, u.quotaActive, u.quotaDone = r.Grant, now, Counts{}, 0, false
