@@ -48,6 +48,8 @@ func (f *pfcpDatapath) Usage(owner uint64) ([]rules.Usage, error) {
 	return f.usage[owner], nil
 }
 
+func (f *pfcpDatapath) QuotaUsed(uint64) ([]rules.QuotaUse, error) { return nil, nil }
+
 func (f *pfcpDatapath) IsLocal(netip.Addr) bool { return false }
 
 func (f *pfcpDatapath) KeyOwner(k rules.Key) (uint64, bool) {

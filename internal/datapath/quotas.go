@@ -2,6 +2,8 @@ package datapath
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/xupf/xupf/internal/rules"
 )
@@ -102,4 +104,23 @@ func (d *Datapath) pdrQuotas(entry *xupfPdr, qs []rules.Quota, slots map[uint32]
 	entry.Usage |= uint8(xupfPdrUsagePDR_U_QUOTA | xupfPdrUsagePDR_U_QUOTAS)
 	entry.Quota = slot
 	return slot, true, nil
+}
+
+// QuotaUsed is what the datapath counted against each URR quota of owner, in URR id order:
+// after a restart it is what the earlier run counted too (adoptedQuotaUsed), which usage
+// reporting starts from.
+func (d *Datapath) QuotaUsed(owner uint64) ([]rules.QuotaUse, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []rules.QuotaUse
+	for _, urr := range slices.Sorted(maps.Keys(d.quotas[owner])) {
+		q := d.quotas[owner][urr]
+		var e xupfQuota
+		if err := d.objs.XupfQuotas.Lookup(q.slot, &e); err != nil {
+			return nil, fmt.Errorf("session %d: URR %d: read quota: %w", owner, urr, err)
+		}
+		out = append(out, rules.QuotaUse{URR: urr, Grant: q.quota.Grant,
+			Uplink: e.Used[xupfQuotaVolumeQUOTA_UL], Downlink: e.Used[xupfQuotaVolumeQUOTA_DL]})
+	}
+	return out, nil
 }

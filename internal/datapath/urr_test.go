@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/xupf/xupf/internal/rules"
@@ -137,6 +138,10 @@ func TestRestartKeepsQuota(t *testing.T) {
 	e.dp = e.load(t, opts)
 	if err := e.dp.Install(quotaOwner, quotaSets(q, false)); err != nil {
 		t.Fatal(err)
+	}
+	want := []rules.QuotaUse{{URR: 7, Grant: 1, Downlink: 2 * c.size}}
+	if got, err := e.dp.QuotaUsed(quotaOwner); err != nil || !slices.Equal(got, want) {
+		t.Errorf("quota used after the restart: %+v, %v; want %+v", got, err, want)
 	}
 	runCase(t, e, c.forwarded) // starts below the limit
 	runCase(t, e, c.blockedDL)

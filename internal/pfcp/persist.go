@@ -322,7 +322,15 @@ func (n *Node) restoreSession(s *Session) (err error) {
 	if err != nil {
 		return fmt.Errorf("datapath: read the counters: %w", err)
 	}
+	// Its quotas too: what was used of a grant before the restart counts toward its report.
+	used, err := n.opts.Datapath.QuotaUsed(s.SEID)
+	if err != nil {
+		return fmt.Errorf("datapath: read the quotas: %w", err)
+	}
 	n.add(s, counted)
+	for _, q := range used {
+		n.ss.usage[s.SEID].QuotaUsedBefore(q)
+	}
 	n.ss.nextSEID = max(n.ss.nextSEID, s.SEID+1)
 	return nil
 }

@@ -313,24 +313,39 @@ func TestRestoreRefusesNullRules(t *testing.T) {
 	}
 }
 
-// TestUsedUpQuotaAfterRestart: a quota reported used up stays used up after a restart: the
-// restored PDRs take the FAR for quota action and the quota is not reported again.
-func TestUsedUpQuotaAfterRestart(t *testing.T) {
+// quotaFirstRun is a first run with a session whose URR 1 has a 1000-byte volume quota (with
+// quotaFAR, FAR 3, dropping, for quota action), sampled once after counting counted: it
+// returns the state file's directory, the SEID and the reports of that sample.
+func quotaFirstRun(t *testing.T, counted []rules.Usage, quotaFAR bool) (string, uint64, int) {
+	t.Helper()
 	dir := t.TempDir()
 	st := openStore(t, dir)
 	p := newPFCPTest(t, func(o *Options) { o.Store = st })
 	p.n.Restore()
-	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
-		ie.NewReportingTriggers(0, 0x01), ie.NewVolumeQuota(0x01, 1000, 0, 0), ie.NewFARID(3)),
-		ie.NewCreateFAR(ie.NewFARID(3), ie.NewApplyAction(ApplyDrop)))
-	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600}, {PDR: 2, Packets: 2, Bytes: 450}}
-	if rs := p.due(seid, time.Now()); len(rs) != 1 {
-		t.Fatalf("quota used up: %+v", rs)
+	urr := []*ie.IE{ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0x01),
+		ie.NewVolumeQuota(0x01, 1000, 0, 0)}
+	var extra []*ie.IE
+	if quotaFAR {
+		urr = append(urr, ie.NewFARID(3))
+		extra = append(extra, ie.NewCreateFAR(ie.NewFARID(3), ie.NewApplyAction(ApplyDrop)))
 	}
+	seid := usageSession(p, ie.NewCreateURR(urr...), extra...)
+	p.dp.usage[seid] = counted
+	reports := len(p.due(seid, time.Now()))
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return dir, seid, reports
+}
 
+// TestUsedUpQuotaAfterRestart: a quota reported used up stays used up after a restart: the
+// restored PDRs take the FAR for quota action and the quota is not reported again.
+func TestUsedUpQuotaAfterRestart(t *testing.T) {
+	dir, seid, reports := quotaFirstRun(t, []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600},
+		{PDR: 2, Packets: 2, Bytes: 450}}, true)
+	if reports != 1 {
+		t.Fatalf("quota used up: %d reports", reports)
+	}
 	n, dp, _, err := restarted(t, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -342,5 +357,28 @@ func TestUsedUpQuotaAfterRestart(t *testing.T) {
 	q := &pfcpTest{t: t, n: n, dp: dp}
 	if rs := q.due(seid, time.Now()); len(rs) != 0 {
 		t.Errorf("quota reported again after the restart: %+v", rs)
+	}
+}
+
+// TestPartlyUsedQuotaAfterRestart: what the datapath counted against a quota before a restart
+// counts toward its report after it: the quota is reported when the grant is used up, not a
+// whole grant later.
+func TestPartlyUsedQuotaAfterRestart(t *testing.T) {
+	dir, seid, reports := quotaFirstRun(t, []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600}}, false)
+	if reports != 0 {
+		t.Fatalf("quota not used up yet: %d reports", reports)
+	}
+	n, dp, _, err := restarted(t, dir, func(o *Options) {
+		f := o.Datapath.(*fakeDatapath)
+		f.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600}}
+		f.quotaUsed = map[uint64][]rules.QuotaUse{seid: {{URR: 1, Grant: 1, Uplink: 600}}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 3, Bytes: 600}, {PDR: 2, Packets: 2, Bytes: 450}}
+	q := &pfcpTest{t: t, n: n, dp: dp}
+	if rs := q.due(seid, time.Now()); len(rs) != 1 || rs[0].Trigger[1] != 0x01 {
+		t.Errorf("after the restart, 1050 bytes of a 1000-byte quota: reports %+v; want the quota used up", rs)
 	}
 }

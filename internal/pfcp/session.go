@@ -24,6 +24,7 @@ type Datapath interface {
 	Install(owner uint64, sets []rules.RuleSet) error
 	Uninstall(owner uint64) ([]rules.Usage, error)
 	Usage(owner uint64) ([]rules.Usage, error)
+	QuotaUsed(owner uint64) ([]rules.QuotaUse, error)
 	KeyOwner(k rules.Key) (uint64, bool)
 	IsLocal(netip.Addr) bool
 }

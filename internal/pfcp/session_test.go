@@ -27,6 +27,8 @@ type fakeDatapath struct {
 	fail  error // returned by the next Install
 	panic bool  // the next Install panics
 	local map[netip.Addr]bool
+	// quotaUsed is what QuotaUsed returns, by owner.
+	quotaUsed map[uint64][]rules.QuotaUse
 }
 
 func newFakeDatapath() *fakeDatapath {
@@ -71,6 +73,10 @@ func (f *fakeDatapath) Uninstall(owner uint64) ([]rules.Usage, error) {
 }
 
 func (f *fakeDatapath) Usage(owner uint64) ([]rules.Usage, error) { return f.usage[owner], nil }
+
+func (f *fakeDatapath) QuotaUsed(owner uint64) ([]rules.QuotaUse, error) {
+	return f.quotaUsed[owner], nil
+}
 
 func (f *fakeDatapath) IsLocal(a netip.Addr) bool { return f.local[a] }
 

@@ -155,6 +155,14 @@ type Usage struct {
 	BeforeQoS Counts
 }
 
+// QuotaUse is what the datapath counted against the quota of a URR's grant: bytes of inner
+// IP packets by direction.
+type QuotaUse struct {
+	URR              uint32
+	Grant            uint64
+	Uplink, Downlink uint64
+}
+
 // Counts are packets and bytes of inner IP packets.
 type Counts struct {
 	Packets, Bytes uint64

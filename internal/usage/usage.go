@@ -250,6 +250,15 @@ func (s *Session) QuotaUsedUp(id uint32, grant uint64) bool {
 	return u != nil && u.grant == grant && u.quotaDone
 }
 
+// QuotaUsedBefore counts q, what the datapath counted against a quota before this URR was
+// measured here (in an earlier run), toward the quota of q's grant.
+func (s *Session) QuotaUsedBefore(q rules.QuotaUse) {
+	if u := s.urrs[q.URR]; u != nil && u.grant == q.Grant {
+		u.quotaUsed.Uplink.Bytes += q.Uplink
+		u.quotaUsed.Downlink.Bytes += q.Downlink
+	}
+}
+
 // Watching reports whether a URR of the session reports on a trigger, so that its counters
 // must be sampled.
 func (s *Session) Watching() bool {
