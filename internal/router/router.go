@@ -356,12 +356,14 @@ func (r *Router) Ready() error {
 
 // updateNeighs changes the neighbours only, with fn, which returns the keys it changed: only
 // the entries those can change are resolved again (the routes via them and their /32s), not
-// the whole table, so a neighbour change costs the same with 10 routes or 100,000.
+// the whole table, so a neighbour change costs the same with 10 routes or 100,000. Before the
+// router may write (see Ready and list) it only changes the state: the index is still empty,
+// so every /32 would look gone and the earlier run's entries would be deleted.
 func (r *Router) updateNeighs(fn func(*state) ([]neighKey, error)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	keys, err := fn(&r.st)
-	if err != nil {
+	if err != nil || !r.ready {
 		return err
 	}
 	want := map[netip.Prefix]Nexthop{}

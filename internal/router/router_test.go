@@ -422,3 +422,32 @@ func TestPrivateWritesOnceReady(t *testing.T) {
 		t.Errorf("after Ready: table %v, want the default route and not the earlier run's", tbl.m)
 	}
 }
+
+// TestNeighbourBeforeReady: a neighbour change before the router may write (a private router
+// before Ready, a mirroring one before the first listing) leaves the earlier run's entries,
+// taken over from the table, alone; they keep forwarding until the whole table is written.
+func TestNeighbourBeforeReady(t *testing.T) {
+	host := pfx("10.0.2.5/32")
+	for _, private := range []bool{true, false} {
+		tbl := &fakeTable{m: map[netip.Prefix]Nexthop{host: {Kind: Forward, Ifindex: n6}}}
+		r, err := New(tbl, private, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.st.setLinks([]Link{{Index: n6, Name: "n6", MAC: macN6, MTU: 1500}})
+		k := neighKey{addr("10.0.2.5"), n6}
+		err = r.updateNeighs(func(s *state) ([]neighKey, error) {
+			s.neighs[k] = macDN
+			return []neighKey{k}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tbl.m[host]; !ok || tbl.puts != 0 || tbl.delete != 0 {
+			t.Errorf("private %v: table %v, %d puts, %d deletes; want the earlier run's alone", private, tbl.m, tbl.puts, tbl.delete)
+		}
+		if r.st.neighs[k] == nil {
+			t.Errorf("private %v: the neighbour was not kept for when the router writes", private)
+		}
+	}
+}
