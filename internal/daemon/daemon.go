@@ -151,11 +151,6 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		// Close waits for the clock's last write before the maps go.
 		d.stopClock = func() { cancel(); <-done }
 	}
-	d.initClassifier(dp)
-	if err := d.configureClasses(); err != nil {
-		return nil, err
-	}
-
 	for _, iface := range cfg.Interfaces {
 		a, err := dp.Attach(iface.Name, datapath.XDPMode(cfg.XDPMode), cfg.XDPFallback)
 		if err != nil {
@@ -168,6 +163,13 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 			Name: a.Name, Ifindex: a.Ifindex, Roles: roleNames(iface.Roles), XDPMode: string(a.Mode),
 		})
 		log.Info("attached", "interface", a.Name, "ifindex", a.Ifindex, "roles", iface.Roles, "xdp_mode", a.Mode)
+	}
+	// Only now: until Attach swapped this run's program in, the earlier run's read one of the
+	// classifier buffers (which one, this run cannot tell) and the contract slots its class
+	// entries name, which classes and contracts would be written into.
+	d.initClassifier(dp)
+	if err := d.configureClasses(); err != nil {
+		return nil, err
 	}
 	if err := d.installRoutes(); err != nil {
 		return nil, err

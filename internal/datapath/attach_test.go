@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/sdf"
 	"github.com/xupf/xupf/internal/session"
@@ -237,4 +239,35 @@ func TestRestartCountersOfRegrownKey(t *testing.T) {
 		}
 	}
 	checkSlots(t, "counter", next.counters, held)
+}
+
+// TestClassesAfterTakeOver: the earlier run's program reads one of the classifier buffers
+// (which one, this run cannot tell) until Attach swaps this run's program into its links, and
+// packets it is handling then still may: both buffers count as retired at the take-over, so
+// classes set right after it are written only a grace period later.
+func TestClassesAfterTakeOver(t *testing.T) {
+	e := newTestEnv(t, 8)
+	class := classifier.Class{ID: 1, Priority: 1, Protocol: "udp"}
+	e.setClasses(t, class)
+	pin := e.dp.opts.PinPath
+	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+		t.Fatal(err)
+	}
+	next := e.load(t, Options{PinPath: pin, MaxSessions: 8, GTPUAddrs: []netip.Addr{addrN3}, N3Interfaces: []string{"n3"}})
+	e.dp = next
+	start := time.Now()
+	err := e.do(func() error {
+		_, err := next.Attach("n3", XDPNative, false)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("take over the pinned link: %v", err)
+	}
+	for i, b := range next.clsBufs {
+		if b.retiredAt.Before(start) {
+			t.Errorf("classifier buffer %d retired at %v, before the take-over at %v: "+
+				"it may be written while the earlier program reads it", i, b.retiredAt, start)
+		}
+	}
+	e.setClasses(t, class)
 }
