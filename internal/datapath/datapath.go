@@ -274,6 +274,14 @@ func Load(opts Options) (*Datapath, error) {
 	if err := spec.Variables[xupfVarCfgKeySeed].Set(seed); err != nil {
 		return nil, fmt.Errorf("load datapath: set %s: %w", xupfVarCfgKeySeed, err)
 	}
+	layouts, err := openLayouts(opts.PinPath, spec)
+	if err != nil {
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
+	defer layouts.Close()
+	if err := checkLayouts(opts.PinPath, spec, layouts); err != nil {
+		return nil, loadError(err, opts.PinPath)
+	}
 
 	d := &Datapath{
 		opts:       opts,
@@ -307,6 +315,10 @@ func Load(opts Options) (*Datapath, error) {
 	})
 	if err != nil {
 		return nil, loadError(err, opts.PinPath)
+	}
+	if err := recordLayouts(spec, layouts); err != nil {
+		d.objs.Close()
+		return nil, fmt.Errorf("load datapath: %w", err)
 	}
 	if d.ulKeys, err = mapKeyTable(d.objs.XupfUlKeys, ulBits, seed); err != nil {
 		d.closeObjs()
@@ -381,8 +393,8 @@ func loadError(err error, pinPath string) error {
 	case errors.As(err, &ve):
 		return fmt.Errorf("load datapath: the verifier rejected the program:\n%+v", ve)
 	case errors.Is(err, ebpf.ErrMapIncompatible):
-		return fmt.Errorf("load datapath: maps pinned under %s were made with other sizes or types "+
-			"(an older xupfd or other limits), which still forward; put back the limits they were made with, "+
+		return fmt.Errorf("load datapath: maps pinned under %s were made with other sizes, types or layouts "+
+			"(another xupfd build or other limits), which still forward; put back the limits they were made with, "+
 			"or stop the gateway for good with `xupfd --stop` (its sessions go): %w", pinPath, err)
 	}
 	return fmt.Errorf("load datapath: %w", err)
