@@ -206,6 +206,9 @@ func Load(opts Options) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load datapath spec: %w", err)
 	}
+	if err := varyPrograms(spec); err != nil {
+		return nil, fmt.Errorf("load datapath spec: %w", err)
+	}
 	// pdrsPerSession PDR/FAR slots per session, plus spares: a modification writes fresh
 	// slots before it frees the old ones, so it must work with a full table too, and the
 	// spares let freed slots rest a while before reuse (see slots).

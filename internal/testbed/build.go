@@ -15,19 +15,28 @@ const modulePath = "github.com/xupf/xupf"
 // BuildBinaries builds xupfd and xupfctl from the module that contains the working directory
 // into dir and returns their paths.
 func BuildBinaries(ctx context.Context, dir string) (xupfd, xupfctl string, err error) {
-	root, err := moduleRoot(ctx)
-	if err != nil {
-		return "", "", err
-	}
 	xupfd, xupfctl = filepath.Join(dir, "xupfd"), filepath.Join(dir, "xupfctl")
 	for _, b := range []struct{ out, pkg string }{{xupfd, "./cmd/xupfd"}, {xupfctl, "./cmd/xupfctl"}} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("testbed: go build %s: %w\n%s", b.pkg, err, out)
+		if err := Build(ctx, b.out, b.pkg); err != nil {
+			return "", "", err
 		}
 	}
 	return xupfd, xupfctl, nil
+}
+
+// Build builds the package pkg of the module that contains the working directory into out,
+// with the build tags tags: a test builds a second xupfd that differs from the first.
+func Build(ctx context.Context, out, pkg string, tags ...string) error {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", strings.Join(tags, ","), "-o", out, pkg)
+	cmd.Dir = root
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("testbed: go build -tags %q %s: %w\n%s", strings.Join(tags, ","), pkg, err, msg)
+	}
+	return nil
 }
 
 // moduleRoot finds the directory of the xupf module from the working directory.

@@ -99,12 +99,17 @@ func (r *restartEnv) establishIn(ues netip.Prefix, n, inflight int) error {
 // same configuration (and state file), returning how long the new one took from its start to serving its API
 // (and PFCP: both are bound before the datapath is touched, and served once New returns).
 func (e *env) restart(t testing.TB, stop func() error) time.Duration {
+	return e.restartWith(t, xupfdBin, stop)
+}
+
+// restartWith is restart with the xupfd binary bin: another build.
+func (e *env) restartWith(t testing.TB, bin string, stop func() error) time.Duration {
 	t.Helper()
 	if err := stop(); err != nil {
 		t.Fatalf("stop xupfd: %v\n%s", err, e.daemon.LogTail())
 	}
 	start := time.Now()
-	d, err := e.topo.StartDaemon(xupfdBin, e.daemon.ConfigPath, nil)
+	d, err := e.topo.StartDaemon(bin, e.daemon.ConfigPath, nil)
 	if err != nil {
 		t.Fatalf("restart xupfd: %v", err)
 	}
@@ -288,10 +293,7 @@ func checkSameSessions(t *testing.T, before, after map[uint64]api.PFCPSessionInf
 }
 
 // TestRestartWithoutLoss restarts xupfd under traffic through the static sessions and
-// restartSessions PFCP sessions, after SIGTERM and after SIGKILL: no packet may be lost or
-// duplicated, the sessions must be listed again with the same SEIDs, TEIDs and counters
-// (only growing), the SMF must see the same Recovery Time Stamp in heartbeats, and the
-// sessions must be modifiable and deletable at once.
+// restartSessions PFCP sessions, after SIGTERM and after SIGKILL (checkRestartWithoutLoss).
 func TestRestartWithoutLoss(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -301,46 +303,64 @@ func TestRestartWithoutLoss(t *testing.T) {
 		{"SIGKILL", (*testbed.Daemon).Kill},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := newRestartEnv(t, restartSessions, pfcpclient.Options{})
-			if err := r.establish(restartSessions, 16); err != nil {
-				t.Fatalf("%v\n%s", err, r.daemon.LogTail())
-			}
-			recovery, err := r.smf.Heartbeat(r.ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Every session has counted a packet each way before the restart.
-			r.trafficDuring(t, func() { time.Sleep(time.Duration(len(r.sessions)) * time.Second / restartPPS) }).check(t)
-			before := r.listed(t)
-			var took time.Duration
-			r.trafficDuring(t, func() { took = r.restart(t, func() error { return c.stop(r.daemon) }) }).check(t)
-			t.Logf("%s: the new xupfd served its API and N4 %v after it started, with %d PFCP sessions",
-				c.name, took, len(before))
-			if t.Failed() {
-				st := r.stats()
-				t.Logf("drops %v\ncounters %v", st.Drops, st.Counters)
-			}
-			checkSameSessions(t, before, r.listed(t))
-			if got, err := r.smf.Heartbeat(r.ctx); err != nil || !got.Equal(recovery) {
-				t.Errorf("Recovery Time Stamp in a heartbeat after the restart: %v, %v; want the first run's %v", got, err, recovery)
-			}
-			if l := r.daemon.LogTail(); strings.Contains(l, "level=ERROR") {
-				t.Errorf("the restarted xupfd logged errors:\n%s", l)
-			}
-			// Modify one (handover to the gNB's other TEID) and delete another, at once.
-			s := r.pfcp[0]
-			if err := r.smf.SetDownlink(r.ctx, s, testbed.GNBAddr, 0x7777); err != nil {
-				t.Errorf("modify a restored session: %v", err)
-			} else {
-				view := testbed.PFCPView(s, testbed.GNBAddr, 0x7777, 0)
-				r.expectForwarding(t, view, "after the restart and a modification")
-			}
-			if err := r.smf.Delete(r.ctx, r.pfcp[1]); err != nil {
-				t.Errorf("delete a restored session: %v", err)
-			}
-			r.expectForwarding(t, sessQFI, "static session after the restart")
+			checkRestartWithoutLoss(t, func(r *restartEnv) time.Duration {
+				return r.restart(t, func() error { return c.stop(r.daemon) })
+			})
 		})
 	}
+}
+
+// checkRestartWithoutLoss sets up restartSessions PFCP sessions beside the static ones and
+// runs restart (which stops xupfd and starts another) under traffic through them all: no
+// packet may be lost or duplicated, the sessions must be listed again with the same SEIDs,
+// TEIDs and counters (only growing), the SMF must see the same Recovery Time Stamp in
+// heartbeats, and the sessions must be modifiable and deletable at once. It returns the
+// environment, whose sessions are those still set up.
+func checkRestartWithoutLoss(t *testing.T, restart func(*restartEnv) time.Duration) *restartEnv {
+	r := newRestartEnv(t, restartSessions, pfcpclient.Options{})
+	if err := r.establish(restartSessions, 16); err != nil {
+		t.Fatalf("%v\n%s", err, r.daemon.LogTail())
+	}
+	recovery, err := r.smf.Heartbeat(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every session has counted a packet each way before the restart.
+	r.trafficDuring(t, func() { time.Sleep(time.Duration(len(r.sessions)) * time.Second / restartPPS) }).check(t)
+	before := r.listed(t)
+	var took time.Duration
+	r.trafficDuring(t, func() { took = restart(r) }).check(t)
+	t.Logf("the new xupfd served its API and N4 %v after it started, with %d PFCP sessions", took, len(before))
+	if t.Failed() {
+		st := r.stats()
+		t.Logf("drops %v\ncounters %v", st.Drops, st.Counters)
+	}
+	checkSameSessions(t, before, r.listed(t))
+	if got, err := r.smf.Heartbeat(r.ctx); err != nil || !got.Equal(recovery) {
+		t.Errorf("Recovery Time Stamp in a heartbeat after the restart: %v, %v; want the first run's %v", got, err, recovery)
+	}
+	if l := r.daemon.LogTail(); strings.Contains(l, "level=ERROR") {
+		t.Errorf("the restarted xupfd logged errors:\n%s", l)
+	}
+	// Modify one (handover to the gNB's other TEID) and delete another, at once. r.sessions
+	// holds the static sessions, then r.pfcp's.
+	static := len(r.sessions) - len(r.pfcp)
+	s := r.pfcp[0]
+	if err := r.smf.SetDownlink(r.ctx, s, testbed.GNBAddr, 0x7777); err != nil {
+		t.Errorf("modify a restored session: %v", err)
+	} else {
+		view := testbed.PFCPView(s, testbed.GNBAddr, 0x7777, 0)
+		r.expectForwarding(t, view, "after the restart and a modification")
+		r.sessions[static] = view
+	}
+	if err := r.smf.Delete(r.ctx, r.pfcp[1]); err != nil {
+		t.Errorf("delete a restored session: %v", err)
+	} else {
+		r.pfcp = slices.Delete(r.pfcp, 1, 2)
+		r.sessions = slices.Delete(r.sessions, static+1, static+2)
+	}
+	r.expectForwarding(t, sessQFI, "static session after the restart")
+	return r
 }
 
 // TestKillDuringEstablishment kills xupfd while an SMF pipelines establishments and starts
