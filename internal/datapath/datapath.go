@@ -282,8 +282,15 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
 	defer layouts.Close()
-	if err := checkLayouts(opts.PinPath, spec, layouts); err != nil {
+	grown, err := checkLayouts(opts.PinPath, spec, layouts)
+	if err != nil {
 		return nil, loadError(err, opts.PinPath)
+	}
+	for _, name := range grown {
+		if err := migrateMap(opts.PinPath, name, spec, layouts); err != nil {
+			return nil, fmt.Errorf("load datapath: %w", err)
+		}
+		opts.Logger.Info("carried a pinned map's entries over into this build's layout", "map", name)
 	}
 
 	d := &Datapath{

@@ -27,16 +27,39 @@ type mapLayout struct {
 
 // layoutOf returns the layout version of the map spec ms.
 func layoutOf(ms *ebpf.MapSpec) mapLayout {
-	var l mapLayout
-	for _, t := range []struct {
-		typ btf.Type
-		out *[16]byte
-	}{{ms.Key, &l.Key}, {ms.Value, &l.Value}} {
-		h := sha256.New()
-		describeType(h, t.typ, 0)
-		copy(t.out[:], h.Sum(nil))
+	return mapLayout{Key: typeHash(ms.Key), Value: typeHash(ms.Value)}
+}
+
+func typeHash(t btf.Type) [16]byte {
+	h := sha256.New()
+	describeType(h, t, 0)
+	var out [16]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// prefixHash returns the layout version of the struct t cut to its first size bytes: what an
+// earlier build's value was when this build only added fields at its end. It reports false
+// when t is no struct or a field straddles size.
+func prefixHash(t btf.Type, size uint32) ([16]byte, bool) {
+	st, ok := btf.UnderlyingType(t).(*btf.Struct)
+	if !ok {
+		return [16]byte{}, false
 	}
-	return l
+	cut := &btf.Struct{Name: st.Name, Size: size}
+	for _, m := range st.Members {
+		msize, err := btf.Sizeof(m.Type)
+		start := m.Offset.Bytes()
+		switch {
+		case err != nil:
+			return [16]byte{}, false
+		case start+uint32(msize) <= size:
+			cut.Members = append(cut.Members, m)
+		case start < size:
+			return [16]byte{}, false
+		}
+	}
+	return typeHash(cut), true
 }
 
 // maxTypeDepth bounds describeType's recursion: map keys and values are plain structs a few
@@ -126,10 +149,11 @@ func layoutKey(name string) [layoutKeySize]byte {
 
 // checkLayouts compares the maps an earlier run pinned under pinPath with this build's
 // spec: their type, sizes and flags (from the kernel) and their layout version. It returns
-// an error naming each map that differs and what changed, wrapping ebpf.ErrMapIncompatible.
-// Maps not pinned yet, and pinned maps without a recorded version (pinned by a build that
-// kept none), are left to the load.
-func checkLayouts(pinPath string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) error {
+// the names of the maps whose values this build only grew at their end (migrateMap carries
+// them over), or an error naming each other map that differs and what changed, wrapping
+// ebpf.ErrMapIncompatible. Maps not pinned yet, and pinned maps without a recorded version
+// (pinned by a build that kept none), are left to the load.
+func checkLayouts(pinPath string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) (grown []string, err error) {
 	var diffs []string
 	for _, name := range pinnedMaps(spec) {
 		ms := spec.Maps[name]
@@ -137,32 +161,108 @@ func checkLayouts(pinPath string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) 
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		} else if err != nil {
-			return fmt.Errorf("open pinned map %s: %w", name, err)
+			return nil, fmt.Errorf("open pinned map %s: %w", name, err)
 		}
-		err = ms.Compatible(m)
+		info, infoErr := m.Info()
+		incompatible := ms.Compatible(m)
 		m.Close()
-		if errors.Is(err, ebpf.ErrMapIncompatible) {
-			diffs = append(diffs, fmt.Sprintf("%s: %v", name, strings.TrimSuffix(err.Error(), ": "+ebpf.ErrMapIncompatible.Error())))
-			continue
-		} else if err != nil {
-			return fmt.Errorf("compare pinned map %s: %w", name, err)
+		if infoErr != nil {
+			return nil, fmt.Errorf("read pinned map %s: %w", name, infoErr)
 		}
 		var was mapLayout
+		recorded := true
 		if err := layouts.Lookup(layoutKey(name), &was); errors.Is(err, ebpf.ErrKeyNotExist) {
-			continue
+			recorded = false
 		} else if err != nil {
-			return fmt.Errorf("read the layout version of %s: %w", name, err)
+			return nil, fmt.Errorf("read the layout version of %s: %w", name, err)
 		}
 		now := layoutOf(ms)
-		if was.Key != now.Key {
-			diffs = append(diffs, fmt.Sprintf("%s: the key's fields changed", name))
-		}
-		if was.Value != now.Value {
-			diffs = append(diffs, fmt.Sprintf("%s: the value's fields changed", name))
+		switch {
+		case recorded && valueGrew(ms, info, was):
+			grown = append(grown, name)
+		case errors.Is(incompatible, ebpf.ErrMapIncompatible):
+			diffs = append(diffs, fmt.Sprintf("%s: %v", name,
+				strings.TrimSuffix(incompatible.Error(), ": "+ebpf.ErrMapIncompatible.Error())))
+		case incompatible != nil:
+			return nil, fmt.Errorf("compare pinned map %s: %w", name, incompatible)
+		case recorded:
+			if was.Key != now.Key {
+				diffs = append(diffs, fmt.Sprintf("%s: the key's fields changed", name))
+			}
+			if was.Value != now.Value {
+				diffs = append(diffs, fmt.Sprintf("%s: the value's fields changed (only fields added at "+
+					"its end are carried over)", name))
+			}
 		}
 	}
 	if len(diffs) > 0 {
-		return fmt.Errorf("%s: %w", strings.Join(diffs, "; "), ebpf.ErrMapIncompatible)
+		return nil, fmt.Errorf("%s: %w", strings.Join(diffs, "; "), ebpf.ErrMapIncompatible)
+	}
+	return grown, nil
+}
+
+// valueGrew tells whether this build's map ms differs from the pinned one (info, layout
+// version was) only by fields added at the end of its value: an entry then converts by
+// zero-extending its value. Per-CPU and special maps are not converted.
+func valueGrew(ms *ebpf.MapSpec, info *ebpf.MapInfo, was mapLayout) bool {
+	switch ms.Type {
+	case ebpf.Array, ebpf.Hash, ebpf.LRUHash:
+	default:
+		return false
+	}
+	if info.Type != ms.Type || info.KeySize != ms.KeySize || info.MaxEntries != ms.MaxEntries ||
+		info.Flags != ms.Flags || info.ValueSize >= ms.ValueSize || was.Key != typeHash(ms.Key) {
+		return false
+	}
+	prefix, ok := prefixHash(ms.Value, info.ValueSize)
+	return ok && prefix == was.Value
+}
+
+// migrateMap carries the entries of the pinned map name, whose value this build grew
+// (valueGrew), over into a new map made from this build's spec, each value zero-extended,
+// and puts the new map in the old one's place under pinPath with one rename, so a crash
+// leaves either map pinned, never none. The running program keeps the old map until the
+// links take the new program: what it writes meanwhile (counts of those moments) is lost.
+func migrateMap(pinPath, name string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) error {
+	pin := filepath.Join(pinPath, name)
+	old, err := ebpf.LoadPinnedMap(pin, nil)
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", name, err)
+	}
+	defer old.Close()
+	ms := spec.Maps[name].Copy()
+	ms.Pinning = ebpf.PinNone
+	m, err := ebpf.NewMap(ms)
+	if err != nil {
+		return fmt.Errorf("migrate %s: make the new map: %w", name, err)
+	}
+	defer m.Close()
+	var k, v []byte
+	value := make([]byte, ms.ValueSize)
+	it := old.Iterate()
+	for it.Next(&k, &v) {
+		clear(value[copy(value, v):])
+		if err := m.Put(k, value); err != nil {
+			return fmt.Errorf("migrate %s: copy an entry: %w", name, err)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("migrate %s: read the pinned entries: %w", name, err)
+	}
+	// bpffs refuses names with a dot.
+	tmp := filepath.Join(pinPath, "migrating_"+name)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("migrate %s: remove an unfinished migration: %w", name, err)
+	}
+	if err := m.Pin(tmp); err != nil {
+		return fmt.Errorf("migrate %s: pin the new map: %w", name, err)
+	}
+	if err := os.Rename(tmp, pin); err != nil {
+		return errors.Join(fmt.Errorf("migrate %s: put the new map in place: %w", name, err), os.Remove(tmp))
+	}
+	// Recorded at once: a load that fails later must find the version of what is pinned.
+	if err := layouts.Put(layoutKey(name), layoutOf(spec.Maps[name])); err != nil {
+		return fmt.Errorf("record the layout version of %s: %w", name, err)
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 package datapath
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -57,13 +59,7 @@ func TestLoadRefusesOtherLayouts(t *testing.T) {
 		{"fields", opts, []string{xupfMapXupfRefs + ": the value's fields changed", "xupfd --stop"}},
 		{"sizes", smaller, []string{xupfMapXupfRefs + ": MaxEntries", "other sizes", "xupfd --stop"}},
 	} {
-		err := e.do(func() error {
-			dp, err := Load(c.opts)
-			if err == nil {
-				dp.Close(false)
-			}
-			return err
-		})
+		err := e.tryLoad(c.opts)
 		for _, w := range c.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: load: %v; want an error saying %q", c.name, err, w)
@@ -77,4 +73,94 @@ func TestLoadRefusesOtherLayouts(t *testing.T) {
 	if err := next.Close(false); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestLoadMigratesGrownValue: a pinned map whose value this build grew at its end (as if an
+// earlier build's xupf_quotas held only the used volumes) is carried over into a new map of
+// this build's layout, each entry zero-extended, pinned in the old one's place; the links
+// then take the program that uses it.
+func TestLoadMigratesGrownValue(t *testing.T) {
+	e := newTestEnv(t, 8)
+	opts := e.dp.opts
+	pin := filepath.Join(opts.PinPath, xupfMapXupfQuotas)
+	earlier := e.dp.spec.Maps[xupfMapXupfQuotas].Copy()
+	st := *btf.UnderlyingType(earlier.Value).(*btf.Struct)
+	st.Members = st.Members[:1] // used, without limit
+	st.Size = uint32(unsafe.Sizeof(xupfQuota{}.Used))
+	earlier.Value, earlier.ValueSize, earlier.Pinning = &st, st.Size, ebpf.PinNone
+	m, err := ebpf.NewMap(earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	used := [2]uint64{5, 6}
+	if err := m.Put(uint32(3), used); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Pin(pin + "_earlier"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(pin+"_earlier", pin); err != nil {
+		t.Fatal(err)
+	}
+	layouts, err := ebpf.LoadPinnedMap(filepath.Join(opts.PinPath, layoutsPin), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer layouts.Close()
+	// An earlier value that is not the start of this build's (a field renamed) is refused.
+	renamed := *earlier
+	other := st
+	other.Members = []btf.Member{st.Members[0]}
+	other.Members[0].Name = "spent"
+	renamed.Value = &other
+	if err := layouts.Put(layoutKey(xupfMapXupfQuotas), layoutOf(&renamed)); err != nil {
+		t.Fatal(err)
+	}
+	err = e.tryLoad(opts)
+	if want := xupfMapXupfQuotas + ": ValueSize"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("load over a value changed before its end: %v; want an error saying %q", err, want)
+	}
+	if err := layouts.Put(layoutKey(xupfMapXupfQuotas), layoutOf(earlier)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dp.Close(false); err != nil {
+		t.Fatal(err)
+	}
+
+	next := e.load(t, opts)
+	e.dp = next // the environment's cleanup now closes and unpins this one
+	for slot, want := range map[uint32]xupfQuota{3: {Used: used}, 4: {}} {
+		var got xupfQuota
+		if err := next.objs.XupfQuotas.Lookup(slot, &got); err != nil || got != want {
+			t.Errorf("quota %d after the migration: %+v, %v; want %+v", slot, got, err, want)
+		}
+	}
+	var recorded mapLayout
+	if err := layouts.Lookup(layoutKey(xupfMapXupfQuotas), &recorded); err != nil || recorded != layoutOf(next.spec.Maps[xupfMapXupfQuotas]) {
+		t.Errorf("recorded layout version %x, %v; want this build's", recorded, err)
+	}
+	err = e.do(func() error {
+		for _, name := range []string{"n3", "n6"} {
+			if _, err := next.Attach(name, XDPNative, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("take over the pinned links with the migrated map: %v", err)
+	}
+}
+
+// tryLoad loads another datapath over the environment's pins and closes it, keeping the
+// pins: it returns the load's error.
+func (e *testEnv) tryLoad(opts Options) error {
+	return e.do(func() error {
+		dp, err := Load(opts)
+		if err == nil {
+			dp.Close(false)
+		}
+		return err
+	})
 }
