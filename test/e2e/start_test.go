@@ -29,13 +29,28 @@ const privateBPFFSWarning = "the bpffs of the pins is private"
 func (e *env) xdpAttached(t *testing.T) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
+	for name, x := range e.xdp(t) {
+		out[name] = x != nil
+	}
+	return out
+}
+
+// xdp returns, for n3 and n6, what the kernel says of the XDP program attached there, nil
+// when there is none.
+func (e *env) xdp(t *testing.T) map[string]*netlink.LinkXdp {
+	t.Helper()
+	out := map[string]*netlink.LinkXdp{}
 	err := e.topo.Do(e.topo.UPFNS, func() error {
 		for _, name := range []string{testbed.N3If, testbed.N6If} {
 			l, err := netlink.LinkByName(name)
 			if err != nil {
 				return err
 			}
-			out[name] = l.Attrs().Xdp != nil && l.Attrs().Xdp.Attached
+			if x := l.Attrs().Xdp; x != nil && x.Attached {
+				out[name] = x
+			} else {
+				out[name] = nil
+			}
 		}
 		return nil
 	})

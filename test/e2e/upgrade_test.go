@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/vishvananda/netlink"
 
 	"github.com/xupf/xupf/internal/testbed"
 )
@@ -45,31 +44,21 @@ func TestUpgradeWithoutLoss(t *testing.T) {
 func (e *env) xdpTags(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	err := e.topo.Do(e.topo.UPFNS, func() error {
-		for _, name := range []string{testbed.N3If, testbed.N6If} {
-			l, err := netlink.LinkByName(name)
-			if err != nil {
-				return err
-			}
-			if l.Attrs().Xdp == nil || !l.Attrs().Xdp.Attached {
-				t.Errorf("%s: no XDP program attached", name)
-				continue
-			}
-			p, err := ebpf.NewProgramFromID(ebpf.ProgramID(l.Attrs().Xdp.ProgId))
-			if err != nil {
-				return err
-			}
-			info, err := p.Info()
-			p.Close()
-			if err != nil {
-				return err
-			}
-			out[name] = info.Tag
+	for name, x := range e.xdp(t) {
+		if x == nil {
+			t.Errorf("%s: no XDP program attached", name)
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		p, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
+		if err != nil {
+			t.Fatalf("%s: open the XDP program: %v", name, err)
+		}
+		info, err := p.Info()
+		p.Close()
+		if err != nil {
+			t.Fatalf("%s: read the XDP program: %v", name, err)
+		}
+		out[name] = info.Tag
 	}
 	return out
 }
