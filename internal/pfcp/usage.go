@@ -304,8 +304,11 @@ func (n *Node) dueReports(now time.Time) (map[uint64][]*ie.IE, time.Time) {
 	out := map[uint64][]*ie.IE{}
 	var next time.Time
 	for seid, us := range n.ss.usage {
+		if !us.Watching() {
+			continue
+		}
 		s := n.ss.byID[seid]
-		if s == nil || !us.Watching() {
+		if s == nil {
 			continue
 		}
 		rs, quotas := n.sample(s, us, now)

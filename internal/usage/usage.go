@@ -191,6 +191,10 @@ type Session struct {
 	last map[PDR]rules.Usage
 	// lastDropped is each PDR's count of dropped downlink traffic at the last sample.
 	lastDropped map[PDR]rules.Counts
+	// watching is what Watching reports, kept rather than computed: the usage poll asks every
+	// session each tick, and the answer changes only with the URRs (Set) or when one splits
+	// at its monitoring time (Observe).
+	watching bool
 }
 
 // NewSession returns a session without URRs.
@@ -226,6 +230,7 @@ func (s *Session) Set(rs []Rule, pdrs map[PDR][]uint32, now time.Time) {
 	}
 	s.urrs = keep
 	s.pdrs = pdrs
+	s.watching = s.anyWatched()
 	for p := range s.last {
 		if _, ok := pdrs[p]; !ok {
 			delete(s.last, p)
@@ -261,7 +266,10 @@ func (s *Session) QuotaUsedBefore(q rules.QuotaUse) {
 
 // Watching reports whether a URR of the session reports on a trigger, so that its counters
 // must be sampled.
-func (s *Session) Watching() bool {
+func (s *Session) Watching() bool { return s.watching }
+
+// anyWatched computes Watching from the URRs.
+func (s *Session) anyWatched() bool {
 	for _, u := range s.urrs {
 		if u.rule.Triggers != 0 || u.splitPending() {
 			return true
@@ -310,6 +318,7 @@ func (s *Session) Observe(sample []rules.Usage, now time.Time) []Report {
 			out = append(out, u.split(now)...)
 		}
 	}
+	s.watching = s.anyWatched()
 	return s.withLinked(out, now)
 }
 
