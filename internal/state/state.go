@@ -60,14 +60,19 @@ type Store struct {
 	path string
 	log  *slog.Logger
 
-	mu       sync.Mutex
-	cond     *sync.Cond // signalled when queued grows, durable grows or the store closes
-	queue    []Op
-	queued   Ticket // of the last Op queued
-	durable  Ticket // of the last Op committed
-	closed   bool
-	writerWG sync.WaitGroup
-	commits  uint64 // transactions committed, for tests and measurements
+	mu sync.Mutex
+	// queuedCond is signalled when queued grows or the store closes (the writer waits on it),
+	// durableCond when durable grows or the store closes (Wait waits on it): apart, a Write
+	// does not wake the waiters of Wait only to have them sleep again, a thread switch per
+	// PFCP request at thousands of requests a second.
+	queuedCond  *sync.Cond
+	durableCond *sync.Cond
+	queue       []Op
+	queued      Ticket // of the last Op queued
+	durable     Ticket // of the last Op committed
+	closed      bool
+	writerWG    sync.WaitGroup
+	commits     uint64 // transactions committed, for tests and measurements
 }
 
 // Open opens (creating dir and the file when they do not exist) the state file in dir and
@@ -86,7 +91,7 @@ func Open(dir string, log *slog.Logger, buckets ...string) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{db: db, path: path, log: log}
-	s.cond = sync.NewCond(&s.mu)
+	s.queuedCond, s.durableCond = sync.NewCond(&s.mu), sync.NewCond(&s.mu)
 	s.writerWG.Go(s.writer)
 	return s, nil
 }
@@ -202,7 +207,7 @@ func (s *Store) Write(ops ...Op) Ticket {
 		s.queue = append(s.queue, op)
 		s.queued++
 	}
-	s.cond.Broadcast()
+	s.queuedCond.Signal() // only the writer waits on it
 	return s.queued
 }
 
@@ -219,7 +224,7 @@ func (s *Store) Wait(t Ticket) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.durable < t && !s.closed {
-		s.cond.Wait()
+		s.durableCond.Wait()
 	}
 	if s.durable < t {
 		return fmt.Errorf("state file %s: closed before the change was saved", s.path)
@@ -254,7 +259,7 @@ func (s *Store) writer() {
 	failing := false
 	for {
 		for len(s.queue) == 0 && !s.closed {
-			s.cond.Wait()
+			s.queuedCond.Wait()
 		}
 		if len(s.queue) == 0 {
 			return
@@ -283,7 +288,7 @@ func (s *Store) writer() {
 		s.queue = s.queue[len(ops):]
 		s.durable = upTo
 		s.commits++
-		s.cond.Broadcast()
+		s.durableCond.Broadcast()
 	}
 }
 
@@ -337,7 +342,8 @@ func (s *Store) Get(bucket string, key []byte) ([]byte, error) {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	s.cond.Broadcast()
+	s.queuedCond.Broadcast()
+	s.durableCond.Broadcast()
 	s.mu.Unlock()
 	s.writerWG.Wait()
 	return s.db.Close()
