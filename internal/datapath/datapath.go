@@ -149,7 +149,8 @@ type Datapath struct {
 	router                     *router.Router
 	stopRouter                 func() // stops following netlink for the router
 	ager                       flowAger
-	stopFlows                  func() // stops aging the flow cache and following netfilter for it
+	stopFlows                  func()       // stops aging the flow cache and following netfilter for it
+	invalidator                *invalidator // removes the flows route and netfilter events void
 	flowCounters
 	drainState
 	stopDrains func() // stops finishDrains
@@ -369,6 +370,7 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, err
 	}
 	if opts.FlowCache.on() {
+		d.invalidator = newInvalidator(d.invalidate)
 		d.router.Watch(d.invalidateFlows)
 	}
 	if d.stopRouter, err = d.followRoutes(); err != nil {

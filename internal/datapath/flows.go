@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xupf/xupf/internal/nfwatch"
-	"github.com/xupf/xupf/internal/router"
 )
 
 // FlowCacheOptions configure the flow cache (bpf/lib/flowcache.h): the kernel forwards a
@@ -227,33 +225,6 @@ func (d *Datapath) removeFlows(match func(*xupfFlowKey, *xupfFlow) bool) (int, e
 	return n, nil
 }
 
-// invalidateFlows removes the flows a change of the kernel's forwarding may have voided: all
-// of them when routes or links changed, else those sent to a neighbour MAC that is gone.
-func (d *Datapath) invalidateFlows(ch router.Change) {
-	match := func(_ *xupfFlowKey, v *xupfFlow) bool {
-		for _, g := range ch.Gone {
-			if int(v.Ifindex) == g.Ifindex && bytes.Equal(v.Dmac[:], g.MAC) {
-				return true
-			}
-		}
-		return false
-	}
-	if ch.Routes {
-		match = nil
-	}
-	d.invalidate(match, "a route or neighbour change")
-}
-
-// invalidate removes the flows match selects (every one when nil) because what, a change in
-// the kernel, may have changed its decision for them.
-func (d *Datapath) invalidate(match func(*xupfFlowKey, *xupfFlow) bool, what string) {
-	n, err := d.removeFlows(match)
-	d.flowsInvalidated.Add(uint64(n))
-	if err != nil {
-		d.log.Warn("flow cache: remove the flows "+what+" voided", "err", err)
-	}
-}
-
 // FlowCacheStats are the flow cache's own counters (the datapath's are in Stats).
 type FlowCacheStats struct {
 	Entries     int    // flows cached now
@@ -313,8 +284,8 @@ func (d *Datapath) FlowCacheStats() (FlowCacheStats, error) {
 }
 
 // startFlowUpkeep starts what keeps the flow cache true to the kernel, in the namespace of the
-// calling thread: aging, and the removal of flows on netfilter events. The returned stop
-// stops both.
+// calling thread: aging, the removal of flows queued by netfilter and route events, and the
+// following of netfilter. The returned stop stops all three.
 func (d *Datapath) startFlowUpkeep() (stop func(), err error) {
 	if !d.opts.FlowCache.on() {
 		return func() {}, nil
@@ -324,30 +295,14 @@ func (d *Datapath) startFlowUpkeep() (stop func(), err error) {
 		return nil, fmt.Errorf("flow cache: %w", err)
 	}
 	defer ns.Close()
+	stopInvalidator := d.invalidator.start()
 	stopNF, err := nfwatch.Watch(ns, d.log, d.netfilterChanged)
 	if err != nil {
+		stopInvalidator()
 		return nil, fmt.Errorf("flow cache: %w", err)
 	}
 	stopAging := d.startAging()
-	return func() { stopAging(); stopNF() }, nil
-}
-
-// netfilterChanged removes the flows netfilter events may have voided: every flow when the
-// ruleset changed (or events were lost), else the flows of the connections conntrack removed,
-// both directions.
-func (d *Datapath) netfilterChanged(ev nfwatch.Events) {
-	var match func(*xupfFlowKey, *xupfFlow) bool
-	if !ev.Ruleset {
-		gone := make(map[nfwatch.Tuple]bool, len(ev.Gone))
-		for _, t := range ev.Gone {
-			gone[t] = true
-		}
-		match = func(k *xupfFlowKey, _ *xupfFlow) bool {
-			return gone[nfwatch.Tuple{Src: addrFromBE(k.Saddr), Dst: addrFromBE(k.Daddr), SrcPort: be16(k.Sport),
-				DstPort: be16(k.Dport), Proto: k.Proto}]
-		}
-	}
-	d.invalidate(match, "a netfilter change")
+	return func() { stopAging(); stopNF(); stopInvalidator() }, nil
 }
 
 // startAging runs ageFlows every ScanInterval until the returned stop is called.

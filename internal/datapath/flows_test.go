@@ -515,7 +515,7 @@ func BenchmarkFlowTable(b *testing.B) {
 	b.Run("invalidate-none", func(b *testing.B) {
 		for b.Loop() {
 			// A neighbour no flow is sent to: the scan and the comparisons, nothing removed.
-			e.dp.invalidateFlows(router.Change{Gone: []router.GoneNeighbour{{Ifindex: e.n3, MAC: macUPF}}})
+			e.dp.invalidate(voided{macs: []router.GoneNeighbour{{Ifindex: e.n3, MAC: macUPF}}})
 		}
 	})
 	b.Run("age-scan", func(b *testing.B) {

@@ -1,0 +1,139 @@
+package datapath
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/xupf/xupf/internal/nfwatch"
+	"github.com/xupf/xupf/internal/router"
+)
+
+// voided is what a change in the kernel may have changed its decision for: every flow (all),
+// or the flows of the connections conntrack removed (gone, keyed by either direction's
+// tuple) and those sent to a neighbour MAC that is gone (macs).
+type voided struct {
+	all  bool
+	gone map[nfwatch.Tuple]bool
+	macs []router.GoneNeighbour
+}
+
+// merge adds o to v, so that one scan removes what both select.
+func (v *voided) merge(o voided) {
+	v.all = v.all || o.all
+	if v.all {
+		v.gone, v.macs = nil, nil
+		return
+	}
+	for t := range o.gone {
+		if v.gone == nil {
+			v.gone = make(map[nfwatch.Tuple]bool, len(o.gone))
+		}
+		v.gone[t] = true
+	}
+	v.macs = append(v.macs, o.macs...)
+}
+
+func (v *voided) empty() bool { return !v.all && len(v.gone) == 0 && len(v.macs) == 0 }
+
+// match selects the entries v voids; nil (every entry) when all.
+func (v *voided) match() func(*xupfFlowKey, *xupfFlow) bool {
+	if v.all {
+		return nil
+	}
+	return func(k *xupfFlowKey, f *xupfFlow) bool {
+		if len(v.gone) > 0 && v.gone[nfwatch.Tuple{Src: addrFromBE(k.Saddr), Dst: addrFromBE(k.Daddr),
+			SrcPort: be16(k.Sport), DstPort: be16(k.Dport), Proto: k.Proto}] {
+			return true
+		}
+		for _, g := range v.macs {
+			if int(f.Ifindex) == g.Ifindex && bytes.Equal(f.Dmac[:], g.MAC) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// invalidator coalesces invalidation requests: the netlink readers queue them without waiting,
+// and one goroutine removes everything queued since its last scan in one scan of the table.
+// Scans that fell behind a burst of events thus cost one more scan, not one per event, and a
+// reader never waits for a scan (its socket does not overflow while the table is read).
+type invalidator struct {
+	remove func(voided) // one scan removing what the merged requests void
+	mu     sync.Mutex
+	queued voided        // merged requests no scan has started on; under mu
+	wake   chan struct{} // one token: requests are queued
+}
+
+// newInvalidator returns an invalidator whose scans call remove; start runs them.
+func newInvalidator(remove func(voided)) *invalidator {
+	return &invalidator{remove: remove, wake: make(chan struct{}, 1)}
+}
+
+// start runs remove on the merged queued requests, one scan at a time, until the returned
+// stop is called; stop waits for the scan under way. Requests queued before start wait for it.
+func (iv *invalidator) start() (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-done:
+				return
+			case <-iv.wake:
+			}
+			iv.mu.Lock()
+			v := iv.queued
+			iv.queued = voided{}
+			iv.mu.Unlock()
+			if !v.empty() {
+				iv.remove(v)
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
+}
+
+// queue adds a request for the next scan; it does not wait for it.
+func (iv *invalidator) queue(v voided) {
+	if v.empty() {
+		return
+	}
+	iv.mu.Lock()
+	iv.queued.merge(v)
+	iv.mu.Unlock()
+	select {
+	case iv.wake <- struct{}{}:
+	default: // a token is already waiting: the next scan takes this request too
+	}
+}
+
+// netfilterChanged queues the removal of the flows netfilter events may have voided: every
+// flow when the ruleset changed (or events were lost), else the flows of the connections
+// conntrack removed, both directions.
+func (d *Datapath) netfilterChanged(ev nfwatch.Events) {
+	v := voided{all: ev.Ruleset}
+	if !ev.Ruleset {
+		v.gone = make(map[nfwatch.Tuple]bool, len(ev.Gone))
+		for _, t := range ev.Gone {
+			v.gone[t] = true
+		}
+	}
+	d.invalidator.queue(v)
+}
+
+// invalidateFlows queues the removal of the flows a change of the kernel's forwarding may have
+// voided: all of them when routes or links changed, else those sent to a neighbour MAC that
+// is gone.
+func (d *Datapath) invalidateFlows(ch router.Change) {
+	d.invalidator.queue(voided{all: ch.Routes, macs: ch.Gone})
+}
+
+// invalidate removes the flows v voids, in one scan.
+func (d *Datapath) invalidate(v voided) {
+	n, err := d.removeFlows(v.match())
+	d.flowsInvalidated.Add(uint64(n))
+	if err != nil {
+		d.log.Warn("flow cache: remove the flows a kernel change voided", "err", err)
+	}
+}
