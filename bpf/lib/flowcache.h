@@ -9,7 +9,13 @@
  * The learner learns only from packets the XDP program handed to the kernel: on a miss, XDP
  * notes what the packet looked like on arrival in xupf_flow_seen, and the learner learns a
  * flow only if it finds that note (and consumes it). Packets the host sends itself, or that
- * arrive on interfaces xupf is not attached to, never leave a note. */
+ * arrive on interfaces xupf is not attached to, never leave a note.
+ *
+ * A note also carries the generation (xupf_flow_gen) it was taken in: xupfd bumps the
+ * generation before each scan that removes the flows a kernel change voids, and the learner
+ * drops a note of an earlier generation. A packet the kernel forwarded by its old decision
+ * just before a change therefore cannot be learnt after that change's scan: the scan removes
+ * what was learnt before it, the generation what would be learnt after. */
 #ifndef XUPF_FLOWCACHE_H
 #define XUPF_FLOWCACHE_H
 
@@ -101,6 +107,7 @@ struct flow_seen {
 	__u16 vlan_id;  /* arrival VLAN ID, 0 untagged */
 	__u8 tos;
 	__u8 ttl;
+	__u32 gen;      /* xupf_flow_gen when the packet was handed over */
 };
 
 struct {
@@ -118,6 +125,26 @@ struct {
 	__type(value, struct flow_seen);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_flow_seen SEC(".maps");
+
+/* The generation of the kernel's decisions: xupfd adds one (an atomic add through an mmap of
+ * the map) before each scan for flows a kernel change voids, and before a flush. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_flow_gen SEC(".maps");
+
+/* flow_gen returns the current generation (0 only if the map were empty). */
+static __always_inline __u32 flow_gen(void)
+{
+	__u32 zero = 0;
+	__u32 *gen = bpf_map_lookup_elem(&xupf_flow_gen, &zero);
+
+	return gen ? *(volatile __u32 *)gen : 0;
+}
 
 /* flow_parse fills key with the 5-tuple of the IPv4 TCP or UDP packet at ip, and returns its
  * TCP flags byte (0 for UDP), or -1 when the packet is not one the cache takes: another
@@ -291,7 +318,7 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 	if (!f) {
 		count_stat(STAT_FLOW_MISS);
 		seen = (struct flow_seen){ .ifindex = key.ifindex, .vlan_id = key.vlan_id,
-					   .tos = ip->tos, .ttl = ip->ttl };
+					   .tos = ip->tos, .ttl = ip->ttl, .gen = flow_gen() };
 		key.vlan_id = 0;
 		key.ifindex = 0;
 		bpf_map_update_elem(&xupf_flow_seen, &key, &seen, BPF_ANY);
@@ -319,6 +346,19 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 		return drop(DROP_INTERNAL);
 	count_stat(STAT_FLOW_HIT);
 	return XDP_REDIRECT;
+}
+
+/* flow_learnt counts the flow the learner just added, unless xupfd bumped the generation
+ * meanwhile: its scan may have read the flow's bucket before the insert, so the learner takes
+ * the entry back itself. The bucket lock the insert took and the one the scan takes order the
+ * two: either the scan sees the entry or this read sees the new generation. */
+static __always_inline void flow_learnt(const struct flow_key *key, __u32 gen)
+{
+	if (gen != flow_gen() && !bpf_map_delete_elem(&xupf_flows, key)) {
+		count_stat(STAT_FLOW_STALE);
+		return;
+	}
+	count_stat(STAT_FLOW_LEARNED);
 }
 
 /* flow_learn records what the kernel did to a packet the XDP program handed it, as it leaves
@@ -365,6 +405,10 @@ static __always_inline void flow_learn(struct __sk_buff *skb)
 	if (!seen)
 		return;  /* not handed over by XDP, or its addresses or ports were translated */
 
+	if (seen->gen != flow_gen()) {
+		count_stat(STAT_FLOW_STALE);  /* the kernel decided before a change xupfd processed */
+		goto done;
+	}
 	if (flow_tracked(skb, &key)) {
 		count_stat(STAT_FLOW_TRACKED);
 		goto done;
@@ -400,7 +444,7 @@ static __always_inline void flow_learn(struct __sk_buff *skb)
 		fkey.ifindex = seen->ifindex;
 		err = bpf_map_update_elem(&xupf_flows, &fkey, &f, BPF_NOEXIST);
 		if (!err)
-			count_stat(STAT_FLOW_LEARNED);
+			flow_learnt(&fkey, seen->gen);
 		else if (err == -ERR_E2BIG)
 			count_stat(STAT_FLOW_FULL);  /* the flow stays with the kernel */
 	}

@@ -28,6 +28,7 @@ enum stat {
 	STAT_UL_SPREAD,      /* G-PDUs sent to another CPU (spread.h); ul_rx counts them there */
 	STAT_BUFFERED,       /* packets a buffering FAR handed to xupfd (dropped here, kept there) */
 	STAT_REPLAYED,       /* buffered packets xupfd ran through again to forward them (counted again as *_rx) */
+	STAT_FLOW_STALE,     /* flows the learner dropped: the kernel decided before a change xupfd processed */
 	STAT_MAX,
 };
 

@@ -149,6 +149,7 @@ type Datapath struct {
 	router                     *router.Router
 	stopRouter                 func() // stops following netlink for the router
 	ager                       flowAger
+	flowGen                    mappedArray  // xupf_flow_gen, with the flow cache on
 	stopFlows                  func()       // stops aging the flow cache and following netfilter for it
 	invalidator                *invalidator // removes the flows route and netfilter events void
 	flowCounters
@@ -370,6 +371,11 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, err
 	}
 	if opts.FlowCache.on() {
+		if d.flowGen, err = mapArray(d.objs.XupfFlowGen); err != nil {
+			d.stopAddrs()
+			d.closeObjs()
+			return nil, fmt.Errorf("load datapath: %w", err)
+		}
 		d.invalidator = newInvalidator(d.invalidate)
 		d.router.Watch(d.invalidateFlows)
 	}
@@ -434,9 +440,9 @@ func clearMap(m *ebpf.Map) error {
 	return nil
 }
 
-// closeObjs unmaps the key and route tables and closes the maps and program.
+// closeObjs unmaps the key and route tables and the flow generation, and closes the maps and program.
 func (d *Datapath) closeObjs() error {
-	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.routes.close(), d.objs.Close())
+	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.routes.close(), d.flowGen.unmap(), d.objs.Close())
 }
 
 // Program is the XDP program, for tests and benchmarks that run it with BPF_PROG_TEST_RUN.

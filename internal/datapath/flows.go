@@ -196,7 +196,15 @@ func (d *Datapath) FlushFlows(match func(Flow) bool) (int, error) {
 // removeFlows removes the entries match selects (every one when match is nil) and returns how
 // many it removed. It works on the table's own keys and values: with millions of entries an
 // invalidation must not build a Flow of each.
+//
+// It first starts a new generation (bpf/lib/flowcache.h): a packet the kernel decided on
+// before this call, whose flow the scan could miss because it is learnt after, is then not
+// learnt at all.
 func (d *Datapath) removeFlows(match func(*xupfFlowKey, *xupfFlow) bool) (int, error) {
+	if !d.opts.FlowCache.on() {
+		return 0, ErrFlowCacheOff
+	}
+	atomic.AddUint32(&d.flowGen.words32()[0], 1)
 	var doomed []xupfFlowKey
 	err := d.scanFlows(func(keys []xupfFlowKey, vals []xupfFlow) {
 		for i := range keys {

@@ -527,3 +527,46 @@ func BenchmarkFlowTable(b *testing.B) {
 		}
 	})
 }
+
+// TestFlowCacheLearnAfterChange: a packet the kernel decided on before a change's invalidation
+// scan (handed over before it) is not learnt after the scan, whether the change voided its
+// flow or not (flow_stale); the flow's next packet, decided on after, is learnt.
+func TestFlowCacheLearnAfterChange(t *testing.T) {
+	e := newFlowEnv(t, 4)
+	ack := layers.TCP{ACK: true}
+	for _, c := range []struct {
+		name   string
+		change func()
+	}{
+		{"routes changed", func() { e.dp.invalidate(voided{all: true}) }},
+		{"a neighbour no flow uses gone", func() {
+			e.dp.invalidate(voided{macs: []router.GoneNeighbour{{Ifindex: e.n3, MAC: macUPF}}})
+		}},
+		{"flushed", func() {
+			if _, err := e.dp.FlushFlows(nil); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if ret, _ := e.run(t, frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack)), e.n6); ret != xdpPass {
+				t.Fatalf("first packet: %s, want XDP_PASS", verdictNames[ret])
+			}
+			c.change()
+			before, _ := e.dp.Stats()
+			e.learn(t, frame(macN3, macGNB, 0, transitTCP(t, 0, 63, ack)), e.n6, e.n3)
+			after, _ := e.dp.Stats()
+			checkDeltas(t, "counter", before.Counters, after.Counters, map[string]uint64{"flow_stale": 1})
+			if flows, err := e.dp.Flows(); err != nil || len(flows) != 0 {
+				t.Fatalf("flows %+v (err %v), want none", flows, err)
+			}
+			e.handOverAndLearn(t, "flow_learned")
+			if flows, err := e.dp.Flows(); err != nil || len(flows) != 1 {
+				t.Fatalf("flows %+v (err %v), want the one learnt after the change", flows, err)
+			}
+			if _, err := e.dp.FlushFlows(nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

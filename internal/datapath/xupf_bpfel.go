@@ -231,6 +231,7 @@ type xupfFlowSeen struct {
 	VlanId  uint16
 	Tos     uint8
 	Ttl     uint8
+	Gen     uint32
 }
 
 type xupfFlowVlanAction uint32
@@ -499,12 +500,13 @@ const (
 	xupfStatSTAT_UL_SPREAD    xupfStat = 17
 	xupfStatSTAT_BUFFERED     xupfStat = 18
 	xupfStatSTAT_REPLAYED     xupfStat = 19
-	xupfStatSTAT_MAX          xupfStat = 20
+	xupfStatSTAT_FLOW_STALE   xupfStat = 20
+	xupfStatSTAT_MAX          xupfStat = 21
 )
 
 type xupfStats struct {
 	_ structs.HostLayout
-	N [20]uint64
+	N [21]uint64
 }
 
 type xupfUeAllowedKey struct {
@@ -544,6 +546,7 @@ const (
 	xupfMapXupfErrindEvents    = "xupf_errind_events"
 	xupfMapXupfErrindWindow    = "xupf_errind_window"
 	xupfMapXupfFars            = "xupf_fars"
+	xupfMapXupfFlowGen         = "xupf_flow_gen"
 	xupfMapXupfFlowSeen        = "xupf_flow_seen"
 	xupfMapXupfFlows           = "xupf_flows"
 	xupfMapXupfLocalAddrs      = "xupf_local_addrs"
@@ -679,6 +682,7 @@ type xupfMapSpecs struct {
 	XupfErrindEvents    *ebpf.MapSpec `ebpf:"xupf_errind_events"`
 	XupfErrindWindow    *ebpf.MapSpec `ebpf:"xupf_errind_window"`
 	XupfFars            *ebpf.MapSpec `ebpf:"xupf_fars"`
+	XupfFlowGen         *ebpf.MapSpec `ebpf:"xupf_flow_gen"`
 	XupfFlowSeen        *ebpf.MapSpec `ebpf:"xupf_flow_seen"`
 	XupfFlows           *ebpf.MapSpec `ebpf:"xupf_flows"`
 	XupfLocalAddrs      *ebpf.MapSpec `ebpf:"xupf_local_addrs"`
@@ -786,6 +790,7 @@ type xupfMaps struct {
 	XupfErrindEvents    *ebpf.Map `ebpf:"xupf_errind_events"`
 	XupfErrindWindow    *ebpf.Map `ebpf:"xupf_errind_window"`
 	XupfFars            *ebpf.Map `ebpf:"xupf_fars"`
+	XupfFlowGen         *ebpf.Map `ebpf:"xupf_flow_gen"`
 	XupfFlowSeen        *ebpf.Map `ebpf:"xupf_flow_seen"`
 	XupfFlows           *ebpf.Map `ebpf:"xupf_flows"`
 	XupfLocalAddrs      *ebpf.Map `ebpf:"xupf_local_addrs"`
@@ -828,6 +833,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfErrindEvents,
 		m.XupfErrindWindow,
 		m.XupfFars,
+		m.XupfFlowGen,
 		m.XupfFlowSeen,
 		m.XupfFlows,
 		m.XupfLocalAddrs,
