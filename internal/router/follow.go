@@ -19,7 +19,10 @@ import (
 
 // Follow fills the router's state from the network namespace ns and keeps it up to date from
 // netlink until stop is called: the interfaces always; the main and local routing tables and
-// the IPv4 neighbours too unless the router is private. It subscribes before it lists, so no
+// the IPv4 neighbours too unless the router is private. A private router with a Watch follows
+// the kernel's routes and neighbours all the same, apart from its own, only to report their
+// changes: what keeps copies of the kernel's decisions (the flow cache) copies the kernel's
+// forwarding whatever the router's mode. It subscribes before it lists, so no
 // change falls in between; when a subscription fails (a full socket buffer loses events) it
 // subscribes again and lists everything anew. Follow owns ns: it is closed when Follow fails
 // or stop returns.
@@ -29,7 +32,7 @@ func (r *Router) Follow(ns netns.NsHandle) (stop func(), err error) {
 		ns.Close()
 		return nil, fmt.Errorf("router: %w", err)
 	}
-	f := &follower{r: r, ns: ns, h: h, done: make(chan struct{})}
+	f := &follower{r: r, ns: ns, h: h, done: make(chan struct{}), kernel: newState()}
 	s, err := f.subscribe()
 	if err == nil {
 		err = f.resync()
@@ -60,6 +63,23 @@ type follower struct {
 	ns   netns.NsHandle
 	h    *netlink.Handle
 	done chan struct{}
+	// kernel holds the kernel's routes and neighbours for a private router, which follows
+	// them only to report changes (the router's state holds its own); only the follower's
+	// goroutine uses it.
+	kernel state
+}
+
+// followsKernel reports whether the kernel's routes and neighbours are followed: always when
+// the router mirrors them, else only for a Watch.
+func (f *follower) followsKernel() bool { return !f.r.private || f.r.watch != nil }
+
+// kernelOf is where the kernel's routes and neighbours go: st, the router's state, when it
+// mirrors them, else the follower's own copy.
+func (f *follower) kernelOf(st *state) *state {
+	if f.r.private {
+		return &f.kernel
+	}
+	return st
 }
 
 // subscriptions are the netlink subscriptions of one round; close ends them. A nil channel
@@ -113,13 +133,13 @@ func (f *follower) subscribe() (subscriptions, error) {
 	if err == nil {
 		s.links = links
 	}
-	if err == nil && !f.r.private {
+	if err == nil && f.followsKernel() {
 		routes := make(chan netlink.RouteUpdate, subscribeBuffer)
 		if err = netlink.RouteSubscribeWithOptions(routes, s.stop, netlink.RouteSubscribeOptions{Namespace: ns, ErrorCallback: onErr}); err == nil {
 			s.routes = routes
 		}
 	}
-	if err == nil && !f.r.private {
+	if err == nil && f.followsKernel() {
 		neighs := make(chan netlink.NeighUpdate, subscribeBuffer)
 		if err = netlink.NeighSubscribeWithOptions(neighs, s.stop, netlink.NeighSubscribeOptions{Namespace: ns, ErrorCallback: onErr}); err == nil {
 			s.neighs = neighs
@@ -187,18 +207,21 @@ func (f *follower) follow(s subscriptions) {
 		}
 		if b.routes || b.links {
 			err = f.r.update(func(st *state) error {
-				routes, links := maps.Clone(st.routes), maps.Clone(st.links)
+				kst := f.kernelOf(st)
+				routes, links := maps.Clone(kst.routes), maps.Clone(st.links)
 				// A link event that changes no route and no link as followed (an XDP
 				// program attached, counters) changes no decision.
-				defer func() { ch.Routes = !maps.Equal(routes, st.routes) || !maps.EqualFunc(links, st.links, sameLink) }()
-				applyNeighs(st)
+				defer func() { ch.Routes = !maps.Equal(routes, kst.routes) || !maps.EqualFunc(links, st.links, sameLink) }()
+				applyNeighs(kst)
 				if b.links {
 					if err := f.listLinks(st); err != nil {
 						return err
 					}
 				}
-				return f.listRoutes(st)
+				return f.listRoutes(kst)
 			})
+		} else if f.r.private {
+			applyNeighs(&f.kernel) // no entry of the router's is the kernel's
 		} else {
 			err = f.r.updateNeighs(func(st *state) ([]neighKey, error) { return applyNeighs(st), nil })
 		}
@@ -253,7 +276,8 @@ var ready = func() <-chan struct{} {
 // resync lists everything followed and rewrites what changed.
 func (f *follower) resync() error {
 	return f.r.list(func(st *state) error {
-		return errors.Join(f.listLinks(st), f.listRoutes(st), f.listNeighs(st))
+		kst := f.kernelOf(st)
+		return errors.Join(f.listLinks(st), f.listRoutes(kst), f.listNeighs(kst))
 	})
 }
 
@@ -267,10 +291,10 @@ func (f *follower) listLinks(st *state) error {
 	return nil
 }
 
-// listRoutes replaces the routes of st by the kernel's main and local tables (none in
-// private mode).
+// listRoutes replaces the routes of st by the kernel's main and local tables (none when the
+// kernel's are not followed).
 func (f *follower) listRoutes(st *state) error {
-	if f.r.private {
+	if !f.followsKernel() {
 		return nil
 	}
 	routes, err := f.h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
@@ -292,9 +316,10 @@ func (f *follower) listRoutes(st *state) error {
 	return nil
 }
 
-// listNeighs replaces the neighbours of st by the kernel's (none in private mode).
+// listNeighs replaces the neighbours of st by the kernel's (none when the kernel's are not
+// followed).
 func (f *follower) listNeighs(st *state) error {
-	if f.r.private {
+	if !f.followsKernel() {
 		return nil
 	}
 	list, err := f.h.NeighList(0, netlink.FAMILY_V4)

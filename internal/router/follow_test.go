@@ -197,16 +197,7 @@ func TestFollowReportsChanges(t *testing.T) {
 	idx := a.Attrs().Index
 	changes := make(chan Change, 16)
 	followWatched(t, ns, func(c Change) { changes <- c })
-	next := func(what string) Change {
-		t.Helper()
-		select {
-		case c := <-changes:
-			return c
-		case <-time.After(3 * time.Second):
-			t.Fatalf("%s: no change reported within 3s", what)
-			return Change{}
-		}
-	}
+	next := nextChange(t, changes)
 	if c := next("start"); !c.Routes {
 		t.Errorf("start: %+v, want routes (what was copied before may be stale)", c)
 	}
@@ -233,6 +224,61 @@ func TestFollowReportsChanges(t *testing.T) {
 	must(t, h.RouteAdd(&netlink.Route{LinkIndex: idx, Dst: dst, Gw: net.IP{10, 0, 1, 2}}))
 	if c := next("route added"); !c.Routes {
 		t.Errorf("route added: %+v, want routes", c)
+	}
+}
+
+// nextChange returns a function that waits for the next change on changes, naming what it
+// waits for when none comes within 3s.
+func nextChange(t *testing.T, changes <-chan Change) func(what string) Change {
+	return func(what string) Change {
+		t.Helper()
+		select {
+		case c := <-changes:
+			return c
+		case <-time.After(3 * time.Second):
+			t.Fatalf("%s: no change reported within 3s", what)
+			return Change{}
+		}
+	}
+}
+
+// TestFollowPrivateReportsKernelChanges: a private router with a Watch reports the kernel's
+// route changes and neighbour MACs gone, as a mirroring one does (what copies the kernel's
+// decisions copies them in either mode), and its entries stay its own.
+func TestFollowPrivateReportsKernelChanges(t *testing.T) {
+	ns, h := newNS(t)
+	a := addLink(t, h)
+	idx := a.Attrs().Index
+	fd, err := unix.Dup(int(ns))
+	must(t, err)
+	r, err := New(&lockedTable{fakeTable: fakeTable{m: map[netip.Prefix]Nexthop{}}}, true, nil)
+	must(t, err)
+	changes := make(chan Change, 16)
+	r.Watch(func(c Change) { changes <- c })
+	stop, err := r.Follow(netns.NsHandle(fd))
+	must(t, err)
+	defer stop()
+	must(t, r.Ready())
+	next := nextChange(t, changes)
+	if c := next("start"); !c.Routes {
+		t.Errorf("start: %+v, want routes", c)
+	}
+	m1, m2 := net.HardwareAddr{2, 0, 0, 0, 1, 2}, net.HardwareAddr{2, 0, 0, 0, 1, 3}
+	neigh := func(m net.HardwareAddr) *netlink.Neigh {
+		return &netlink.Neigh{LinkIndex: idx, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT, IP: net.IP{10, 0, 1, 2}, HardwareAddr: m}
+	}
+	must(t, h.NeighAdd(neigh(m1)))
+	must(t, h.NeighSet(neigh(m2)))
+	if c := next("MAC changed"); c.Routes || len(c.Gone) != 1 || c.Gone[0].Ifindex != idx || !bytes.Equal(c.Gone[0].MAC, m1) {
+		t.Errorf("MAC changed: %+v, want %v on %d gone", c, m1, idx)
+	}
+	_, dst, _ := net.ParseCIDR("192.0.2.0/24")
+	must(t, h.RouteAdd(&netlink.Route{LinkIndex: idx, Dst: dst, Gw: net.IP{10, 0, 1, 2}}))
+	if c := next("route added"); !c.Routes {
+		t.Errorf("route added: %+v, want routes", c)
+	}
+	if got, want := r.Entries(), fixed; !maps.Equal(got, want) {
+		t.Errorf("entries %v, want only the fixed ones %v: the kernel's routes are not the router's", got, want)
 	}
 }
 

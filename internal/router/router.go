@@ -282,8 +282,8 @@ type Router struct {
 }
 
 // Change is what Follow saw change in the kernel's forwarding, for those that keep copies of
-// the kernel's decisions (the flow cache): in mirror mode, routes and neighbours; in private
-// mode, where the kernel's routes are not followed, only links and lost events.
+// the kernel's decisions (the flow cache): links, routes and neighbours, in either mode (a
+// private router's own routes and neighbours are not the kernel's, and no change).
 type Change struct {
 	// Routes: routes or links changed, or events were lost: any decision may differ now.
 	Routes bool
