@@ -311,8 +311,8 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 	if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) {
 		/* The end of a connection is the kernel's to see (conntrack); the flow is no longer
 		 * one to cache, and not learnt again from this packet. */
-		if (f)
-			bpf_map_delete_elem(&xupf_flows, &key);
+		if (f && !bpf_map_delete_elem(&xupf_flows, &key))
+			count_stat(STAT_FLOW_ENDED);
 		return XDP_PASS;
 	}
 	if (!f) {
@@ -351,7 +351,9 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 /* flow_learnt counts the flow the learner just added, unless xupfd bumped the generation
  * meanwhile: its scan may have read the flow's bucket before the insert, so the learner takes
  * the entry back itself. The bucket lock the insert took and the one the scan takes order the
- * two: either the scan sees the entry or this read sees the new generation. */
+ * two: either the scan sees the entry or this read sees the new generation. An entry someone
+ * else removed first (the scan, a FIN) counts as learnt, since its remover counted it gone:
+ * xupfd's count of the entries (learnt less removed) stays exact. */
 static __always_inline void flow_learnt(const struct flow_key *key, __u32 gen)
 {
 	if (gen != flow_gen() && !bpf_map_delete_elem(&xupf_flows, key)) {

@@ -29,6 +29,7 @@ enum stat {
 	STAT_BUFFERED,       /* packets a buffering FAR handed to xupfd (dropped here, kept there) */
 	STAT_REPLAYED,       /* buffered packets xupfd ran through again to forward them (counted again as *_rx) */
 	STAT_FLOW_STALE,     /* flows the learner dropped: the kernel decided before a change xupfd processed */
+	STAT_FLOW_ENDED,     /* cached flows a TCP FIN or RST removed */
 	STAT_MAX,
 };
 

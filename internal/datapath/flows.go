@@ -271,24 +271,68 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 		// A packet forwarded since the read restamps the entry; removing it then costs only
 		// that flow's next packet a trip through the kernel.
 		if last := a.vals[i].LastSeen; now > last && now-last >= idle {
-			if err := d.objs.XupfFlows.Delete(a.keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			// Counted only when this call removed it: the entry count subtracts removals.
+			err := d.objs.XupfFlows.Delete(a.keys[i])
+			if err == nil {
+				aged++
+			} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
+				d.flowsAged.Add(uint64(aged))
 				return n, aged, fmt.Errorf("age flows: %w", err)
 			}
-			aged++
 		}
 	}
 	d.flowsAged.Add(uint64(aged))
 	return n, aged, nil
 }
 
-// FlowCacheStats reads the flow cache's counters.
+// FlowCacheStats reads the flow cache's counters. It does not read the table: the entries
+// are counted from the datapath's per-CPU counters (flows learnt, flows a FIN or RST ended)
+// and the daemon's removals, from the base countFlows set.
 func (d *Datapath) FlowCacheStats() (FlowCacheStats, error) {
-	entries := 0
-	if err := d.scanFlows(func(keys []xupfFlowKey, _ []xupfFlow) { entries += len(keys) }); err != nil {
+	if !d.opts.FlowCache.on() {
+		return FlowCacheStats{}, ErrFlowCacheOff
+	}
+	st := FlowCacheStats{Aged: d.flowsAged.Load(), Flushed: d.flowsFlushed.Load(), Invalidated: d.flowsInvalidated.Load()}
+	added, err := d.flowsAdded()
+	if err != nil {
 		return FlowCacheStats{}, err
 	}
-	return FlowCacheStats{Entries: entries, Aged: d.flowsAged.Load(), Flushed: d.flowsFlushed.Load(),
-		Invalidated: d.flowsInvalidated.Load()}, nil
+	// Read while flows come and go, the counters may be a packet apart: keep to what can be.
+	n := d.flowsBase.Load() + added - int64(st.Aged+st.Flushed+st.Invalidated)
+	st.Entries = int(min(max(n, 0), int64(d.opts.FlowCache.MaxFlows)))
+	return st, nil
+}
+
+// flowsAdded is what the datapath's counters say it added to the table: flows learnt less
+// flows a FIN or RST ended.
+func (d *Datapath) flowsAdded() (int64, error) {
+	perCPU, err := d.statsPerCPU()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, cpu := range perCPU {
+		n += int64(cpu.N[xupfStatSTAT_FLOW_LEARNED]) - int64(cpu.N[xupfStatSTAT_FLOW_ENDED])
+	}
+	return n, nil
+}
+
+// countFlows counts the table's entries, with one scan, and makes that count the base of
+// FlowCacheStats' entries. It runs at start, when the table and the datapath's counters may
+// be an earlier run's and this run's removals start from 0. Flows learnt or removed during
+// the scan may be off by one each in the count from then on.
+func (d *Datapath) countFlows() error {
+	entries := 0
+	if err := d.scanFlows(func(keys []xupfFlowKey, _ []xupfFlow) { entries += len(keys) }); err != nil {
+		return err
+	}
+	added, err := d.flowsAdded()
+	if err != nil {
+		return err
+	}
+	removed := d.flowsAged.Load() + d.flowsFlushed.Load() + d.flowsInvalidated.Load()
+	d.flowsBase.Store(int64(entries) - added + int64(removed))
+	return nil
 }
 
 // startFlowUpkeep starts what keeps the flow cache true to the kernel, in the namespace of the
@@ -303,6 +347,9 @@ func (d *Datapath) startFlowUpkeep() (stop func(), err error) {
 		return nil, fmt.Errorf("flow cache: %w", err)
 	}
 	defer ns.Close()
+	if err := d.countFlows(); err != nil {
+		return nil, fmt.Errorf("flow cache: count the flows: %w", err)
+	}
 	stopInvalidator := d.invalidator.start()
 	stopNF, err := nfwatch.Watch(ns, d.log, d.netfilterChanged)
 	if err != nil {
@@ -335,11 +382,13 @@ func (d *Datapath) startAging() (stop func()) {
 	return func() { close(done); <-finished }
 }
 
-// flowCounters are the counters of removals the daemon makes, beside the ager's state.
+// flowCounters are the counters of removals the daemon makes, beside the ager's state, and
+// the base of the entry count (countFlows).
 type flowCounters struct {
 	flowsAged        atomic.Uint64
 	flowsFlushed     atomic.Uint64
 	flowsInvalidated atomic.Uint64
+	flowsBase        atomic.Int64
 }
 
 // attachLearner attaches the flow cache's learner to TC egress of ifindex, or takes over the

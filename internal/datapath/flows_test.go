@@ -76,6 +76,7 @@ func TestFlowCacheForward(t *testing.T) {
 	routed := xupfFlow{Flags: uint8(xupfFlowFlagFLOW_F_TTL)}
 	hit := map[string]uint64{"flow_hit": 1}
 	toKernel := map[string]uint64{"pass": 1}
+	ended := map[string]uint64{"pass": 1, "flow_ended": 1}
 	be := func(v uint16) uint16 { return be16(v) }
 	ipLen := uint64(len(transitTCP(t, 0, 64, ack)))
 	cases := []struct {
@@ -101,9 +102,9 @@ func TestFlowCacheForward(t *testing.T) {
 		{name: "TTL expiring", flow: routed, pktCase: pktCase{in: in(0, 0, 1), verdict: xdpPass, counters: toKernel}},
 		{name: "over the MTU", flow: xupfFlow{Flags: routed.Flags, Mtu: 40}, pktCase: pktCase{in: in(0, 0, 64), verdict: xdpPass, counters: toKernel}},
 		{name: "FIN", flow: routed, pktCase: pktCase{in: frame(macDN, macN6, 0, transitTCP(t, 0, 64, layers.TCP{ACK: true, FIN: true})),
-			verdict: xdpPass, counters: toKernel}},
+			verdict: xdpPass, counters: ended}},
 		{name: "RST", flow: routed, pktCase: pktCase{in: frame(macDN, macN6, 0, transitTCP(t, 0, 64, layers.TCP{RST: true})),
-			verdict: xdpPass, counters: toKernel}},
+			verdict: xdpPass, counters: ended}},
 		{name: "ICMP", flow: routed, pktCase: pktCase{in: frame(macDN, macN6, 0, serialize(t, ipv4(transitSrc, transitDst, layers.IPProtocolICMPv4, 64),
 			&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(8, 0), Id: 1, Seq: 1})), verdict: xdpPass, counters: toKernel}},
 	}
@@ -260,6 +261,9 @@ func TestFlowCacheAging(t *testing.T) {
 		if err := e.dp.objs.XupfFlows.Put(k.raw(), xupfFlow{LastSeen: last}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := e.dp.countFlows(); err != nil { // put here, not learnt
+		t.Fatal(err)
 	}
 	total := 0
 	for range 40 {
@@ -482,7 +486,7 @@ func TestFlowCacheLearnSkipsTracked(t *testing.T) {
 }
 
 // BenchmarkFlowTable: the daemon's work on a flow table of a million entries, per operation:
-// listing it whole (the API), counting it (the stats), the scan of an invalidation that
+// counting it once (at start), listing it whole (the API), the stats (from counters), the scan of an invalidation that
 // removes nothing, and one aging pass over ScanBatch entries (what each ScanInterval costs).
 func BenchmarkFlowTable(b *testing.B) {
 	const n = 1 << 20
@@ -498,6 +502,13 @@ func BenchmarkFlowTable(b *testing.B) {
 	if _, err := e.dp.objs.XupfFlows.BatchUpdate(keys, vals, nil); err != nil {
 		b.Fatal(err)
 	}
+	b.Run("recount", func(b *testing.B) { // at start; countFlows sets the base the stats count from
+		for b.Loop() {
+			if err := e.dp.countFlows(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("list", func(b *testing.B) {
 		for b.Loop() {
 			if flows, err := e.dp.Flows(); err != nil || len(flows) != n {
@@ -569,4 +580,39 @@ func TestFlowCacheLearnAfterChange(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFlowCacheEntryCount: the stats count the entries from the counters, without reading the
+// table: a flow learnt adds one, a FIN, aging and a flush take one away; an entry put in the
+// table behind the counters' back shows only once countFlows (at start) counted the table.
+func TestFlowCacheEntryCount(t *testing.T) {
+	e := newFlowEnv(t, 4)
+	entries := func(what string, want int) {
+		t.Helper()
+		if st, err := e.dp.FlowCacheStats(); err != nil || st.Entries != want {
+			t.Fatalf("%s: stats %+v (err %v), want %d entries", what, st, err, want)
+		}
+	}
+	entries("start", 0)
+	e.handOverAndLearn(t, "flow_learned")
+	entries("learnt", 1)
+	runCase(t, e, pktCase{name: "FIN", ifindex: n6, in: frame(macDN, macN6, 0, transitTCP(t, 0, 64, layers.TCP{ACK: true, FIN: true})),
+		verdict: xdpPass, counters: map[string]uint64{"pass": 1, "flow_ended": 1}})
+	entries("ended by a FIN", 0)
+	e.handOverAndLearn(t, "flow_learned")
+	if _, _, err := e.dp.ageFlows(monoNow() + uint64(DefaultFlowIdleTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	entries("aged", 0)
+	e.handOverAndLearn(t, "flow_learned")
+	if _, err := e.dp.FlushFlows(nil); err != nil {
+		t.Fatal(err)
+	}
+	entries("flushed", 0)
+	e.putFlow(t, 0, xupfFlow{})
+	entries("put behind the counters' back", 0)
+	if err := e.dp.countFlows(); err != nil {
+		t.Fatal(err)
+	}
+	entries("counted", 1)
 }

@@ -501,12 +501,13 @@ const (
 	xupfStatSTAT_BUFFERED     xupfStat = 18
 	xupfStatSTAT_REPLAYED     xupfStat = 19
 	xupfStatSTAT_FLOW_STALE   xupfStat = 20
-	xupfStatSTAT_MAX          xupfStat = 21
+	xupfStatSTAT_FLOW_ENDED   xupfStat = 21
+	xupfStatSTAT_MAX          xupfStat = 22
 )
 
 type xupfStats struct {
 	_ structs.HostLayout
-	N [21]uint64
+	N [22]uint64
 }
 
 type xupfUeAllowedKey struct {
