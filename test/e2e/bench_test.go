@@ -158,3 +158,22 @@ tester: {mode: rfc2544, duration: 200ms, warmup: 0s, sample_every: 10,
 		}
 	}
 }
+
+// TestBenchFlowCache: transit traffic through xupf's flow cache (datapath xupf_flow_cache), no
+// session: the kernel forwards each flow's first packet, the cache the rest, every frame
+// arrives as the kernel would forward it, and xupfd's counters in the result show the cache
+// hitting.
+func TestBenchFlowCache(t *testing.T) {
+	rs := benchScenario(t, `
+name: transit
+pipeline: {users: 4, flows_per_user: 4, servers: 2, routes: 2, datapath: xupf_flow_cache}
+traffic: {direction: [uplink, downlink], packet_size: 128}
+tester: {mode: fixed_rate, rate: 20kpps, duration: 300ms, warmup: 100ms, sample_every: 10}
+`)
+	for _, r := range rs {
+		d := r.Summary.Directions[r.Point.Traffic.Direction]
+		if r.Datapath == nil || r.Datapath.Counters["flow_hit"] == 0 || r.Datapath.Counters["flow_learned"] == 0 || d.Loss != 0 {
+			t.Errorf("%s: counters %+v, loss %v; want flows learnt, hits and no loss", r.Point.Name, r.Datapath, d.Loss)
+		}
+	}
+}

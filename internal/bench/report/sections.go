@@ -19,6 +19,7 @@ var datapathName = map[string]string{
 	scenario.DatapathXDPForwarder: "bare XDP forwarder",
 	scenario.DatapathGTPU:         "minimal GTP-U",
 	scenario.DatapathKernel:       "Linux forwarding",
+	scenario.DatapathFlowCache:    "xupf flow cache",
 }
 
 // seriesSet collects points into series by name, the series in the order first named.

@@ -270,10 +270,11 @@ type macs struct {
 
 // build makes the frames of direction dir for flows, for the datapath of the point, with
 // each user's keys:
-// GTP-U on uplink into all but the kernel, plain IPv4 otherwise; the wanted frames are what
+// GTP-U on uplink into all but the kernel and the flow cache, plain IPv4 otherwise; the wanted frames are what
 // leaves the far side: xupf decapsulates uplink and encapsulates downlink (to the user's gNB
 // with its TEID and a PDU Session Container with the QFI), the minimal GTP-U datapath the
-// same but into its one tunnel, the forwarder and the kernel change only MACs (and TTL).
+// same but into its one tunnel, the forwarder, the kernel and the flow cache change only MACs
+// (and TTL).
 func (pl plan) build(dir string, tr scenario.Traffic, datapath string, flows []flowID, keys userKeys, m macs) (frames, error) {
 	var out frames
 	for i, id := range flows {
@@ -284,7 +285,7 @@ func (pl plan) build(dir string, tr scenario.Traffic, datapath string, flows []f
 		if dir == scenario.Uplink {
 			f.SrcMAC, f.DstMAC = m.gnb[:], m.n3[:]
 			f.Src, f.Dst = ue, srv
-			if datapath != scenario.DatapathKernel {
+			if !scenario.PlainFrames(datapath) {
 				f.Tunnel = &pkt.Tunnel{Src: gnbAddr(pl.gnbOf(id.user)), Dst: testbed.N3Addr, TEID: teid, PSC: tr.PDUSessionContainer, QFI: qfi, PDUType: pkt.PDUTypeUplink}
 			}
 			lo = scenario.MinPacketSize(dir, tr.PDUSessionContainer)

@@ -163,6 +163,8 @@ func TestBuild(t *testing.T) {
 			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink},
 			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink}, ue, srv},
 		{scenario.Uplink, scenario.DatapathKernel, nil, nil, ue, srv},
+		{scenario.Uplink, scenario.DatapathFlowCache, nil, nil, ue, srv},
+		{scenario.Downlink, scenario.DatapathFlowCache, nil, nil, srv, ue},
 		{scenario.Uplink, scenario.DatapathGTPU,
 			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink}, nil, ue, srv},
 		// One tunnel for every user: to the first base station, not user 3's.

@@ -180,6 +180,12 @@ func (pt *point) startDatapath(ctx context.Context) error {
 	switch pt.p.Pipeline.Datapath {
 	case scenario.DatapathXUPF:
 		return pt.startXUPF(ctx)
+	case scenario.DatapathFlowCache:
+		_, err := pt.startDaemon(func(cfg *config.Config) error {
+			cfg.FlowCache.MaxFlows = flowCacheSize
+			return nil
+		})
+		return err
 	case scenario.DatapathXDPForwarder:
 		return pt.startBaseline(func(o baseline.ForwardOptions, _ bool) (*baseline.Forwarder, error) {
 			return baseline.LoadForwarder(o)
@@ -250,16 +256,39 @@ func sizeLimits(l *config.Limits, p scenario.Point) {
 	l.MaxRuleSets = min(2*l.MaxSessions, config.MaxMaxRuleSets)
 }
 
-// startXUPF starts xupfd with a configuration sized for the point and installs its sessions,
-// classifier classes and policer contract.
-func (pt *point) startXUPF(ctx context.Context) error {
-	e, p := pt.env, pt.p
+// flowCacheSize is xupfd's flow table with datapath xupf_flow_cache: room for every flow the
+// generator can replay, both ways (gen.MaxTemplates each), with the hash table's slack.
+const flowCacheSize = 1 << 18
+
+// startDaemon starts xupfd with the testbed's configuration as set changes it (set may refuse
+// the point), and keeps its API for the counters.
+func (pt *point) startDaemon(set func(*config.Config) error) (*testbed.Daemon, error) {
+	e := pt.env
 	dir, err := os.MkdirTemp("", "xupf-bench-")
 	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	pt.closer = append(pt.closer, func() error { return os.RemoveAll(dir) })
 	cfg := e.t.Config(nil, httpListen)
+	if err := set(cfg); err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(dir, "xupfd.yaml")
+	if err := e.t.WriteConfigFile(cfgPath, cfg); err != nil {
+		return nil, err
+	}
+	d, err := e.t.StartDaemon(pt.opts.Xupfd, cfgPath, pt.opts.DaemonLog)
+	if err != nil {
+		return nil, err
+	}
+	pt.closer = append(pt.closer, d.Stop)
+	pt.api = d.API()
+	return d, nil
+}
+
+// configureXUPF sets what the point's pipeline asks of xupfd in cfg.
+func (pt *point) configureXUPF(cfg *config.Config) error {
+	p := pt.p
 	cfg.QoSAlgorithm = config.QoSAlgorithm(p.Pipeline.Policer) // the scenario's names are the configuration's
 	cfg.UplinkSpread = p.Pipeline.UplinkSpread
 	if p.Pipeline.UplinkSpread != config.SpreadOff && p.Pipeline.UplinkSpreadCPUs == scenario.SpreadCPUsOthers {
@@ -272,15 +301,17 @@ func (pt *point) startXUPF(ctx context.Context) error {
 		cfg.UEPools = []netip.Prefix{ueNet}
 	}
 	sizeLimits(&cfg.Limits, p)
-	cfgPath := filepath.Join(dir, "xupfd.yaml")
-	if err := e.t.WriteConfigFile(cfgPath, cfg); err != nil {
-		return err
-	}
-	d, err := e.t.StartDaemon(pt.opts.Xupfd, cfgPath, pt.opts.DaemonLog)
+	return nil
+}
+
+// startXUPF starts xupfd with a configuration sized for the point and installs its sessions,
+// classifier classes and policer contract.
+func (pt *point) startXUPF(ctx context.Context) error {
+	e, p := pt.env, pt.p
+	d, err := pt.startDaemon(pt.configureXUPF)
 	if err != nil {
 		return err
 	}
-	pt.closer = append(pt.closer, d.Stop)
 	var c *pfcpclient.Client
 	err = e.t.Do(e.t.GNBNS, func() error {
 		c, err = pfcpclient.Dial(testbed.PFCPAddr, pfcpclient.Options{NodeID: testbed.GNBAddr.String()})
@@ -298,7 +329,6 @@ func (pt *point) startXUPF(ctx context.Context) error {
 	if pt.res.Setup, err = pt.ctl.install(ctx, p.Pipeline.Users); err != nil {
 		return fmt.Errorf("%w\n--- xupfd log (tail) ---\n%s", err, d.LogTail())
 	}
-	pt.api = d.API()
 	for _, class := range pt.pl.classes() {
 		if _, err := pt.api.AddClass(ctx, class); err != nil {
 			return fmt.Errorf("bench: classifier class %d: %w", class.ID, err)

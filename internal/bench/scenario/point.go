@@ -37,7 +37,16 @@ const (
 	// DatapathKernel is the Linux kernel forwarding plain IPv4 (the frames are the flows'
 	// inner packets, of the same frame size).
 	DatapathKernel = "kernel"
+	// DatapathFlowCache is xupfd with its flow cache on and no session, given the kernel's
+	// frames: transit traffic, which the kernel forwards first and the cache after.
+	DatapathFlowCache = "xupf_flow_cache"
 )
+
+// PlainFrames reports whether datapath is given plain IPv4 frames both ways (the flows'
+// inner packets), not GTP-U uplink.
+func PlainFrames(datapath string) bool {
+	return datapath == DatapathKernel || datapath == DatapathFlowCache
+}
 
 // IMIX as the packet size is the simple IMIX: 64, 594 and 1518-byte frames, 7:4:1, each
 // raised to the direction's smallest frame.
