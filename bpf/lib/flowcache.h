@@ -279,7 +279,7 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	struct vlan_tag *tag = NULL;
 	struct flow_key key = {};
-	struct flow_seen seen;
+	struct flow_seen seen, *prev;
 	struct iphdr *ip;
 	struct flow *f;
 	__be16 proto, old;
@@ -321,6 +321,13 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 					   .tos = ip->tos, .ttl = ip->ttl, .gen = flow_gen() };
 		key.vlan_id = 0;
 		key.ifindex = 0;
+		/* A note the learner has not consumed keeps its generation: the packet it was
+		 * taken for may still be in the kernel, decided on before a change, and must not
+		 * be learnt on this newer packet's note. The learner consumes a stale note, so the
+		 * flow's next packet starts afresh. */
+		prev = bpf_map_lookup_elem(&xupf_flow_seen, &key);
+		if (prev)
+			seen.gen = prev->gen;
 		bpf_map_update_elem(&xupf_flow_seen, &key, &seen, BPF_ANY);
 		return XDP_PASS;
 	}
