@@ -121,6 +121,14 @@ struct psc_qfi {
 /* A packet without a PDU Session Container: every downlink packet. */
 #define PSC_NONE ((struct psc_qfi){ .qfi = QFI_NONE, .present = 0 })
 
+/* The optional fields and one PDU Session Container of length 1 that ends the chain, as one
+ * little-endian 64-bit word (bpfel): octet 3 the next type (the container), octet 4 its
+ * length, octet 7 the next type after it (none). Sequence and N-PDU numbers (octets 0-2), the
+ * PDU type and the QFI (octets 5-6) may be anything. */
+#define GTPU_PSC_ONLY_MASK 0xff0000ffff000000ull
+#define GTPU_PSC_ONLY ((1ull << 32) | ((__u64)GTPU_EXT_PDU_SESSION_CONTAINER << 24))
+#define GTPU_PSC_ONLY_QFI_SHIFT 48
+
 struct gtpu_gpdu {
 	void *payload;       /* the T-PDU (inner packet) */
 	struct psc_qfi psc;  /* from the PDU Session Container */
@@ -135,6 +143,20 @@ static __always_inline int gtpu_parse_gpdu(struct gtpu_hdr *gtp, void *data_end,
 	__u8 next = GTPU_EXT_NONE;
 
 	g->psc = PSC_NONE;
+	/* What a gNB sends on every G-PDU (GTPU_PSC_ONLY): read at fixed offsets, one bounds
+	 * check and two compares, with what the walk below would find. */
+	if (gtp->flags == (GTPU_FLAGS_V1_PT | GTPU_FLAG_E)) {
+		__u64 *w = (void *)(gtp + 1);
+
+		if ((void *)(w + 1) <= data_end && (*w & GTPU_PSC_ONLY_MASK) == GTPU_PSC_ONLY &&
+		    sizeof(*w) <= bpf_ntohs(gtp->length) &&
+		    (void *)(gtp + 1) + bpf_ntohs(gtp->length) <= data_end) {
+			g->psc.qfi = (*w >> GTPU_PSC_ONLY_QFI_SHIFT) & PSC_QFI_MASK;
+			g->psc.present = 1;
+			g->payload = w + 1;
+			return 0;
+		}
+	}
 	if (gtp->flags & (GTPU_FLAG_E | GTPU_FLAG_S | GTPU_FLAG_PN)) {
 		struct gtpu_opt *opt = (void *)cur;
 

@@ -210,6 +210,18 @@ func packetCases(t *testing.T) []pktCase {
 		{name: "uplink with a sequence number only",
 			in:      outerGTP(t, gtpHdr(0x32, 255, 0x100, []byte{0x12, 0x34, 0, 0x85 /* ignored: E=0 */}, inner), nil),
 			ifindex: n3, verdict: xdpRedirect, out: ulForwarded(t), counters: ulOK},
+		// A gNB's usual G-PDU (E only, one PSC of length 1) is read at fixed offsets
+		// (GTPU_PSC_ONLY); these check that the octets it ignores are ignored, and that the
+		// forms it leaves to the walk get the walk's answer.
+		{name: "uplink PSC behind sequence and N-PDU octets, E only",
+			in:      outerGTP(t, gtpHdr(0x34, 255, 0x101, concat([]byte{0xab, 0xcd, 0xef}, optPSC(9)[3:5], []byte{0x1f, 0xc9, 0}), innerQFI), nil),
+			ifindex: n3, verdict: xdpRedirect, out: fwdQFI, counters: ulOK},
+		{name: "uplink PSC of length 2",
+			in:      outerGTP(t, gtpHdr(0x34, 255, 0x101, []byte{0, 0, 0, 0x85, 2, 0x10, 9, 0, 0, 0, 0, 0}, innerQFI), nil),
+			ifindex: n3, verdict: xdpRedirect, out: fwdQFI, counters: ulOK},
+		{name: "uplink PSC longer than the GTP length",
+			in:      outerGTP(t, withGTPLength(gtpHdr(0x34, 255, 0x101, optPSC(9), innerQFI), 4), nil),
+			ifindex: n3, verdict: xdpDrop, counters: map[string]uint64{"ul_rx": 1}, drops: map[string]uint64{"malformed_gtp": 1}},
 		{name: "uplink with outer IP options",
 			in: outerGTP(t, gtpHdr(0x30, 255, 0x100, nil, inner), func(ip *layers.IPv4) {
 				ip.Options = []layers.IPv4Option{{OptionType: 1}, {OptionType: 1}, {OptionType: 1}, {OptionType: 0}}

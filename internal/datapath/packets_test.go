@@ -77,6 +77,12 @@ func gtpHdr(flags, typ byte, teid uint32, opt, payload []byte) []byte {
 	return append(append(b, opt...), payload...)
 }
 
+// withGTPLength sets the length field of the GTP-U header gtp to n, whatever follows it.
+func withGTPLength(gtp []byte, n uint16) []byte {
+	binary.BigEndian.PutUint16(gtp[2:], n)
+	return gtp
+}
+
 // optPSC is the optional-fields word with next type 0x85 and an uplink PDU Session Container.
 func optPSC(qfi byte) []byte { return []byte{0, 0, 0, 0x85, 1, 0x10, qfi, 0} }
 
