@@ -232,7 +232,9 @@ Every point of the cost-* scenarios: 64 sessions (one gNB), 16 flows each, 108-b
 CPU, one direction at a time, as fast as the generator can; the baselines in the same run.
 "margin" is the budget minus the figure (negative: over); a row over budget, or a common
 case below 0.9 of the forwarder's rate, is marked OVER — a finding, not a failure of the
-run. "× forwarder" is the rate against the bare forwarder's in the same direction. The
+run. "× forwarder" is the rate against the bare forwarder's in the same direction. Which
+steps the common case's time goes to, measured where a few nanoseconds can be told apart, is
+in docs/microbenchmarks.md ("Common case: where the time goes"). The
 machine is shared: compare rows of one run; two back-to-back runs are in docs/bench.md. The
 one-gNB rows send every frame from one generator thread on CPU 0, so the UPF receives them
 all on CPU 0, as a NIC's RSS would with one outer 5-tuple; with uplink_spread over both
