@@ -12,6 +12,12 @@
 /* Largest offset of the sequence number. */
 #define GEN_SEQ_OFF_MAX 4095
 
+/* With seq_cpu set, the generator puts its CPU's number in the top bits of each sequence
+ * number and the CPU's count in the rest, so that a receiver tells the CPUs' sequences apart:
+ * 256 CPUs, 2^24 frames each. */
+#define GEN_SEQ_CPU_SHIFT 24
+#define GEN_SEQ_MASK ((1u << GEN_SEQ_CPU_SHIFT) - 1)
+
 /* Bytes of each frame the sink keeps in a sample. */
 #define SINK_SAMPLE_LEN 128
 
@@ -61,6 +67,9 @@ struct sink_counters {
 	__u64 samples;       /* samples written */
 	__u64 sample_drops;  /* samples lost because the ring was full */
 	__u64 countdown;     /* frames until the next sample */
+	/* The sequence check (seq_bits set): */
+	__u64 seq_dups;      /* frames whose (CPU, sequence number) was seen before */
+	__u64 seq_out;       /* frames beyond the bitmap: a CPU or number too large */
 };
 
 /* One sample: the head of a frame. */

@@ -6,7 +6,12 @@
  * With magic offsets set it takes only the generator's frames, those with the payload magic
  * at one of the offsets, and passes every other frame to the stack uncounted but in
  * "passed": the namespace's own traffic (ARP, the PFCP answers of a UPF under test) keeps
- * flowing and does not inflate the counts. */
+ * flowing and does not inflate the counts.
+ *
+ * With seq_bits set too, it checks the sequence numbers of a generator with seq_cpu: each
+ * (generator CPU, number) sets one bit of sink_seen, and a bit already set counts a duplicate,
+ * so that a test knows which frames were lost and which came twice without a packet reaching
+ * user space. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
@@ -17,6 +22,8 @@
 const volatile __u64 sample_every = 0; /* 0: no samples */
 const volatile __u32 pass = 0;         /* 1: XDP_PASS instead of XDP_DROP */
 const volatile __u16 magic_off[SINK_MAGIC_OFFS] = {}; /* 0: unused; all 0: take every frame */
+const volatile __u32 seq_bits = 0;     /* log2 of the numbers checked per CPU; 0: no check */
+const volatile __u32 seq_cpus = 0;     /* generator CPUs the bitmap has room for */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -33,8 +40,17 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } sink_samples SEC(".maps");
 
-/* has_magic reports whether the frame carries the generator's magic at one of magic_off. */
-static __always_inline int has_magic(struct xdp_md *ctx)
+/* One bit per (generator CPU, sequence number): seq_cpus << seq_bits bits, in words of 64. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* set at load time */
+	__type(key, __u32);
+	__type(value, __u64);
+} sink_seen SEC(".maps");
+
+/* magic_at returns the offset of magic_off where the frame carries the generator's magic, or
+ * 0. */
+static __always_inline __u32 magic_at(struct xdp_md *ctx)
 {
 	__u32 m;
 
@@ -43,9 +59,39 @@ static __always_inline int has_magic(struct xdp_md *ctx)
 		if (!magic_off[i])
 			break;
 		if (!bpf_xdp_load_bytes(ctx, magic_off[i], &m, sizeof(m)) && m == bpf_htonl(BENCH_MAGIC))
-			return 1;
+			return magic_off[i];
 	}
 	return 0;
+}
+
+/* check_seq marks the sequence number of the payload at off as seen, counting a number seen
+ * before or out of the bitmap. The payload is magic, flow id, sequence number. */
+static __always_inline void check_seq(struct xdp_md *ctx, __u32 off, struct sink_counters *c)
+{
+	__u32 seq, cpu, n, key;
+	__u64 bit, *w;
+
+	if (bpf_xdp_load_bytes(ctx, off + 8, &seq, sizeof(seq))) {
+		c->seq_out++;
+		return;
+	}
+	seq = bpf_ntohl(seq);
+	cpu = seq >> GEN_SEQ_CPU_SHIFT;
+	n = seq & GEN_SEQ_MASK;
+	if (cpu >= seq_cpus || n >> seq_bits) {
+		c->seq_out++;
+		return;
+	}
+	key = (cpu << seq_bits | n) / 64;
+	w = bpf_map_lookup_elem(&sink_seen, &key);
+	if (!w) {
+		c->seq_out++;
+		return;
+	}
+	bit = 1ULL << (n % 64);
+	/* Atomic: frames of one generator CPU may arrive on several CPUs. */
+	if (__sync_fetch_and_or(w, bit) & bit)
+		c->seq_dups++;
 }
 
 SEC("xdp")
@@ -54,14 +100,19 @@ int xupf_bench_sink(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
-	__u32 zero = 0, len = data_end - data;
+	__u32 zero = 0, len = data_end - data, off = 0;
 	struct sink_counters *c = bpf_map_lookup_elem(&sink_stats, &zero);
 
 	if (!c)
 		return XDP_ABORTED;
-	if (magic_off[0] && !has_magic(ctx)) {
-		c->passed++;
-		return XDP_PASS;
+	if (magic_off[0]) {
+		off = magic_at(ctx);
+		if (!off) {
+			c->passed++;
+			return XDP_PASS;
+		}
+		if (seq_bits)
+			check_seq(ctx, off, c);
 	}
 	c->packets++;
 	c->bytes += len;

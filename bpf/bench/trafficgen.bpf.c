@@ -18,6 +18,8 @@
 /* Set at load time. */
 const volatile __u32 n_templates = 1;
 const volatile __u32 redirect_ifindex = 0; /* 0: XDP_TX */
+/* 1: the sequence number carries the CPU (GEN_SEQ_CPU_SHIFT), for the sink's check */
+const volatile __u32 seq_cpu = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -91,7 +93,10 @@ int xupf_bench_gen(struct xdp_md *ctx)
 		p = data + off;
 		if ((void *)(p + 1) > data_end)
 			goto err;
-		*p = bpf_htonl(s->seq);
+		if (seq_cpu)
+			*p = bpf_htonl(cpu << GEN_SEQ_CPU_SHIFT | (s->seq & GEN_SEQ_MASK));
+		else
+			*p = bpf_htonl(s->seq);
 	}
 	s->seq++;
 	s->budget--;

@@ -97,7 +97,17 @@ type Options struct {
 	Netns netns.NsHandle
 	// BatchSize is the kernel's batch; 0 means DefaultBatchSize.
 	BatchSize uint32
+	// SeqCPU puts the sending CPU's number in the top bits of each sequence number
+	// (SeqCPUShift) and that CPU's count, from 0, in the rest: a Sink with SeqBits then
+	// checks each CPU's sequence. A CPU then counts to at most SeqMax.
+	SeqCPU bool
 }
+
+// The sequence numbers of a Generator with SeqCPU (GEN_SEQ_CPU_SHIFT).
+const (
+	SeqCPUShift = 24
+	SeqMax      = 1 << SeqCPUShift
+)
 
 // Generator sends frames. Create it with New and Close it.
 type Generator struct {
@@ -207,6 +217,10 @@ func New(opts Options) (*Generator, error) {
 		return nil, fmt.Errorf("gen: %w", err)
 	}
 	if err := spec.Variables[trafficgenVarRedirectIfindex].Set(uint32(opts.RedirectIfindex)); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("gen: %w", err)
+	}
+	if err := spec.Variables[trafficgenVarSeqCpu].Set(boolU32(opts.SeqCPU)); err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("gen: %w", err)
 	}

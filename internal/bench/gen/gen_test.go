@@ -322,3 +322,57 @@ func TestSinkTakesOnlyMagic(t *testing.T) {
 		t.Fatal("five magic offsets accepted")
 	}
 }
+
+// TestSinkSequence: with SeqCPU and SeqBits, the sink marks each (CPU, number) it sees: what
+// one generator sent is all there, a second generator's numbers (from 0 again) count as
+// duplicates, a CPU beyond the check counts as outside it, and Reset forgets them all.
+func TestSinkSequence(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs")
+	}
+	e := newVethEnv(t)
+	_, ts := uplinkFlows(t, e, 3)
+	off := pkt.EthLen + pkt.EncapOverhead(true) + pkt.IPv4Len + pkt.UDPLen
+	sink, err := AttachSink(SinkOptions{Ifindex: e.sink, Netns: e.ns, MagicOffsets: []int{off}, SeqBits: 12, SeqCPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	send := func(cpu int, n uint64) {
+		t.Helper()
+		g, err := New(Options{Templates: ts, Ifindex: e.gen, Netns: e.ns, SeqCPU: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		if st, err := g.Run(context.Background(), RunOptions{Count: n, CPUs: []int{cpu}}); err != nil || st.Sent != n {
+			t.Fatalf("run on CPU %d: %+v %v", cpu, st, err)
+		}
+	}
+	missing := func(n uint32, want int) {
+		t.Helper()
+		first, total, err := sink.Missing(0, n, 3)
+		if err != nil || total != want || len(first) != min(want, 3) {
+			t.Fatalf("missing below %d: %v of %d (%v), want %d", n, first, total, err, want)
+		}
+	}
+	send(0, 1000)
+	missing(1000, 0)
+	missing(1002, 2) // 1000 and 1001 were never sent
+	send(1, 10)      // CPU 1 is outside the check
+	send(0, 100)     // 0..99 again
+	c := waitSink(t, sink, 1110)
+	if c.Packets != 1110 || c.SeqDups != 100 || c.SeqOut != 10 {
+		t.Fatalf("sink %+v, want 1110 frames, 100 duplicates, 10 outside the check", c)
+	}
+	if err := sink.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	missing(1000, 1000)
+	if _, _, err := sink.Missing(0, 1<<12+1, 1); err == nil {
+		t.Fatal("Missing beyond the check's numbers answered")
+	}
+	if _, err := AttachSink(SinkOptions{Ifindex: e.sink, Netns: e.ns, SeqBits: 12}); err == nil {
+		t.Fatal("a sequence check without magic offsets accepted")
+	}
+}

@@ -44,6 +44,14 @@ type SinkOptions struct {
 	// frames redirected or transmitted into its peer by XDP when the receiving end runs a
 	// driver-mode program.
 	Generic bool
+	// SeqBits, with MagicOffsets, checks the sequence numbers of a Generator with SeqCPU:
+	// the sink keeps a bit for each of the first 2^SeqBits numbers (1..24) of each of
+	// SeqCPUs generator CPUs, counts a number seen twice in SeqDups and one outside in
+	// SeqOut, and Missing lists those never seen. 0 checks nothing.
+	SeqBits int
+	// SeqCPUs is how many generator CPUs (0..SeqCPUs-1) the check has room for; 0 means
+	// the possible CPUs.
+	SeqCPUs int
 }
 
 // Sink counts and samples the frames arriving on an interface. Create it with AttachSink and
@@ -57,6 +65,8 @@ type Sink struct {
 	link    link.Link
 	samples *ringbuf.Reader
 	ncpu    int
+	seqBits int
+	seqCPUs int
 }
 
 // SinkCounters are the sink's counters summed over CPUs.
@@ -72,6 +82,10 @@ type SinkCounters struct {
 	// (read them with Samples during a long run to keep it from filling).
 	Samples     uint64 `json:"samples"`
 	SampleDrops uint64 `json:"sample_drops"`
+	// SeqDups counts frames whose sequence number arrived before; SeqOut frames whose
+	// number or CPU lies outside the check (SinkOptions.SeqBits).
+	SeqDups uint64 `json:"seq_dups"`
+	SeqOut  uint64 `json:"seq_out"`
 }
 
 // Sample is the head of one frame that arrived.
@@ -101,11 +115,7 @@ func AttachSink(opts SinkOptions) (*Sink, error) {
 	if err := spec.Variables[sinkVarSampleEvery].Set(opts.SampleEvery); err != nil {
 		return nil, fmt.Errorf("gen: sink: %w", err)
 	}
-	pass := uint32(0)
-	if opts.Pass {
-		pass = 1
-	}
-	if err := spec.Variables[sinkVarPass].Set(pass); err != nil {
+	if err := spec.Variables[sinkVarPass].Set(boolU32(opts.Pass)); err != nil {
 		return nil, fmt.Errorf("gen: sink: %w", err)
 	}
 	if len(opts.MagicOffsets) > MaxMagicOffsets {
@@ -121,7 +131,13 @@ func AttachSink(opts SinkOptions) (*Sink, error) {
 	if err := spec.Variables[sinkVarMagicOff].Set(offs); err != nil {
 		return nil, fmt.Errorf("gen: sink: %w", err)
 	}
-	s := &Sink{ncpu: ncpu}
+	s := &Sink{ncpu: ncpu, seqBits: opts.SeqBits, seqCPUs: opts.SeqCPUs}
+	if s.seqCPUs == 0 {
+		s.seqCPUs = ncpu
+	}
+	if err := s.setSeqCheck(spec, len(opts.MagicOffsets) > 0); err != nil {
+		return nil, err
+	}
 	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
 		return nil, fmt.Errorf("gen: sink: load: %w", err)
 	}
@@ -143,6 +159,60 @@ func AttachSink(opts SinkOptions) (*Sink, error) {
 		return nil, fmt.Errorf("gen: sink: sample reader: %w", err)
 	}
 	return s, nil
+}
+
+// setSeqCheck sets the sequence check's size in spec.
+func (s *Sink) setSeqCheck(spec *ebpf.CollectionSpec, magic bool) error {
+	if s.seqBits == 0 {
+		return nil
+	}
+	if !magic {
+		return errors.New("gen: sink: SeqBits needs MagicOffsets: the sequence number follows the magic")
+	}
+	if s.seqBits < 1 || s.seqBits > SeqCPUShift || s.seqCPUs < 1 || s.seqCPUs > 1<<(32-SeqCPUShift) {
+		return fmt.Errorf("gen: sink: a check of 2^%d numbers from %d CPUs; use 1..%d bits and 1..%d CPUs",
+			s.seqBits, s.seqCPUs, SeqCPUShift, 1<<(32-SeqCPUShift))
+	}
+	spec.Maps[sinkMapSinkSeen].MaxEntries = uint32(s.words())
+	if err := spec.Variables[sinkVarSeqBits].Set(uint32(s.seqBits)); err != nil {
+		return fmt.Errorf("gen: sink: %w", err)
+	}
+	if err := spec.Variables[sinkVarSeqCpus].Set(uint32(s.seqCPUs)); err != nil {
+		return fmt.Errorf("gen: sink: %w", err)
+	}
+	return nil
+}
+
+// words is the size of the sequence bitmap in 64-bit words (at least one: an array map
+// cannot be empty).
+func (s *Sink) words() int { return max(s.seqCPUs<<s.seqBits/64, 1) }
+
+// seen reads the sequence bitmap.
+func (s *Sink) seen() ([]uint64, error) {
+	out := make([]uint64, s.words())
+	keys := make([]uint32, 4096)
+	vals := make([]uint64, len(keys))
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := s.objs.SinkSeen.BatchLookup(&cursor, keys, vals, nil)
+		for i := range n {
+			out[keys[i]] = vals[i]
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("gen: sink: read the sequence numbers seen: %w", err)
+		}
+	}
+}
+
+// boolU32 is a load-time flag's value.
+func boolU32(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // inNetns runs fn on a thread in ns (the calling thread's namespace when ns is unset).
@@ -177,18 +247,55 @@ func (s *Sink) Counters() (SinkCounters, error) {
 		c.Passed += p.Passed
 		c.Samples += p.Samples
 		c.SampleDrops += p.SampleDrops
+		c.SeqDups += p.SeqDups
+		c.SeqOut += p.SeqOut
 	}
 	return c, nil
 }
 
-// Reset zeroes the counters (and restarts the sampling countdown). Frames arriving meanwhile
-// may be lost from the counts: reset between runs.
+// Reset zeroes the counters (and restarts the sampling countdown) and forgets the sequence
+// numbers seen. Frames arriving meanwhile may be lost from the counts: reset between runs.
 func (s *Sink) Reset() error {
 	zero := make([]sinkSinkCounters, s.ncpu)
 	if err := s.objs.SinkStats.Update(uint32(0), zero, ebpf.UpdateExist); err != nil {
 		return fmt.Errorf("gen: sink: reset counters: %w", err)
 	}
+	if s.seqBits == 0 {
+		return nil
+	}
+	keys := make([]uint32, s.words())
+	for i := range keys {
+		keys[i] = uint32(i)
+	}
+	if _, err := s.objs.SinkSeen.BatchUpdate(keys, make([]uint64, len(keys)), nil); err != nil {
+		return fmt.Errorf("gen: sink: forget the sequence numbers seen: %w", err)
+	}
 	return nil
+}
+
+// Missing returns the sequence numbers below n that never arrived from generator CPU cpu (a
+// Generator with SeqCPU numbers each CPU's frames from 0), at most limit of them, and how
+// many there are in all.
+func (s *Sink) Missing(cpu int, n uint32, limit int) ([]uint32, int, error) {
+	if s.seqBits == 0 || cpu < 0 || cpu >= s.seqCPUs || uint64(n) > 1<<s.seqBits {
+		return nil, 0, fmt.Errorf("gen: sink: the check has no room for %d numbers of CPU %d: set SeqBits and SeqCPUs larger", n, cpu)
+	}
+	seen, err := s.seen()
+	if err != nil {
+		return nil, 0, err
+	}
+	words := seen[cpu<<s.seqBits/64:]
+	var out []uint32
+	total := 0
+	for i := range n {
+		if words[i/64]&(1<<(i%64)) == 0 {
+			if len(out) < limit {
+				out = append(out, i)
+			}
+			total++
+		}
+	}
+	return out, total, nil
 }
 
 // Samples returns the samples in the ring now, oldest first, and empties it.

@@ -22,6 +22,8 @@ type sinkSinkCounters struct {
 	Samples     uint64
 	SampleDrops uint64
 	Countdown   uint64
+	SeqDups     uint64
+	SeqOut      uint64
 }
 
 type sinkSinkSample struct {
@@ -39,12 +41,15 @@ type sinkSinkSample struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	sinkMapSinkSamples    = "sink_samples"
+	sinkMapSinkSeen       = "sink_seen"
 	sinkMapSinkStats      = "sink_stats"
 	sinkProgXupfBenchSink = "xupf_bench_sink"
 	sinkVarBtfSinkSample  = "btf_sink_sample"
 	sinkVarMagicOff       = "magic_off"
 	sinkVarPass           = "pass"
 	sinkVarSampleEvery    = "sample_every"
+	sinkVarSeqBits        = "seq_bits"
+	sinkVarSeqCpus        = "seq_cpus"
 )
 
 // loadSink returns the embedded CollectionSpec for sink.
@@ -97,6 +102,7 @@ type sinkProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type sinkMapSpecs struct {
 	SinkSamples *ebpf.MapSpec `ebpf:"sink_samples"`
+	SinkSeen    *ebpf.MapSpec `ebpf:"sink_seen"`
 	SinkStats   *ebpf.MapSpec `ebpf:"sink_stats"`
 }
 
@@ -108,6 +114,8 @@ type sinkVariableSpecs struct {
 	MagicOff      *ebpf.VariableSpec `ebpf:"magic_off"`
 	Pass          *ebpf.VariableSpec `ebpf:"pass"`
 	SampleEvery   *ebpf.VariableSpec `ebpf:"sample_every"`
+	SeqBits       *ebpf.VariableSpec `ebpf:"seq_bits"`
+	SeqCpus       *ebpf.VariableSpec `ebpf:"seq_cpus"`
 }
 
 // sinkObjects contains all objects after they have been loaded into the kernel.
@@ -131,12 +139,14 @@ func (o *sinkObjects) Close() error {
 // It can be passed to loadSinkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sinkMaps struct {
 	SinkSamples *ebpf.Map `ebpf:"sink_samples"`
+	SinkSeen    *ebpf.Map `ebpf:"sink_seen"`
 	SinkStats   *ebpf.Map `ebpf:"sink_stats"`
 }
 
 func (m *sinkMaps) Close() error {
 	return _SinkClose(
 		m.SinkSamples,
+		m.SinkSeen,
 		m.SinkStats,
 	)
 }
@@ -149,6 +159,8 @@ type sinkVariables struct {
 	MagicOff      *ebpf.Variable `ebpf:"magic_off"`
 	Pass          *ebpf.Variable `ebpf:"pass"`
 	SampleEvery   *ebpf.Variable `ebpf:"sample_every"`
+	SeqBits       *ebpf.Variable `ebpf:"seq_bits"`
+	SeqCpus       *ebpf.Variable `ebpf:"seq_cpus"`
 }
 
 // sinkPrograms contains all programs after they have been loaded into the kernel.

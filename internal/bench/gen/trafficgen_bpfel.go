@@ -47,6 +47,7 @@ const (
 	trafficgenProgXupfBenchGen   = "xupf_bench_gen"
 	trafficgenVarN_templates     = "n_templates"
 	trafficgenVarRedirectIfindex = "redirect_ifindex"
+	trafficgenVarSeqCpu          = "seq_cpu"
 )
 
 // loadTrafficgen returns the embedded CollectionSpec for trafficgen.
@@ -108,6 +109,7 @@ type trafficgenMapSpecs struct {
 type trafficgenVariableSpecs struct {
 	N_templates     *ebpf.VariableSpec `ebpf:"n_templates"`
 	RedirectIfindex *ebpf.VariableSpec `ebpf:"redirect_ifindex"`
+	SeqCpu          *ebpf.VariableSpec `ebpf:"seq_cpu"`
 }
 
 // trafficgenObjects contains all objects after they have been loaded into the kernel.
@@ -147,6 +149,7 @@ func (m *trafficgenMaps) Close() error {
 type trafficgenVariables struct {
 	N_templates     *ebpf.Variable `ebpf:"n_templates"`
 	RedirectIfindex *ebpf.Variable `ebpf:"redirect_ifindex"`
+	SeqCpu          *ebpf.Variable `ebpf:"seq_cpu"`
 }
 
 // trafficgenPrograms contains all programs after they have been loaded into the kernel.
