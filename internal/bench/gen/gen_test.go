@@ -233,6 +233,24 @@ func TestPaced(t *testing.T) {
 		t.Fatalf("max rate: sink %+v, generator sent %d", c, st.Sent)
 	}
 
+	// In bursts: never ahead of the schedule, in several calls, a count stops at the count,
+	// and all of it arrives.
+	if err := sink.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = g.Run(context.Background(), RunOptions{Rate: rate, Duration: dur, Bursts: true})
+	if err != nil || st.Sent == 0 || st.Calls < 2 || float64(st.Sent) > rate*st.Elapsed.Seconds()+1 || st.Idle != 0 {
+		t.Fatalf("bursts: %+v %v, at most %v/s", st, err, rate)
+	}
+	sent := st.Sent
+	st, err = g.Run(context.Background(), RunOptions{Rate: 1e6, Count: 5000, Bursts: true})
+	if err != nil || st.Sent != 5000 {
+		t.Fatalf("bursts, a count at a rate: %+v %v", st, err)
+	}
+	if c := waitSink(t, sink, sent+5000); c.Packets != sent+5000 {
+		t.Fatalf("bursts: sink %+v, generator sent %d", c, sent+5000)
+	}
+
 	// A cancelled context stops a run.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
