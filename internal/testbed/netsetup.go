@@ -76,7 +76,7 @@ func (t *Topology) configure() error {
 		return fmt.Errorf("testbed: route %s in %s: %w", UENet, t.DNNS, err)
 	}
 
-	if err := t.attachPeerXDP(); err != nil {
+	if err := t.attachPeerXDPs(); err != nil {
 		return err
 	}
 	for _, p := range []struct{ ns, ifname string }{{t.GNBNS, GNBIf}, {t.DNNS, DNIf}} {

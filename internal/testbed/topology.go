@@ -197,6 +197,20 @@ func (t *Topology) Do(ns string, fn func() error) error {
 	return InNetns(h, fn)
 }
 
+// Interface returns the interface name of the topology's namespace ns.
+func (t *Topology) Interface(ns, name string) (*net.Interface, error) {
+	var ifc *net.Interface
+	err := t.Do(ns, func() error {
+		var err error
+		ifc, err = net.InterfaceByName(name)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("testbed: %s in %s: %w", name, ns, err)
+	}
+	return ifc, nil
+}
+
 // NewNetns creates a network namespace; the calling thread stays in its own. InNetns runs
 // code there.
 func NewNetns() (netns.NsHandle, error) {

@@ -9,23 +9,39 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-// attachPeerXDP attaches AttachXDPPass to the veth peers gnb0 and dn0. A veth only accepts
+// attachPeerXDPs attaches AttachXDPPass to the veth peers gnb0 and dn0. A veth only accepts
 // frames redirected to it by another XDP program (xupfd's on n3/n6 does exactly that, and
 // XDP_TX of Echo Responses too) when its peer runs native XDP; without one the kernel drops
 // them silently. The links are kept until Close.
-func (t *Topology) attachPeerXDP() error {
-	for _, p := range []struct{ ns, ifname string }{{t.GNBNS, GNBIf}, {t.DNNS, DNIf}} {
-		err := t.Do(p.ns, func() error {
-			l, err := AttachXDPPass(p.ifname)
-			if err != nil {
-				return err
-			}
-			t.xdp[p.ifname] = l
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("testbed: %s in %s: %w", p.ifname, p.ns, err)
+func (t *Topology) attachPeerXDPs() error {
+	for _, ifname := range []string{GNBIf, DNIf} {
+		if err := t.AttachPeerXDP(ifname); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// AttachPeerXDP attaches AttachXDPPass to the veth peer ifname (GNBIf or DNIf), kept until
+// Close: it puts back the program DetachPeerXDP removed.
+func (t *Topology) AttachPeerXDP(ifname string) error {
+	ns := map[string]string{GNBIf: t.GNBNS, DNIf: t.DNNS}[ifname]
+	if ns == "" {
+		return fmt.Errorf("testbed: %s is not a veth peer", ifname)
+	}
+	if _, ok := t.xdp[ifname]; ok {
+		return fmt.Errorf("testbed: %s has its XDP_PASS program", ifname)
+	}
+	err := t.Do(ns, func() error {
+		l, err := AttachXDPPass(ifname)
+		if err != nil {
+			return err
+		}
+		t.xdp[ifname] = l
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("testbed: %s in %s: %w", ifname, ns, err)
 	}
 	return nil
 }

@@ -57,16 +57,6 @@ func newEnv(pl plan) (_ *env, err error) {
 		return nil, err
 	}
 	var gnbMAC, dnMAC, n3MAC, n6MAC net.HardwareAddr
-	lookup := func(ns, name string, mac *net.HardwareAddr, index *int) error {
-		return t.Do(ns, func() error {
-			ifc, err := net.InterfaceByName(name)
-			if err != nil {
-				return err
-			}
-			*mac, *index = ifc.HardwareAddr, ifc.Index
-			return nil
-		})
-	}
 	steps := []struct {
 		ns, name string
 		mac      *net.HardwareAddr
@@ -78,9 +68,11 @@ func newEnv(pl plan) (_ *env, err error) {
 		{t.UPFNS, testbed.N6If, &n6MAC, &e.n6},
 	}
 	for _, s := range steps {
-		if err := lookup(s.ns, s.name, s.mac, s.index); err != nil {
-			return nil, fmt.Errorf("bench: %s in %s: %w", s.name, s.ns, err)
+		ifc, err := t.Interface(s.ns, s.name)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
 		}
+		*s.mac, *s.index = ifc.HardwareAddr, ifc.Index
 	}
 	copy(e.m.gnb[:], gnbMAC)
 	copy(e.m.dn[:], dnMAC)
