@@ -1,11 +1,14 @@
 package testbed
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 )
@@ -31,11 +34,20 @@ func (t *Topology) configure() error {
 
 	// The pairs are created inside upf with the peer placed directly in its namespace, so
 	// the short names never exist in the caller's namespace and cannot clash there.
-	if err := addVeth(upf, N3If, GNBIf, int(t.handles[t.GNBNS]), t.queues); err != nil {
+	queues := t.queues
+	if t.stack {
+		queues++
+	}
+	if err := addVeth(upf, N3If, GNBIf, int(t.handles[t.GNBNS]), queues); err != nil {
 		return err
 	}
-	if err := addVeth(upf, N6If, DNIf, int(t.handles[t.DNNS]), t.queues); err != nil {
+	if err := addVeth(upf, N6If, DNIf, int(t.handles[t.DNNS]), queues); err != nil {
 		return err
+	}
+	if t.stack {
+		if err := t.steerStack(); err != nil {
+			return err
+		}
 	}
 
 	// Sysctls first: forwarding and rp_filter must be right before the first packet moves.
@@ -85,6 +97,31 @@ func (t *Topology) configure() error {
 		}
 	}
 	return t.openGNBConn()
+}
+
+// steerStack maps every CPU to the last transmit queue of each veth end with XPS
+// (Options.StackQueue). The queue a packet leaves a veth on is the one it arrives on at the
+// peer.
+func (t *Topology) steerStack() error {
+	mask := cpuMask(runtime.NumCPU())
+	for _, e := range []struct{ ns, dev string }{{t.GNBNS, GNBIf}, {t.UPFNS, N3If}, {t.UPFNS, N6If}, {t.DNNS, DNIf}} {
+		// sysfs shows a namespace's devices only where it is mounted from inside it, as `ip
+		// netns exec` does.
+		path := fmt.Sprintf("/sys/class/net/%s/queues/tx-%d/xps_cpus", e.dev, t.queues)
+		if _, err := t.Run(context.Background(), e.ns, "sh", "-c", fmt.Sprintf("echo %s > %s", mask, path)); err != nil {
+			return fmt.Errorf("testbed: steer the kernel's packets on %s to its last queue: %w", e.dev, err)
+		}
+	}
+	return nil
+}
+
+// cpuMask is the sysfs CPU mask of CPUs 0..n-1: hex, in comma-separated 32-bit groups.
+func cpuMask(n int) string {
+	var groups []string
+	for ; n > 0; n -= 32 {
+		groups = append([]string{fmt.Sprintf("%x", uint64(1)<<min(n, 32)-1)}, groups...)
+	}
+	return strings.Join(groups, ",")
 }
 
 func addVeth(h *netlink.Handle, name, peer string, peerNS, queues int) error {

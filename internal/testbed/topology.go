@@ -79,6 +79,7 @@ type Topology struct {
 	xdp     map[string]link.Link // the veth peers' XDP_PASS programs, by interface
 	tcx     []link.Link          // TC programs a test attached (TagDNLink)
 	queues  int
+	stack   bool // Options.StackQueue
 
 	gnbMu   sync.Mutex // guards gnbConn against Close
 	gnbConn *net.UDPConn
@@ -93,6 +94,13 @@ type Options struct {
 	// one. Traffic sent into a veth from several CPUs at once overflows a single queue's
 	// 256-frame ring, so a generator using several CPUs needs as many queues.
 	Queues int
+	// StackQueue adds a queue after those on every veth and steers the kernel's own packets
+	// (sockets, ARP) onto it with XPS. Frames sent by XDP go to the receiving queue of the
+	// sending CPU's number, so each of the first Queues queues then carries only the frames
+	// XDP sends from one CPU, and its ring is drained by that CPU alone: a generator's frames
+	// never wait in a ring whose NAPI another CPU has taken for a socket's packet (and
+	// overflow it when that CPU is busy).
+	StackQueue bool
 }
 
 // New creates the namespaces, the veth pairs, addresses, routes and sysctls, and the XDP_PASS
@@ -117,6 +125,7 @@ func NewWith(prefix string, opts Options) (t *Topology, err error) {
 		handles: make(map[string]netns.NsHandle, 3),
 		xdp:     make(map[string]link.Link, 2),
 		queues:  max(opts.Queues, 1),
+		stack:   opts.StackQueue,
 	}
 	defer func() {
 		if err != nil {
