@@ -65,7 +65,12 @@ func newEnvConfig(t testing.TB, edit func(*config.Config), sessions ...session.S
 // fails t.
 func startEnv(t testing.TB, wrapper []string, edit func(*config.Config), sessions ...session.Session) (*env, error) {
 	t.Helper()
-	topo := newTopology(t)
+	return startEnvOn(t, newTopology(t), wrapper, edit, sessions...)
+}
+
+// startEnvOn is startEnv on the topology topo.
+func startEnvOn(t testing.TB, topo *testbed.Topology, wrapper []string, edit func(*config.Config), sessions ...session.Session) (*env, error) {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "xupfd.yaml")
 	c := topo.Config(sessions, httpListen)
 	if edit != nil {
@@ -98,10 +103,16 @@ func startEnv(t testing.TB, wrapper []string, edit func(*config.Config), session
 // newTopology builds a fresh topology, torn down by t.Cleanup.
 func newTopology(t testing.TB) *testbed.Topology {
 	t.Helper()
+	return newTopologyWith(t, testbed.Options{})
+}
+
+// newTopologyWith is newTopology with options.
+func newTopologyWith(t testing.TB, opts testbed.Options) *testbed.Topology {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces and XDP")
 	}
-	topo, err := testbed.New("xupf-e2e")
+	topo, err := testbed.NewWith("xupf-e2e", opts)
 	if err != nil {
 		t.Fatalf("testbed: %v", err)
 	}

