@@ -110,13 +110,6 @@ func (t *Topology) SendDownlinkTo(s session.Session, uePort uint16, n int, paylo
 	return t.SendUDP(t.DNNS, netip.AddrPortFrom(DNAddr, DNSrcPort), netip.AddrPortFrom(s.UE, uePort), n, payload)
 }
 
-// DownlinkConn is the DN host's socket the downlink helpers send from (10.100.6.2:5002, TTL
-// InnerTTL), for a test that sends many datagrams itself: write to a UE address and UEPort.
-// Close it.
-func (t *Topology) DownlinkConn() (*net.UDPConn, error) {
-	return t.UDPConn(t.DNNS, netip.AddrPortFrom(DNAddr, DNSrcPort))
-}
-
 // ListenGNB starts receiving GTP-U on the gNB socket (10.100.3.2:2152), after discarding
 // anything left from earlier exchanges. The socket is shared with SendUplink and Echo (see
 // openGNBConn), so use one gNB receiver at a time.
