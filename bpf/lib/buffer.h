@@ -67,6 +67,31 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_buffer_out SEC(".maps");
 
+/* Per counter slot: the packets, and their IP bytes, dropped as DROP_BUFFER_FULL (the PDR holds
+ * cfg_buffer_max_packets, or the ring is full). They never reach xupfd, which counts what it
+ * discards itself; a URR's Dropped DL Traffic Threshold (DROTH) counts both. Per CPU: a flood
+ * toward an idle UE, the case that fills it, comes in on every queue. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct counters);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_buffer_full SEC(".maps");
+
+/* buffer_full counts a packet of len IP bytes dropped as DROP_BUFFER_FULL for counter slot
+ * counter, and returns that reason. */
+static __always_inline int buffer_full(__u32 counter, __u32 len)
+{
+	struct counters *c = bpf_map_lookup_elem(&xupf_buffer_full, &counter);
+
+	if (c) {
+		c->packets += 1;
+		c->bytes += len;
+	}
+	return DROP_BUFFER_FULL;
+}
+
 /* A frame and its header, assembled here before it goes into the ring in one piece. */
 struct buffered_frame {
 	struct buffered_hdr hdr;
@@ -118,13 +143,14 @@ static __always_inline int notify_once(const struct far *far)
 	       FAR_DROP_NOTIFY;
 }
 
-/* buffer_verdict is apply_pdr's verdict for a FAR that buffers or drains: 0 to forward (a
+/* buffer_verdict is apply_pdr's verdict for a FAR that buffers or drains a packet of len IP
+ * bytes: 0 to forward (a
  * draining FAR with nothing held, or a frame xupfd runs through again), PKT_BUFFER to hand
  * the frame over, or a drop reason. A frame run through again while the FAR buffers (the SMF
  * made it BUFF again meanwhile) is handed over again. A FAR that drops with NOCP hands over
  * its first packet (PKT_BUFFER) and drops the others. A subprogram, as buffer_packet. */
 static __noinline int buffer_verdict(struct xdp_md *ctx, const struct far *far,
-					  const struct pdr *pdr)
+					  const struct pdr *pdr, __u32 len)
 {
 	__s64 n;
 
@@ -138,14 +164,14 @@ static __noinline int buffer_verdict(struct xdp_md *ctx, const struct far *far,
 	if (far->action == FAR_DRAIN && n == 0)
 		return 0;
 	if (n >= cfg_buffer_max_packets)
-		return DROP_BUFFER_FULL;
+		return buffer_full(pdr->counter, len);
 	return PKT_BUFFER;
 }
 
-/* buffer_packet hands the frame in ctx to xupfd as one of the PDR with counter slot counter,
- * and drops it here. A subprogram: only buffering FARs come here, and inlined in both
+/* buffer_packet hands the frame in ctx, a packet of ip_len IP bytes, to xupfd as one of the
+ * PDR with counter slot counter, and drops it here. A subprogram: only buffering FARs come here, and inlined in both
  * directions it lengthened the forwarding code (stats.h's drop says why that costs). */
-static __noinline int buffer_packet(struct xdp_md *ctx, __u32 counter)
+static __noinline int buffer_packet(struct xdp_md *ctx, __u32 counter, __u32 ip_len)
 {
 	__u32 key = 0, len = bpf_xdp_get_buff_len(ctx);
 	struct buffered_frame *f = bpf_map_lookup_elem(&xupf_buffer_scratch, &key);
@@ -166,7 +192,7 @@ static __noinline int buffer_packet(struct xdp_md *ctx, __u32 counter)
 	__sync_fetch_and_add(in, 1);
 	if (bpf_ringbuf_output(&xupf_buffered, f, sizeof(f->hdr) + len, 0)) {
 		__sync_fetch_and_add(in, -1);
-		return drop(DROP_BUFFER_FULL);
+		return drop(buffer_full(counter, ip_len));
 	}
 	count_stat(STAT_BUFFERED);
 	return XDP_DROP;

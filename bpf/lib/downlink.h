@@ -37,7 +37,7 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 		return XDP_PASS;
 	}
 	if (verdict == PKT_BUFFER)
-		return pdr ? buffer_packet(ctx, pdr->counter) : drop(DROP_INTERNAL);
+		return pdr ? buffer_packet(ctx, pdr->counter, p.len) : drop(DROP_INTERNAL);
 	if (verdict)
 		return drop(verdict);
 	if (!pdr || !far)

@@ -63,7 +63,7 @@ static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 		/* Off the fast path: a FAR that does not just forward drops, or buffers. */
 		reason = far_drop_reason(far);
 		if (!reason)
-			reason = buffer_verdict(p->ctx, far, pdr);
+			reason = buffer_verdict(p->ctx, far, pdr, p->len);
 		if (reason == PKT_BUFFER)
 			*pdrp = pdr;
 		if (reason)

@@ -55,7 +55,7 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 		return drop(DROP_SPOOFED_SOURCE);
 	verdict = apply_pdr(&p, ref, &pdr, &far);
 	if (verdict == PKT_BUFFER)
-		return pdr ? buffer_packet(ctx, pdr->counter) : drop(DROP_INTERNAL);
+		return pdr ? buffer_packet(ctx, pdr->counter, p.len) : drop(DROP_INTERNAL);
 	if (verdict > 0)
 		return drop(verdict);
 

@@ -158,8 +158,9 @@ func TestBufferThenForward(t *testing.T) {
 }
 
 // TestBufferBounds: a PDR holds at most BufferMaxPackets (more are dropped as buffer_full
-// without reaching the ring) until xupfd releases some; a frame run through again while the
-// FAR still buffers is handed over again.
+// without reaching the ring, and counted for the PDR: its Usage's BufferFull, in IP bytes)
+// until xupfd releases some; a frame run through again while the FAR still buffers is handed
+// over again.
 func TestBufferBounds(t *testing.T) {
 	e := newTestEnvOpts(t, Options{MaxSessions: 64, BufferMaxPackets: 2})
 	got := readBuffered(t, e)
@@ -174,6 +175,10 @@ func TestBufferBounds(t *testing.T) {
 	nextBuffered(t, got)
 	mid, _ := e.dp.Stats()
 	checkDeltas(t, "drop", before.Drops, mid.Drops, map[string]uint64{"buffer_full": 1})
+	full := rules.Counts{Packets: 1, Bytes: uint64(len(seqIn(t, 2)) - 14)}
+	if u, err := e.dp.Usage(bufferOwner); err != nil || len(u) != 1 || u[0].BufferFull != full || u[0].Packets != 0 {
+		t.Errorf("usage %+v %v: want buffer_full %+v and nothing forwarded", u, err, full)
+	}
 	if err := e.dp.Release(first.Counter, 1); err != nil {
 		t.Fatal(err)
 	}

@@ -233,7 +233,7 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	// Two counters for a PDR that measures before QoS enforcement too.
 	ncounters := 2 * nrules
-	for _, m := range []string{xupfMapXupfUsage, xupfMapXupfBufferIn, xupfMapXupfBufferOut} {
+	for _, m := range []string{xupfMapXupfUsage, xupfMapXupfBufferIn, xupfMapXupfBufferOut, xupfMapXupfBufferFull} {
 		spec.Maps[m].MaxEntries = ncounters
 	}
 	nmeters := uint32(metersPerSession*opts.MaxSessions + spareRuleSlots)

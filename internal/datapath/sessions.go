@@ -223,9 +223,11 @@ func (d *Datapath) allocCounter() (uint32, error) {
 		return 0, fmt.Errorf("usage table full (limits.max_sessions): %w", err)
 	}
 	zero := make([]xupfCounters, possibleCPUs())
-	if err := d.objs.XupfUsage.Put(slot, zero); err != nil {
-		d.counters.release(slot)
-		return 0, fmt.Errorf("reset usage counters: %w", err)
+	for _, m := range []*ebpf.Map{d.objs.XupfUsage, d.objs.XupfBufferFull} {
+		if err := m.Put(slot, zero); err != nil {
+			d.counters.release(slot)
+			return 0, fmt.Errorf("reset usage counters: %w", err)
+		}
 	}
 	if err := d.resetHeld(slot); err != nil {
 		d.counters.release(slot)
@@ -280,7 +282,12 @@ func (d *Datapath) usage(sets []*installedSet) ([]rules.Usage, error) {
 			if err != nil {
 				return nil, err
 			}
-			u := rules.Usage{Uplink: set.rs.Uplink, PDR: p.ID, Packets: c.Packets, Bytes: c.Bytes}
+			full, err := lookupCounters(d.objs.XupfBufferFull, pc.after)
+			if err != nil {
+				return nil, fmt.Errorf("read buffer_full counters: %w", err)
+			}
+			u := rules.Usage{Uplink: set.rs.Uplink, PDR: p.ID, Packets: c.Packets, Bytes: c.Bytes,
+				BufferFull: rules.Counts{Packets: full.Packets, Bytes: full.Bytes}}
 			if pc.hasBefore {
 				b, err := d.readCounter(pc.before)
 				if err != nil {

@@ -529,6 +529,7 @@ type xupfUnknownTeidEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	xupfMapXupfBufferFull      = "xupf_buffer_full"
 	xupfMapXupfBufferIn        = "xupf_buffer_in"
 	xupfMapXupfBufferOut       = "xupf_buffer_out"
 	xupfMapXupfBufferScratch   = "xupf_buffer_scratch"
@@ -665,6 +666,7 @@ type xupfProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xupfMapSpecs struct {
+	XupfBufferFull      *ebpf.MapSpec `ebpf:"xupf_buffer_full"`
 	XupfBufferIn        *ebpf.MapSpec `ebpf:"xupf_buffer_in"`
 	XupfBufferOut       *ebpf.MapSpec `ebpf:"xupf_buffer_out"`
 	XupfBufferScratch   *ebpf.MapSpec `ebpf:"xupf_buffer_scratch"`
@@ -773,6 +775,7 @@ func (o *xupfObjects) Close() error {
 //
 // It can be passed to loadXupfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xupfMaps struct {
+	XupfBufferFull      *ebpf.Map `ebpf:"xupf_buffer_full"`
 	XupfBufferIn        *ebpf.Map `ebpf:"xupf_buffer_in"`
 	XupfBufferOut       *ebpf.Map `ebpf:"xupf_buffer_out"`
 	XupfBufferScratch   *ebpf.Map `ebpf:"xupf_buffer_scratch"`
@@ -816,6 +819,7 @@ type xupfMaps struct {
 
 func (m *xupfMaps) Close() error {
 	return _XupfClose(
+		m.XupfBufferFull,
 		m.XupfBufferIn,
 		m.XupfBufferOut,
 		m.XupfBufferScratch,

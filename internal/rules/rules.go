@@ -153,6 +153,9 @@ type Usage struct {
 	Bytes   uint64
 	// BeforeQoS is what the PDR counted before QoS enforcement, when it asked (BeforeQoS).
 	BeforeQoS Counts
+	// BufferFull is what the datapath dropped of the PDR's packets to buffer because the PDR
+	// held its most already or the ring to xupfd was full (drop reason buffer_full): IP bytes.
+	BufferFull Counts
 }
 
 // QuotaUse is what the datapath counted against the quota of a URR's grant: bytes of inner

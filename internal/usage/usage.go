@@ -90,7 +90,8 @@ type Rule struct {
 	// measurement; 0 means DefaultInactivity.
 	Inactivity time.Duration
 	// DroppedThreshold is the downlink traffic of the URR's PDRs the UPF may drop (buffer
-	// overflow and expiry, a FAR that drops) before a DroppedThreshold report: packets and
+	// overflow and expiry, a FAR that drops: ObserveDropped; the datapath's buffer_full
+	// drops: the samples' BufferFull) before a DroppedThreshold report: packets and
 	// bytes, NoLimit for none. It reports once per threshold the SMF gives.
 	DroppedThreshold rules.Counts
 	// LinkedURRs: when one of these reports, this URR reports too (Linked).
@@ -294,11 +295,10 @@ func (s *Session) Observe(sample []rules.Usage, now time.Time) []Report {
 			if u == nil {
 				continue
 			}
-			c, was := pick(cur, u.rule.BeforeQoS), pick(prev, u.rule.BeforeQoS)
-			if c.Packets < was.Packets || c.Bytes < was.Bytes {
-				was = rules.Counts{} // a new counter (a PDR removed and created again)
+			if !cur.Uplink {
+				u.addDropped(since(cur.BufferFull, prev.BufferFull))
 			}
-			d := rules.Counts{Packets: c.Packets - was.Packets, Bytes: c.Bytes - was.Bytes}
+			d := since(pick(cur, u.rule.BeforeQoS), pick(prev, u.rule.BeforeQoS))
 			if d.Packets == 0 && d.Bytes == 0 {
 				continue
 			}
@@ -329,16 +329,27 @@ func (s *Session) ObserveDropped(sample map[PDR]rules.Counts) {
 	for k, cur := range sample {
 		was := s.lastDropped[k]
 		s.lastDropped[k] = cur
-		if cur.Packets < was.Packets || cur.Bytes < was.Bytes {
-			was = rules.Counts{} // counted afresh (the session's buffer was made again)
-		}
+		d := since(cur, was) // since counts afresh when the session's buffer was made again
 		for _, id := range s.pdrs[k] {
 			if u := s.urrs[id]; u != nil {
-				u.dropped.Packets += cur.Packets - was.Packets
-				u.dropped.Bytes += cur.Bytes - was.Bytes
+				u.addDropped(d)
 			}
 		}
 	}
+}
+
+// since is what a count that only grows, c, gained since it was was; all of c when it is
+// smaller, a count started afresh (a PDR removed and created again).
+func since(c, was rules.Counts) rules.Counts {
+	if c.Packets < was.Packets || c.Bytes < was.Bytes {
+		was = rules.Counts{}
+	}
+	return rules.Counts{Packets: c.Packets - was.Packets, Bytes: c.Bytes - was.Bytes}
+}
+
+func (u *urr) addDropped(d rules.Counts) {
+	u.dropped.Packets += d.Packets
+	u.dropped.Bytes += d.Bytes
 }
 
 // pick is the counts a URR measures: before or after QoS.

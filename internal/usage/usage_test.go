@@ -95,6 +95,30 @@ func TestDroppedThresholdFiresOnce(t *testing.T) {
 	}
 }
 
+// TestDroppedThresholdCountsBufferFull: the datapath's buffer_full drops (a sample's
+// BufferFull) count toward the Dropped DL Traffic Threshold beside what xupfd discarded;
+// an uplink PDR's do not, and a session made again from counters that ran before (a
+// restart) counts only what comes after.
+func TestDroppedThresholdCountsBufferFull(t *testing.T) {
+	r := Rule{ID: 1, Triggers: DroppedThreshold, VolumeThreshold: Unlimited, VolumeQuota: Unlimited,
+		DroppedThreshold: rules.Counts{Packets: 10, Bytes: NoLimit}}
+	c := newCounters()
+	c.dl.BufferFull = rules.Counts{Packets: 100, Bytes: 10000} // before the restart
+	s := NewSession()
+	s.Observe(c.sample(), t0) // the baseline, as the node takes it
+	s.Set([]Rule{r}, bothPDRs, t0)
+	c.ul.BufferFull = rules.Counts{Packets: 50, Bytes: 5000}
+	c.dl.BufferFull.Packets += 4
+	s.ObserveDropped(map[PDR]rules.Counts{{ID: 2}: {Packets: 5, Bytes: 500}})
+	if rs := s.Observe(c.sample(), t0.Add(time.Second)); len(rs) != 0 {
+		t.Fatalf("reports %v after 9 dropped of 10", triggers(rs))
+	}
+	c.dl.BufferFull.Packets++
+	if rs := s.Observe(c.sample(), t0.Add(2*time.Second)); len(rs) != 1 || rs[0].Trigger != DroppedThreshold {
+		t.Fatalf("reports %v at the threshold, want one DroppedThreshold", triggers(rs))
+	}
+}
+
 // TestQuotaValidityTime: a quota's validity time reports once, that long after the grant,
 // and again only for a new grant.
 func TestQuotaValidityTime(t *testing.T) {

@@ -276,20 +276,7 @@ func TestDroppedDLTrafficThreshold(t *testing.T) {
 		}
 		sent += n
 	}
-	droth := func(wait time.Duration) int {
-		t.Helper()
-		rs, _ := usageReports(t, reports, s.CPSEID, wait)
-		n := 0
-		for _, r := range rs {
-			if len(r.Trigger) > 0 && r.Trigger[0]&trigDROTH != 0 {
-				n++
-			}
-		}
-		if n != len(rs) {
-			t.Errorf("usage reports %+v: want only DROTH ones", rs)
-		}
-		return n
-	}
+	droth := func(wait time.Duration) int { return drothReports(t, reports, s.CPSEID, wait) }
 	before := e.stats()
 	discarded := func(st api.Stats) uint64 {
 		return st.Buffer["discarded_overflow"] + st.Buffer["discarded_dropped"] -
@@ -312,6 +299,61 @@ func TestDroppedDLTrafficThreshold(t *testing.T) {
 	send(20)
 	e.waitStat("70 dropped", func(st api.Stats) bool { return discarded(st) == 70 })
 	if n := droth(500 * time.Millisecond); n != 0 {
+		t.Errorf("%d more DROTH reports past the threshold, want none", n)
+	}
+}
+
+// drothReports is how many usage reports of session seid come within wait, all of which must
+// be DROTH ones.
+func drothReports(t *testing.T, reports chan receivedReport, seid uint64, wait time.Duration) int {
+	t.Helper()
+	rs, _ := usageReports(t, reports, seid, wait)
+	n := 0
+	for _, r := range rs {
+		if len(r.Trigger) > 0 && r.Trigger[0]&trigDROTH != 0 {
+			n++
+		}
+	}
+	if n != len(rs) {
+		t.Errorf("usage reports %+v: want only DROTH ones", rs)
+	}
+	return n
+}
+
+// TestDroppedDLTrafficThresholdBufferFull: the packets the datapath drops as buffer_full (the
+// session holds its most) count toward the URR's Dropped DL Traffic Threshold too, though
+// they never reach xupfd: it reports once when they reach it.
+func TestDroppedDLTrafficThresholdBufferFull(t *testing.T) {
+	e := newEnvConfig(t, func(c *config.Config) { c.BufferMaxPacketsPerSession = 10 })
+	_, s, reports := e.idleSession("smf.droth-full.test", pfcpclient.SessionSpec{Style: pfcpclient.Open5GS,
+		DroppedPackets: 25})
+	view := testbed.PFCPView(s, testbed.GNBAddr, 0x971, 0)
+	payload := testbed.Payload("droth-full")
+	before := e.stats()
+	sent := 0
+	send := func(n int, dropped uint64) {
+		t.Helper()
+		if err := e.topo.SendDownlink(view, n, shifted(payload, sent)); err != nil {
+			t.Fatal(err)
+		}
+		sent += n
+		st := e.waitStat("buffer_full drops", func(st api.Stats) bool {
+			return st.Drops["buffer_full"]-before.Drops["buffer_full"] == dropped
+		})
+		if n := st.Buffer["discarded_overflow"] - before.Buffer["discarded_overflow"]; n != 0 {
+			t.Fatalf("%d discarded in xupfd: want every packet over the bound dropped in the datapath", n)
+		}
+	}
+	send(34, 24) // 10 held, 24 dropped
+	if n := drothReports(t, reports, s.CPSEID, 500*time.Millisecond); n != 0 {
+		t.Fatalf("%d DROTH reports below the threshold", n)
+	}
+	send(1, 25)
+	if n := drothReports(t, reports, s.CPSEID, time.Second); n != 1 {
+		t.Fatalf("%d DROTH reports at the threshold, want 1", n)
+	}
+	send(10, 35)
+	if n := drothReports(t, reports, s.CPSEID, 500*time.Millisecond); n != 0 {
 		t.Errorf("%d more DROTH reports past the threshold, want none", n)
 	}
 }
