@@ -111,6 +111,7 @@ func TestSpecSchemasMatchTypes(t *testing.T) {
 		"QER":             reflect.TypeFor[pfcp.QER](),
 		"URR":             reflect.TypeFor[pfcp.URR](),
 		"URRSubsequent":   reflect.TypeFor[pfcp.Subsequent](),
+		"URRMonitoring":   reflect.TypeFor[pfcp.Monitoring](),
 		"BAR":             reflect.TypeFor[pfcp.BAR](),
 		"PDRUsage":        reflect.TypeFor[PDRUsage](),
 		"Error":           reflect.TypeFor[Error](),

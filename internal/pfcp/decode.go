@@ -62,6 +62,7 @@ var ieNames = map[uint16]string{
 	ie.QuotaValidityTime: "Quota Validity Time", ie.MonitoringTime: "Monitoring Time",
 	ie.SubsequentVolumeThreshold: "Subsequent Volume Threshold", ie.SubsequentTimeThreshold: "Subsequent Time Threshold",
 	ie.SubsequentVolumeQuota: "Subsequent Volume Quota", ie.SubsequentTimeQuota: "Subsequent Time Quota",
+	ie.AdditionalMonitoringTime: "Additional Monitoring Time",
 }
 
 func ieName(t uint16) string {
@@ -626,8 +627,6 @@ func decodeURR(c children, u *URR, create bool) error {
 		seconds(ie.MeasurementPeriod, (*ie.IE).MeasurementPeriod, &u.MeasurementPeriod),
 		seconds(ie.QuotaHoldingTime, (*ie.IE).QuotaHoldingTime, &u.QuotaHoldingTime),
 		seconds(ie.QuotaValidityTime, (*ie.IE).QuotaValidityTime, &u.QuotaValidityTime),
-		seconds(ie.SubsequentTimeThreshold, (*ie.IE).SubsequentTimeThreshold, &u.Subsequent.TimeThreshold),
-		seconds(ie.SubsequentTimeQuota, (*ie.IE).SubsequentTimeQuota, &u.Subsequent.TimeQuota),
 		counter(ie.InactivityDetectionTime, (*ie.IE).InactivityDetectionTime, &u.InactivityTime)); err != nil {
 		return err
 	}
@@ -650,22 +649,66 @@ func decodeURR(c children, u *URR, create bool) error {
 		}
 		u.QuotaFAR = &v
 	}
+	if err := decodeMonitoring(c, where, &u.MonitoringTime, &u.Subsequent); err != nil {
+		return err
+	}
+	if l := c[ie.AdditionalMonitoringTime]; len(l) > 0 {
+		// The Additional Monitoring Times of an Update URR replace those given before.
+		u.Additional = nil
+		for _, x := range l {
+			var m Monitoring
+			cc, in := childrenOf(x), where+": Additional Monitoring Time"
+			if _, err := cc.required(ie.MonitoringTime, in); err != nil {
+				return err
+			}
+			if err := decodeMonitoring(cc, in, &m.Time, &m.Subsequent); err != nil {
+				return err
+			}
+			u.Additional = append(u.Additional, m)
+		}
+	}
+	if err := checkURR(u, where); err != nil {
+		return err
+	}
+	return orderMonitoring(u, where)
+}
+
+// decodeMonitoring reads a Monitoring Time and the subsequent values that go with it, from a
+// Create or Update URR or from one of its Additional Monitoring Time IEs, into at and sub.
+// What is not given is left as it was.
+func decodeMonitoring(c children, where string, at *time.Time, sub *Subsequent) error {
 	if x := c.first(ie.MonitoringTime); x != nil {
 		v, err := decode(x, where, (*ie.IE).MonitoringTime)
 		if err != nil {
 			return err
 		}
-		u.MonitoringTime = v
+		*at = v
+	}
+	for _, v := range []struct {
+		t   uint16
+		fn  func(*ie.IE) (time.Duration, error)
+		dst *uint32
+	}{
+		{ie.SubsequentTimeThreshold, (*ie.IE).SubsequentTimeThreshold, &sub.TimeThreshold},
+		{ie.SubsequentTimeQuota, (*ie.IE).SubsequentTimeQuota, &sub.TimeQuota},
+	} {
+		if x := c.first(v.t); x != nil {
+			d, err := decode(x, where, v.fn)
+			if err != nil {
+				return err
+			}
+			*v.dst = uint32(d / time.Second)
+		}
 	}
 	for _, v := range []struct {
 		t     uint16
 		flags *uint8
 		dst   [3]*uint64
 	}{
-		{ie.SubsequentVolumeThreshold, &u.Subsequent.VolumeThresholdFlags,
-			[3]*uint64{&u.Subsequent.VolumeThreshold, &u.Subsequent.VolumeThresholdUL, &u.Subsequent.VolumeThresholdDL}},
-		{ie.SubsequentVolumeQuota, &u.Subsequent.VolumeQuotaFlags,
-			[3]*uint64{&u.Subsequent.VolumeQuota, &u.Subsequent.VolumeQuotaUL, &u.Subsequent.VolumeQuotaDL}},
+		{ie.SubsequentVolumeThreshold, &sub.VolumeThresholdFlags,
+			[3]*uint64{&sub.VolumeThreshold, &sub.VolumeThresholdUL, &sub.VolumeThresholdDL}},
+		{ie.SubsequentVolumeQuota, &sub.VolumeQuotaFlags,
+			[3]*uint64{&sub.VolumeQuota, &sub.VolumeQuotaUL, &sub.VolumeQuotaDL}},
 	} {
 		if x := c.first(v.t); x != nil {
 			f, err := decode(x, where, volumeFields)
@@ -678,7 +721,43 @@ func decodeURR(c children, u *URR, create bool) error {
 			*v.dst[0], *v.dst[1], *v.dst[2] = f.TotalVolume, f.UplinkVolume, f.DownlinkVolume
 		}
 	}
-	return checkURR(u, where)
+	return nil
+}
+
+// maxMonitoringTimes bounds a URR's pending monitoring times (its Monitoring Time and
+// Additional Monitoring Times): each is kept in the session's record, and a tariff changes
+// a few times a day.
+const maxMonitoringTimes = 8
+
+// orderMonitoring makes u's Monitoring Time the earliest of its monitoring times, with its
+// subsequent values, and keeps the others in time order in u.Additional, for
+// passMonitoringTimes to take one after the other. Two at the same second, or more than
+// maxMonitoringTimes, are refused.
+func orderMonitoring(u *URR, where string) error {
+	all := slices.Clone(u.Additional)
+	if !u.MonitoringTime.IsZero() {
+		all = append(all, Monitoring{Time: u.MonitoringTime, Subsequent: u.Subsequent})
+	}
+	if len(all) > maxMonitoringTimes {
+		return &requestError{cause: ie.CauseRuleCreationModificationFailure, offending: ie.AdditionalMonitoringTime,
+			ruleType: ie.RuleIDTypeURR, ruleID: u.ID, hasRule: true,
+			msg: fmt.Sprintf("%s: %d monitoring times; at most %d are kept", where, len(all), maxMonitoringTimes)}
+	}
+	slices.SortStableFunc(all, func(a, b Monitoring) int { return a.Time.Compare(b.Time) })
+	for i := 1; i < len(all); i++ {
+		if all[i].Time.Equal(all[i-1].Time) {
+			return incorrectIE(ie.AdditionalMonitoringTime, where,
+				fmt.Errorf("two monitoring times at %s", all[i].Time.UTC().Format(time.RFC3339)))
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	u.MonitoringTime, u.Subsequent, u.Additional = all[0].Time, all[0].Subsequent, nil
+	if len(all) > 1 {
+		u.Additional = all[1:]
+	}
+	return nil
 }
 
 // volumeFields reads a volume IE: a Volume Threshold or Quota or a Subsequent one, which

@@ -206,7 +206,8 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) (sent, answers []
 			}
 			upSEID.Store(s.UPSEID)
 			return errorsOf(c.SetDownlink(ctx, s, gnb2, 0x600), reportAnswered(ctx, n, s.UPSEID),
-				c.SetMonitoring(ctx, s, pfcpclient.SessionURRID, pfcpclient.Monitoring{Time: monitoring.Time.Add(time.Hour)}),
+				c.SetMonitoring(ctx, s, pfcpclient.SessionURRID, pfcpclient.Monitoring{Time: monitoring[0].Time.Add(time.Hour)},
+					pfcpclient.Monitoring{Time: monitoring[0].Time.Add(2 * time.Hour), VolumeQuota: 1 << 20}),
 				c.SetDownlinkBuffering(ctx, s), c.DropDownlink(ctx, s), c.DropDownlinkNotify(ctx, s), c.Delete(ctx, s))
 		},
 		func() error { return c.Release(ctx) },
@@ -221,10 +222,13 @@ func recordConversation(tb testing.TB, style pfcpclient.Style) (sent, answers []
 	return sent, answers
 }
 
-// monitoring is the Monitoring Time and subsequent values of the conversations' URR: a
-// fixed time to come, so that the seeds stay the same.
-var monitoring = pfcpclient.Monitoring{Time: time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC), VolumeThreshold: 50 << 20,
-	VolumeQuota: 1 << 30}
+// monitoring are the Monitoring Times and subsequent values of the conversations' URR (the
+// second as an Additional Monitoring Time): fixed times to come, so that the seeds stay the
+// same.
+var monitoring = []pfcpclient.Monitoring{
+	{Time: time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC), VolumeThreshold: 50 << 20, VolumeQuota: 1 << 30},
+	{Time: time.Date(2040, 1, 1, 6, 0, 0, 0, time.UTC), VolumeThreshold: 20 << 20},
+}
 
 // reportAnswered has n send a Session Report Request (an Error Indication Report) for
 // session seid and waits for the SMF's answer.
@@ -261,9 +265,12 @@ func fullURRSession() []*ie.IE {
 	ies[5] = ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 1), ie.NewReportingTriggers(0x7f, 0x02),
 		ie.NewMeasurementPeriod(10*time.Second), ie.NewVolumeThreshold(0x07, 3000, 1000, 2000),
 		ie.NewTimeThreshold(30*time.Second), ie.NewQuotaHoldingTime(20*time.Second),
-		ie.NewInactivityDetectionTime(5), ie.NewMonitoringTime(monitoring.Time),
+		ie.NewInactivityDetectionTime(5), ie.NewMonitoringTime(monitoring[0].Time),
 		ie.NewSubsequentVolumeThreshold(0x07, 6000, 2000, 4000), ie.NewSubsequentTimeThreshold(time.Minute),
-		ie.NewSubsequentVolumeQuota(0x02, 0, 9000, 0), ie.NewSubsequentTimeQuota(time.Hour))
+		ie.NewSubsequentVolumeQuota(0x02, 0, 9000, 0), ie.NewSubsequentTimeQuota(time.Hour),
+		ie.NewAdditionalMonitoringTime(ie.NewMonitoringTime(monitoring[1].Time),
+			ie.NewSubsequentVolumeThreshold(0x01, 7000, 0, 0), ie.NewSubsequentTimeThreshold(2*time.Minute),
+			ie.NewSubsequentVolumeQuota(0x04, 0, 0, 8000), ie.NewSubsequentTimeQuota(2*time.Hour)))
 	return append(ies,
 		ie.NewCreateURR(ie.NewURRID(2), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0x80, 0x01),
 			ie.NewMeasurementInformation(0x01), ie.NewVolumeQuota(0x01, 10000, 0, 0), ie.NewFARID(3),

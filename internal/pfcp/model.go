@@ -173,6 +173,16 @@ type URR struct {
 	MonitoringTime time.Time `json:"monitoring_time,omitzero" yaml:"monitoring_time,omitempty"`
 	// Subsequent are the thresholds and quotas the URR takes at its MonitoringTime.
 	Subsequent Subsequent `json:"subsequent,omitzero" yaml:"subsequent,omitempty"`
+	// Additional are the monitoring times after MonitoringTime (Additional Monitoring Time
+	// IEs, and a Monitoring Time later than one of them), in time order: each becomes the
+	// MonitoringTime, with its subsequent values, once the one before has passed.
+	Additional []Monitoring `json:"additional_monitoring_times,omitempty" yaml:"additional_monitoring_times,omitempty"`
+}
+
+// Monitoring is a monitoring time and the subsequent values the URR takes at it.
+type Monitoring struct {
+	Time       time.Time  `json:"time" yaml:"time"`
+	Subsequent Subsequent `json:"subsequent,omitzero" yaml:"subsequent,omitempty"`
 }
 
 // Subsequent are the Subsequent Volume Threshold, Time Threshold, Volume Quota and Time

@@ -230,7 +230,7 @@ func (n *Node) sample(s *Session, us *usage.Session, now time.Time) (due []usage
 
 // passMonitoringTimes gives each URR of s whose Monitoring Time has come (by now; the usage
 // state split its measurement at the sample just taken) its subsequent thresholds and
-// quotas, and forgets the monitoring time. A subsequent quota is a new grant, counted from
+// quotas, and replaces the monitoring time by its next one (Additional), or forgets it. A subsequent quota is a new grant, counted from
 // now. It reports whether a monitoring time passed, and whether a quota changed.
 func (s *Session) passMonitoringTimes(now time.Time) (passed, quotas bool) {
 	for _, u := range s.URRs {
@@ -258,6 +258,14 @@ func (s *Session) passMonitoringTimes(now time.Time) (passed, quotas bool) {
 			quotas = true
 		}
 		u.MonitoringTime, u.Subsequent = time.Time{}, Subsequent{}
+		// The next monitoring time, if any, takes its place. Resliced, not changed in place:
+		// a Modification's copy of the URR may share the slice.
+		if rest := u.Additional; len(rest) > 0 {
+			u.MonitoringTime, u.Subsequent, u.Additional = rest[0].Time, rest[0].Subsequent, nil
+			if len(rest) > 1 {
+				u.Additional = rest[1:]
+			}
+		}
 	}
 	return passed, quotas
 }

@@ -2,6 +2,7 @@ package pfcp
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -301,6 +302,21 @@ func TestUsageQuotaValidityTime(t *testing.T) {
 	}
 }
 
+// quietSplit has session seid's PDRs count 600 bytes uplink before monitoring time mt and
+// 300 downlink by it, and checks that neither sample reports: a monitoring time sends
+// nothing by itself.
+func (p *pfcpTest) quietSplit(seid uint64, mt time.Time) {
+	p.t.Helper()
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 6, Bytes: 600}, {PDR: 2}}
+	if rs := p.due(seid, mt.Add(-time.Second)); len(rs) != 0 {
+		p.t.Fatalf("before the monitoring time: %+v", rs)
+	}
+	p.dp.usage[seid][1] = rules.Usage{PDR: 2, Packets: 3, Bytes: 300}
+	if rs := p.due(seid, mt); len(rs) != 0 {
+		p.t.Fatalf("at the monitoring time: %+v, want no report", rs)
+	}
+}
+
 // TestUsageMonitoringTime: at the monitoring time the URR takes its subsequent threshold
 // and quota (a new grant for the datapath) and sends nothing; its next report carries the
 // usage before (Usage Information BEF, trigger MONIT, ending at the monitoring time) and
@@ -311,14 +327,7 @@ func TestUsageMonitoringTime(t *testing.T) {
 	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
 		ie.NewReportingTriggers(0x02, 0x01), ie.NewVolumeThreshold(0x01, 1000, 0, 0), ie.NewMonitoringTime(mt),
 		ie.NewSubsequentVolumeThreshold(0x01, 5000, 0, 0), ie.NewSubsequentVolumeQuota(0x01, 3000, 0, 0)))
-	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 6, Bytes: 600}, {PDR: 2}}
-	if rs := p.due(seid, mt.Add(-time.Second)); len(rs) != 0 {
-		t.Fatalf("before the monitoring time: %+v", rs)
-	}
-	p.dp.usage[seid][1] = rules.Usage{PDR: 2, Packets: 3, Bytes: 300}
-	if rs := p.due(seid, mt); len(rs) != 0 {
-		t.Fatalf("at the monitoring time: %+v, want no report", rs)
-	}
+	p.quietSplit(seid, mt)
 	if u := p.n.ss.byID[seid].URRs[1]; !u.MonitoringTime.IsZero() || u.VolumeThreshold != 5000 || u.VolumeQuota != 3000 {
 		t.Errorf("URR after its monitoring time: %+v", u)
 	}
@@ -345,15 +354,67 @@ func TestUsageMonitoringTime(t *testing.T) {
 	}
 }
 
+// TestAdditionalMonitoringTime: an Additional Monitoring Time is a further split, taken in
+// time order whichever IE gave it (here the Additional one comes first): at the first the URR
+// takes that one's subsequent values and the next monitoring time; at the second, with the
+// part before the first still unreported, both parts go out (BEF and AFT, trigger MONIT) and
+// the URR takes the second one's values; the usage after it is reported on its own.
+func TestAdditionalMonitoringTime(t *testing.T) {
+	p := newPFCPTest(t)
+	mt1 := time.Now().Truncate(time.Second).Add(2 * time.Second)
+	mt2 := mt1.Add(2 * time.Second)
+	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+		ie.NewReportingTriggers(0x02, 0x01), ie.NewVolumeThreshold(0x01, 1000, 0, 0),
+		ie.NewMonitoringTime(mt2), ie.NewSubsequentVolumeThreshold(0x01, 2000, 0, 0),
+		ie.NewAdditionalMonitoringTime(ie.NewMonitoringTime(mt1), ie.NewSubsequentVolumeThreshold(0x01, 5000, 0, 0),
+			ie.NewSubsequentVolumeQuota(0x01, 30000, 0, 0))))
+	urr := func() *URR { return p.n.ss.byID[seid].URRs[1] }
+	if u := urr(); !u.MonitoringTime.Equal(mt1) || len(u.Additional) != 1 || !u.Additional[0].Time.Equal(mt2) {
+		t.Fatalf("monitoring times %v then %+v, want %v then %v", u.MonitoringTime, u.Additional, mt1, mt2)
+	}
+	p.quietSplit(seid, mt1)
+	if u := urr(); !u.MonitoringTime.Equal(mt2) || u.Additional != nil || u.VolumeThreshold != 5000 ||
+		u.VolumeQuota != 30000 || u.Subsequent.VolumeThreshold != 2000 {
+		t.Errorf("URR after its first monitoring time: %+v", u)
+	}
+	p.dp.usage[seid][1] = rules.Usage{PDR: 2, Packets: 20, Bytes: 2000} // 1700 after mt1
+	rs := p.due(seid, mt2)
+	if len(rs) != 2 {
+		t.Fatalf("%d reports at the second monitoring time, want BEF and AFT: %+v", len(rs), rs)
+	}
+	bef, aft := rs[0], rs[1]
+	if bef.Info != pfcpclient.UsageBefore || bef.Trigger[1] != 0x10 || !bef.End.Equal(mt1) || bef.Volume.TotalVolume != 900 {
+		t.Errorf("before the first: %+v %+v", bef, bef.Volume)
+	}
+	if aft.Info != pfcpclient.UsageAfter || aft.Trigger[1] != 0x10 || !aft.Start.Equal(mt1) || aft.Volume.TotalVolume != 1700 {
+		t.Errorf("after the first: %+v %+v", aft, aft.Volume)
+	}
+	if u := urr(); !u.MonitoringTime.IsZero() || u.VolumeThreshold != 2000 || u.VolumeQuota != 30000 {
+		t.Errorf("URR after its second monitoring time: %+v", u)
+	}
+	p.dp.usage[seid][1] = rules.Usage{PDR: 2, Packets: 41, Bytes: 4100} // 2100 after mt2
+	rs = p.due(seid, mt2.Add(time.Second))
+	if len(rs) != 1 || rs[0].Info != 0 || rs[0].Trigger[0] != 0x02 || rs[0].Volume.TotalVolume != 2100 {
+		t.Errorf("reports after the second monitoring time %+v, want one VOLTH of 2100 without Usage Information", rs)
+	}
+}
+
 // TestMonitoringTimeHostile: monitoring time IEs too short or without a flag are refused
 // with Mandatory IE incorrect and the IE, subsequent values without a Monitoring Time with
-// Conditional IE missing.
+// Conditional IE missing, an Additional Monitoring Time without its Monitoring Time with
+// Mandatory IE missing, two monitoring times at one second with Mandatory IE incorrect, and
+// more than maxMonitoringTimes with Rule creation/modification failure.
 func TestMonitoringTimeHostile(t *testing.T) {
 	urr := func(extra ...*ie.IE) *ie.IE {
 		return ie.NewCreateURR(append([]*ie.IE{ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
 			ie.NewReportingTriggers(0x02, 0)}, extra...)...)
 	}
 	mt := ie.NewMonitoringTime(time.Now().Add(time.Hour))
+	later := func(h int) *ie.IE { return ie.NewMonitoringTime(time.Now().Add(time.Duration(h+1) * time.Hour)) }
+	nine := []*ie.IE{mt}
+	for i := range 8 {
+		nine = append(nine, ie.NewAdditionalMonitoringTime(later(i+1)))
+	}
 	for _, c := range []struct {
 		name      string
 		urr       *ie.IE
@@ -371,6 +432,20 @@ func TestMonitoringTimeHostile(t *testing.T) {
 			ie.CauseMandatoryIEIncorrect, ie.SubsequentTimeQuota},
 		{"subsequent threshold without a monitoring time", urr(ie.NewSubsequentTimeThreshold(time.Minute)),
 			ie.CauseConditionalIEMissing, ie.MonitoringTime},
+		{"additional monitoring time without a monitoring time", urr(ie.NewAdditionalMonitoringTime(
+			ie.NewSubsequentTimeThreshold(time.Minute))), ie.CauseMandatoryIEMissing, ie.MonitoringTime},
+		{"empty additional monitoring time", urr(ie.New(ie.AdditionalMonitoringTime, nil)),
+			ie.CauseMandatoryIEMissing, ie.MonitoringTime},
+		{"additional monitoring time with a short monitoring time", urr(ie.NewAdditionalMonitoringTime(
+			ie.New(ie.MonitoringTime, []byte{1, 2}))), ie.CauseMandatoryIEIncorrect, ie.MonitoringTime},
+		{"additional monitoring time with a short subsequent volume quota", urr(ie.NewAdditionalMonitoringTime(
+			later(1), ie.New(ie.SubsequentVolumeQuota, []byte{0x01, 0, 0}))),
+			ie.CauseMandatoryIEIncorrect, ie.SubsequentVolumeQuota},
+		{"additional monitoring time with a short subsequent time quota", urr(ie.NewAdditionalMonitoringTime(
+			later(1), ie.New(ie.SubsequentTimeQuota, []byte{0, 0}))), ie.CauseMandatoryIEIncorrect, ie.SubsequentTimeQuota},
+		{"two monitoring times at the same second", urr(mt, ie.NewAdditionalMonitoringTime(mt)),
+			ie.CauseMandatoryIEIncorrect, ie.AdditionalMonitoringTime},
+		{"nine monitoring times", urr(nine...), ie.CauseRuleCreationModificationFailure, ie.AdditionalMonitoringTime},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := newPFCPTest(t)
@@ -426,7 +501,8 @@ func TestMonitoringTimeSaved(t *testing.T) {
 	mt := time.Now().Truncate(time.Second).Add(2 * time.Second)
 	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
 		ie.NewReportingTriggers(0x02, 0x01), ie.NewVolumeThreshold(0x01, 1000, 0, 0), ie.NewMonitoringTime(mt),
-		ie.NewSubsequentVolumeThreshold(0x01, 5000, 0, 0), ie.NewSubsequentVolumeQuota(0x01, 3000, 0, 0)))
+		ie.NewSubsequentVolumeThreshold(0x01, 5000, 0, 0), ie.NewSubsequentVolumeQuota(0x01, 3000, 0, 0),
+		ie.NewAdditionalMonitoringTime(ie.NewMonitoringTime(mt.Add(time.Hour)), ie.NewSubsequentTimeThreshold(time.Minute))))
 	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1}, {PDR: 2}}
 	p.due(seid, mt)
 	if err := st.Wait(st.Queued()); err != nil {
@@ -441,8 +517,46 @@ func TestMonitoringTimeSaved(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := p.n.ss.byID[seid].URRs[1]
-	if got := s.URRs[1]; !got.MonitoringTime.IsZero() || got.VolumeThreshold != 5000 || got.VolumeQuota != 3000 ||
-		got.Grant != want.Grant {
+	if got := s.URRs[1]; !got.MonitoringTime.Equal(mt.Add(time.Hour)) || got.Subsequent.TimeThreshold != 60 ||
+		got.Additional != nil || got.VolumeThreshold != 5000 || got.VolumeQuota != 3000 || got.Grant != want.Grant {
 		t.Errorf("saved URR after its monitoring time: %+v, want %+v", got, want)
+	}
+}
+
+// TestUpdateURRAdditionalMonitoringTimes: an Update URR's Additional Monitoring Times
+// replace the URR's earlier ones; one without any leaves them; its Monitoring Time replaces
+// the current one, and all are kept in time order.
+func TestUpdateURRAdditionalMonitoringTimes(t *testing.T) {
+	p := newPFCPTest(t)
+	mt := time.Now().Truncate(time.Second).Add(time.Hour)
+	at := func(h int) time.Time { return mt.Add(time.Duration(h) * time.Hour) }
+	amt := func(h int) *ie.IE { return ie.NewAdditionalMonitoringTime(ie.NewMonitoringTime(at(h))) }
+	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+		ie.NewReportingTriggers(0, 0), ie.NewMonitoringTime(at(0)), amt(2), amt(3)))
+	times := func() []time.Time {
+		u := p.n.ss.byID[seid].URRs[1]
+		out := []time.Time{u.MonitoringTime}
+		for _, m := range u.Additional {
+			out = append(out, m.Time)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		ies  []*ie.IE
+		want []time.Time
+	}{
+		{"created", nil, []time.Time{at(0), at(2), at(3)}},
+		{"replaced", []*ie.IE{amt(4)}, []time.Time{at(0), at(4)}},
+		{"left", []*ie.IE{ie.NewReportingTriggers(0x02, 0)}, []time.Time{at(0), at(4)}},
+		{"new monitoring time, later than an additional one", []*ie.IE{ie.NewMonitoringTime(at(5))},
+			[]time.Time{at(4), at(5)}},
+	} {
+		if c.ies != nil {
+			p.modify(seid, ie.NewUpdateURR(append([]*ie.IE{ie.NewURRID(1)}, c.ies...)...))
+		}
+		if got := times(); !slices.EqualFunc(got, c.want, time.Time.Equal) {
+			t.Errorf("%s: monitoring times %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -119,7 +119,7 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 		"Usage Report (Session Modification Response)", "Usage Report (Session Report Request)", "UR-SEQN",
 		"Usage Report Trigger", "Start Time", "End Time", "Duration Measurement", "Time of First Packet",
 		"Time of Last Packet", "Dropped DL Traffic Threshold", "Quota Validity Time", "Usage Information",
-		"Monitoring Time", "Subsequent Volume Threshold", "Subsequent Volume Quota"} {
+		"Monitoring Time", "Subsequent Volume Threshold", "Subsequent Volume Quota", "Additional Monitoring Time"} {
 		if !strings.Contains(text, ieName) {
 			t.Errorf("no %s IE in what was sent: the capture does not cover it", ieName)
 		}

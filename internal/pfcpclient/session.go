@@ -144,9 +144,10 @@ type SessionSpec struct {
 	// QuotaValidityTime is URR SessionURRID's Quota Validity Time (whole seconds), with the
 	// QUVTI reporting trigger; 0: none.
 	QuotaValidityTime time.Duration
-	// Monitoring is URR SessionURRID's Monitoring Time and what it takes then, with VOLTH for
-	// a subsequent volume threshold and VOLQU for a subsequent volume quota; zero: none.
-	Monitoring Monitoring
+	// Monitoring are URR SessionURRID's Monitoring Times and what it takes at each, with VOLTH
+	// for a subsequent volume threshold and VOLQU for a subsequent volume quota; the second
+	// and later ones go as Additional Monitoring Times; none: no monitoring time.
+	Monitoring []Monitoring
 	// NotificationDelay and SuggestedBufferingPackets are BAR BARID's Downlink Data
 	// Notification Delay (in steps of 50 ms) and Suggested Buffering Packets Count; 0: the IE
 	// is left out.
@@ -380,7 +381,7 @@ type urrSpec struct {
 	threshold, quota uint64        // total volume threshold and quota, bytes
 	period, validity time.Duration // measurement period, quota validity time
 	dropped          uint64        // dropped downlink packets threshold
-	monitoring       Monitoring
+	monitoring       []Monitoring
 }
 
 // urr returns a Create URR IE measuring volume, with the reporting triggers and values of u.
@@ -390,11 +391,19 @@ func urr(id uint32, u urrSpec) *ie.IE {
 	const perio, volth, droth, volqu, quvti = 0x01, 0x02, 0x40, 0x01, 0x80
 	var octet5, octet6 uint8
 	ies := []*ie.IE{ie.NewURRID(id), ie.NewMeasurementMethod(0, 1, 0), nil}
-	if u.threshold != 0 || u.monitoring.VolumeThreshold != 0 {
+	if u.threshold != 0 {
 		octet5 |= volth
 	}
-	if u.quota != 0 || u.monitoring.VolumeQuota != 0 {
+	if u.quota != 0 {
 		octet6 |= volqu
+	}
+	for _, m := range u.monitoring {
+		if m.VolumeThreshold != 0 {
+			octet5 |= volth
+		}
+		if m.VolumeQuota != 0 {
+			octet6 |= volqu
+		}
 	}
 	if u.threshold != 0 {
 		ies = append(ies, ie.NewVolumeThreshold(0x01, u.threshold, 0, 0)) // TOVOL
@@ -415,7 +424,7 @@ func urr(id uint32, u urrSpec) *ie.IE {
 		ies = append(ies, ie.NewDroppedDLTrafficThreshold(true, false, u.dropped, 0)) // DLPA
 	}
 	ies[2] = ie.NewReportingTriggers(octet5, octet6)
-	return ie.NewCreateURR(append(ies, u.monitoring.ies()...)...)
+	return ie.NewCreateURR(append(ies, monitoringIEs(u.monitoring)...)...)
 }
 
 // downlinkFAR returns the IEs of the downlink FAR after its ID: forwarding to gnb, or

@@ -54,10 +54,26 @@ func (m Monitoring) ies() []*ie.IE {
 	return ies
 }
 
-// SetMonitoring gives URR id of the session the Monitoring Time and subsequent values of m
-// (Update URR).
-func (c *Client) SetMonitoring(ctx context.Context, s *Session, id uint32, m Monitoring) error {
-	_, err := c.Modify(ctx, s, ie.NewUpdateURR(append([]*ie.IE{ie.NewURRID(id)}, m.ies()...)...))
+// monitoringIEs are the IEs of ms in a Create or Update URR: the first as the URR's own
+// Monitoring Time and subsequent values, each other one in an Additional Monitoring Time IE.
+func monitoringIEs(ms []Monitoring) []*ie.IE {
+	var out []*ie.IE
+	for i, m := range ms {
+		switch ies := m.ies(); {
+		case len(ies) == 0:
+		case i == 0:
+			out = append(out, ies...)
+		default:
+			out = append(out, ie.NewAdditionalMonitoringTime(ies...))
+		}
+	}
+	return out
+}
+
+// SetMonitoring gives URR id of the session the Monitoring Times and subsequent values of ms
+// (Update URR; the second and later ones as Additional Monitoring Times).
+func (c *Client) SetMonitoring(ctx context.Context, s *Session, id uint32, ms ...Monitoring) error {
+	_, err := c.Modify(ctx, s, ie.NewUpdateURR(append([]*ie.IE{ie.NewURRID(id)}, monitoringIEs(ms)...)...))
 	return err
 }
 

@@ -8,7 +8,8 @@ import (
 )
 
 // TestMonitoringIEs: a Monitoring sends its time and the subsequent values given, nothing
-// without a time; a report's Usage Information is read.
+// without a time, and the second and later ones in Additional Monitoring Time IEs; a report's
+// Usage Information is read.
 func TestMonitoringIEs(t *testing.T) {
 	if ies := (Monitoring{VolumeQuota: 5}).ies(); len(ies) != 0 {
 		t.Errorf("no monitoring time: %d IEs", len(ies))
@@ -26,6 +27,16 @@ func TestMonitoringIEs(t *testing.T) {
 	}
 	if v, err := ies[2].SubsequentVolumeQuota(); err != nil || v.TotalVolume != 200 {
 		t.Errorf("Subsequent Volume Quota %+v, %v", v, err)
+	}
+	later := at.Add(time.Hour)
+	ies = monitoringIEs([]Monitoring{{Time: at}, {}, {Time: later, VolumeQuota: 300}})
+	if len(ies) != 2 || ies[0].Type != ie.MonitoringTime || ies[1].Type != ie.AdditionalMonitoringTime {
+		t.Fatalf("IEs %v, want Monitoring Time and one Additional Monitoring Time", ies)
+	}
+	if c := ies[1].ChildIEs; len(c) != 2 {
+		t.Errorf("Additional Monitoring Time holds %d IEs, want its time and subsequent quota", len(c))
+	} else if v, err := c[0].MonitoringTime(); err != nil || !v.Equal(later) {
+		t.Errorf("additional Monitoring Time %v, %v", v, err)
 	}
 	rs, err := ParseUsageReports([]*ie.IE{ie.NewUsageReportWithinSessionReportRequest(ie.NewURRID(1),
 		ie.NewUsageInformation(0, 1, 0, 0))})

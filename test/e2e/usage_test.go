@@ -289,7 +289,7 @@ func TestMonitoringTime(t *testing.T) {
 	mt := time.Now().Truncate(time.Second).Add(2 * time.Second)
 	s, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, GNB: testbed.GNBAddr,
 		GNBTEID: 0x944, VolumeThreshold: 1 << 30,
-		Monitoring: pfcpclient.Monitoring{Time: mt, VolumeThreshold: 30 * size, VolumeQuota: 60*size + 1}})
+		Monitoring: []pfcpclient.Monitoring{{Time: mt, VolumeThreshold: 30 * size, VolumeQuota: 60*size + 1}}})
 	if err != nil {
 		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
 	}
@@ -348,4 +348,87 @@ func TestMonitoringTime(t *testing.T) {
 	if q := queryAndDelete(t, e, c, ctx, s, rs, uint64(len(forwarded))*size); len(q) != 1 || q[0].Info != 0 {
 		t.Errorf("query after the split's reports: %+v, want one report without Usage Information", q)
 	}
+}
+
+// TestAdditionalMonitoringTime: a URR with a Monitoring Time and an Additional Monitoring
+// Time a second later splits its usage at both. At the first nothing is reported; at the
+// second, the part before the first still unreported, both parts go out at once (BEF and
+// AFT, trigger MONIT, split at the monitoring times); the second one's subsequent volume
+// quota then stops the traffic after it (within one packet per CPU), and the first one's
+// subsequent threshold goes on counting from the second. All reports add up to the
+// datapath's counters. Each batch is sent 100 ms or more from a monitoring time.
+func TestAdditionalMonitoringTime(t *testing.T) {
+	e := newEnv(t)
+	opts, reports := reportsTo("smf.additional-monitoring.test", 0)
+	c, ctx := e.smfClientWith(opts)
+	payload := testbed.Payload("additional")
+	size := uint64(20 + 8 + len(payload(0)))
+	mt1 := time.Now().Truncate(time.Second).Add(2 * time.Second)
+	mt2 := mt1.Add(time.Second)
+	s, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, GNB: testbed.GNBAddr,
+		GNBTEID: 0x945, VolumeThreshold: 1 << 30, Monitoring: []pfcpclient.Monitoring{
+			{Time: mt1, VolumeThreshold: 20 * size}, {Time: mt2, VolumeQuota: 30*size + 1}}})
+	if err != nil {
+		t.Fatalf("establish: %v\n%s", err, e.daemon.LogTail())
+	}
+	view := testbed.PFCPView(s, testbed.GNBAddr, 0x945, 0)
+	rx, err := e.topo.ListenGNB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	got := make(chan []testbed.Datagram, 1)
+	go func() { ds, _ := rx.Collect(100, time.Until(mt2)+3*time.Second); got <- ds }()
+	sendBefore := func(n int, mt time.Time) {
+		t.Helper()
+		if err := e.topo.SendDownlink(view, n, payload); err != nil {
+			t.Fatal(err)
+		}
+		if time.Until(mt) < 100*time.Millisecond {
+			t.Fatalf("a batch ended %v before a monitoring time, want 100 ms at least", time.Until(mt))
+		}
+	}
+	sendBefore(10, mt1)
+	if rs, _ := usageReports(t, reports, s.CPSEID, time.Until(mt1)+100*time.Millisecond); len(rs) != 0 {
+		t.Fatalf("reports at the first monitoring time: %+v", rs)
+	}
+	sendBefore(10, mt2)
+	rs, at := usageReports(t, reports, s.CPSEID, time.Until(mt2)+500*time.Millisecond)
+	if len(rs) != 2 {
+		t.Fatalf("%d reports at the second monitoring time, want BEF and AFT: %+v", len(rs), rs)
+	}
+	bef, aft := rs[0], rs[1]
+	t.Logf("BEF %d bytes %v-%v, AFT %d bytes %v-%v, sent %v after the second monitoring time",
+		bef.Volume.TotalVolume, bef.Start, bef.End, aft.Volume.TotalVolume, aft.Start, aft.End, at[1].Sub(mt2))
+	if bef.Info != pfcpclient.UsageBefore || bef.Trigger[1]&trigMONIT == 0 || !bef.End.Equal(mt1) ||
+		bef.Volume.TotalVolume != 10*size {
+		t.Errorf("before the first: %+v, %d bytes; want BEF, MONIT, ending at %v, %d bytes", bef, bef.Volume.TotalVolume, mt1, 10*size)
+	}
+	if aft.Info != pfcpclient.UsageAfter || aft.Trigger[1]&trigMONIT == 0 || !aft.Start.Equal(mt1) ||
+		aft.Volume.TotalVolume != 10*size || aft.Seq != bef.Seq+1 {
+		t.Errorf("after the first: %+v, %d bytes; want AFT, MONIT, from %v, %d bytes", aft, aft.Volume.TotalVolume, mt1, 10*size)
+	}
+	// After the second: the threshold of 20 packets reports, the quota of 30 and a byte lets
+	// 31 through.
+	if err := e.topo.SendDownlink(view, 40, payload); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := usageReports(t, reports, s.CPSEID, 600*time.Millisecond)
+	var volqu bool
+	for _, r := range after {
+		volqu = volqu || r.Trigger[1]&trigVOLQU != 0
+		if r.Info != 0 {
+			t.Errorf("report after the second monitoring time with Usage Information: %+v", r)
+		}
+	}
+	if !volqu || len(after) > 2 {
+		t.Errorf("reports after the second monitoring time: %+v, want VOLTH and VOLQU", after)
+	}
+	forwarded := <-got
+	cpus := runtime.NumCPU()
+	t.Logf("subsequent quota of 31 packets (and a byte): %d forwarded after the second monitoring time", len(forwarded)-20)
+	if len(forwarded) < 20+31 || len(forwarded) > 20+31+cpus {
+		t.Errorf("%d packets forwarded, want 20 before the second monitoring time and 31 to %d after", len(forwarded), 31+cpus)
+	}
+	queryAndDelete(t, e, c, ctx, s, slices.Concat(rs, after), uint64(len(forwarded))*size)
 }
