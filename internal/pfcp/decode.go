@@ -62,7 +62,9 @@ var ieNames = map[uint16]string{
 	ie.QuotaValidityTime: "Quota Validity Time", ie.MonitoringTime: "Monitoring Time",
 	ie.SubsequentVolumeThreshold: "Subsequent Volume Threshold", ie.SubsequentTimeThreshold: "Subsequent Time Threshold",
 	ie.SubsequentVolumeQuota: "Subsequent Volume Quota", ie.SubsequentTimeQuota: "Subsequent Time Quota",
-	ie.AdditionalMonitoringTime: "Additional Monitoring Time",
+	ie.AdditionalMonitoringTime: "Additional Monitoring Time", ie.EventThreshold: "Event Threshold",
+	ie.EventQuota: "Event Quota", ie.SubsequentEventThreshold: "Subsequent Event Threshold",
+	ie.SubsequentEventQuota: "Subsequent Event Quota",
 }
 
 func ieName(t uint16) string {
@@ -649,6 +651,9 @@ func decodeURR(c children, u *URR, create bool) error {
 		}
 		u.QuotaFAR = &v
 	}
+	if err := refuseEvents(c, u, where); err != nil {
+		return err
+	}
 	if err := decodeMonitoring(c, where, &u.MonitoringTime, &u.Subsequent); err != nil {
 		return err
 	}
@@ -656,6 +661,9 @@ func decodeURR(c children, u *URR, create bool) error {
 		// The Additional Monitoring Times of an Update URR replace those given before.
 		u.Additional = nil
 		for _, x := range l {
+			if err := refuseEvents(childrenOf(x), u, where); err != nil {
+				return err
+			}
 			var m Monitoring
 			cc, in := childrenOf(x), where+": Additional Monitoring Time"
 			if _, err := cc.required(ie.MonitoringTime, in); err != nil {
@@ -756,6 +764,37 @@ func orderMonitoring(u *URR, where string) error {
 	u.MonitoringTime, u.Subsequent, u.Additional = all[0].Time, all[0].Subsequent, nil
 	if len(all) > 1 {
 		u.Additional = all[1:]
+	}
+	return nil
+}
+
+// methodEvent is the Measurement Method's EVENT bit (TS 29.244 8.2.40).
+const methodEvent = 0x04
+
+// eventIEs are the IEs of event measurement (TS 29.244 8.2.112, 8.2.113, 8.2.106, 8.2.107).
+var eventIEs = []uint16{ie.EventThreshold, ie.EventQuota, ie.SubsequentEventThreshold, ie.SubsequentEventQuota}
+
+// refuseEvents refuses event measurement in URR u: the events a UPF counts are the starts of
+// an application's traffic its application detection finds, and this UPF detects no
+// applications, so it has nothing to count. A threshold it would never reach or a quota it
+// would never use up would leave the SMF charging wrongly unaware, so an Event Threshold or
+// Event Quota (or a Subsequent one), and a Measurement Method of EVENT alone, are refused
+// (Rule creation/modification failure, with the URR and the IE); EVENT beside VOLUM or DURAT
+// measures those, and the EVETH and EVEQU triggers alone never fire, as any trigger without
+// its value.
+func refuseEvents(c children, u *URR, where string) error {
+	refuse := func(t uint16, why string) error {
+		return &requestError{cause: ie.CauseRuleCreationModificationFailure, offending: t,
+			ruleType: ie.RuleIDTypeURR, ruleID: u.ID, hasRule: true,
+			msg: fmt.Sprintf("%s: %s: this UPF detects no applications, so it has no events to measure", where, why)}
+	}
+	for _, t := range eventIEs {
+		if c.first(t) != nil {
+			return refuse(t, ieName(t))
+		}
+	}
+	if u.Method&(methodEvent|methodVolume|methodDuration) == methodEvent {
+		return refuse(ie.MeasurementMethod, "Measurement Method EVENT")
 	}
 	return nil
 }

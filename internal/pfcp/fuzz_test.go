@@ -56,6 +56,11 @@ func FuzzHandle(f *testing.F) {
 		message.NewSessionModificationRequest(0, 0, FirstSEID, 6, 0,
 			ie.NewUpdateURR(ie.NewURRID(1), ie.NewVolumeQuota(0x07, 5000, 2000, 3000), ie.NewTimeQuota(time.Minute)),
 			ie.NewQueryURR(ie.NewURRID(1)), ie.NewPFCPSMReqFlags(pfcpSMReqQAURR), ie.NewRemoveURR(ie.NewURRID(2))),
+		// Event measurement, which is refused, for the fuzzer to vary.
+		message.NewSessionModificationRequest(0, 0, FirstSEID, 7, 0,
+			ie.NewUpdateURR(ie.NewURRID(1), ie.NewMeasurementMethod(1, 1, 0), ie.NewEventThreshold(5), ie.NewEventQuota(9),
+				ie.NewAdditionalMonitoringTime(ie.NewMonitoringTime(monitoring[1].Time), ie.NewSubsequentEventThreshold(6),
+					ie.NewSubsequentEventQuota(10)))),
 	} {
 		f.Add(bytesOf(f, m))
 	}

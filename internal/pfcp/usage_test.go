@@ -460,6 +460,56 @@ func TestMonitoringTimeHostile(t *testing.T) {
 	}
 }
 
+// TestEventMeasurementRefused: this UPF has no events to count (it detects no
+// applications), so a URR that asks for event measurement alone, or gives an event threshold
+// or quota (also as a subsequent value), is refused with Rule creation/modification failure,
+// the URR and the IE; EVENT beside VOLUM is accepted and measures the volume.
+func TestEventMeasurementRefused(t *testing.T) {
+	urr := func(method *ie.IE, extra ...*ie.IE) *ie.IE {
+		return ie.NewCreateURR(append([]*ie.IE{ie.NewURRID(1), method, ie.NewReportingTriggers(0x02, 0)}, extra...)...)
+	}
+	volume, event, both := ie.NewMeasurementMethod(0, 1, 0), ie.NewMeasurementMethod(1, 0, 0), ie.NewMeasurementMethod(1, 1, 0)
+	mt := ie.NewMonitoringTime(time.Now().Add(time.Hour))
+	for _, c := range []struct {
+		name      string
+		urr       *ie.IE
+		offending uint16
+	}{
+		{"EVENT alone", urr(event), ie.MeasurementMethod},
+		{"event threshold", urr(both, ie.NewEventThreshold(10)), ie.EventThreshold},
+		{"event quota", urr(volume, ie.NewEventQuota(10)), ie.EventQuota},
+		{"subsequent event threshold", urr(volume, mt, ie.NewSubsequentEventThreshold(10)), ie.SubsequentEventThreshold},
+		{"subsequent event quota in an additional monitoring time", urr(volume, ie.NewAdditionalMonitoringTime(mt,
+			ie.NewSubsequentEventQuota(10))), ie.SubsequentEventQuota},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPFCPTest(t)
+			ies := basicSession(ue1)
+			ies[5] = c.urr
+			r := bytesOf(t, p.establish(0x41, ies...))
+			_, got, off := cause(t, r)
+			if got != ie.CauseRuleCreationModificationFailure || off != c.offending {
+				t.Errorf("cause %d, offending IE %d; want %d, %d", got, off, ie.CauseRuleCreationModificationFailure, c.offending)
+			}
+			m, err := message.Parse(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := m.(*message.SessionEstablishmentResponse).FailedRuleID; f == nil {
+				t.Error("no Failed Rule ID")
+			} else if typ, _ := f.RuleIDType(); typ != ie.RuleIDTypeURR {
+				t.Errorf("failed rule type %d, want URR", typ)
+			}
+		})
+	}
+	p := newPFCPTest(t)
+	ies := basicSession(ue1)
+	ies[5] = urr(both)
+	if _, got, _ := cause(t, bytesOf(t, p.establish(0x41, ies...))); got != ie.CauseRequestAccepted {
+		t.Errorf("EVENT with VOLUM: cause %d, want accepted", got)
+	}
+}
+
 // TestMonitoringTimeSampledOnTime: the poller samples at a monitoring time that comes
 // before its next tick, so the usage is split within milliseconds of it, not up to a tick
 // (here 1 s) later: the ticks fall half a second before and after it.

@@ -36,6 +36,10 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 	chv4 := ie.NewCreatePDR(ie.NewPDRID(3), ie.NewPrecedence(1), ie.NewPDI(ie.NewSourceInterface(ie.SrcInterfaceCore),
 		ie.NewUEIPAddress(0x10|0x04, "", "", 0, 0)), ie.NewFARID(2))
 	dp.usage[FirstSEID] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 1, Bytes: 100}, {PDR: 2, Packets: 2, Bytes: 300}}
+	// Event measurement, refused (Failed Rule ID, Offending IE): the request is decoded too.
+	events := message.NewSessionModificationRequest(0, 0, FirstSEID+2, 27, 0, ie.NewUpdateURR(ie.NewURRID(1),
+		ie.NewEventThreshold(5), ie.NewEventQuota(9), ie.NewAdditionalMonitoringTime(
+			ie.NewMonitoringTime(time.Unix(2_000_000_000, 0)), ie.NewSubsequentEventThreshold(6), ie.NewSubsequentEventQuota(10))))
 	requests := []message.Message{
 		smfSetup(1),
 		setupRequest(2, ie.NewRecoveryTimeStamp(peerTS)), // cause: mandatory IE missing
@@ -55,6 +59,7 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 		message.NewSessionModificationRequest(0, 0, FirstSEID+2, 26, 0, ie.NewQueryURR(ie.NewURRID(1)),
 			ie.NewPFCPSMReqFlags(pfcpSMReqQAURR), ie.NewRemoveURR(ie.NewURRID(2)),
 			ie.NewUpdatePDR(ie.NewPDRID(1), ie.NewURRID(1))),
+		events,
 		message.NewHeartbeatRequest(8, ie.NewRecoveryTimeStamp(peerTS), nil),
 		message.NewAssociationReleaseRequest(9, ie.NewNodeID(smfNode, "", "")),
 		message.NewAssociationReleaseRequest(10, ie.NewNodeID(smfNode, "", "")), // no association any more
@@ -68,6 +73,7 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 		}
 		sent = append(sent, resp)
 	}
+	sent = append(sent, bytesOf(t, events))
 	v2 := bytesOf(t, message.NewHeartbeatRequest(12, ie.NewRecoveryTimeStamp(peerTS), nil))
 	v2[0] = 2<<5 | v2[0]&0x1f
 	sent = append(sent, n.Handle(smf, v2))
@@ -119,7 +125,8 @@ func TestWiresharkDecodesEverythingWeSend(t *testing.T) {
 		"Usage Report (Session Modification Response)", "Usage Report (Session Report Request)", "UR-SEQN",
 		"Usage Report Trigger", "Start Time", "End Time", "Duration Measurement", "Time of First Packet",
 		"Time of Last Packet", "Dropped DL Traffic Threshold", "Quota Validity Time", "Usage Information",
-		"Monitoring Time", "Subsequent Volume Threshold", "Subsequent Volume Quota", "Additional Monitoring Time"} {
+		"Monitoring Time", "Subsequent Volume Threshold", "Subsequent Volume Quota", "Additional Monitoring Time",
+		"Event Threshold", "Event Quota", "Subsequent Event Threshold", "Subsequent Event Quota"} {
 		if !strings.Contains(text, ieName) {
 			t.Errorf("no %s IE in what was sent: the capture does not cover it", ieName)
 		}
