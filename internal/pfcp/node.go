@@ -137,7 +137,7 @@ type Node struct {
 
 // upFeatures are the UP Function Features this UPF implements (TS 29.244 8.2.25), and no
 // more: FTUP (it allocates F-TEIDs on CHOOSE), QUOAC (a URR's FAR for quota action), MNOP
-// (it counts packets in usage reports); with a buffer, DDND and DLBD (it honours the BAR's
+// (it counts packets in usage reports), VTIME (a URR's Quota Validity Time, QUVTI); with a buffer, DDND and DLBD (it honours the BAR's
 // Downlink Data Notification Delay and the DL Buffering Duration of Session Report Responses;
 // it buffers itself, so not BUCP, which offers buffering in the CP function); EMPU (it sends
 // End Markers on SNDEM) when it has an EndMarkers sender and, with UE pools configured, UEIP
@@ -145,7 +145,7 @@ type Node struct {
 // implements them, not before: an SMF relies on what is advertised.
 func (n *Node) upFeatures() *ie.IE {
 	octet5 := uint8(featureFTUP)
-	octet6, octet7 := uint8(featureQUOAC), uint8(featureMNOP)
+	octet6, octet7, octet8 := uint8(featureQUOAC), uint8(featureMNOP), uint8(featureVTIME)
 	if n.opts.Buffers != nil {
 		octet5 |= featureDDND | featureDLBD
 	}
@@ -155,10 +155,10 @@ func (n *Node) upFeatures() *ie.IE {
 	if len(n.opts.UEPools) > 0 {
 		octet7 |= featureUEIP
 	}
-	return ie.NewUPFunctionFeatures(octet5, octet6, octet7)
+	return ie.NewUPFunctionFeatures(octet5, octet6, octet7, octet8)
 }
 
-// UP Function Features bits (TS 29.244 8.2.25), each in its octet: 5, 6 and 7.
+// UP Function Features bits (TS 29.244 8.2.25), each in its octet: 5 to 8.
 const (
 	featureDDND  = 0x02 // octet 5 bit 2
 	featureDLBD  = 0x04 // octet 5 bit 3
@@ -167,6 +167,7 @@ const (
 	featureQUOAC = 0x08 // octet 6 bit 4
 	featureMNOP  = 0x10 // octet 7 bit 5
 	featureUEIP  = 0x04 // octet 7 bit 3
+	featureVTIME = 0x04 // octet 8 bit 3
 )
 
 // NewNode returns a Node whose Recovery Time Stamp is now.

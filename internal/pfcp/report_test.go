@@ -296,17 +296,17 @@ func TestEndMarker(t *testing.T) {
 }
 
 // TestUPFeatures: the UP Function Features advertise EMPU only with an End Marker sender,
-// UEIP only with UE pools, DDND and DLBD only with a buffer, FTUP, QUOAC and MNOP always, and
-// nothing else.
+// UEIP only with UE pools, DDND and DLBD only with a buffer, FTUP, QUOAC, MNOP and VTIME
+// always, and nothing else.
 func TestUPFeatures(t *testing.T) {
 	for _, c := range []struct {
 		opts func(*Options)
 		want []byte
 	}{
-		{func(o *Options) { o.UEPools = nil }, []byte{0x10, 0x08, 0x10, 0}}, // go-pfcp pads to an even number of octets
-		{func(o *Options) {}, []byte{0x10, 0x08, 0x14, 0}},
-		{func(o *Options) { o.EndMarkers = &endMarkers{} }, []byte{0x10, 0x09, 0x14, 0}},
-		{func(o *Options) { o.Buffers = &fakeBuffers{} }, []byte{0x10 | 0x02 | 0x04, 0x08, 0x14, 0}}, // DDND, DLBD
+		{func(o *Options) { o.UEPools = nil }, []byte{0x10, 0x08, 0x10, 0x04}},
+		{func(o *Options) {}, []byte{0x10, 0x08, 0x14, 0x04}},
+		{func(o *Options) { o.EndMarkers = &endMarkers{} }, []byte{0x10, 0x09, 0x14, 0x04}},
+		{func(o *Options) { o.Buffers = &fakeBuffers{} }, []byte{0x10 | 0x02 | 0x04, 0x08, 0x14, 0x04}}, // DDND, DLBD
 	} {
 		n := newSessionNode(newFakeDatapath(), c.opts)
 		m, _, _ := cause(t, n.Handle(smf, bytesOf(t, smfSetup(1))))
