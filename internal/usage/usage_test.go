@@ -67,6 +67,34 @@ func TestVolumeThresholdFiresOnce(t *testing.T) {
 	}
 }
 
+// TestTimeThresholdFiresOnce: a time threshold counts the time of traffic (not a pause
+// longer than the inactivity time) and reports once per threshold's worth, each report
+// starting a new measurement.
+func TestTimeThresholdFiresOnce(t *testing.T) {
+	s := session(Rule{ID: 1, Triggers: TimeThreshold, TimeThreshold: 3 * time.Second, Inactivity: time.Second,
+		VolumeThreshold: Unlimited, VolumeQuota: Unlimited})
+	c := newCounters()
+	var reports []Report
+	for i := range 100 { // 10 s of samples; traffic in the first 2 s and the last 5 s
+		now := t0.Add(time.Duration(i+1) * 100 * time.Millisecond)
+		if i < 20 || i >= 50 {
+			c.send(false, 1, 100)
+		}
+		reports = append(reports, s.Observe(c.sample(), now)...)
+	}
+	if len(reports) != 2 {
+		t.Fatalf("%d reports for 7 s of traffic and a threshold of 3 s: %+v", len(reports), reports)
+	}
+	for i, r := range reports {
+		if r.Trigger != TimeThreshold || r.Duration < 3*time.Second || r.Duration > 3*time.Second+100*time.Millisecond {
+			t.Errorf("report %d: trigger %v, duration %v; want TimeThreshold after 3 s of traffic", i, r.Trigger, r.Duration)
+		}
+	}
+	if at := reports[0].End; at.Before(t0.Add(5500 * time.Millisecond)) {
+		t.Errorf("first report at %v: the 3 s pause (1 s inactivity) counted as traffic", at.Sub(t0))
+	}
+}
+
 // TestDroppedThresholdFiresOnce: dropped downlink traffic reports once when it reaches the
 // threshold (packets here), whatever more is dropped; a new threshold counts afresh.
 func TestDroppedThresholdFiresOnce(t *testing.T) {
