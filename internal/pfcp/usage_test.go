@@ -73,6 +73,31 @@ func TestUsageThresholdAndPeriod(t *testing.T) {
 	}
 }
 
+// TestUsageUpdateThreshold: an Update URR's new Volume Threshold and Measurement Period
+// replace the old ones for the measurement under way (what came since the last report
+// counts toward the new threshold), and reporting triggers it adds take effect.
+func TestUsageUpdateThreshold(t *testing.T) {
+	p := newPFCPTest(t)
+	seid := usageSession(p, ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0),
+		ie.NewReportingTriggers(0x02, 0), ie.NewVolumeThreshold(0x01, 1000, 0, 0)))
+	start := time.Now()
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 2, Bytes: 400}, {PDR: 2}}
+	if rs := p.due(seid, start.Add(time.Second)); len(rs) != 0 {
+		t.Fatalf("below the threshold of 1000: %+v", rs)
+	}
+	p.modify(seid, ie.NewUpdateURR(ie.NewURRID(1), ie.NewReportingTriggers(0x01|0x02, 0),
+		ie.NewVolumeThreshold(0x01, 500, 0, 0), ie.NewMeasurementPeriod(5*time.Second)))
+	p.dp.usage[seid][1] = rules.Usage{PDR: 2, Packets: 1, Bytes: 100}
+	rs := p.due(seid, start.Add(2*time.Second))
+	if len(rs) != 1 || rs[0].Trigger[0] != 0x02 || rs[0].Volume.TotalVolume != 500 {
+		t.Fatalf("at the new threshold of 500: %+v, want one VOLTH of 500 bytes", rs)
+	}
+	rs = p.due(seid, start.Add(5*time.Second+100*time.Millisecond))
+	if len(rs) != 1 || rs[0].Trigger[0] != 0x01 {
+		t.Errorf("at the new period: %+v, want one PERIO", rs)
+	}
+}
+
 // TestUsageQuery: Query URR and the QAURR flag report in the Modification Response
 // (IMMER), Remove URR reports the URR's last usage (TERMR), and every report of a URR adds
 // up to what its PDRs counted.
