@@ -1,38 +1,57 @@
 package datapath
 
 import (
+	"errors"
 	"fmt"
+	"math/bits"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/xupf/xupf/internal/rules"
 )
 
 // adoptedSet is what an earlier run published under one key and this run has not installed
 // again yet: the slots the live entry uses, which no install may hand out meanwhile (a key
-// not installed yet would lead a packet to another session's rules), and the counters of a
-// key with one PDR, which the install of the same key carries on, so that usage counts only
-// grow across a restart.
+// not installed yet would lead a packet to another session's rules), and its PDRs' counters,
+// which the install of the same key carries on, so that usage counts only grow across a
+// restart.
 type adoptedSet struct {
 	ref uint32
-	// counters are the one PDR's counter slots; nil for a classified key, whose PDRs are
-	// found through classification tables that Load clears.
-	counters *pdrCounters
+	// pdrs are the PDRs a packet can reach: the one in the ref, or those in PDR slots that
+	// the classification rule set names.
+	pdrs []*adoptedPDR
+	// desc and tables are a classified key's rule set and its classification entries (nil
+	// for a key with one PDR in its ref), kept as they are until the key is installed again.
+	desc   xupfRuleset
+	tables *setTables
+}
+
+// adoptedPDR is one PDR of an earlier run's entry.
+type adoptedPDR struct {
+	slot     uint32 // its PDR and FAR slot; a key's one PDR in its ref has none
+	counters pdrCounters
 	meters   []uint32
-	// quota is the one PDR's quota slot, or the slot of its list of several (quotaList).
+	// quota is the PDR's quota slot, or the slot of its list of several (quotaList), whose
+	// members are listed.
 	quota     *uint32
 	quotaList bool
-	// notified says the one PDR's FAR is FAR_DROP: if the rules make it FAR_DROP_NOTIFY, the
+	members   []uint32
+	// notified says the PDR's FAR is FAR_DROP: if the rules make it FAR_DROP_NOTIFY, the
 	// earlier run's program has handed over its packet already (notify_once).
 	notified bool
 }
 
 // adoptEarlierRun reads what the key tables an earlier run left point at and reserves its
-// slots in this run's allocators, before anything is installed. On a first start the tables
-// are empty and it does nothing.
+// slots in this run's allocators, before anything is installed, and keeps the
+// classification entries of its rule sets (deleting those no key reaches). On a first start
+// the tables are empty and it does nothing.
 func (d *Datapath) adoptEarlierRun() error {
 	d.adopted = map[rules.Key]*adoptedSet{}
 	// Meter and quota slots are the owner's, shared by all its keys: each counts its keys.
-	d.adoptUses = map[*slots]map[uint32]int{d.refs: {}, d.counters: {}, d.meterSlots: {}, d.quotaSlots: {}}
+	d.adoptUses = map[*slots]map[uint32]int{d.refs: {}, d.counters: {}, d.meterSlots: {}, d.quotaSlots: {},
+		d.rules: {}, d.rulesets: {}}
 	used := d.adoptUses
+	byID := map[uint32]*adoptedSet{} // classified keys by rule set id
 	for _, t := range []struct {
 		table *keyTable
 		key   func(uint32) rules.Key
@@ -45,22 +64,28 @@ func (d *Datapath) adoptEarlierRun() error {
 			a := &adoptedSet{ref: ref}
 			used[d.refs][ref]++
 			if v.Ruleset == 0 {
-				c := pdrCounters{after: v.Pdr.Counter}
-				if v.Pdr.Usage&uint8(xupfPdrUsagePDR_U_BEFORE_QOS) != 0 {
-					c.before, c.hasBefore = v.Pdr.CounterBeforeQos, true
+				p, err := d.adoptPDR(v.Pdr, v.Far)
+				if err != nil {
+					return err
 				}
-				a.counters = &c
-				a.notified = v.Far.Action == uint32(xupfFarActionFAR_DROP)
-				for _, s := range c.slots() {
+				a.pdrs = []*adoptedPDR{p}
+			} else if err := d.adoptRuleset(a, v.Ruleset); err != nil {
+				return err
+			} else {
+				used[d.rulesets][v.Ruleset-1]++
+				byID[v.Ruleset] = a
+			}
+			for _, p := range a.pdrs {
+				if a.tables != nil {
+					used[d.rules][p.slot]++
+				}
+				for _, s := range p.counters.slots() {
 					used[d.counters][s]++
 				}
-				a.meters = v.Pdr.Meters[:min(int(v.Pdr.Nmeters), len(v.Pdr.Meters))]
-				for _, m := range a.meters {
+				for _, m := range p.meters {
 					used[d.meterSlots][m]++
 				}
-				if v.Pdr.Usage&uint8(xupfPdrUsagePDR_U_QUOTA) != 0 {
-					q := v.Pdr.Quota
-					a.quota, a.quotaList = &q, v.Pdr.Usage&uint8(xupfPdrUsagePDR_U_QUOTAS) != 0
+				for _, q := range p.quotaSlots() {
 					used[d.quotaSlots][q]++
 				}
 			}
@@ -72,8 +97,132 @@ func (d *Datapath) adoptEarlierRun() error {
 			return fmt.Errorf("the earlier run's entries do not fit this run's tables: %w", err)
 		}
 	}
+	// PDR slots and rule set ids are one key's alone: forgetAdopted releases them at once.
+	delete(used, d.rules)
+	delete(used, d.rulesets)
+	if err := d.adoptTables(byID); err != nil {
+		return err
+	}
 	if len(d.adopted) > 0 {
-		d.log.Info("took over the earlier run's entries", "keys", len(d.adopted))
+		d.log.Info("took over the earlier run's entries", "keys", len(d.adopted), "classified", len(byID))
+	}
+	// The program Load made classifies on no field: the adopted rule sets' must be in it
+	// before Attach swaps it into the links.
+	var fields uint32
+	for _, a := range byID {
+		fields |= a.desc.Fields
+	}
+	return d.ensureSDFFields(fields)
+}
+
+// adoptPDR reads what a PDR entry of the earlier run uses.
+func (d *Datapath) adoptPDR(e xupfPdr, far xupfFar) (*adoptedPDR, error) {
+	p := &adoptedPDR{counters: pdrCounters{after: e.Counter},
+		meters:   e.Meters[:min(int(e.Nmeters), len(e.Meters))],
+		notified: far.Action == uint32(xupfFarActionFAR_DROP)}
+	if e.Usage&uint8(xupfPdrUsagePDR_U_BEFORE_QOS) != 0 {
+		p.counters.before, p.counters.hasBefore = e.CounterBeforeQos, true
+	}
+	if e.Usage&uint8(xupfPdrUsagePDR_U_QUOTA) == 0 {
+		return p, nil
+	}
+	q := e.Quota
+	p.quota, p.quotaList = &q, e.Usage&uint8(xupfPdrUsagePDR_U_QUOTAS) != 0
+	if p.quotaList {
+		var l xupfQuotaList
+		if err := d.objs.XupfQuotaLists.Lookup(q, &l); err != nil {
+			return nil, fmt.Errorf("read the earlier run's quota list %d: %w", q, err)
+		}
+		p.members = l.Slots[:min(int(l.N), len(l.Slots))]
+	}
+	return p, nil
+}
+
+// quotaSlots are the quota slots p uses: its quota or list, and the list's members.
+func (p *adoptedPDR) quotaSlots() []uint32 {
+	if p.quota == nil {
+		return nil
+	}
+	return append([]uint32{*p.quota}, p.members...)
+}
+
+// adoptRuleset reads the earlier run's rule set id and the PDRs a packet can reach through
+// it: the PDR slots its rules name (SDF_LINEAR), or those of its bits that can match
+// (SDF_BITS).
+func (d *Datapath) adoptRuleset(a *adoptedSet, id uint32) error {
+	if id > uint32(len(d.rulesets.free)) {
+		return fmt.Errorf("the earlier run's rule set %d is out of range (%d; limits.max_rule_sets)", id, len(d.rulesets.free))
+	}
+	if err := d.objs.XupfRulesets.Lookup(id, &a.desc); err != nil {
+		return fmt.Errorf("read the earlier run's rule set %d: %w", id, err)
+	}
+	a.tables = &setTables{id: id}
+	var reached []uint32
+	if a.desc.Method == xupfSdfMethodSDF_LINEAR {
+		for _, r := range a.desc.Rules[:min(int(a.desc.Nrules), len(a.desc.Rules))] {
+			reached = append(reached, r.Pdr)
+		}
+	} else {
+		for v := a.desc.All; v != 0; v &= v - 1 {
+			reached = append(reached, a.desc.Pdr[bits.TrailingZeros64(v)])
+		}
+	}
+	seen := map[uint32]bool{}
+	for _, slot := range reached {
+		if seen[slot] {
+			continue
+		}
+		seen[slot] = true
+		var e xupfPdr
+		var far xupfFar
+		if err := d.objs.XupfPdrs.Lookup(slot, &e); err != nil {
+			return fmt.Errorf("read the earlier run's PDR %d: %w", slot, err)
+		}
+		if err := d.objs.XupfFars.Lookup(e.Far, &far); err != nil {
+			return fmt.Errorf("read the earlier run's FAR %d: %w", e.Far, err)
+		}
+		p, err := d.adoptPDR(e, far)
+		if err != nil {
+			return err
+		}
+		p.slot = slot
+		a.pdrs = append(a.pdrs, p)
+	}
+	return nil
+}
+
+// adoptTables keeps the classification entries of the adopted rule sets (byID), recording
+// them with their sets, and deletes all others: they name rule set ids this run hands out
+// again, where stale entries would match beside the new ones.
+func (d *Datapath) adoptTables(byID map[uint32]*adoptedSet) error {
+	var staleExact []xupfSdfExactKey
+	var k xupfSdfExactKey
+	var vec uint64
+	for it := d.objs.XupfSdfExact.Iterate(); it.Next(&k, &vec); {
+		if a := byID[k.Ruleset]; a != nil {
+			a.tables.exact = append(a.tables.exact, k)
+		} else {
+			staleExact = append(staleExact, k)
+		}
+	}
+	var staleLPM []xupfSdfLpmKey
+	var l xupfSdfLpmKey
+	for it := d.objs.XupfSdfLpm.Iterate(); it.Next(&l, &vec); {
+		if a := byID[l.Ruleset]; a != nil {
+			a.tables.lpm = append(a.tables.lpm, l)
+		} else {
+			staleLPM = append(staleLPM, l)
+		}
+	}
+	for _, k := range staleExact {
+		if err := d.objs.XupfSdfExact.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("clear the earlier run's classification entries: %w", err)
+		}
+	}
+	for _, k := range staleLPM {
+		if err := d.objs.XupfSdfLpm.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("clear the earlier run's classification entries: %w", err)
+		}
 	}
 	return nil
 }
@@ -81,10 +230,89 @@ func (d *Datapath) adoptEarlierRun() error {
 func ulKey(k uint32) rules.Key { return rules.Key{Uplink: true, TEID: be32(k)} }
 func dlKey(k uint32) rules.Key { return rules.Key{UE: addrFromBE(k)} }
 
+// adoptedPDRs are the earlier run's PDRs that rs.PDRs[i] is the same as (nil where none), for
+// an adopted key: a key's one PDR in its ref stands for rs's one PDR; a classified key's PDRs
+// stand for rs's when rs classifies exactly as the earlier rule set did, each PDR in the
+// place of one of them. The caller holds d.mu.
+func (d *Datapath) adoptedPDRs(rs rules.RuleSet) []*adoptedPDR {
+	a := d.adopted[rs.LookupKey()]
+	if a == nil {
+		return nil
+	}
+	if a.tables == nil {
+		if len(rs.PDRs) != 1 {
+			return nil
+		}
+		return a.pdrs
+	}
+	index := make([]uint32, len(rs.PDRs)) // placeholders: each PDR in the slot of its index
+	for i := range index {
+		index[i] = uint32(i)
+	}
+	c, err := compileTables(rs, index)
+	if err != nil {
+		return nil
+	}
+	bySlot := map[uint32]*adoptedPDR{}
+	for _, p := range a.pdrs {
+		bySlot[p.slot] = p
+	}
+	out := make([]*adoptedPDR, len(rs.PDRs))
+	// pair says rs.PDRs[i] is in the earlier run's slot: one slot per PDR, one PDR per slot.
+	pair := func(i, slot uint32) bool {
+		p := bySlot[slot]
+		if p == nil || (out[i] != nil && out[i] != p) {
+			return false
+		}
+		for j, q := range out {
+			if q == p && uint32(j) != i {
+				return false
+			}
+		}
+		out[i] = p
+		return true
+	}
+	want := c.desc
+	if want.Method == xupfSdfMethodSDF_LINEAR {
+		for r := range want.Rules[:min(int(want.Nrules), len(want.Rules))] {
+			if !pair(want.Rules[r].Pdr, a.desc.Rules[r].Pdr) {
+				return nil
+			}
+			want.Rules[r].Pdr = a.desc.Rules[r].Pdr
+		}
+	} else {
+		for v := want.All; v != 0; v &= v - 1 {
+			b := bits.TrailingZeros64(v)
+			if !pair(want.Pdr[b], a.desc.Pdr[b]) {
+				return nil
+			}
+		}
+		want.Pdr = a.desc.Pdr // the other bits never match an IPv4 packet
+	}
+	if want != a.desc || !sameEntries(c.exact, a.tables.exact, func(k xupfSdfExactKey) xupfSdfExactKey { k.Ruleset = 0; return k }) ||
+		!sameEntries(c.lpm, a.tables.lpm, func(k xupfSdfLpmKey) xupfSdfLpmKey { k.Ruleset = 0; return k }) {
+		return nil
+	}
+	return out
+}
+
+// sameEntries says keys, with their rule set id cleared by anon, are those of want.
+func sameEntries[K comparable](want map[K]uint64, keys []K, anon func(K) K) bool {
+	if len(keys) != len(want) {
+		return false
+	}
+	for _, k := range keys {
+		if _, ok := want[anon(k)]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // adoptedPrev returns, for the keys of sets that an earlier run left and this run has not
 // installed, sets that stand for the earlier run's entries as the ones an install replaces:
-// the ref is released once the new one is published, and the counters of a key with one PDR
-// go to the new set's one PDR. The caller holds d.mu.
+// the ref is released once the new one is published, and the counters of each PDR that
+// adoptedPDRs pairs go to the new PDR. The caller holds d.mu.
 func (d *Datapath) adoptedPrev(sets []rules.RuleSet) []*installedSet {
 	var out []*installedSet
 	for _, rs := range sets {
@@ -94,9 +322,11 @@ func (d *Datapath) adoptedPrev(sets []rules.RuleSet) []*installedSet {
 		}
 		set := &installedSet{rs: rules.RuleSet{Uplink: rs.Uplink, TEID: rs.TEID, UE: rs.UE}, ref: a.ref,
 			counters: map[uint32]pdrCounters{}}
-		if a.counters != nil && len(rs.PDRs) == 1 {
-			set.rs.PDRs = []rules.PDR{{ID: rs.PDRs[0].ID}}
-			set.counters[rs.PDRs[0].ID] = *a.counters
+		for i, p := range d.adoptedPDRs(rs) {
+			if p != nil {
+				set.rs.PDRs = append(set.rs.PDRs, rules.PDR{ID: rs.PDRs[i].ID})
+				set.counters[rs.PDRs[i].ID] = p.counters
+			}
 		}
 		out = append(out, set)
 	}
@@ -109,7 +339,7 @@ func (d *Datapath) adoptedPrev(sets []rules.RuleSet) []*installedSet {
 // FAR is in the ref); a classified key's FARs are armed again. The caller holds d.mu.
 func (d *Datapath) notifiedBefore(rs rules.RuleSet) rules.RuleSet {
 	a := d.adopted[rs.LookupKey()]
-	if a == nil || !a.notified || len(rs.PDRs) != 1 || rs.PDRs[0].FAR.Action != rules.DropNotify {
+	if a == nil || a.tables != nil || !a.pdrs[0].notified || len(rs.PDRs) != 1 || rs.PDRs[0].FAR.Action != rules.DropNotify {
 		return rs
 	}
 	p := rs.PDRs[0]
@@ -119,29 +349,30 @@ func (d *Datapath) notifiedBefore(rs rules.RuleSet) rules.RuleSet {
 }
 
 // adoptedQuotaUsed is what the earlier run's entry of rs's key counted against the quota
-// that e is written with: when both that entry and rs have one PDR with one quota, and its
-// limits are e's, it is the same grant of the same URR, whose count carries on so that a
-// restart grants nothing anew. Otherwise nothing is used yet. The caller holds d.mu.
-func (d *Datapath) adoptedQuotaUsed(rs rules.RuleSet, e xupfQuota) [2]uint64 {
-	a := d.adopted[rs.LookupKey()]
-	if a == nil || a.quota == nil || a.quotaList || len(rs.PDRs) != 1 || len(rs.PDRs[0].Quotas) != 1 {
+// that e is written with for rs.PDRs[i]: when the earlier PDR in its place (adoptedPDRs) and
+// it have one quota, and its limits are e's, it is the same grant of the same URR, whose
+// count carries on so that a restart grants nothing anew. Otherwise nothing is used yet. The
+// caller holds d.mu.
+func (d *Datapath) adoptedQuotaUsed(rs rules.RuleSet, i int, e xupfQuota) [2]uint64 {
+	pdrs := d.adoptedPDRs(rs)
+	if pdrs == nil || pdrs[i] == nil || pdrs[i].quota == nil || pdrs[i].quotaList || len(rs.PDRs[i].Quotas) != 1 {
 		return [2]uint64{}
 	}
 	var old xupfQuota
-	if err := d.objs.XupfQuotas.Lookup(*a.quota, &old); err != nil || old.Limit != e.Limit {
+	if err := d.objs.XupfQuotas.Lookup(*pdrs[i].quota, &old); err != nil || old.Limit != e.Limit {
 		return [2]uint64{}
 	}
 	return old.Used
 }
 
 // adoptedDone forgets the earlier run's entries of the keys of sets, which an install has
-// replaced, releasing their meters and quota, and their counters unless the new set's one
-// PDR carries them on; releaseSet has released the ref. The caller holds d.mu.
+// replaced; releaseSet has released the ref and those of their counters it held. The caller
+// holds d.mu.
 func (d *Datapath) adoptedDone(sets []*installedSet) {
 	for _, set := range sets {
 		k := set.rs.LookupKey()
 		if a := d.adopted[k]; a != nil {
-			d.forgetAdopted(k, a, len(set.counters) == 0)
+			d.forgetAdopted(k, a, counterSlots([]*installedSet{set}))
 		}
 	}
 }
@@ -151,19 +382,28 @@ func (d *Datapath) adoptedDone(sets []*installedSet) {
 func (d *Datapath) pruneAdopted() {
 	for k, a := range d.adopted {
 		d.dropAdopted(d.refs, a.ref)
-		d.forgetAdopted(k, a, true)
+		d.forgetAdopted(k, a, nil)
 	}
 }
 
-// forgetAdopted ends the adoption of key k, releasing its meters, quota and, with counters,
-// its counters.
-func (d *Datapath) forgetAdopted(k rules.Key, a *adoptedSet, counters bool) {
-	if counters && a.counters != nil {
-		d.dropAdopted(d.counters, a.counters.slots()...)
+// forgetAdopted ends the adoption of key k, releasing its PDR slots, its counters but those
+// in released, its meters and quotas, and retiring its classification entries (their rule
+// set id is free after the grace, as any retired set's).
+func (d *Datapath) forgetAdopted(k rules.Key, a *adoptedSet, released map[uint32]bool) {
+	for _, p := range a.pdrs {
+		for _, s := range p.counters.slots() {
+			if !released[s] {
+				d.dropAdopted(d.counters, s)
+			}
+		}
+		d.dropAdopted(d.meterSlots, p.meters...)
+		d.dropAdopted(d.quotaSlots, p.quotaSlots()...)
+		if a.tables != nil {
+			d.rules.release(p.slot)
+		}
 	}
-	d.dropAdopted(d.meterSlots, a.meters...)
-	if a.quota != nil {
-		d.dropAdopted(d.quotaSlots, *a.quota)
+	if a.tables != nil {
+		d.retireTables(a.tables)
 	}
 	delete(d.adopted, k)
 }

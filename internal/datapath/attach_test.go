@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -270,4 +271,174 @@ func TestClassesAfterTakeOver(t *testing.T) {
 		}
 	}
 	e.setClasses(t, class)
+}
+
+// classifiedSets are uplink rule sets of two owners whose keys classify: owner 1's PDRs fit
+// compare rules (SDF_LINEAR), owner 2's port ranges make too many (SDF_BITS). Port 2000
+// goes to PDR 1, 4000 to PDR 2 (which drops), anything else to PDR 3; owner 2's ports are
+// those plus 100.
+func classifiedSets(owner uint64) []rules.RuleSet {
+	base := uint16(2000 + 100*(owner-1))
+	ports := func(first uint16) []sdf.PortRange {
+		if owner == 1 {
+			return []sdf.PortRange{{First: first, Last: first}}
+		}
+		var out []sdf.PortRange // every other port from first on: one compare rule each
+		for i := range uint16(len(xupfRuleset{}.Rules) + 1) {
+			out = append(out, sdf.PortRange{First: first + 2*i, Last: first + 2*i})
+		}
+		return out
+	}
+	return []rules.RuleSet{{Uplink: true, TEID: 0x140 + uint32(owner), PDRs: []rules.PDR{
+		{ID: 1, Precedence: 10, Filters: []sdf.Filter{{Protocol: 17, RemotePorts: ports(base)}},
+			FAR: rules.FAR{Action: rules.Forward}},
+		{ID: 2, Precedence: 20, Filters: []sdf.Filter{{Protocol: 17, RemotePorts: ports(base + 2000)}},
+			FAR: rules.FAR{Action: rules.Drop}},
+		{ID: 3, Precedence: 255, FAR: rules.FAR{Action: rules.Forward}},
+	}}}
+}
+
+// TestRestartClassifiedKeys: keys with several PDRs and SDF filters, taken over from an
+// earlier run, classify as before between the restart and their re-install (their tables and
+// slots are kept, the program takes their fields), their PDRs' counters carry on, sessions
+// installed meanwhile get none of their slots, and afterwards they can be modified and
+// removed, leaking nothing.
+func TestRestartClassifiedKeys(t *testing.T) {
+	e := newTestEnv(t, 8)
+	owners := []uint64{1, 2}
+	for _, o := range owners {
+		if err := e.dp.Install(o, classifiedSets(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.dp.owners[1][0].tables == nil || e.dp.owners[2][0].tables == nil {
+		t.Fatal("the rule sets are not classified")
+	}
+	sent := map[uint64]map[uint32]uint64{1: {}, 2: {}} // owner -> PDR id -> packets
+	send := func(when string) {
+		t.Helper()
+		for _, o := range owners {
+			base := uint16(2000 + 100*(o-1))
+			for _, c := range []struct {
+				port    uint16
+				pdr     uint32
+				verdict uint32
+			}{{base, 1, xdpRedirect}, {base + 2000, 2, xdpDrop}, {base + 1, 3, xdpRedirect}} {
+				in := outerGTP(t, gtpHdr(0x30, 255, 0x140+uint32(o), nil,
+					innerUDP(t, ueAddr, addrDN, 1000, c.port, 64, payload)), nil)
+				if v, _ := e.run(t, in, e.n3); v != c.verdict {
+					t.Errorf("%s: owner %d, port %d: verdict %s, want %s", when, o, c.port, verdictNames[v], verdictNames[c.verdict])
+				}
+				if c.verdict != xdpDrop { // usage counts what passed the FAR
+					sent[o][c.pdr]++
+				}
+			}
+		}
+	}
+	checkUsage := func(when string) {
+		t.Helper()
+		for _, o := range owners {
+			u, err := e.dp.Usage(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range u {
+				if p.Packets != sent[o][p.PDR] {
+					t.Errorf("%s: owner %d PDR %d counted %d packets, want %d", when, o, p.PDR, p.Packets, sent[o][p.PDR])
+				}
+			}
+		}
+	}
+	send("before the restart")
+	checkUsage("before the restart")
+	// What the earlier run's keys hold, which a session new to this run must not get.
+	held := map[string]map[uint32]bool{"ref": {}, "rule": {}, "counter": {}, "rule set": {}}
+	for _, o := range owners {
+		set := e.dp.owners[o][0]
+		held["ref"][set.ref] = true
+		held["rule set"][set.tables.id-1] = true
+		for _, s := range set.slots {
+			held["rule"][s] = true
+		}
+		for s := range counterSlots([]*installedSet{set}) {
+			held["counter"][s] = true
+		}
+	}
+	opts := e.dp.opts
+	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+		t.Fatal(err)
+	}
+	next := e.load(t, opts)
+	e.dp = next
+	err := e.do(func() error {
+		for _, name := range []string{"n3", "n6"} {
+			if _, err := next.Attach(name, XDPNative, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send("taken over, not installed again")
+
+	newcomer := classifiedSets(1)
+	newcomer[0].TEID = 0x150
+	if err := next.Install(9, newcomer); err != nil {
+		t.Fatal(err)
+	}
+	got := next.owners[9][0]
+	for name, vs := range map[string][]uint32{"ref": {got.ref}, "rule": got.slots,
+		"counter": slices.Collect(maps.Keys(counterSlots([]*installedSet{got}))), "rule set": {got.tables.id - 1}} {
+		for _, v := range vs {
+			if held[name][v] {
+				t.Errorf("a new session got %s slot %d, which an earlier run's key still uses", name, v)
+			}
+		}
+	}
+	send("beside a new session")
+	for _, o := range owners {
+		if err := next.Install(o, classifiedSets(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := next.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	send("installed again")
+	checkUsage("installed again")
+
+	// Modified: PDR 2 forwards now; then removed.
+	for _, o := range owners {
+		sets := classifiedSets(o)
+		sets[0].PDRs[1].FAR = rules.FAR{Action: rules.Forward}
+		if err := next.Install(o, sets); err != nil {
+			t.Fatal(err)
+		}
+		base := uint16(2000 + 100*(o-1))
+		in := outerGTP(t, gtpHdr(0x30, 255, 0x140+uint32(o), nil, innerUDP(t, ueAddr, addrDN, 1000, base+2000, 64, payload)), nil)
+		if v, _ := e.run(t, in, e.n3); v != xdpRedirect {
+			t.Errorf("owner %d modified: verdict %s, want REDIRECT", o, verdictNames[v])
+		}
+		if _, err := next.Uninstall(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := next.Uninstall(9); err != nil {
+		t.Fatal(err)
+	}
+	next.mu.Lock()
+	defer next.mu.Unlock()
+	next.reapTables(true)
+	checkSlots(t, "ref", next.refs, nil)
+	checkSlots(t, "rule", next.rules, nil)
+	checkSlots(t, "counter", next.counters, nil)
+	checkSlots(t, "rule set", next.rulesets, nil)
+	for _, m := range []*ebpf.Map{next.objs.XupfSdfExact, next.objs.XupfSdfLpm} {
+		var key []byte
+		if err := m.NextKey(nil, &key); !errors.Is(err, ebpf.ErrKeyNotExist) {
+			t.Errorf("%s holds entries of sessions gone (%v)", m, err)
+		}
+	}
 }

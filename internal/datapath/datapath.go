@@ -348,15 +348,13 @@ func Load(opts Options) (*Datapath, error) {
 		d.closeObjs()
 		return nil, err
 	}
-	// Classification tables of an earlier run name rule set ids and classifier buffers this
-	// run will hand out again: stale entries would then match beside the new ones. (Policer
-	// contracts live in the daemon's memory; the slots an earlier run left in xupf_contracts
-	// are reached only through class entries, which every classifier buffer rewrites.)
-	for _, m := range []*ebpf.Map{d.objs.XupfSdfExact, d.objs.XupfSdfLpm, d.objs.XupfClsMacs} {
-		if err := clearMap(m); err != nil {
-			d.closeObjs()
-			return nil, fmt.Errorf("clear %s left by an earlier run: %w", m, err)
-		}
+	// Classifier tables of an earlier run name buffers this run will hand out again: stale
+	// entries would then match beside the new ones. (Policer contracts live in the daemon's
+	// memory; the slots an earlier run left in xupf_contracts are reached only through class
+	// entries, which every classifier buffer rewrites.)
+	if err := clearMap(d.objs.XupfClsMacs); err != nil {
+		d.closeObjs()
+		return nil, fmt.Errorf("clear %s left by an earlier run: %w", d.objs.XupfClsMacs, err)
 	}
 	if d.routes, err = mapRouteTable(d.objs.XupfRouteDir, d.objs.XupfNexthops, opts); err != nil {
 		d.closeObjs()

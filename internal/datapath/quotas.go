@@ -38,7 +38,7 @@ func (d *Datapath) assignQuotas(owner uint64, sets []rules.RuleSet) (map[uint32]
 		return nil, nil, err
 	}
 	for _, rs := range sets {
-		for _, p := range rs.PDRs {
+		for i, p := range rs.PDRs {
 			for _, q := range p.Quotas {
 				if done, ok := out[q.URR]; ok {
 					if done.quota != q {
@@ -56,7 +56,7 @@ func (d *Datapath) assignQuotas(owner uint64, sets []rules.RuleSet) (map[uint32]
 				}
 				taken = append(taken, slot)
 				e := quotaEntry(q)
-				e.Used = d.adoptedQuotaUsed(rs, e)
+				e.Used = d.adoptedQuotaUsed(rs, i, e)
 				if err := d.objs.XupfQuotas.Put(slot, e); err != nil {
 					return fail(fmt.Errorf("URR %d: write quota: %w", q.URR, err))
 				}

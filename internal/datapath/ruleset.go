@@ -326,17 +326,25 @@ var sdfFields = []lbvs.Field{
 // maxSetRules is the number of bits of a rule set's vector (SDF_MAX_RULES).
 const maxSetRules = 64
 
-// writeTables compiles set's PDRs (one rule per SDF filter, in precedence order) under a
-// fresh rule set id, and writes its descriptor last. A set whose filters make at most
-// SDF_LINEAR_RULES compare rules keeps them in its descriptor (SDF_LINEAR: no lookup per
-// field); a larger one gets LBVS tables (SDF_BITS).
-func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
-	order := make([]int, len(set.rs.PDRs))
+// sdfTables are a rule set's classification: its descriptor and its LBVS table entries (keys
+// with rule set id 0 until written), each a function of its PDRs and the slots they are in.
+type sdfTables struct {
+	desc  xupfRuleset
+	exact map[xupfSdfExactKey]uint64
+	lpm   map[xupfSdfLpmKey]uint64
+}
+
+// compileTables compiles rs's PDRs, the PDR of rs.PDRs[i] in slot slots[i], into one rule per
+// SDF filter, in precedence order. A set whose filters make at most SDF_LINEAR_RULES compare
+// rules keeps them in its descriptor (SDF_LINEAR: no lookup per field); a larger one gets LBVS
+// tables (SDF_BITS).
+func compileTables(rs rules.RuleSet, slots []uint32) (*sdfTables, error) {
+	order := make([]int, len(rs.PDRs))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
-		pa, pb := set.rs.PDRs[a], set.rs.PDRs[b]
+		pa, pb := rs.PDRs[a], rs.PDRs[b]
 		return cmp.Or(cmp.Compare(pa.Precedence, pb.Precedence), cmp.Compare(pa.ID, pb.ID))
 	})
 	var (
@@ -345,10 +353,11 @@ func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
 		all     uint64   // the bits that can match IPv4
 		linear  []xupfSdfRule
 		fits    = true // linear holds every rule
-		desc    xupfRuleset
+		out     = &sdfTables{exact: map[xupfSdfExactKey]uint64{}, lpm: map[xupfSdfLpmKey]uint64{}}
+		desc    = &out.desc
 	)
 	for _, i := range order {
-		p := set.rs.PDRs[i]
+		p := rs.PDRs[i]
 		filters := p.Filters
 		if len(filters) == 0 {
 			filters = []sdf.Filter{{Protocol: sdf.AnyProtocol}}
@@ -360,16 +369,16 @@ func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
 			bit := len(conds)
 			if bit >= maxSetRules {
 				return nil, fmt.Errorf("%d SDF filters and filterless PDRs: a rule set holds at most %d",
-					countRules(set.rs.PDRs), maxSetRules)
+					countRules(rs.PDRs), maxSetRules)
 			}
-			conds = append(conds, filterConds(f, p.QFI, set.rs.Uplink))
-			bitPDRs = append(bitPDRs, set.slots[i])
+			conds = append(conds, filterConds(f, p.QFI, rs.Uplink))
+			bitPDRs = append(bitPDRs, slots[i])
 			if !f.MatchesIPv4() { // a flow label or IPv6 addresses never match IPv4 packets
 				continue
 			}
 			all |= 1 << bit
 			if fits {
-				rules := compareRules(f, p.QFI, set.slots[i], set.rs.Uplink, len(desc.Rules)-len(linear))
+				rules := compareRules(f, p.QFI, slots[i], rs.Uplink, len(desc.Rules)-len(linear))
 				fits = rules != nil
 				linear = append(linear, rules...)
 			}
@@ -382,20 +391,52 @@ func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
 			}
 		}
 	}
-	var tables []lbvs.Table
 	if fits {
 		desc.Method = xupfSdfMethodSDF_LINEAR
 		desc.Nrules = uint32(len(linear))
 		copy(desc.Rules[:], linear)
-	} else {
-		desc.Method = xupfSdfMethodSDF_BITS
-		desc.All = all
-		copy(desc.Pdr[:], bitPDRs)
-		if tables, err = lbvs.Compile(sdfFields, conds); err != nil {
-			return nil, err
+		return out, nil
+	}
+	desc.Method = xupfSdfMethodSDF_BITS
+	desc.All = all
+	copy(desc.Pdr[:], bitPDRs)
+	tables, err := lbvs.Compile(sdfFields, conds)
+	if err != nil {
+		return nil, err
+	}
+	for f, t := range tables {
+		if !t.Used {
+			continue
+		}
+		switch t.Field.Kind {
+		case lbvs.ExactMatch:
+			if f < len(desc.Wild) {
+				desc.Wild[f] = t.Wildcard[0]
+			}
+			for v, vec := range t.Values {
+				out.exact[xupfSdfExactKey{Field: uint32(f), Value: uint32(v)}] = vec[0]
+			}
+		case lbvs.PrefixMatch:
+			for _, e := range t.Prefixes {
+				out.lpm[xupfSdfLpmKey{
+					Prefixlen: 64 + uint32(e.Prefix.Len),
+					Field:     uint32(f),
+					Value:     be32(uint32(e.Prefix.Value << (32 - t.Field.Bits))),
+				}] = e.Bits[0]
+			}
 		}
 	}
-	if err := d.ensureSDFFields(desc.Fields); err != nil {
+	return out, nil
+}
+
+// writeTables writes set's classification (compileTables) under a fresh rule set id, its
+// descriptor last.
+func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
+	c, err := compileTables(set.rs, set.slots)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.ensureSDFFields(c.desc.Fields); err != nil {
 		return nil, err
 	}
 	d.reapTables(false)
@@ -413,38 +454,21 @@ func (d *Datapath) writeTables(set *installedSet) (_ *setTables, err error) {
 			d.retireTables(st)
 		}
 	}()
-	for f, t := range tables {
-		if !t.Used {
-			continue
+	for k, vec := range c.exact {
+		k.Ruleset = st.id
+		if err := d.objs.XupfSdfExact.Put(k, vec); err != nil {
+			return nil, fmt.Errorf("write %s entry (limits.max_sdf_entries?): %w", sdfFields[k.Field].Name, err)
 		}
-		switch t.Field.Kind {
-		case lbvs.ExactMatch:
-			if f < len(desc.Wild) {
-				desc.Wild[f] = t.Wildcard[0]
-			}
-			for v, vec := range t.Values {
-				k := xupfSdfExactKey{Ruleset: st.id, Field: uint32(f), Value: uint32(v)}
-				if err := d.objs.XupfSdfExact.Put(k, vec[0]); err != nil {
-					return nil, fmt.Errorf("write %s entry (limits.max_sdf_entries?): %w", t.Field.Name, err)
-				}
-				st.exact = append(st.exact, k)
-			}
-		case lbvs.PrefixMatch:
-			for _, e := range t.Prefixes {
-				k := xupfSdfLpmKey{
-					Prefixlen: 64 + uint32(e.Prefix.Len),
-					Ruleset:   st.id,
-					Field:     uint32(f),
-					Value:     be32(uint32(e.Prefix.Value << (32 - t.Field.Bits))),
-				}
-				if err := d.objs.XupfSdfLpm.Put(k, e.Bits[0]); err != nil {
-					return nil, fmt.Errorf("write %s entry (limits.max_sdf_entries?): %w", t.Field.Name, err)
-				}
-				st.lpm = append(st.lpm, k)
-			}
-		}
+		st.exact = append(st.exact, k)
 	}
-	if err := d.objs.XupfRulesets.Put(slot+1, desc); err != nil {
+	for k, vec := range c.lpm {
+		k.Ruleset = st.id
+		if err := d.objs.XupfSdfLpm.Put(k, vec); err != nil {
+			return nil, fmt.Errorf("write %s entry (limits.max_sdf_entries?): %w", sdfFields[k.Field].Name, err)
+		}
+		st.lpm = append(st.lpm, k)
+	}
+	if err := d.objs.XupfRulesets.Put(st.id, c.desc); err != nil {
 		return nil, fmt.Errorf("write rule set: %w", err)
 	}
 	return st, nil

@@ -46,6 +46,10 @@ type restartEnv struct {
 	ctx      context.Context
 	pfcp     []*pfcpclient.Session
 	sessions []session.Session // static, then PFCP, as the traffic helpers take them
+	// flows are the further QoS flows of each PFCP session, and qfi the QFI its uplink
+	// traffic carries.
+	flows []pfcpclient.Flow
+	qfi   uint8
 }
 
 func newRestartEnv(t testing.TB, sessions int, smfOpts pfcpclient.Options) *restartEnv {
@@ -86,7 +90,7 @@ func (r *restartEnv) establishIn(ues netip.Prefix, n, inflight int) error {
 				binary.BigEndian.PutUint32(ue[:], base+uint32(len(r.pfcp)+i)+1)
 				out[i], errs[i] = r.smf.Establish(r.ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS,
 					UE: netip.AddrFrom4(ue), NetworkInstance: "internet", GNB: testbed.GNBAddr,
-					GNBTEID: 0x10000 + uint32(len(r.pfcp)+i)})
+					GNBTEID: 0x10000 + uint32(len(r.pfcp)+i), Flows: r.flows})
 			}
 		})
 	}
@@ -100,7 +104,7 @@ func (r *restartEnv) establishIn(ues netip.Prefix, n, inflight int) error {
 			return fmt.Errorf("establish session %d: %w", i, errs[i])
 		}
 		r.pfcp = append(r.pfcp, s)
-		r.sessions = append(r.sessions, testbed.PFCPView(s, testbed.GNBAddr, s.Spec.GNBTEID, 0))
+		r.sessions = append(r.sessions, testbed.PFCPView(s, testbed.GNBAddr, s.Spec.GNBTEID, r.qfi))
 	}
 	return nil
 }
@@ -285,11 +289,19 @@ func TestRestartWithoutLoss(t *testing.T) {
 // answered with the same Recovery Time Stamp, and the sessions must be modifiable and
 // deletable at once. It returns the environment, whose sessions are those still set up.
 func checkRestartWithoutLoss(t *testing.T, restart func(*restartEnv) time.Duration) *restartEnv {
-	// The SMF waits 1 s for an answer and sends a request 10 times: the restarted xupfd
-	// answers what the stopped one left unanswered once it serves, which has taken up to 5 s
-	// on the test VM while `make test` ran the datapath tests beside it.
-	r := newRestartEnv(t, restartSessions, pfcpclient.Options{Timeout: time.Second, Tries: 10})
-	if err := r.establish(restartSessions, 16); err != nil {
+	return checkRestartOf(t, newRestartEnv(t, restartSessions, restartSMF), restartSessions, restart)
+}
+
+// restartSMF are the restart tests' SMF options: the SMF waits 1 s for an answer and sends a
+// request 10 times, for the restarted xupfd answers what the stopped one left unanswered once
+// it serves, which has taken up to 5 s on the test VM while `make test` ran the datapath tests
+// beside it.
+var restartSMF = pfcpclient.Options{Timeout: time.Second, Tries: 10}
+
+// checkRestartOf is checkRestartWithoutLoss in r, whose PFCP sessions are not set up yet,
+// with n of them.
+func checkRestartOf(t *testing.T, r *restartEnv, n int, restart func(*restartEnv) time.Duration) *restartEnv {
+	if err := r.establish(n, 16); err != nil {
 		t.Fatalf("%v\n%s", err, r.daemon.LogTail())
 	}
 	recovery, err := r.smf.Heartbeat(r.ctx)
@@ -320,7 +332,7 @@ func checkRestartWithoutLoss(t *testing.T, restart func(*restartEnv) time.Durati
 	if err := r.smf.SetDownlink(r.ctx, s, testbed.GNBAddr, 0x7777); err != nil {
 		t.Errorf("modify a restored session: %v", err)
 	} else {
-		view := testbed.PFCPView(s, testbed.GNBAddr, 0x7777, 0)
+		view := testbed.PFCPView(s, testbed.GNBAddr, 0x7777, r.qfi)
 		r.expectForwarding(t, view, "after the restart and a modification")
 		r.sessions[static] = view
 	}
@@ -332,6 +344,45 @@ func checkRestartWithoutLoss(t *testing.T, restart func(*restartEnv) time.Durati
 	}
 	r.expectForwarding(t, sessQFI, "static session after the restart")
 	return r
+}
+
+// TestRestartClassifiedSessions is TestRestartWithoutLoss (SIGKILL) with PFCP sessions
+// whose keys classify: each has a QoS flow that the test traffic matches (both ways) and one
+// it does not, so every key has three PDRs and SDF filters. Throughout, the traffic must land
+// in the flow's PDRs and nowhere else; sessions established after the restart must not
+// disturb the restored ones.
+func TestRestartClassifiedSessions(t *testing.T) {
+	r := newRestartEnv(t, restartSessions, restartSMF)
+	r.qfi = 5
+	r.flows = []pfcpclient.Flow{
+		{Precedence: 100, QFI: r.qfi, Filter: fmt.Sprintf("permit out 17 from %s %d to assigned", testbed.DNAddr, testbed.DNPort),
+			ExtraFilters: []string{fmt.Sprintf("permit out 17 from %s %d to assigned %d", testbed.DNAddr, testbed.DNSrcPort, testbed.UEPort)}},
+		{Precedence: 110, QFI: 6, Filter: "permit out 6 from any to assigned"},
+	}
+	// Each session has six PDRs: a quarter of the sessions fill the PDR table as far as
+	// restartSessions of four PDRs would.
+	checkRestartOf(t, r, restartSessions/4, func(r *restartEnv) time.Duration { return r.restart(t, r.daemon.Kill) })
+	// Beside the restored sessions' UE addresses (one was deleted: establish would count from
+	// below the last).
+	if err := r.establishIn(netip.MustParsePrefix("10.45.24.0/21"), restartSessions/20, 4); err != nil {
+		t.Fatalf("establish after the restart: %v\n%s", err, r.daemon.LogTail())
+	}
+	r.trafficDuring(t, func() { time.Sleep(time.Duration(len(r.sessions)) * time.Second / restartPPS) })
+	up, down := pfcpclient.FlowPDRIDs(0)
+	misplaced := 0
+	for seid, s := range r.listed(t) {
+		for _, u := range s.Usage {
+			if flow := u.PDR == up || u.PDR == down; flow != (u.Packets > 0) {
+				misplaced++
+				if misplaced <= 5 {
+					t.Errorf("session 0x%x PDR %d counted %d packets; the traffic is the flow's (PDRs %d, %d) alone", seid, u.PDR, u.Packets, up, down)
+				}
+			}
+		}
+	}
+	if misplaced > 0 {
+		t.Errorf("%d PDRs counted wrongly", misplaced)
+	}
 }
 
 // TestKillDuringEstablishment kills xupfd while an SMF pipelines establishments beside
