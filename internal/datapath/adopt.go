@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/cilium/ebpf"
 
@@ -333,18 +334,17 @@ func (d *Datapath) adoptedPrev(sets []rules.RuleSet) []*installedSet {
 	return out
 }
 
-// notifiedBefore is rs, but with a DROP FAR with NOCP that the earlier run's entry of its
-// key has turned into a plain DROP kept so: the SMF had its report before the restart, and
-// an install that armed it again would send a second. Only a key with one PDR is told (its
-// FAR is in the ref); a classified key's FARs are armed again. The caller holds d.mu.
+// notifiedBefore is rs, but with each DROP FAR with NOCP that the earlier run's PDR in its
+// place (adoptedPDRs) has turned into a plain DROP kept so: the SMF had its report before
+// the restart, and an install that armed it again would send a second. The caller holds d.mu.
 func (d *Datapath) notifiedBefore(rs rules.RuleSet) rules.RuleSet {
-	a := d.adopted[rs.LookupKey()]
-	if a == nil || a.tables != nil || !a.pdrs[0].notified || len(rs.PDRs) != 1 || rs.PDRs[0].FAR.Action != rules.DropNotify {
-		return rs
+	pdrs := slices.Clone(rs.PDRs)
+	for i, p := range d.adoptedPDRs(rs) {
+		if p != nil && p.notified && pdrs[i].FAR.Action == rules.DropNotify {
+			pdrs[i].FAR.Action = rules.Drop
+		}
 	}
-	p := rs.PDRs[0]
-	p.FAR.Action = rules.Drop
-	rs.PDRs = []rules.PDR{p}
+	rs.PDRs = pdrs
 	return rs
 }
 

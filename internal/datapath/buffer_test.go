@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/xupf/xupf/internal/buffer"
 	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/sdf"
 	"github.com/xupf/xupf/internal/testbed"
 )
 
@@ -59,8 +61,17 @@ func (e *testEnv) farAction(t *testing.T) xupfFarAction {
 	t.Helper()
 	e.dp.mu.Lock()
 	defer e.dp.mu.Unlock()
+	set := e.dp.owners[bufferOwner][0]
+	if set.tables != nil { // classified: PDR 3's FAR is in its slot
+		var far xupfFar
+		i := slices.IndexFunc(set.rs.PDRs, func(p rules.PDR) bool { return p.ID == 3 })
+		if err := e.dp.objs.XupfFars.Lookup(set.slots[i], &far); err != nil {
+			t.Fatal(err)
+		}
+		return xupfFarAction(far.Action)
+	}
 	var ref xupfRuleRef
-	if err := e.dp.objs.XupfRefs.Lookup(e.dp.owners[bufferOwner][0].ref, &ref); err != nil {
+	if err := e.dp.objs.XupfRefs.Lookup(set.ref, &ref); err != nil {
 		t.Fatal(err)
 	}
 	return xupfFarAction(ref.Far.Action)
@@ -239,34 +250,44 @@ func TestDropNotify(t *testing.T) {
 
 // TestDropNotifyAcrossRestart: a DROP FAR with NOCP that handed over its packet before a
 // restart stays a plain DROP FAR when the next run installs the same rules: the SMF has had
-// its report, and gets no second one.
+// its report, and gets no second one. So for a key with that PDR alone and for a classified
+// one, with a second PDR whose filter the packets do not match.
 func TestDropNotifyAcrossRestart(t *testing.T) {
-	e := newTestEnv(t, 64)
-	got := readBuffered(t, e)
-	set := bufferSet(rules.FAR{Action: rules.DropNotify})
-	if err := e.dp.Install(bufferOwner, set); err != nil {
-		t.Fatal(err)
+	classified := bufferSet(rules.FAR{Action: rules.DropNotify})
+	classified[0].PDRs[0].Filters = []sdf.Filter{{Protocol: 17}}
+	classified[0].PDRs = append(classified[0].PDRs, rules.PDR{ID: 4, Precedence: 2, FAR: rules.FAR{Action: rules.Drop}})
+	for _, c := range []struct {
+		name string
+		set  []rules.RuleSet
+	}{{"one PDR", bufferSet(rules.FAR{Action: rules.DropNotify})}, {"classified", classified}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newTestEnv(t, 64)
+			got := readBuffered(t, e)
+			if err := e.dp.Install(bufferOwner, c.set); err != nil {
+				t.Fatal(err)
+			}
+			e.run(t, seqIn(t, 0), e.n6)
+			nextBuffered(t, got)
+			opts := e.dp.opts
+			if err := e.dp.Close(false); err != nil { // "crash": pins stay
+				t.Fatal(err)
+			}
+			e.dp = e.load(t, opts)
+			if err := e.dp.Install(bufferOwner, c.set); err != nil {
+				t.Fatal(err)
+			}
+			if a := e.farAction(t); a != xupfFarActionFAR_DROP {
+				t.Errorf("FAR action %v after the restart, want FAR_DROP (the packet was handed over before)", a)
+			}
+			before, _ := e.dp.Stats()
+			if v, _ := e.run(t, seqIn(t, 1), e.n6); v != xdpDrop {
+				t.Fatalf("verdict %s, want DROP", verdictNames[v])
+			}
+			after, _ := e.dp.Stats()
+			checkDeltas(t, "counter", before.Counters, after.Counters, map[string]uint64{"dl_rx": 1})
+			checkDeltas(t, "drop", before.Drops, after.Drops, map[string]uint64{"far_drop": 1})
+		})
 	}
-	e.run(t, seqIn(t, 0), e.n6)
-	nextBuffered(t, got)
-	opts := e.dp.opts
-	if err := e.dp.Close(false); err != nil { // "crash": pins stay
-		t.Fatal(err)
-	}
-	e.dp = e.load(t, opts)
-	if err := e.dp.Install(bufferOwner, set); err != nil {
-		t.Fatal(err)
-	}
-	if a := e.farAction(t); a != xupfFarActionFAR_DROP {
-		t.Errorf("FAR action %v after the restart, want FAR_DROP (the packet was handed over before)", a)
-	}
-	before, _ := e.dp.Stats()
-	if v, _ := e.run(t, seqIn(t, 1), e.n6); v != xdpDrop {
-		t.Fatalf("verdict %s, want DROP", verdictNames[v])
-	}
-	after, _ := e.dp.Stats()
-	checkDeltas(t, "counter", before.Counters, after.Counters, map[string]uint64{"dl_rx": 1})
-	checkDeltas(t, "drop", before.Drops, after.Drops, map[string]uint64{"far_drop": 1})
 }
 
 // BenchmarkReplay: one buffered frame run through again and released, as xupfd flushes.
