@@ -4,12 +4,14 @@ import (
 	"errors"
 	"maps"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 
 	"github.com/xupf/xupf/internal/classifier"
 	"github.com/xupf/xupf/internal/rules"
@@ -440,5 +442,80 @@ func TestRestartClassifiedKeys(t *testing.T) {
 		if err := m.NextKey(nil, &key); !errors.Is(err, ebpf.ErrKeyNotExist) {
 			t.Errorf("%s holds entries of sessions gone (%v)", m, err)
 		}
+	}
+}
+
+// TestMACClassesAcrossTakeOver: between Load and Attach the earlier run's program still
+// runs in the pinned links, and its classes on MAC fields still match (Load keeps its MAC
+// entries); the next classes this run writes into a buffer replace that buffer's entries, so
+// none is left behind.
+func TestMACClassesAcrossTakeOver(t *testing.T) {
+	e := newTestEnv(t, 8)
+	if err := e.addSession(sessPlain); err != nil { // classes see packets of sessions only
+		t.Fatal(err)
+	}
+	byMAC := classifier.Class{ID: 1, Priority: 1, SrcMAC: macDN.String()}
+	e.setClasses(t, byMAC)
+	dl := dlIn(t, sessPlain, 64) // from macDN
+	hits := func(dp *Datapath, prog *ebpf.Program) uint64 {
+		t.Helper()
+		before, _ := dp.Stats()
+		e.runProgramOn(t, prog, anyCPU, dl, e.n6)
+		after, _ := dp.Stats()
+		return after.Counters["cls_hit"] - before.Counters["cls_hit"]
+	}
+	if n := hits(e.dp, e.dp.Program()); n != 1 {
+		t.Fatalf("before the restart: %d class hits, want 1", n)
+	}
+	opts := e.dp.opts
+	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+		t.Fatal(err)
+	}
+	next := e.load(t, opts)
+	e.dp = next
+	l, err := link.LoadPinnedLink(filepath.Join(opts.PinPath, "link_n6"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	info, err := l.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier, err := ebpf.NewProgramFromID(info.Program)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer earlier.Close()
+	if n := hits(next, earlier); n != 1 {
+		t.Errorf("the earlier run's program between Load and Attach: %d class hits, want 1", n)
+	}
+	err = e.do(func() error {
+		for _, name := range []string{"n3", "n6"} {
+			if _, err := next.Attach(name, XDPNative, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.setClasses(t, byMAC)
+	if n := hits(next, next.Program()); n != 1 {
+		t.Errorf("classes set again after the take-over: %d class hits, want 1", n)
+	}
+	// Both buffers rewritten without MAC classes: no MAC entry may be left.
+	byProto := classifier.Class{ID: 2, Priority: 1, Protocol: "udp"}
+	e.setClasses(t, byProto)
+	e.setClasses(t, byProto)
+	var k xupfClsMacKey
+	var v xupfClsVref
+	n := 0
+	for it := next.objs.XupfClsMacs.Iterate(); it.Next(&k, &v); {
+		n++
+	}
+	if n != 0 {
+		t.Errorf("%d MAC entries left after both buffers were rewritten without MAC classes", n)
 	}
 }

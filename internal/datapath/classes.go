@@ -75,6 +75,35 @@ func (d *Datapath) setClasses(c classifier.Compiled) error {
 	return nil
 }
 
+// adoptClsMacs takes the MAC entries an earlier run left as its buffers' own: the earlier
+// program, which runs in the pinned links until Attach, still matches classes on MAC fields
+// through them, and the next classes written into a buffer delete them (clearClsBuffer) so
+// that none matches beside the new ones. Entries of no buffer are deleted at once. (Policer
+// contracts live in the daemon's memory; the slots an earlier run left in xupf_contracts are
+// reached only through class entries, which every classifier buffer rewrites.)
+func (d *Datapath) adoptClsMacs() error {
+	var k xupfClsMacKey
+	var v xupfClsVref
+	var stray []xupfClsMacKey
+	it := d.objs.XupfClsMacs.Iterate()
+	for it.Next(&k, &v) {
+		if k.Buf < uint32(len(d.clsBufs)) {
+			d.clsBufs[k.Buf].macs = append(d.clsBufs[k.Buf].macs, k)
+		} else {
+			stray = append(stray, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read the earlier run's MAC entries: %w", err)
+	}
+	for _, k := range stray {
+		if err := d.objs.XupfClsMacs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("clear a MAC entry of no classifier buffer: %w", err)
+		}
+	}
+	return nil
+}
+
 func (d *Datapath) clearClsBuffer(buf uint32) error {
 	b := &d.clsBufs[buf]
 	var errs []error

@@ -348,13 +348,9 @@ func Load(opts Options) (*Datapath, error) {
 		d.closeObjs()
 		return nil, err
 	}
-	// Classifier tables of an earlier run name buffers this run will hand out again: stale
-	// entries would then match beside the new ones. (Policer contracts live in the daemon's
-	// memory; the slots an earlier run left in xupf_contracts are reached only through class
-	// entries, which every classifier buffer rewrites.)
-	if err := clearMap(d.objs.XupfClsMacs); err != nil {
+	if err := d.adoptClsMacs(); err != nil {
 		d.closeObjs()
-		return nil, fmt.Errorf("clear %s left by an earlier run: %w", d.objs.XupfClsMacs, err)
+		return nil, fmt.Errorf("load datapath: %w", err)
 	}
 	if d.routes, err = mapRouteTable(d.objs.XupfRouteDir, d.objs.XupfNexthops, opts); err != nil {
 		d.closeObjs()

@@ -190,13 +190,19 @@ const anyCPU = -1
 // runOn is run on CPU cpu: uplink spreading compares its choice with the CPU it runs on.
 func (e *testEnv) runOn(t testing.TB, cpu int, pkt []byte, ifindex int) (uint32, []byte) {
 	t.Helper()
+	return e.runProgramOn(t, e.dp.Program(), cpu, pkt, ifindex)
+}
+
+// runProgramOn is runOn with prog, e.g. the program an earlier run left in a pinned link.
+func (e *testEnv) runProgramOn(t testing.TB, prog *ebpf.Program, cpu int, pkt []byte, ifindex int) (uint32, []byte) {
+	t.Helper()
 	var ret uint32
 	opts := &ebpf.RunOptions{
 		Data:    pkt,
 		DataOut: make([]byte, len(pkt)+512),
 		Context: xdpMD{DataEnd: uint32(len(pkt)), IngressIfindex: uint32(ifindex)},
 	}
-	run := func() (err error) { ret, err = e.dp.Program().Run(opts); return err }
+	run := func() (err error) { ret, err = prog.Run(opts); return err }
 	err := e.do(func() error {
 		if cpu == anyCPU {
 			return run()
