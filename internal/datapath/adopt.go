@@ -199,21 +199,29 @@ func (d *Datapath) adoptTables(byID map[uint32]*adoptedSet) error {
 	var staleExact []xupfSdfExactKey
 	var k xupfSdfExactKey
 	var vec uint64
-	for it := d.objs.XupfSdfExact.Iterate(); it.Next(&k, &vec); {
+	it := d.objs.XupfSdfExact.Iterate()
+	for it.Next(&k, &vec) {
 		if a := byID[k.Ruleset]; a != nil {
 			a.tables.exact = append(a.tables.exact, k)
 		} else {
 			staleExact = append(staleExact, k)
 		}
 	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read the earlier run's classification entries: %w", err)
+	}
 	var staleLPM []xupfSdfLpmKey
 	var l xupfSdfLpmKey
-	for it := d.objs.XupfSdfLpm.Iterate(); it.Next(&l, &vec); {
+	it = d.objs.XupfSdfLpm.Iterate()
+	for it.Next(&l, &vec) {
 		if a := byID[l.Ruleset]; a != nil {
 			a.tables.lpm = append(a.tables.lpm, l)
 		} else {
 			staleLPM = append(staleLPM, l)
 		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read the earlier run's classification entries: %w", err)
 	}
 	for _, k := range staleExact {
 		if err := d.objs.XupfSdfExact.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
