@@ -640,6 +640,12 @@ func TestMarshalRoundTrip(t *testing.T) {
 	// The example leaves pfcp_allowed_peers empty; a list must survive the trip too.
 	cfg.PFCPAllowedPeers = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("198.51.100.7/32")}
 	cfg.PFCPHeartbeatInterval = 1500 * time.Millisecond
+	// Private routes, one with a gateway (a netip.Addr, which yaml.v3 takes for empty).
+	cfg.Router.Mode = RouterPrivate
+	cfg.Router.Routes = []Route{{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Via: netip.MustParseAddr("203.0.113.1"), Interface: "eth2"},
+		{Prefix: netip.MustParsePrefix("198.51.100.0/24"), Interface: "eth1", MTU: 1400},
+		{Prefix: netip.MustParsePrefix("192.0.2.0/24"), Type: "blackhole"}}
+	cfg.Router.Neighbours = []Neighbour{{Address: netip.MustParseAddr("203.0.113.1"), Interface: "eth2", MAC: "02:00:00:00:02:02"}}
 	checkRoundTrip(t, cfg)
 }
 

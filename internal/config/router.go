@@ -50,6 +50,23 @@ type Route struct {
 	MTU int `yaml:"mtu,omitempty"`
 }
 
+// MarshalYAML writes r as the file gives it. yaml.v3 takes a struct whose fields are all
+// unexported, as netip.Addr's are, for empty: with omitempty it would leave the gateway out.
+func (r Route) MarshalYAML() (any, error) {
+	type file struct {
+		Prefix    netip.Prefix `yaml:"prefix"`
+		Via       string       `yaml:"via,omitempty"`
+		Interface string       `yaml:"interface,omitempty"`
+		Type      string       `yaml:"type,omitempty"`
+		MTU       int          `yaml:"mtu,omitempty"`
+	}
+	f := file{Prefix: r.Prefix, Interface: r.Interface, Type: r.Type, MTU: r.MTU}
+	if r.Via.IsValid() {
+		f.Via = r.Via.String()
+	}
+	return f, nil
+}
+
 // Neighbour is a static neighbour entry.
 type Neighbour struct {
 	Address   netip.Addr `yaml:"address"`
