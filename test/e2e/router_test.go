@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -72,6 +73,18 @@ func TestPrivateRoutes(t *testing.T) {
 	}
 	if len(routes) != 2 || routes[0] != want[0] || routes[1] != want[1] {
 		t.Errorf("route list %+v, want %+v", routes, want)
+	}
+	// The running configuration holds them, as a file xupfd takes.
+	shown, err := config.Parse([]byte(e.ctl(t, "config", "show")))
+	if err != nil {
+		t.Fatalf("xupfctl config show does not parse: %v", err)
+	}
+	wantRoutes := []config.Route{{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Via: testbed.DNAddr, Interface: testbed.N6If},
+		{Prefix: n3Net, Interface: testbed.N3If}}
+	wantNeighbours := []config.Neighbour{{Address: testbed.DNAddr, Interface: testbed.N6If, MAC: strings.TrimSpace(mac)}}
+	if r := shown.Router; r.Mode != config.RouterPrivate || !reflect.DeepEqual(r.Routes, wantRoutes) ||
+		!reflect.DeepEqual(r.Neighbours, wantNeighbours) {
+		t.Errorf("xupfctl config show: router %+v, want private with routes %+v and neighbours %+v", r, wantRoutes, wantNeighbours)
 	}
 	msg := e.xupfctlFails(t, "route", "add", "10.9.0.0/16", "--dev", "lo")
 	if !strings.Contains(msg, `interface: "lo" is not one xupfd is attached to`) {
