@@ -203,10 +203,10 @@ func checkLayouts(pinPath string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) 
 
 // valueGrew tells whether this build's map ms differs from the pinned one (info, layout
 // version was) only by fields added at the end of its value: an entry then converts by
-// zero-extending its value. Per-CPU and special maps are not converted.
+// zero-extending its value (each CPU's, in a per-CPU map). Special maps are not converted.
 func valueGrew(ms *ebpf.MapSpec, info *ebpf.MapInfo, was mapLayout) bool {
 	switch ms.Type {
-	case ebpf.Array, ebpf.Hash, ebpf.LRUHash:
+	case ebpf.Array, ebpf.Hash, ebpf.LRUHash, ebpf.PerCPUArray, ebpf.PerCPUHash, ebpf.LRUCPUHash:
 	default:
 		return false
 	}
@@ -219,8 +219,8 @@ func valueGrew(ms *ebpf.MapSpec, info *ebpf.MapInfo, was mapLayout) bool {
 }
 
 // migrateMap carries the entries of the pinned map name, whose value this build grew
-// (valueGrew), over into a new map made from this build's spec, each value zero-extended,
-// and puts the new map in the old one's place under pinPath with one rename, so a crash
+// (valueGrew), over into a new map made from this build's spec, each value (each CPU's value
+// of a per-CPU map) zero-extended, and puts the new map in the old one's place under pinPath with one rename, so a crash
 // leaves either map pinned, never none. The running program keeps the old map until the
 // links take the new program: what it writes meanwhile (counts of those moments) is lost.
 func migrateMap(pinPath, name string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) error {
@@ -237,17 +237,8 @@ func migrateMap(pinPath, name string, spec *ebpf.CollectionSpec, layouts *ebpf.M
 		return fmt.Errorf("migrate %s: make the new map: %w", name, err)
 	}
 	defer m.Close()
-	var k, v []byte
-	value := make([]byte, ms.ValueSize)
-	it := old.Iterate()
-	for it.Next(&k, &v) {
-		clear(value[copy(value, v):])
-		if err := m.Put(k, value); err != nil {
-			return fmt.Errorf("migrate %s: copy an entry: %w", name, err)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("migrate %s: read the pinned entries: %w", name, err)
+	if err := copyGrown(old, m, ms); err != nil {
+		return fmt.Errorf("migrate %s: %w", name, err)
 	}
 	// bpffs refuses names with a dot.
 	tmp := filepath.Join(pinPath, "migrating_"+name)
@@ -263,6 +254,40 @@ func migrateMap(pinPath, name string, spec *ebpf.CollectionSpec, layouts *ebpf.M
 	// Recorded at once: a load that fails later must find the version of what is pinned.
 	if err := layouts.Put(layoutKey(name), layoutOf(spec.Maps[name])); err != nil {
 		return fmt.Errorf("record the layout version of %s: %w", name, err)
+	}
+	return nil
+}
+
+// copyGrown copies every entry of old into m, whose values (ms) are longer, zero-extending
+// each value, or each CPU's value of a per-CPU map.
+func copyGrown(old, m *ebpf.Map, ms *ebpf.MapSpec) error {
+	var k []byte
+	it := old.Iterate()
+	switch ms.Type {
+	case ebpf.PerCPUArray, ebpf.PerCPUHash, ebpf.LRUCPUHash:
+		var v [][]byte // one value per possible CPU
+		for it.Next(&k, &v) {
+			values := make([][]byte, len(v))
+			for cpu := range v {
+				values[cpu] = make([]byte, ms.ValueSize)
+				copy(values[cpu], v[cpu])
+			}
+			if err := m.Put(k, values); err != nil {
+				return fmt.Errorf("copy an entry: %w", err)
+			}
+		}
+	default:
+		var v []byte
+		value := make([]byte, ms.ValueSize)
+		for it.Next(&k, &v) {
+			clear(value[copy(value, v):])
+			if err := m.Put(k, value); err != nil {
+				return fmt.Errorf("copy an entry: %w", err)
+			}
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read the pinned entries: %w", err)
 	}
 	return nil
 }

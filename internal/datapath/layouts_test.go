@@ -3,6 +3,7 @@ package datapath
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -82,42 +83,22 @@ func TestLoadRefusesOtherLayouts(t *testing.T) {
 func TestLoadMigratesGrownValue(t *testing.T) {
 	e := newTestEnv(t, 8)
 	opts := e.dp.opts
-	pin := filepath.Join(opts.PinPath, xupfMapXupfQuotas)
-	earlier := e.dp.spec.Maps[xupfMapXupfQuotas].Copy()
-	st := *btf.UnderlyingType(earlier.Value).(*btf.Struct)
-	st.Members = st.Members[:1] // used, without limit
-	st.Size = uint32(unsafe.Sizeof(xupfQuota{}.Used))
-	earlier.Value, earlier.ValueSize, earlier.Pinning = &st, st.Size, ebpf.PinNone
-	m, err := ebpf.NewMap(earlier)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	// used, without limit
+	m, earlier, layouts := e.pinEarlierValue(t, xupfMapXupfQuotas, uint32(unsafe.Sizeof(xupfQuota{}.Used)))
 	used := [2]uint64{5, 6}
 	if err := m.Put(uint32(3), used); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Pin(pin + "_earlier"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(pin+"_earlier", pin); err != nil {
-		t.Fatal(err)
-	}
-	layouts, err := ebpf.LoadPinnedMap(filepath.Join(opts.PinPath, layoutsPin), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer layouts.Close()
 	// An earlier value that is not the start of this build's (a field renamed) is refused.
 	renamed := *earlier
-	other := st
-	other.Members = []btf.Member{st.Members[0]}
+	other := *earlier.Value.(*btf.Struct)
+	other.Members = []btf.Member{other.Members[0]}
 	other.Members[0].Name = "spent"
 	renamed.Value = &other
 	if err := layouts.Put(layoutKey(xupfMapXupfQuotas), layoutOf(&renamed)); err != nil {
 		t.Fatal(err)
 	}
-	err = e.tryLoad(opts)
+	err := e.tryLoad(opts)
 	if want := xupfMapXupfQuotas + ": ValueSize"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("load over a value changed before its end: %v; want an error saying %q", err, want)
 	}
@@ -151,6 +132,73 @@ func TestLoadMigratesGrownValue(t *testing.T) {
 	if err != nil {
 		t.Fatalf("take over the pinned links with the migrated map: %v", err)
 	}
+}
+
+// TestLoadMigratesGrownPerCPUValue: a per-CPU map whose value this build grew at its end (as
+// if an earlier build's usage counters held packets only) is carried over with each CPU's
+// value zero-extended.
+func TestLoadMigratesGrownPerCPUValue(t *testing.T) {
+	e := newTestEnv(t, 8)
+	opts := e.dp.opts
+	m, earlier, layouts := e.pinEarlierValue(t, xupfMapXupfUsage, uint32(unsafe.Sizeof(xupfCounters{}.Packets)))
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	packets := make([]uint64, cpus) // a count per CPU
+	for cpu := range packets {
+		packets[cpu] = uint64(5 + cpu)
+	}
+	if err := m.Put(uint32(3), packets); err != nil {
+		t.Fatal(err)
+	}
+	if err := layouts.Put(layoutKey(xupfMapXupfUsage), layoutOf(earlier)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dp.Close(false); err != nil {
+		t.Fatal(err)
+	}
+	next := e.load(t, opts)
+	e.dp = next
+	var got []xupfCounters
+	if err := next.objs.XupfUsage.Lookup(uint32(3), &got); err != nil {
+		t.Fatal(err)
+	}
+	for cpu, c := range got {
+		if want := (xupfCounters{Packets: packets[cpu]}); c != want {
+			t.Errorf("usage counter 3 on CPU %d after the migration: %+v, want %+v", cpu, c, want)
+		}
+	}
+}
+
+// pinEarlierValue puts in the place of e's pinned map name a map as an earlier build made it:
+// this build's spec with the value cut to its first size bytes. It returns the map, its spec
+// and the pinned layout versions (where the caller records the earlier one).
+func (e *testEnv) pinEarlierValue(t *testing.T, name string, size uint32) (*ebpf.Map, *ebpf.MapSpec, *ebpf.Map) {
+	t.Helper()
+	pin := filepath.Join(e.dp.opts.PinPath, name)
+	earlier := e.dp.spec.Maps[name].Copy()
+	st := *btf.UnderlyingType(earlier.Value).(*btf.Struct)
+	st.Members = slices.DeleteFunc(slices.Clone(st.Members), func(m btf.Member) bool { return m.Offset.Bytes() >= size })
+	st.Size = size
+	earlier.Value, earlier.ValueSize, earlier.Pinning = &st, st.Size, ebpf.PinNone
+	m, err := ebpf.NewMap(earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := m.Pin(pin + "_earlier"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(pin+"_earlier", pin); err != nil {
+		t.Fatal(err)
+	}
+	layouts, err := ebpf.LoadPinnedMap(filepath.Join(e.dp.opts.PinPath, layoutsPin), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { layouts.Close() })
+	return m, earlier, layouts
 }
 
 // tryLoad loads another datapath over the environment's pins and closes it, keeping the
