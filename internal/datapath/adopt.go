@@ -70,6 +70,9 @@ func (d *Datapath) adoptEarlierRun() error {
 					return err
 				}
 				a.pdrs = []*adoptedPDR{p}
+			} else if byID[v.Ruleset] != nil {
+				// The earlier run gives each rule set its own id: these pins were not made by it.
+				return fmt.Errorf("the earlier run's rule set %d is named by two keys; stop the gateway with `xupfd --stop`", v.Ruleset)
 			} else if err := d.adoptRuleset(a, v.Ruleset); err != nil {
 				return err
 			} else {
@@ -98,8 +101,7 @@ func (d *Datapath) adoptEarlierRun() error {
 			return fmt.Errorf("the earlier run's entries do not fit this run's tables: %w", err)
 		}
 	}
-	// PDR slots and rule set ids are one key's alone: forgetAdopted releases them at once.
-	delete(used, d.rules)
+	// A rule set id is one key's alone: it is released when its tables are retired.
 	delete(used, d.rulesets)
 	if err := d.adoptTables(byID); err != nil {
 		return err
@@ -407,7 +409,7 @@ func (d *Datapath) forgetAdopted(k rules.Key, a *adoptedSet, released map[uint32
 		d.dropAdopted(d.meterSlots, p.meters...)
 		d.dropAdopted(d.quotaSlots, p.quotaSlots()...)
 		if a.tables != nil {
-			d.rules.release(p.slot)
+			d.dropAdopted(d.rules, p.slot)
 		}
 	}
 	if a.tables != nil {
