@@ -198,41 +198,46 @@ func (d *Datapath) adoptRuleset(a *adoptedSet, id uint32) error {
 // them with their sets, and deletes all others: they name rule set ids this run hands out
 // again, where stale entries would match beside the new ones.
 func (d *Datapath) adoptTables(byID map[uint32]*adoptedSet) error {
-	var staleExact []xupfSdfExactKey
-	var k xupfSdfExactKey
-	var vec uint64
-	it := d.objs.XupfSdfExact.Iterate()
-	for it.Next(&k, &vec) {
-		if a := byID[k.Ruleset]; a != nil {
+	err := keepEntries(d.objs.XupfSdfExact, func(k xupfSdfExactKey) bool {
+		a := byID[k.Ruleset]
+		if a != nil {
 			a.tables.exact = append(a.tables.exact, k)
-		} else {
-			staleExact = append(staleExact, k)
+		}
+		return a != nil
+	})
+	if err == nil {
+		err = keepEntries(d.objs.XupfSdfLpm, func(k xupfSdfLpmKey) bool {
+			a := byID[k.Ruleset]
+			if a != nil {
+				a.tables.lpm = append(a.tables.lpm, k)
+			}
+			return a != nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("the earlier run's classification entries: %w", err)
+	}
+	return nil
+}
+
+// keepEntries reads every key of the hash map m, an earlier run's, and deletes those keep
+// does not take.
+func keepEntries[K any](m *ebpf.Map, keep func(K) bool) error {
+	var k K
+	var v []byte
+	var stale []K
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		if !keep(k) {
+			stale = append(stale, k)
 		}
 	}
 	if err := it.Err(); err != nil {
-		return fmt.Errorf("read the earlier run's classification entries: %w", err)
+		return fmt.Errorf("read %s: %w", m, err)
 	}
-	var staleLPM []xupfSdfLpmKey
-	var l xupfSdfLpmKey
-	it = d.objs.XupfSdfLpm.Iterate()
-	for it.Next(&l, &vec) {
-		if a := byID[l.Ruleset]; a != nil {
-			a.tables.lpm = append(a.tables.lpm, l)
-		} else {
-			staleLPM = append(staleLPM, l)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("read the earlier run's classification entries: %w", err)
-	}
-	for _, k := range staleExact {
-		if err := d.objs.XupfSdfExact.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("clear the earlier run's classification entries: %w", err)
-		}
-	}
-	for _, k := range staleLPM {
-		if err := d.objs.XupfSdfLpm.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("clear the earlier run's classification entries: %w", err)
+	for _, k := range stale {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("delete from %s: %w", m, err)
 		}
 	}
 	return nil

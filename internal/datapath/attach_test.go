@@ -372,17 +372,7 @@ func TestRestartClassifiedKeys(t *testing.T) {
 	}
 	next := e.load(t, opts)
 	e.dp = next
-	err := e.do(func() error {
-		for _, name := range []string{"n3", "n6"} {
-			if _, err := next.Attach(name, XDPNative, false); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.takeOver(t, next)
 	send("taken over, not installed again")
 
 	newcomer := classifiedSets(1)
@@ -490,17 +480,7 @@ func TestMACClassesAcrossTakeOver(t *testing.T) {
 	if n := hits(next, earlier); n != 1 {
 		t.Errorf("the earlier run's program between Load and Attach: %d class hits, want 1", n)
 	}
-	err = e.do(func() error {
-		for _, name := range []string{"n3", "n6"} {
-			if _, err := next.Attach(name, XDPNative, false); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.takeOver(t, next)
 	e.setClasses(t, byMAC)
 	if n := hits(next, next.Program()); n != 1 {
 		t.Errorf("classes set again after the take-over: %d class hits, want 1", n)

@@ -82,24 +82,15 @@ func (d *Datapath) setClasses(c classifier.Compiled) error {
 // contracts live in the daemon's memory; the slots an earlier run left in xupf_contracts are
 // reached only through class entries, which every classifier buffer rewrites.)
 func (d *Datapath) adoptClsMacs() error {
-	var k xupfClsMacKey
-	var v xupfClsVref
-	var stray []xupfClsMacKey
-	it := d.objs.XupfClsMacs.Iterate()
-	for it.Next(&k, &v) {
-		if k.Buf < uint32(len(d.clsBufs)) {
-			d.clsBufs[k.Buf].macs = append(d.clsBufs[k.Buf].macs, k)
-		} else {
-			stray = append(stray, k)
+	err := keepEntries(d.objs.XupfClsMacs, func(k xupfClsMacKey) bool {
+		if k.Buf >= uint32(len(d.clsBufs)) {
+			return false
 		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("read the earlier run's MAC entries: %w", err)
-	}
-	for _, k := range stray {
-		if err := d.objs.XupfClsMacs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("clear a MAC entry of no classifier buffer: %w", err)
-		}
+		d.clsBufs[k.Buf].macs = append(d.clsBufs[k.Buf].macs, k)
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("the earlier run's MAC class entries: %w", err)
 	}
 	return nil
 }

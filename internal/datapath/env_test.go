@@ -231,6 +231,22 @@ func onCPU(cpu int, fn func() error) error {
 
 func (e *testEnv) do(fn func() error) error { return testbed.InNetns(e.ns, fn) }
 
+// takeOver attaches dp to n3 and n6, taking over the links an earlier datapath pinned there.
+func (e *testEnv) takeOver(t testing.TB, dp *Datapath) {
+	t.Helper()
+	err := e.do(func() error {
+		for _, name := range []string{"n3", "n6"} {
+			if _, err := dp.Attach(name, XDPNative, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("take over the pinned links: %v", err)
+	}
+}
+
 // load loads another datapath over the environment's pins, inside its namespace (whose
 // interfaces the n3 ones are).
 func (e *testEnv) load(t testing.TB, opts Options) *Datapath {

@@ -121,17 +121,7 @@ func TestLoadMigratesGrownValue(t *testing.T) {
 	if err := layouts.Lookup(layoutKey(xupfMapXupfQuotas), &recorded); err != nil || recorded != layoutOf(next.spec.Maps[xupfMapXupfQuotas]) {
 		t.Errorf("recorded layout version %x, %v; want this build's", recorded, err)
 	}
-	err = e.do(func() error {
-		for _, name := range []string{"n3", "n6"} {
-			if _, err := next.Attach(name, XDPNative, false); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("take over the pinned links with the migrated map: %v", err)
-	}
+	e.takeOver(t, next)
 }
 
 // TestLoadMigratesGrownPerCPUValue: a per-CPU map whose value this build grew at its end (as
