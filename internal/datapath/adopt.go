@@ -25,6 +25,8 @@ type adoptedSet struct {
 	// for a key with one PDR in its ref), kept as they are until the key is installed again.
 	desc   xupfRuleset
 	tables *setTables
+	// paired is pair's answer for the rule set an install is putting under the key.
+	paired []*adoptedPDR
 }
 
 // adoptedPDR is one PDR of an earlier run's entry.
@@ -246,15 +248,11 @@ func keepEntries[K any](m *ebpf.Map, keep func(K) bool) error {
 func ulKey(k uint32) rules.Key { return rules.Key{Uplink: true, TEID: be32(k)} }
 func dlKey(k uint32) rules.Key { return rules.Key{UE: addrFromBE(k)} }
 
-// adoptedPDRs are the earlier run's PDRs that rs.PDRs[i] is the same as (nil where none), for
-// an adopted key: a key's one PDR in its ref stands for rs's one PDR; a classified key's PDRs
-// stand for rs's when rs classifies exactly as the earlier rule set did, each PDR in the
-// place of one of them. The caller holds d.mu.
-func (d *Datapath) adoptedPDRs(rs rules.RuleSet) []*adoptedPDR {
-	a := d.adopted[rs.LookupKey()]
-	if a == nil {
-		return nil
-	}
+// pair returns the earlier run's PDRs that rs.PDRs[i] is the same as (nil where none): a
+// key's one PDR in its ref stands for rs's one PDR; a classified key's PDRs stand for rs's
+// when rs classifies exactly as the earlier rule set did, each PDR in the place of one of
+// them.
+func (a *adoptedSet) pair(rs rules.RuleSet) []*adoptedPDR {
 	if a.tables == nil {
 		if len(rs.PDRs) != 1 {
 			return nil
@@ -312,6 +310,15 @@ func (d *Datapath) adoptedPDRs(rs rules.RuleSet) []*adoptedPDR {
 	return out
 }
 
+// adoptedPDRs are the earlier run's PDRs in the places of rs.PDRs as adoptedPrev paired them
+// at the start of this install (nil: none). The caller holds d.mu.
+func (d *Datapath) adoptedPDRs(rs rules.RuleSet) []*adoptedPDR {
+	if a := d.adopted[rs.LookupKey()]; a != nil {
+		return a.paired
+	}
+	return nil
+}
+
 // sameEntries says keys, with their rule set id cleared by anon, are those of want.
 func sameEntries[K comparable](want map[K]uint64, keys []K, anon func(K) K) bool {
 	if len(keys) != len(want) {
@@ -328,7 +335,8 @@ func sameEntries[K comparable](want map[K]uint64, keys []K, anon func(K) K) bool
 // adoptedPrev returns, for the keys of sets that an earlier run left and this run has not
 // installed, sets that stand for the earlier run's entries as the ones an install replaces:
 // the ref is released once the new one is published, and the counters of each PDR that
-// adoptedPDRs pairs go to the new PDR. The caller holds d.mu.
+// pair finds in the place of a new one go to it. It keeps the pairs for the rest of the
+// install (adoptedPDRs). The caller holds d.mu.
 func (d *Datapath) adoptedPrev(sets []rules.RuleSet) []*installedSet {
 	var out []*installedSet
 	for _, rs := range sets {
@@ -338,7 +346,8 @@ func (d *Datapath) adoptedPrev(sets []rules.RuleSet) []*installedSet {
 		}
 		set := &installedSet{rs: rules.RuleSet{Uplink: rs.Uplink, TEID: rs.TEID, UE: rs.UE}, ref: a.ref,
 			counters: map[uint32]pdrCounters{}}
-		for i, p := range d.adoptedPDRs(rs) {
+		a.paired = a.pair(rs)
+		for i, p := range a.paired {
 			if p != nil {
 				set.rs.PDRs = append(set.rs.PDRs, rules.PDR{ID: rs.PDRs[i].ID})
 				set.counters[rs.PDRs[i].ID] = p.counters
@@ -353,9 +362,12 @@ func (d *Datapath) adoptedPrev(sets []rules.RuleSet) []*installedSet {
 // place (adoptedPDRs) has turned into a plain DROP kept so: the SMF had its report before
 // the restart, and an install that armed it again would send a second. The caller holds d.mu.
 func (d *Datapath) notifiedBefore(rs rules.RuleSet) rules.RuleSet {
-	pdrs := slices.Clone(rs.PDRs)
+	pdrs := rs.PDRs
 	for i, p := range d.adoptedPDRs(rs) {
 		if p != nil && p.notified && pdrs[i].FAR.Action == rules.DropNotify {
+			if &pdrs[0] == &rs.PDRs[0] {
+				pdrs = slices.Clone(pdrs) // the caller's stay as they are
+			}
 			pdrs[i].FAR.Action = rules.Drop
 		}
 	}
