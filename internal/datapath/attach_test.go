@@ -499,3 +499,68 @@ func TestMACClassesAcrossTakeOver(t *testing.T) {
 		t.Errorf("%d MAC entries left after both buffers were rewritten without MAC classes", n)
 	}
 }
+
+// TestRestartQuotaListSlots: a PDR with several quotas points at a quota list whose members
+// are the session's quota slots; across a restart the members stay reserved with the list
+// (a session new to this run gets none of them while the old entry still charges them), and
+// the re-install releases each once.
+func TestRestartQuotaListSlots(t *testing.T) {
+	e := newTestEnv(t, 8)
+	sets := func(teid uint32, ue netip.Addr) []rules.RuleSet {
+		q := rules.Quota{URR: 7, Grant: 1, Uplink: rules.NoLimit, Downlink: rules.NoLimit, Total: 1 << 20}
+		out := quotaSets(q, false)
+		out[0].TEID, out[1].UE = teid, ue
+		second := q
+		second.URR, second.Total = 8, 1<<30
+		for i := range out {
+			out[i].PDRs[0].URRs = []uint32{7, 8}
+			out[i].PDRs[0].Quotas = []rules.Quota{q, second}
+		}
+		return out
+	}
+	if err := e.dp.Install(quotaOwner, sets(teidQuota, ueQuota)); err != nil {
+		t.Fatal(err)
+	}
+	held := map[uint32]bool{}
+	for _, q := range e.dp.quotas[quotaOwner] {
+		held[q.slot] = true
+	}
+	for _, set := range e.dp.owners[quotaOwner] {
+		for _, s := range set.quotaLists {
+			held[s] = true
+		}
+	}
+	if len(held) != 4 { // two quotas, two lists
+		t.Fatalf("%d quota slots in use, want 4", len(held))
+	}
+	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+		t.Fatal(err)
+	}
+	next := e.load(t, e.dp.opts)
+	e.dp = next
+	const other = quotaOwner + 1
+	if err := next.Install(other, sets(teidQuota+0x10, netip.MustParseAddr("10.45.0.77"))); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range next.quotas[other] {
+		if held[q.slot] {
+			t.Errorf("a new session got quota slot %d, which the earlier run's entries still charge", q.slot)
+		}
+	}
+	if err := next.Install(quotaOwner, sets(teidQuota, ueQuota)); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	var inUse []uint32
+	for _, o := range []uint64{quotaOwner, other} {
+		for _, q := range next.quotas[o] {
+			inUse = append(inUse, q.slot)
+		}
+		for _, set := range next.owners[o] {
+			inUse = append(inUse, set.quotaLists...)
+		}
+	}
+	checkSlots(t, "quota", next.quotaSlots, inUse)
+}
