@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -155,6 +156,8 @@ type Datapath struct {
 	flowCounters
 	drainState
 	stopDrains func() // stops finishDrains
+	// zeroCounters are the counter slots known to hold zero: allocCounter need not reset them.
+	zeroCounters zeroSlots
 }
 
 // objects are what Load loads: every map, the XDP program and the flow cache's learner (TC).
@@ -321,6 +324,9 @@ func Load(opts Options) (*Datapath, error) {
 		prog:          progConfig{spread: opts.Spread},
 		drainState: drainState{draining: map[uint32]bool{}, byCounter: map[uint32]counterRef{},
 			drainKick: make(chan struct{}, 1)},
+		// Counter maps this run creates (none of them pinned yet) hold zero.
+		zeroCounters: newZeroSlots(ncounters,
+			!anyPinned(opts.PinPath, xupfMapXupfUsage, xupfMapXupfBufferIn, xupfMapXupfBufferOut)),
 	}
 	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{
 		Maps: ebpf.MapOptions{PinPath: opts.PinPath},
@@ -395,6 +401,17 @@ func Load(opts Options) (*Datapath, error) {
 	go func() { defer close(exited); d.finishDrains(stop) }()
 	d.stopDrains = sync.OnceFunc(func() { close(stop); <-exited })
 	return d, nil
+}
+
+// anyPinned reports whether any of the maps names is pinned under pinPath; an error other
+// than "not there" counts as pinned, the safe answer for its callers.
+func anyPinned(pinPath string, names ...string) bool {
+	for _, name := range names {
+		if _, err := os.Stat(filepath.Join(pinPath, name)); !errors.Is(err, os.ErrNotExist) {
+			return true
+		}
+	}
+	return false
 }
 
 // loadError explains a failed load: a verifier rejection with the verifier's whole log (the

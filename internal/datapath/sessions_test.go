@@ -316,3 +316,77 @@ func TestOnePDRKeyNeedsNoRuleSlot(t *testing.T) {
 		t.Errorf("a key of two PDRs took %d PDR/FAR slots, want 2", used)
 	}
 }
+
+// ownerCounterSlots are the counter slots owner's PDRs use.
+func ownerCounterSlots(dp *Datapath, owner uint64) map[uint32]bool {
+	out := map[uint32]bool{}
+	for _, set := range dp.owners[owner] {
+		for _, c := range set.counters {
+			for _, slot := range c.slots() {
+				out[slot] = true
+			}
+		}
+	}
+	return out
+}
+
+// countThenDelete installs s, counts an uplink packet in it and deletes it: its counter
+// slots go back to the allocator holding counts.
+func countThenDelete(t *testing.T, e *testEnv, s session.Session) map[uint32]bool {
+	t.Helper()
+	if err := e.addSession(s); err != nil {
+		t.Fatal(err)
+	}
+	ul := outerGTP(t, gtpHdr(0x30, 255, s.UplinkTEID, nil, ulInner(t, 64)), nil)
+	if ret, _ := e.run(t, ul, e.n3); ret != xdpRedirect {
+		t.Fatalf("uplink verdict %s", verdictNames[ret])
+	}
+	used := ownerCounterSlots(e.dp, s.ID)
+	if pdrs, err := e.dp.Uninstall(s.ID); err != nil || session.UsageOf(pdrs).Uplink.Packets != 1 {
+		t.Fatalf("delete returned %+v, %v; want 1 uplink packet", pdrs, err)
+	}
+	return used
+}
+
+// TestReusedCounterSlotStartsFromZero: allocCounter skips the reset of slots a fresh map
+// holds zero in; a slot handed out again after it counted is still reset, in the same run
+// and after a restart (whose maps an earlier run counted in).
+func TestReusedCounterSlotStartsFromZero(t *testing.T) {
+	e := newTestEnv(t, 2)
+	if !reuseCounters(t, e, countThenDelete(t, e, sessPlain)) {
+		t.Fatal("no counter slot was handed out again")
+	}
+	used := countThenDelete(t, e, sessPlain)
+	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+		t.Fatal(err)
+	}
+	e.dp = e.load(t, Options{PinPath: e.dp.opts.PinPath, MaxSessions: 2, GTPUAddrs: []netip.Addr{addrN3},
+		N3Interfaces: []string{"n3"}})
+	if !reuseCounters(t, e, used) {
+		t.Fatal("after the restart, no slot the earlier run counted in was handed out")
+	}
+}
+
+// reuseCounters installs and deletes sessQFI until it is given one of the slots in used (as
+// slots hands out every other free slot first, it cycles through them), failing t if it
+// counts anything without a packet; false if no slot in used came back.
+func reuseCounters(t *testing.T, e *testEnv, used map[uint32]bool) bool {
+	t.Helper()
+	for range len(e.dp.counters.free) {
+		if err := e.addSession(sessQFI); err != nil {
+			t.Fatal(err)
+		}
+		reused := false
+		for slot := range ownerCounterSlots(e.dp, sessQFI.ID) {
+			reused = reused || used[slot]
+		}
+		pdrs, err := e.dp.Uninstall(sessQFI.ID)
+		if u := session.UsageOf(pdrs); err != nil || u != (session.Usage{}) {
+			t.Fatalf("a session in reused slots (one counted in before: %v) counted %+v, %v without a packet", reused, u, err)
+		}
+		if reused {
+			return true
+		}
+	}
+	return false
+}
