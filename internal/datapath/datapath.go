@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -158,6 +159,8 @@ type Datapath struct {
 	stopDrains func() // stops finishDrains
 	// zeroCounters are the counter slots known to hold zero: allocCounter need not reset them.
 	zeroCounters zeroSlots
+	// localAddrs is what xupf_local_addrs holds (keys as addrBE); nil while that is not known.
+	localAddrs atomic.Pointer[map[uint32]bool]
 }
 
 // objects are what Load loads: every map, the XDP program and the flow cache's learner (TC).

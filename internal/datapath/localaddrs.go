@@ -2,14 +2,12 @@ package datapath
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
@@ -136,15 +134,16 @@ func (d *Datapath) resyncLocalAddrs(h *netlink.Handle) {
 }
 
 // IsLocal reports whether a is one of the UPF's own addresses (or broadcast addresses), as
-// xupf_local_addrs holds them. When the table cannot be read, every address counts as local:
-// a caller refuses rather than lets a session claim the UPF's address.
+// xupf_local_addrs holds them. It reads the copy syncLocalAddrs keeps rather than the map: a
+// map lookup is a system call in every Session Establishment. While the table is not known
+// (its last update failed), every address counts as local: a caller refuses rather than lets
+// a session claim the UPF's address.
 func (d *Datapath) IsLocal(a netip.Addr) bool {
 	if !a.Is4() {
 		return false
 	}
-	var v uint8
-	err := d.objs.XupfLocalAddrs.Lookup(addrBE(a), &v)
-	return err == nil || !errors.Is(err, ebpf.ErrKeyNotExist)
+	local := d.localAddrs.Load()
+	return local == nil || (*local)[addrBE(a)]
 }
 
 // syncLocalAddrs makes xupf_local_addrs the namespace's IPv4 addresses and broadcast addresses.
@@ -164,8 +163,10 @@ func (d *Datapath) syncLocalAddrs(h *netlink.Handle) error {
 		}
 	}
 	if err := setKeys(d.objs.XupfLocalAddrs, want); err != nil {
+		d.localAddrs.Store(nil)
 		return err
 	}
+	d.localAddrs.Store(&want)
 	// The router never forwards to them either: in private mode no local table says so.
 	return d.router.SetLocal(local)
 }
