@@ -89,23 +89,32 @@ func ruleFailure(ruleType uint8, id uint32, format string, args ...any) *request
 		hasRule: true, msg: fmt.Sprintf(format, args...)}
 }
 
-// children indexes a grouped IE's children by type, in order; unknown IEs are kept and
-// ignored by the callers, as TS 29.244 7.2.2 asks.
-type children map[uint16][]*ie.IE
+// children are a grouped IE's children, in order; unknown IEs are kept and ignored by the
+// callers, as TS 29.244 7.2.2 asks. A grouped IE has a handful of children, so the lookups
+// scan them: cheaper than indexing them by type, which cost a map per grouped IE of every
+// request.
+type children []*ie.IE
 
-func childrenOf(g *ie.IE) children {
-	c := children{}
-	for _, x := range g.ChildIEs {
-		c[x.Type] = append(c[x.Type], x)
-	}
-	return c
-}
+func childrenOf(g *ie.IE) children { return g.ChildIEs }
 
 func (c children) first(t uint16) *ie.IE {
-	if l := c[t]; len(l) > 0 {
-		return l[0]
+	for _, x := range c {
+		if x.Type == t {
+			return x
+		}
 	}
 	return nil
+}
+
+// all returns the children of type t, in order.
+func (c children) all(t uint16) []*ie.IE {
+	var out []*ie.IE
+	for _, x := range c {
+		if x.Type == t {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // required returns the first child of type t, or a Mandatory IE missing error.
@@ -279,14 +288,14 @@ func decodePDR(c children, p *PDR, create bool) error {
 	} else if create {
 		return missingIE(ie.FARID, where)
 	}
-	if l := c[ie.QERID]; len(l) > 0 || create {
+	if l := c.all(ie.QERID); len(l) > 0 || create {
 		ids, err := decodeIDs(l, where, (*ie.IE).QERID)
 		if err != nil {
 			return err
 		}
 		p.QERs = ids
 	}
-	if l := c[ie.URRID]; len(l) > 0 || create {
+	if l := c.all(ie.URRID); len(l) > 0 || create {
 		ids, err := decodeIDs(l, where, (*ie.IE).URRID)
 		if err != nil {
 			return err
@@ -369,7 +378,7 @@ func decodePDI(c children, p *PDR, where string) error {
 			return err
 		}
 	}
-	for _, x := range c[ie.SDFFilter] {
+	for _, x := range c.all(ie.SDFFilter) {
 		s, err := decodeSDF(x, p.ID, where)
 		if err != nil {
 			return err
@@ -632,7 +641,7 @@ func decodeURR(c children, u *URR, create bool) error {
 		counter(ie.InactivityDetectionTime, (*ie.IE).InactivityDetectionTime, &u.InactivityTime)); err != nil {
 		return err
 	}
-	if l := c[ie.LinkedURRID]; len(l) > 0 {
+	if l := c.all(ie.LinkedURRID); len(l) > 0 {
 		ids, err := decodeIDs(l, where, (*ie.IE).LinkedURRID)
 		if err != nil {
 			return err
@@ -657,7 +666,7 @@ func decodeURR(c children, u *URR, create bool) error {
 	if err := decodeMonitoring(c, where, &u.MonitoringTime, &u.Subsequent); err != nil {
 		return err
 	}
-	if l := c[ie.AdditionalMonitoringTime]; len(l) > 0 {
+	if l := c.all(ie.AdditionalMonitoringTime); len(l) > 0 {
 		// The Additional Monitoring Times of an Update URR replace those given before.
 		u.Additional = nil
 		for _, x := range l {
