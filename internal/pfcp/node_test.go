@@ -42,7 +42,7 @@ func smfSetup(seq uint32) message.Message {
 }
 
 // cause returns the Cause and the Offending IE type (0 if none) of a response.
-func cause(t *testing.T, b []byte) (message.Message, uint8, uint16) {
+func cause(t testing.TB, b []byte) (message.Message, uint8, uint16) {
 	t.Helper()
 	m, err := message.Parse(b)
 	if err != nil {

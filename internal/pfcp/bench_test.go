@@ -1,0 +1,46 @@
+package pfcp
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"github.com/wmnsk/go-pfcp/ie"
+
+	"github.com/xupf/xupf/internal/state"
+)
+
+// BenchmarkEstablishment is the node's own work for one Session Establishment (an uplink and
+// a downlink PDR, a QER and a URR, in Open5GS's layout), as Serve does it on its one
+// goroutine: decoding, checking, the rules, the fake datapath and queueing the record for the
+// state file (its commits run on the store's writer). Its allocations per establishment are
+// what the garbage collector has to keep up with at thousands a second.
+func BenchmarkEstablishment(b *testing.B) {
+	st, err := state.Open(b.TempDir(), nil, StoreBuckets...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	n := newSessionNode(newFakeDatapath(), func(o *Options) {
+		o.Store = st
+		o.MaxSessions = b.N + 1
+	})
+	if _, got, _ := cause(b, n.Handle(smf, bytesOf(b, smfSetup(1)))); got != ie.CauseRequestAccepted {
+		b.Fatalf("association setup: cause %d", got)
+	}
+	reqs := make([][]byte, b.N)
+	for i := range reqs {
+		var ue [4]byte
+		binary.BigEndian.PutUint32(ue[:], 0x0a400000+uint32(i)+1) // 10.64.0.0/10
+		reqs[i] = bytesOf(b, establishment(uint32(i)+2, uint64(i)+1, basicSession(netip.AddrFrom4(ue))...))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		n.Handle(smf, reqs[i])
+	}
+	b.StopTimer()
+	if got := len(n.ss.byID); got != b.N { // each was accepted
+		b.Fatalf("%d sessions established of %d", got, b.N)
+	}
+}
