@@ -117,12 +117,17 @@ type Buffer struct {
 
 	mu       sync.Mutex
 	sessions map[uint64]*session
-	bytes    int // held, all sessions
-	counts   [numOutcomes]atomic.Uint64
+	// holding are the sessions that hold packets: expire looks at these only. Every Session
+	// Establishment waits for mu (Set), and a scan of every session each expiryPeriod held
+	// it for hundreds of milliseconds at 100,000 sessions.
+	holding map[uint64]*session
+	bytes   int // held, all sessions
+	counts  [numOutcomes]atomic.Uint64
 }
 
 // session is one owner's policies and queues.
 type session struct {
+	owner    uint64
 	policies map[Key]Policy
 	queues   map[Key]*queue
 	packets  int
@@ -153,7 +158,8 @@ func New(dp Datapath, lim Limits, notify func(Key), log *slog.Logger) *Buffer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Buffer{dp: dp, lim: lim, log: log, notify: notify, sessions: map[uint64]*session{}}
+	return &Buffer{dp: dp, lim: lim, log: log, notify: notify, sessions: map[uint64]*session{},
+		holding: map[uint64]*session{}}
 }
 
 // Counts returns how many packets were buffered, flushed and discarded, by reason.
@@ -173,7 +179,7 @@ func (b *Buffer) Set(owner uint64, policies map[Key]Policy) {
 	defer b.mu.Unlock()
 	s := b.sessions[owner]
 	if s == nil {
-		s = &session{queues: map[Key]*queue{}, dropped: map[Key]rules.Counts{}}
+		s = &session{owner: owner, queues: map[Key]*queue{}, dropped: map[Key]rules.Counts{}}
 		b.sessions[owner] = s
 	}
 	s.policies = policies
@@ -269,6 +275,7 @@ func (b *Buffer) Add(p Packet) {
 	} else {
 		q.items = append(q.items, item{p, time.Now()})
 		s.packets++
+		b.holding[p.Owner] = s
 		s.bytes += len(p.Frame)
 		b.bytes += len(p.Frame)
 		b.count(outBuffered, 1)
@@ -357,6 +364,9 @@ func (b *Buffer) take(s *session, q *queue, n int) {
 		b.bytes -= len(it.p.Frame)
 	}
 	q.items = q.items[n:]
+	if s.packets == 0 && b.holding[s.owner] == s {
+		delete(b.holding, s.owner)
+	}
 }
 
 // discard drops the n oldest packets of k's queue q, counted under why; b.mu is held.
@@ -435,7 +445,7 @@ func (b *Buffer) Run(ctx context.Context) {
 func (b *Buffer) expire(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, s := range b.sessions {
+	for _, s := range b.holding { // discard may delete s from it, which a range allows
 		for k, q := range s.queues {
 			pol := s.policies[k]
 			if pol.Mode != Hold {

@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -243,4 +244,46 @@ func TestNotifyAgainAfterBufferingDuration(t *testing.T) {
 	b.Add(pkt(2))
 	b.Add(pkt(3))
 	expectNotes(t, notes, 1)
+}
+
+// TestExpireLooksAtHoldingSessionsOnly: expire, which runs every expiryPeriod with the lock
+// every Session Establishment needs (Set), looks at the sessions holding packets, not at
+// every session: a session is among them from its first held packet until it holds none,
+// whether they were sent on, discarded, expired or removed.
+func TestExpireLooksAtHoldingSessionsOnly(t *testing.T) {
+	b, _, _ := newTest(roomy)
+	for owner := range uint64(1000) {
+		b.Set(k.Owner+owner, map[Key]Policy{{Owner: k.Owner + owner, PDR: k.PDR}: {Mode: Hold, Duration: time.Second}})
+	}
+	holding := func() []uint64 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return slices.Sorted(maps.Keys(b.holding))
+	}
+	if h := holding(); len(h) != 0 {
+		t.Fatalf("holding %v before any packet", h)
+	}
+	b.Add(pkt(0))
+	b.Add(pkt(1))
+	if h := holding(); !slices.Equal(h, []uint64{k.Owner}) {
+		t.Fatalf("holding %v, want only the owner of the packets", h)
+	}
+	b.expire(time.Now().Add(2 * time.Second))
+	if h, c := holding(), b.Counts(); len(h) != 0 || c["discarded_expired"] != 2 {
+		t.Fatalf("after expiry: holding %v, counts %v; want none holding, 2 expired", h, c)
+	}
+	b.Add(pkt(2))
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Flush}})
+	waitFor(t, "the flush", func() bool { return len(holding()) == 0 })
+	b.Set(k.Owner, map[Key]Policy{k: {Mode: Hold}})
+	b.Add(pkt(3))
+	b.Drop(k.Owner)
+	if h := holding(); len(h) != 0 {
+		t.Fatalf("holding %v after DROBU", h)
+	}
+	b.Add(pkt(4))
+	b.Remove(k.Owner)
+	if h := holding(); len(h) != 0 {
+		t.Fatalf("holding %v after the session's removal", h)
+	}
 }
