@@ -199,7 +199,8 @@ func NewNode(opts Options) *Node {
 		answered: newResponseCache(responseLifetime),
 		reports:  reportState{bySeq: map[uint32]*pendingReport{}, perPeer: map[string]int{}}}
 	n.ss = sessionState{byID: map[uint64]*Session{}, bySMF: map[smfSEID]uint64{}, perPeer: map[string]int{},
-		byTunnel: map[tunnel]uint64{}, usage: map[uint64]*usage.Session{}, nextSEID: FirstSEID,
+		byTunnel: map[tunnel]uint64{}, usage: map[uint64]*usage.Session{},
+		watched: map[uint64]*usage.Session{}, nextSEID: FirstSEID,
 		alloc: newAllocator(opts.UEPools, func(k rules.Key) bool {
 			if opts.Datapath == nil {
 				return false

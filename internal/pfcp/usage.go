@@ -220,8 +220,7 @@ func (n *Node) sample(s *Session, us *usage.Session, now time.Time) (due []usage
 	due = us.Observe(counts, now)
 	passed, quotas := s.passMonitoringTimes(now)
 	if passed {
-		urrs, pdrs := usageRules(s)
-		us.Set(urrs, pdrs, now)
+		n.ss.setUsage(s, us, now)
 		// Saved, so that a restart does not apply the subsequent values again.
 		n.saveSession(s)
 	}
@@ -311,12 +310,10 @@ func (n *Node) dueReports(now time.Time) (map[uint64][]*ie.IE, time.Time) {
 	defer n.smu.Unlock()
 	out := map[uint64][]*ie.IE{}
 	var next time.Time
-	for seid, us := range n.ss.usage {
-		if !us.Watching() {
-			continue
-		}
+	for seid, us := range n.ss.watched {
 		s := n.ss.byID[seid]
-		if s == nil {
+		if s == nil || !us.Watching() { // no longer: a sample split its URR at its monitoring time
+			delete(n.ss.watched, seid)
 			continue
 		}
 		rs, quotas := n.sample(s, us, now)

@@ -2,6 +2,7 @@ package pfcp
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -633,5 +634,34 @@ func TestUpdateURRAdditionalMonitoringTimes(t *testing.T) {
 		if got := times(); !slices.EqualFunc(got, c.want, time.Time.Equal) {
 			t.Errorf("%s: monitoring times %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestPollSamplesWatchedSessionsOnly: the usage poll, which holds smu, looks only at the
+// sessions whose URRs report on a trigger: one without triggers is not among them until a
+// modification gives it one, and a deleted session leaves them.
+func TestPollSamplesWatchedSessionsOnly(t *testing.T) {
+	p := newPFCPTest(t)
+	quiet := ie.NewCreateURR(ie.NewURRID(1), ie.NewMeasurementMethod(0, 1, 0), ie.NewReportingTriggers(0, 0))
+	seid := usageSession(p, quiet)
+	watched := func() []uint64 {
+		p.n.smu.Lock()
+		defer p.n.smu.Unlock()
+		return slices.Sorted(maps.Keys(p.n.ss.watched))
+	}
+	if w := watched(); len(w) != 0 {
+		t.Fatalf("watched %x: a session without triggers", w)
+	}
+	p.modify(seid, ie.NewUpdateURR(ie.NewURRID(1), ie.NewReportingTriggers(0x02, 0), ie.NewVolumeThreshold(0x01, 1000, 0, 0)))
+	if w := watched(); !slices.Equal(w, []uint64{seid}) {
+		t.Fatalf("watched %x after a volume threshold was set, want %x", w, seid)
+	}
+	p.dp.usage[seid] = []rules.Usage{{Uplink: true, PDR: 1, Packets: 5, Bytes: 1200}}
+	if rs := p.due(seid, time.Now()); len(rs) != 1 || rs[0].Trigger[0] != 0x02 {
+		t.Fatalf("reports %+v, want the volume threshold's", rs)
+	}
+	p.send(func(seq uint32) message.Message { return message.NewSessionDeletionRequest(0, 0, seid, seq, 0) })
+	if w := watched(); len(w) != 0 {
+		t.Fatalf("watched %x after the deletion", w)
 	}
 }
