@@ -39,8 +39,9 @@ func typeHash(t btf.Type) [16]byte {
 }
 
 // prefixHash returns the layout version of the struct t cut to its first size bytes: what an
-// earlier build's value was when this build only added fields at its end. It reports false
-// when t is no struct or a field straddles size.
+// earlier build's value was when this build only added fields at its end, or elements at the
+// end of an array field (the counters of struct stats, one per STAT_*). It reports false when
+// t is no struct or a field other than an array cut at a whole element straddles size.
 func prefixHash(t btf.Type, size uint32) ([16]byte, bool) {
 	st, ok := btf.UnderlyingType(t).(*btf.Struct)
 	if !ok {
@@ -56,10 +57,31 @@ func prefixHash(t btf.Type, size uint32) ([16]byte, bool) {
 		case start+uint32(msize) <= size:
 			cut.Members = append(cut.Members, m)
 		case start < size:
-			return [16]byte{}, false
+			short, ok := arrayPrefix(m.Type, size-start)
+			if !ok {
+				return [16]byte{}, false
+			}
+			m.Type = short
+			cut.Members = append(cut.Members, m)
 		}
 	}
 	return typeHash(cut), true
+}
+
+// arrayPrefix returns the array t cut to its first size bytes, or false when t is no array
+// or size is no whole number of its elements.
+func arrayPrefix(t btf.Type, size uint32) (*btf.Array, bool) {
+	arr, ok := btf.UnderlyingType(t).(*btf.Array)
+	if !ok {
+		return nil, false
+	}
+	esize, err := btf.Sizeof(arr.Type)
+	if err != nil || esize <= 0 || size%uint32(esize) != 0 {
+		return nil, false
+	}
+	short := *arr
+	short.Nelems = size / uint32(esize)
+	return &short, true
 }
 
 // maxTypeDepth bounds describeType's recursion: map keys and values are plain structs a few

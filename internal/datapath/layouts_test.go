@@ -139,17 +139,7 @@ func TestLoadMigratesGrownPerCPUValue(t *testing.T) {
 	for cpu := range packets {
 		packets[cpu] = uint64(5 + cpu)
 	}
-	if err := m.Put(uint32(3), packets); err != nil {
-		t.Fatal(err)
-	}
-	if err := layouts.Put(layoutKey(xupfMapXupfUsage), layoutOf(earlier)); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.dp.Close(false); err != nil {
-		t.Fatal(err)
-	}
-	next := e.load(t, opts)
-	e.dp = next
+	next := e.loadOverEarlier(t, opts, m, earlier, layouts, 3, packets)
 	var got []xupfCounters
 	if err := next.objs.XupfUsage.Lookup(uint32(3), &got); err != nil {
 		t.Fatal(err)
@@ -161,17 +151,81 @@ func TestLoadMigratesGrownPerCPUValue(t *testing.T) {
 	}
 }
 
+// TestLoadMigratesGrownStats: the build that added STAT_FLOW_STALE and STAT_FLOW_ENDED grew
+// the one array of struct stats from 20 counters to 22, so its last field straddles the
+// earlier value's end; an upgrade from the build before still carries each CPU's counters
+// over, the new ones zero, and is not refused.
+func TestLoadMigratesGrownStats(t *testing.T) {
+	e := newTestEnv(t, 8)
+	opts := e.dp.opts
+	const earlierCounters = 20 // STAT_MAX before STAT_FLOW_STALE and STAT_FLOW_ENDED
+	st := *btf.UnderlyingType(e.dp.spec.Maps[xupfMapXupfStats].Value).(*btf.Struct)
+	n := st.Members[0]
+	arr := *btf.UnderlyingType(n.Type).(*btf.Array)
+	arr.Nelems = earlierCounters
+	n.Type = &arr
+	st.Members, st.Size = []btf.Member{n}, earlierCounters*8
+	m, earlier, layouts := e.pinEarlier(t, xupfMapXupfStats, &st)
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := make([][earlierCounters]uint64, cpus)
+	for cpu := range counts {
+		for i := range counts[cpu] {
+			counts[cpu][i] = uint64(100*cpu + i + 1)
+		}
+	}
+	next := e.loadOverEarlier(t, opts, m, earlier, layouts, 0, counts)
+	var got []xupfStats
+	if err := next.objs.XupfStats.Lookup(uint32(0), &got); err != nil {
+		t.Fatal(err)
+	}
+	for cpu, s := range got {
+		var want xupfStats
+		copy(want.N[:], counts[cpu][:])
+		if s != want {
+			t.Errorf("stats on CPU %d after the migration: %v, want %v", cpu, s.N, want.N)
+		}
+	}
+}
+
+// loadOverEarlier puts value under key in m, the earlier build's map of spec earlier (from
+// pinEarlier), records its layout version in layouts, and loads this build over the pins in
+// e.dp's place, as after a crash: the pins stay.
+func (e *testEnv) loadOverEarlier(t *testing.T, opts Options, m *ebpf.Map, earlier *ebpf.MapSpec, layouts *ebpf.Map, key uint32, value any) *Datapath {
+	t.Helper()
+	if err := m.Put(key, value); err != nil {
+		t.Fatal(err)
+	}
+	if err := layouts.Put(layoutKey(earlier.Name), layoutOf(earlier)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dp.Close(false); err != nil {
+		t.Fatal(err)
+	}
+	e.dp = e.load(t, opts)
+	return e.dp
+}
+
 // pinEarlierValue puts in the place of e's pinned map name a map as an earlier build made it:
 // this build's spec with the value cut to its first size bytes. It returns the map, its spec
 // and the pinned layout versions (where the caller records the earlier one).
 func (e *testEnv) pinEarlierValue(t *testing.T, name string, size uint32) (*ebpf.Map, *ebpf.MapSpec, *ebpf.Map) {
 	t.Helper()
-	pin := filepath.Join(e.dp.opts.PinPath, name)
-	earlier := e.dp.spec.Maps[name].Copy()
-	st := *btf.UnderlyingType(earlier.Value).(*btf.Struct)
+	st := *btf.UnderlyingType(e.dp.spec.Maps[name].Value).(*btf.Struct)
 	st.Members = slices.DeleteFunc(slices.Clone(st.Members), func(m btf.Member) bool { return m.Offset.Bytes() >= size })
 	st.Size = size
-	earlier.Value, earlier.ValueSize, earlier.Pinning = &st, st.Size, ebpf.PinNone
+	return e.pinEarlier(t, name, &st)
+}
+
+// pinEarlier puts in the place of e's pinned map name a map of this build's spec with the
+// value type value, as an earlier build made it; it returns what pinEarlierValue does.
+func (e *testEnv) pinEarlier(t *testing.T, name string, value *btf.Struct) (*ebpf.Map, *ebpf.MapSpec, *ebpf.Map) {
+	t.Helper()
+	pin := filepath.Join(e.dp.opts.PinPath, name)
+	earlier := e.dp.spec.Maps[name].Copy()
+	earlier.Value, earlier.ValueSize, earlier.Pinning = value, value.Size, ebpf.PinNone
 	m, err := ebpf.NewMap(earlier)
 	if err != nil {
 		t.Fatal(err)
