@@ -205,7 +205,19 @@ func (f *follower) follow(s subscriptions) {
 			}
 			return keys
 		}
-		if b.routes || b.links {
+		switch {
+		case f.r.private && !b.links:
+			// Only the kernel's routes and neighbours, which a private router follows only to
+			// report them: nothing of the router's changes, so nothing is written and its lock
+			// is not taken (resolving its whole table would delay the report by seconds with a
+			// million routes).
+			routes := maps.Clone(f.kernel.routes)
+			applyNeighs(&f.kernel)
+			if b.routes {
+				err = f.listRoutes(&f.kernel)
+			}
+			ch.Routes = !maps.Equal(routes, f.kernel.routes)
+		case b.routes || b.links:
 			err = f.r.update(func(st *state) error {
 				kst := f.kernelOf(st)
 				routes, links := maps.Clone(kst.routes), maps.Clone(st.links)
@@ -220,9 +232,7 @@ func (f *follower) follow(s subscriptions) {
 				}
 				return f.listRoutes(kst)
 			})
-		} else if f.r.private {
-			applyNeighs(&f.kernel) // no entry of the router's is the kernel's
-		} else {
+		default:
 			err = f.r.updateNeighs(func(st *state) ([]neighKey, error) { return applyNeighs(st), nil })
 		}
 		if err != nil {
@@ -273,12 +283,19 @@ var ready = func() <-chan struct{} {
 	return c
 }()
 
-// resync lists everything followed and rewrites what changed.
+// resync lists everything followed and rewrites what changed. A private router's copy of the
+// kernel's routes and neighbours is listed outside its lock: none of it is the router's.
 func (f *follower) resync() error {
-	return f.r.list(func(st *state) error {
-		kst := f.kernelOf(st)
-		return errors.Join(f.listLinks(st), f.listRoutes(kst), f.listNeighs(kst))
-	})
+	var kernel error
+	if f.r.private {
+		kernel = errors.Join(f.listRoutes(&f.kernel), f.listNeighs(&f.kernel))
+	}
+	return errors.Join(kernel, f.r.list(func(st *state) error {
+		if f.r.private {
+			return f.listLinks(st)
+		}
+		return errors.Join(f.listLinks(st), f.listRoutes(st), f.listNeighs(st))
+	}))
 }
 
 // listLinks replaces the links of st by the kernel's.

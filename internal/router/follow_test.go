@@ -242,6 +242,25 @@ func nextChange(t *testing.T, changes <-chan Change) func(what string) Change {
 	}
 }
 
+// followPrivateWatched starts a private router in ns over a fresh table, ready to write,
+// with a Watch: next waits for the changes it reports; stop stops the Follow.
+func followPrivateWatched(t *testing.T, ns netns.NsHandle) (r *Router, next func(what string) Change, stop func()) {
+	t.Helper()
+	fd, err := unix.Dup(int(ns))
+	must(t, err)
+	r, err = New(&lockedTable{fakeTable: fakeTable{m: map[netip.Prefix]Nexthop{}}}, true, nil)
+	must(t, err)
+	changes := make(chan Change, 16)
+	r.Watch(func(c Change) { changes <- c })
+	stop, err = r.Follow(netns.NsHandle(fd))
+	must(t, err)
+	if err := r.Ready(); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	return r, nextChange(t, changes), stop
+}
+
 // TestFollowPrivateReportsKernelChanges: a private router with a Watch reports the kernel's
 // route changes and neighbour MACs gone, as a mirroring one does (what copies the kernel's
 // decisions copies them in either mode), and its entries stay its own.
@@ -249,17 +268,8 @@ func TestFollowPrivateReportsKernelChanges(t *testing.T) {
 	ns, h := newNS(t)
 	a := addLink(t, h)
 	idx := a.Attrs().Index
-	fd, err := unix.Dup(int(ns))
-	must(t, err)
-	r, err := New(&lockedTable{fakeTable: fakeTable{m: map[netip.Prefix]Nexthop{}}}, true, nil)
-	must(t, err)
-	changes := make(chan Change, 16)
-	r.Watch(func(c Change) { changes <- c })
-	stop, err := r.Follow(netns.NsHandle(fd))
-	must(t, err)
+	r, next, stop := followPrivateWatched(t, ns)
 	defer stop()
-	must(t, r.Ready())
-	next := nextChange(t, changes)
 	if c := next("start"); !c.Routes {
 		t.Errorf("start: %+v, want routes", c)
 	}
@@ -279,6 +289,24 @@ func TestFollowPrivateReportsKernelChanges(t *testing.T) {
 	}
 	if got, want := r.Entries(), fixed; !maps.Equal(got, want) {
 		t.Errorf("entries %v, want only the fixed ones %v: the kernel's routes are not the router's", got, want)
+	}
+}
+
+// TestFollowPrivateReportsKernelRoutesUnlocked: a private router reports a kernel route
+// change without taking its lock: the kernel's routes are none of its own, so its table (a
+// million routes take seconds to resolve) is not rebuilt before the report.
+func TestFollowPrivateReportsKernelRoutesUnlocked(t *testing.T) {
+	ns, h := newNS(t)
+	a := addLink(t, h)
+	r, next, stop := followPrivateWatched(t, ns)
+	defer stop()
+	next("start")
+	r.mu.Lock()         // as a rebuild of the private table would hold it
+	defer r.mu.Unlock() // before stop, which waits for the follower
+	_, dst, _ := net.ParseCIDR("192.0.2.0/24")
+	must(t, h.RouteAdd(&netlink.Route{LinkIndex: a.Attrs().Index, Dst: dst, Gw: net.IP{10, 0, 1, 2}}))
+	if c := next("route added while the router is locked"); !c.Routes {
+		t.Errorf("route added: %+v, want routes", c)
 	}
 }
 
