@@ -123,6 +123,21 @@ func TestUEToUPF(t *testing.T) {
 	}
 }
 
+// addN6Addr adds a to n6, as a /32.
+func (e *testEnv) addN6Addr(t *testing.T, a netip.Addr) {
+	t.Helper()
+	err := e.do(func() error {
+		l, err := netlink.LinkByName("n6")
+		if err != nil {
+			return err
+		}
+		return netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitDrop runs pkt on N3 until the datapath drops it for reason (the table it depends on is
 // updated asynchronously), for at most three seconds.
 func waitDrop(t *testing.T, e *testEnv, pkt []byte, reason string) {
@@ -161,16 +176,52 @@ func TestLocalAddrsResubscribe(t *testing.T) {
 	t.Cleanup(func() { close(done); <-exited; h.Close() })
 
 	added := netip.MustParseAddr("203.0.113.9")
-	err = e.do(func() error {
-		l, err := netlink.LinkByName("n6")
-		if err != nil {
-			return err
-		}
-		return netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: added.AsSlice(), Mask: net.CIDRMask(32, 32)}})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.addN6Addr(t, added)
 	inner := innerUDP(t, ueAddr, added, 1000, 8805, 64, payload)
 	waitDrop(t, e, outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, inner), nil), "ue_to_upf")
+}
+
+// TestLocalAddrsFailedSync: an update of xupf_local_addrs that fails (here the map is full)
+// leaves IsLocal answering from the earlier addresses and the wanted ones, not refusing every
+// address, and is tried again without waiting for another address event.
+func TestLocalAddrsFailedSync(t *testing.T) {
+	e := newTestEnv(t, 4)
+	m := e.dp.objs.XupfLocalAddrs
+	var filler []uint32 // keys of no address, until the map is full
+	for i := range m.MaxEntries() {
+		k := addrBE(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}))
+		if err := m.Put(k, uint8(1)); err != nil {
+			break
+		}
+		filler = append(filler, k)
+	}
+	added := netip.MustParseAddr("203.0.113.9")
+	e.addN6Addr(t, added)
+	deadline := time.Now().Add(3 * time.Second)
+	for !e.dp.IsLocal(added) {
+		if time.Now().After(deadline) {
+			t.Fatalf("IsLocal(%s) false 3s after it was added", added)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var v uint8
+	if err := m.Lookup(addrBE(added), &v); err == nil {
+		t.Fatalf("%s is in the full map: the update did not fail", added)
+	}
+	if e.dp.IsLocal(ueAddr) || !e.dp.IsLocal(netip.MustParseAddr("10.0.2.1")) {
+		t.Errorf("after a failed update: IsLocal(%s) %v, IsLocal(10.0.2.1) %v; want false, true",
+			ueAddr, e.dp.IsLocal(ueAddr), e.dp.IsLocal(netip.MustParseAddr("10.0.2.1")))
+	}
+	for _, k := range filler {
+		if err := m.Delete(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline = time.Now().Add(3 * localAddrsRetry)
+	for m.Lookup(addrBE(added), &v) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not in the map %v after the room was made", added, 3*localAddrsRetry)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -3,6 +3,7 @@ package datapath
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"sync"
@@ -101,42 +102,54 @@ func (d *Datapath) subscribeAddrs(ns netns.NsHandle, done chan struct{}) (<-chan
 	return ch, nil
 }
 
-// followLocalAddrs resynchronises the table on every address event; when the subscription
-// fails (a full socket buffer, say) it subscribes again, every second until that works, and
-// resynchronises, as events may have been lost.
+// followLocalAddrs resynchronises the table on every address event, and every
+// localAddrsRetry while the last resynchronisation failed (a quiet host may send no event for
+// long); when the subscription fails (a full socket buffer, say) it subscribes again, every
+// second until that works, and resynchronises, as events may have been lost.
 func (d *Datapath) followLocalAddrs(ns netns.NsHandle, h *netlink.Handle, updates <-chan netlink.AddrUpdate, done chan struct{}) {
+	var retry <-chan time.Time // nil while the last resynchronisation worked
 	for {
-		for range updates {
-			d.resyncLocalAddrs(h)
-		}
-		// Closed: stopped, or the subscription failed.
-		for updates = nil; updates == nil; {
-			select {
-			case <-done:
-				return
-			case <-time.After(time.Second):
+		select {
+		case _, ok := <-updates:
+			if !ok { // stopped, or the subscription failed
+				if updates = d.resubscribeAddrs(ns, done); updates == nil {
+					return
+				}
 			}
-			ch, err := d.subscribeAddrs(ns, done)
-			if err != nil {
-				d.log.Error("local address updates stopped; retrying", "err", err)
-				continue
-			}
-			updates = ch
+		case <-retry:
 		}
-		d.resyncLocalAddrs(h)
+		retry = nil
+		if err := d.syncLocalAddrs(h); err != nil {
+			d.log.Error("update the UPF's local addresses in the datapath; retrying", "err", err)
+			retry = time.After(localAddrsRetry)
+		}
 	}
 }
 
-func (d *Datapath) resyncLocalAddrs(h *netlink.Handle) {
-	if err := d.syncLocalAddrs(h); err != nil {
-		d.log.Error("update the UPF's local addresses in the datapath", "err", err)
+// localAddrsRetry is how long after a failed update of xupf_local_addrs it is tried again.
+const localAddrsRetry = 2 * time.Second
+
+// resubscribeAddrs subscribes to address events again, every second until that works; nil:
+// stopped.
+func (d *Datapath) resubscribeAddrs(ns netns.NsHandle, done chan struct{}) <-chan netlink.AddrUpdate {
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-time.After(time.Second):
+		}
+		ch, err := d.subscribeAddrs(ns, done)
+		if err == nil {
+			return ch
+		}
+		d.log.Error("local address updates stopped; retrying", "err", err)
 	}
 }
 
 // IsLocal reports whether a is one of the UPF's own addresses (or broadcast addresses), as
 // xupf_local_addrs holds them. It reads the copy syncLocalAddrs keeps rather than the map: a
 // map lookup is a system call in every Session Establishment. While the table is not known
-// (its last update failed), every address counts as local: a caller refuses rather than lets
+// (before its first update), every address counts as local: a caller refuses rather than lets
 // a session claim the UPF's address.
 func (d *Datapath) IsLocal(a netip.Addr) bool {
 	if !a.Is4() {
@@ -163,7 +176,14 @@ func (d *Datapath) syncLocalAddrs(h *netlink.Handle) error {
 		}
 	}
 	if err := setKeys(d.objs.XupfLocalAddrs, want); err != nil {
-		d.localAddrs.Store(nil)
+		// setKeys adds before it removes: the map now holds at most the earlier keys and
+		// the wanted ones. Their union keeps IsLocal conservative without refusing every
+		// address until the next update.
+		if prev := d.localAddrs.Load(); prev != nil {
+			union := maps.Clone(*prev)
+			maps.Copy(union, want)
+			d.localAddrs.Store(&union)
+		}
 		return err
 	}
 	d.localAddrs.Store(&want)
