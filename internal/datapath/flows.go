@@ -319,8 +319,9 @@ func (d *Datapath) flowsAdded() (int64, error) {
 
 // countFlows counts the table's entries, with one scan, and makes that count the base of
 // FlowCacheStats' entries. It runs at start, when the table and the datapath's counters may
-// be an earlier run's and this run's removals start from 0. Flows learnt or removed during
-// the scan may be off by one each in the count from then on.
+// be an earlier run's and this run's removals start from 0, and again after Attach takes over
+// an earlier run's link, whose programs learn and end flows until then. Flows learnt or
+// removed during the scan may be off by one each in the count from then on.
 func (d *Datapath) countFlows() error {
 	entries := 0
 	if err := d.scanFlows(func(keys []xupfFlowKey, _ []xupfFlow) { entries += len(keys) }); err != nil {

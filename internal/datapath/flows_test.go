@@ -627,3 +627,32 @@ func TestFlowCacheEntryCount(t *testing.T) {
 	}
 	entries("counted", 1)
 }
+
+// TestFlowCacheCountAfterTakeOver: a flow the earlier run's programs learn between this run's
+// Load and its take-over of their links, counted in counters this run does not read (as when
+// an upgrade migrates xupf_stats), is in the entry count once the links are taken over.
+func TestFlowCacheCountAfterTakeOver(t *testing.T) {
+	e := newFlowEnv(t, 4)
+	opts := e.dp.opts
+	earlier := e.dp
+	e.putFlow(t, 1, xupfFlow{})
+	next := e.load(t, opts)
+	// The load removes every flow an earlier run cached, in the background: this one is
+	// learnt after that.
+	deadline := time.Now().Add(3 * time.Second)
+	for next.flowsInvalidated.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the flows cached before the load are not removed 3s after it")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	e.putFlow(t, 0, xupfFlow{}) // learnt by the earlier run, counted in no counter of next's
+	if err := earlier.Close(false); err != nil {
+		t.Fatal(err)
+	}
+	e.dp = next
+	e.takeOver(t, next)
+	if st, err := next.FlowCacheStats(); err != nil || st.Entries != 1 {
+		t.Errorf("after the take-over: stats %+v (err %v), want 1 entry", st, err)
+	}
+}
