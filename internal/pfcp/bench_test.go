@@ -44,3 +44,37 @@ func BenchmarkEstablishment(b *testing.B) {
 		b.Fatalf("%d sessions established of %d", got, b.N)
 	}
 }
+
+// BenchmarkSessionRecord is the encoding and decoding of the state file's record of the
+// session BenchmarkEstablishment establishes, in the binary form and in the JSON form of
+// earlier versions: encoding is paid by every establishment and modification, decoding by
+// every session a restart restores.
+func BenchmarkSessionRecord(b *testing.B) {
+	n := newSessionNode(newFakeDatapath())
+	n.Handle(smf, bytesOf(b, smfSetup(1)))
+	if _, got, _ := cause(b, n.Handle(smf, bytesOf(b, establishment(2, 1, basicSession(ue1)...)))); got != ie.CauseRequestAccepted {
+		b.Fatalf("establishment: cause %d", got)
+	}
+	s := n.ss.byID[FirstSEID]
+	for _, form := range []struct {
+		name   string
+		encode func(*Session) []byte
+	}{{"binary", encodeSession}, {"json", jsonRecord}} {
+		b.Run(form.name+"/encode", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				form.encode(s)
+			}
+		})
+		b.Run(form.name+"/decode", func(b *testing.B) {
+			rec := form.encode(s)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := decodeStored(rec); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(rec)), "record-bytes")
+		})
+	}
+}

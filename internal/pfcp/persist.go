@@ -32,8 +32,9 @@ var (
 	keyNextSEID = []byte("next_seid")
 )
 
-// storedSession is a session as the state file keeps it: the model, and what the model
-// keeps out of its JSON (the API's) form.
+// storedSession is a session as earlier versions kept it in the state file, in JSON: the
+// model, and what the model keeps out of its JSON (the API's) form. Records are now written
+// in a binary form (encodeSession); these are still read.
 type storedSession struct {
 	Session
 	// Filters are each PDR's parsed SDF filters, by PDR id, in the order of its SDF list.
@@ -75,18 +76,7 @@ func (n *Node) saveSession(s *Session) {
 	if n.opts.Store == nil {
 		return
 	}
-	st := storedSession{Session: *s, Filters: map[uint16][]sdf.Filter{}, Request: s.request}
-	for id, p := range s.PDRs {
-		for _, f := range p.SDF {
-			st.Filters[id] = append(st.Filters[id], f.Filter)
-		}
-	}
-	for _, id := range sortedKeys(s.FARs) {
-		if s.FARs[id].hasDestination {
-			st.Destinations = append(st.Destinations, id)
-		}
-	}
-	n.save(state.Op{Bucket: bucketSessions, Key: seidKey(s.SEID), Value: mustJSON(st)},
+	n.save(state.Op{Bucket: bucketSessions, Key: seidKey(s.SEID), Value: encodeSession(s)},
 		state.Op{Bucket: bucketNode, Key: keyNextSEID, Value: binary.BigEndian.AppendUint64(nil, n.ss.nextSEID)})
 }
 
@@ -227,15 +217,37 @@ func (n *Node) Restore() (RestoreResult, error) {
 	return res, nil
 }
 
-// decodeStored is a storedSession's session.
+// decodeStored is the session of a record, in the binary form (encodeSession) or, from an
+// earlier version, JSON (storedSession).
 func decodeStored(v []byte) (*Session, error) {
+	var s *Session
+	var err error
+	switch {
+	case len(v) > 0 && v[0] == recordBinary:
+		s, err = decodeSession(v[1:])
+	case len(v) > 0 && v[0] == '{':
+		s, err = decodeJSONSession(v)
+	default:
+		return nil, errors.New("not a session record (neither the binary form nor JSON)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.SEID < FirstSEID || s.PDRs == nil || s.FARs == nil {
+		return nil, errors.New("not a session record")
+	}
+	return s, nil
+}
+
+// decodeJSONSession is the session of a JSON record (storedSession).
+func decodeJSONSession(v []byte) (*Session, error) {
 	var st storedSession
 	if err := json.Unmarshal(v, &st); err != nil {
 		return nil, err
 	}
 	s := &st.Session
 	s.request = st.Request
-	if s.SEID < FirstSEID || s.PDRs == nil || s.FARs == nil {
+	if s.PDRs == nil || s.FARs == nil {
 		return nil, errors.New("not a session record")
 	}
 	s.QERs, s.URRs, s.BARs = orEmpty(s.QERs), orEmpty(s.URRs), orEmpty(s.BARs)

@@ -296,8 +296,12 @@ func TestRestoreRefusesNullRules(t *testing.T) {
 			if err != nil || v == nil {
 				t.Fatalf("saved session: %q, %v", v, err)
 			}
-			var rec map[string]any
-			if err := json.Unmarshal(v, &rec); err != nil {
+			saved, err := decodeStored(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec map[string]any // as an earlier version wrote it, in JSON
+			if err := json.Unmarshal(jsonRecord(saved), &rec); err != nil {
 				t.Fatal(err)
 			}
 			rec[rules] = map[string]any{"1": nil}
