@@ -45,7 +45,7 @@ static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *et
 	if (far->flags & FAR_F_OHC)
 		return tunnel_ipv4(ctx, far, pdr->qfi, st, STAT_DL_TX, STAT_DL_KERNEL);
 	/* No tunnel (the UE is reached some other way, e.g. a local route): plain IP forwarding. */
-	return route_ipv4(ctx, ROUTE_FORWARD, st, STAT_DL_TX, STAT_DL_KERNEL);
+	return route_ipv4(ctx, ROUTE_FORWARD, NULL, st, STAT_DL_TX, STAT_DL_KERNEL);
 }
 
 #endif

@@ -162,7 +162,7 @@ static __always_inline int tunnel_ipv4(struct xdp_md *ctx, const struct far *far
 	reason = encap_gpdu(ctx, far, qfi, tos, sport, inner_len);
 	if (reason)
 		return drop(reason);
-	return route_ipv4(ctx, ROUTE_BUILT, st, tx_stat, kernel_stat);
+	return route_ipv4(ctx, ROUTE_BUILT, far, st, tx_stat, kernel_stat);
 }
 
 #endif

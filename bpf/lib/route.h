@@ -99,6 +99,46 @@ static __always_inline struct nexthop *route_lookup(__be32 daddr)
 	return bpf_map_lookup_elem(&xupf_nexthops, &w);
 }
 
+/* Pins (internal/routedir): the next hops of tunnel peers, kept by the daemon as it changes
+ * the route table, so that a FAR's packets read one word instead of the table's. A word is
+ * the pinned address (as on the wire) in its low half and the xupf_nexthops slot of its
+ * longest prefix in its high half, written with one atomic store through an mmap; 0 is no
+ * pin. A FAR names its peer's word (far.nh_pin), which is used only while it holds that
+ * peer: a word unpinned and given to another address, or cleared by a restarted daemon,
+ * sends the FAR's packets back to the route table, never to another next hop. */
+#ifndef XUPF_MAX_NH_PINS
+#define XUPF_MAX_NH_PINS 4096
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, XUPF_MAX_NH_PINS);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_nh_pins SEC(".maps");
+
+/* pinned_nexthop returns the next hop of far's peer from its pin, NULL when the FAR has no
+ * pin or its word holds another address (the caller then walks the route table). */
+static __always_inline struct nexthop *pinned_nexthop(const struct far *far)
+{
+	__u32 i = far->nh_pin;
+	const __u64 *pin;
+	__u64 w;
+
+	if (!i)
+		return NULL;
+	pin = bpf_map_lookup_elem(&xupf_nh_pins, &i);
+	if (!pin)
+		return NULL;
+	w = *(volatile const __u64 *)pin;  /* one load: the address and slot of one store */
+	if ((__u32)w != far->peer_addr)
+		return NULL;
+	i = w >> 32;
+	return bpf_map_lookup_elem(&xupf_nexthops, &i);
+}
+
 /* Every IPv4 address of every interface in the UPF's namespace, and their broadcast
  * addresses: the daemon keeps it up to date from netlink. Read only when no route forwards an
  * uplink packet, to name the drop (ue_to_upf rather than no_route). */
@@ -152,9 +192,12 @@ static __noinline int not_forwarded(struct iphdr *ip, void *data_end, struct sta
 }
 
 /* route_ipv4 routes the IPv4 packet that follows the Ethernet header at the start of ctx, of
- * the given kind. tx_stat counts a redirect, kernel_stat a hand-over to the kernel, in st (the
- * packet's stats_here, looked up once for all its counts). Returns the XDP action. */
-static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind, struct stats *st,
+ * the given kind. tunnel is the FAR whose outer header (ROUTE_BUILT) the packet has, whose
+ * peer's pin gives the next hop; NULL: the route table does. tx_stat counts a redirect,
+ * kernel_stat a hand-over to the kernel, in st (the packet's stats_here, looked up once for
+ * all its counts). Returns the XDP action. */
+static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind,
+				      const struct far *tunnel, struct stats *st,
 				      enum stat tx_stat, enum stat kernel_stat)
 {
 	void *data = (void *)(long)ctx->data;
@@ -170,7 +213,9 @@ static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind, 
 
 	/* The route comes before the TTL check: a UE's expiring packet to the UPF itself would be
 	 * delivered, not expired, by the kernel. */
-	nh = route_lookup(ip->daddr);
+	nh = tunnel ? pinned_nexthop(tunnel) : NULL;
+	if (!nh)
+		nh = route_lookup(ip->daddr);
 	if (nh)
 		nh_kind = nh->kind;
 	if (nh_kind == NH_NO_ROUTE)

@@ -127,7 +127,9 @@ struct far {
 	/* Transport level marking (FAR_F_TLM): the top six bits (DSCP) are the outer ToS's; the
 	 * ECN bits always come from the inner packet, so congestion marks cross the tunnel. */
 	__u8 tos;
-	__u8 pad[2];
+	/* Outer header creation: the word of xupf_nh_pins that holds peer_addr's next hop
+	 * (route.h), 0 for none: the tunnel's packets then walk the route table. */
+	__u16 nh_pin;
 	__be32 teid;       /* outer header creation: TEID of the peer */
 	__be32 peer_addr;  /* outer header creation: peer (gNB, UPF) address, the outer destination */
 	__be32 local_addr; /* outer header creation: our GTP-U address, the outer source */

@@ -68,7 +68,7 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	 * Exceeded to the UE, as for any uplink packet. */
 	if (verdict == 0 && far && (far->flags & FAR_F_OHC))
 		return tunnel_ipv4(ctx, far, QFI_NONE, st, STAT_UL_TX, STAT_UL_KERNEL);
-	return route_ipv4(ctx, ROUTE_FROM_UE, st, STAT_UL_TX, STAT_UL_KERNEL);
+	return route_ipv4(ctx, ROUTE_FROM_UE, NULL, st, STAT_UL_TX, STAT_UL_KERNEL);
 }
 
 /* refuse_gtpu takes an IPv4/UDP packet to a local GTP-U address that arrived on an interface

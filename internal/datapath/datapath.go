@@ -361,7 +361,7 @@ func Load(opts Options) (*Datapath, error) {
 		d.closeObjs()
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
-	if d.routes, err = mapRouteTable(d.objs.XupfRouteDir, d.objs.XupfNexthops, opts); err != nil {
+	if d.routes, err = mapRouteTable(d.objs.XupfRouteDir, d.objs.XupfNexthops, d.objs.XupfNhPins, opts); err != nil {
 		d.closeObjs()
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}

@@ -1,8 +1,10 @@
 package datapath
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netns"
@@ -35,16 +37,21 @@ func (s nexthopSlots) Get(slot uint32) (router.Nexthop, error) {
 	return router.Nexthop{Kind: router.Kind(v.Kind), Ifindex: int(v.Ifindex), MTU: int(v.Mtu), Dst: v.Dmac, Src: v.Smac}, nil
 }
 
-// routeTable is xupf_route_dir, mapped, as the router writes it.
+// routeTable is xupf_route_dir and xupf_nh_pins, mapped, as the router and the rule sets
+// write them: the router changes routes while rule sets pin their tunnels' peers, so both
+// go through mu.
 type routeTable struct {
-	*routedir.Table
-	mem mappedArray
+	mu    sync.Mutex
+	table *routedir.Table
+	mem   mappedArray
+	pins  mappedArray
 }
 
 var _ router.Table = (*routeTable)(nil)
 
-// mapRouteTable maps xupf_route_dir and takes over what an earlier run left in it.
-func mapRouteTable(dir, nexthops *ebpf.Map, opts Options) (*routeTable, error) {
+// mapRouteTable maps xupf_route_dir and xupf_nh_pins and takes over what an earlier run
+// left in the route table; its pins are cleared (see routedir.Table.SetPins).
+func mapRouteTable(dir, nexthops, pins *ebpf.Map, opts Options) (*routeTable, error) {
 	mem, err := mapArray(dir)
 	if err != nil {
 		return nil, err
@@ -57,19 +64,56 @@ func mapRouteTable(dir, nexthops *ebpf.Map, opts Options) (*routeTable, error) {
 		mem.unmap()
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	return &routeTable{Table: t, mem: mem}, nil
+	pinMem, err := mapArray(pins)
+	if err != nil {
+		mem.unmap()
+		return nil, err
+	}
+	t.SetPins(pinMem.words64())
+	return &routeTable{table: t, mem: mem, pins: pinMem}, nil
+}
+
+// locked runs fn holding mu.
+func (t *routeTable) locked(fn func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fn()
+}
+
+// Put implements router.Table.
+func (t *routeTable) Put(p netip.Prefix, nh router.Nexthop) (err error) {
+	t.locked(func() { err = t.table.Put(p, nh) })
+	return err
+}
+
+// Delete implements router.Table.
+func (t *routeTable) Delete(p netip.Prefix) (err error) {
+	t.locked(func() { err = t.table.Delete(p) })
+	return err
 }
 
 // Entries implements router.Table.
-func (t *routeTable) Entries() (map[netip.Prefix]router.Nexthop, error) {
-	return t.Table.Entries(), nil
+func (t *routeTable) Entries() (m map[netip.Prefix]router.Nexthop, _ error) {
+	t.locked(func() { m = t.table.Entries() })
+	return m, nil
+}
+
+// pin returns the xupf_nh_pins word that keeps a tunnel peer's next hop (0: none, the
+// packets walk the route table); each pin is matched by an unpin.
+func (t *routeTable) pin(peer netip.Addr) (i uint16) {
+	t.locked(func() { i = uint16(t.table.Pin(peer)) }) // routedir.MaxPins keeps it in 16 bits
+	return i
+}
+
+func (t *routeTable) unpin(peer netip.Addr) {
+	t.locked(func() { t.table.Unpin(peer) })
 }
 
 func (t *routeTable) close() error {
 	if t == nil {
 		return nil
 	}
-	return t.mem.unmap()
+	return errors.Join(t.mem.unmap(), t.pins.unmap())
 }
 
 // Router is the datapath's router: its routes and neighbours in private mode, its entries.

@@ -27,6 +27,7 @@ type installedSet struct {
 	draining map[uint32]bool        // PDR ids whose FAR was written FAR_DRAIN
 	// quotaLists are the quota slots holding the quota lists of its PDRs with several quotas.
 	quotaLists []uint32
+	peers      []netip.Addr // the tunnel peers its FARs pinned (routeTable.pin), once each per FAR
 }
 
 // pdrCounters are a PDR's usage counter slots: after QoS, and before it when the PDR asks
@@ -126,6 +127,12 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]pdrCounters, meter
 		far, err := farEntry(p.FAR)
 		if err != nil {
 			return nil, fmt.Errorf("PDR %d: %w", p.ID, err)
+		}
+		if far.Flags&uint8(xupfFarFlagFAR_F_OHC) != 0 {
+			// The tunnel's packets read their peer's next hop from its pin.
+			if far.NhPin = d.routes.pin(p.FAR.OHC.Peer); far.NhPin != 0 {
+				set.peers = append(set.peers, p.FAR.OHC.Peer)
+			}
 		}
 		if far.Action == uint32(xupfFarActionFAR_FORWARD) && drain[p.ID] {
 			far.Action = uint32(xupfFarActionFAR_DRAIN)
@@ -270,6 +277,9 @@ func (d *Datapath) releaseSet(set *installedSet, keep map[uint32]bool) {
 		d.retireTables(set.tables)
 	}
 	d.releaseQuotas(set.quotaLists)
+	for _, peer := range set.peers {
+		d.routes.unpin(peer)
+	}
 }
 
 // retireTables deletes t after the grace: a packet that read the old rule_ref just before the

@@ -164,7 +164,7 @@ type xupfFar struct {
 	Action    uint32
 	Flags     uint8
 	Tos       uint8
-	Pad       [2]uint8
+	NhPin     uint16
 	Teid      uint32
 	PeerAddr  uint32
 	LocalAddr uint32
@@ -555,6 +555,7 @@ const (
 	xupfMapXupfMeterCredits    = "xupf_meter_credits"
 	xupfMapXupfMeters          = "xupf_meters"
 	xupfMapXupfNexthops        = "xupf_nexthops"
+	xupfMapXupfNhPins          = "xupf_nh_pins"
 	xupfMapXupfPdrs            = "xupf_pdrs"
 	xupfMapXupfPoliceStats     = "xupf_police_stats"
 	xupfMapXupfQuotaLists      = "xupf_quota_lists"
@@ -692,6 +693,7 @@ type xupfMapSpecs struct {
 	XupfMeterCredits    *ebpf.MapSpec `ebpf:"xupf_meter_credits"`
 	XupfMeters          *ebpf.MapSpec `ebpf:"xupf_meters"`
 	XupfNexthops        *ebpf.MapSpec `ebpf:"xupf_nexthops"`
+	XupfNhPins          *ebpf.MapSpec `ebpf:"xupf_nh_pins"`
 	XupfPdrs            *ebpf.MapSpec `ebpf:"xupf_pdrs"`
 	XupfPoliceStats     *ebpf.MapSpec `ebpf:"xupf_police_stats"`
 	XupfQuotaLists      *ebpf.MapSpec `ebpf:"xupf_quota_lists"`
@@ -801,6 +803,7 @@ type xupfMaps struct {
 	XupfMeterCredits    *ebpf.Map `ebpf:"xupf_meter_credits"`
 	XupfMeters          *ebpf.Map `ebpf:"xupf_meters"`
 	XupfNexthops        *ebpf.Map `ebpf:"xupf_nexthops"`
+	XupfNhPins          *ebpf.Map `ebpf:"xupf_nh_pins"`
 	XupfPdrs            *ebpf.Map `ebpf:"xupf_pdrs"`
 	XupfPoliceStats     *ebpf.Map `ebpf:"xupf_police_stats"`
 	XupfQuotaLists      *ebpf.Map `ebpf:"xupf_quota_lists"`
@@ -845,6 +848,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfMeterCredits,
 		m.XupfMeters,
 		m.XupfNexthops,
+		m.XupfNhPins,
 		m.XupfPdrs,
 		m.XupfPoliceStats,
 		m.XupfQuotaLists,

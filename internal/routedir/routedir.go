@@ -89,6 +89,7 @@ type Table struct {
 	slotOf map[router.Nexthop]uint32
 	chunkp *pool
 	slotp  *pool
+	pins   pins
 }
 
 // New returns the table over words (Words(lim.Chunks) of them) and lim.Slots next-hop
@@ -192,6 +193,7 @@ func (t *Table) Put(p netip.Prefix, nh router.Nexthop) error {
 	}
 	t.setOwn(a, bits, s)
 	t.refresh(a, bits)
+	t.repin(a, bits)
 	if had {
 		t.unref(old)
 	}
@@ -214,6 +216,7 @@ func (t *Table) Delete(p netip.Prefix) error {
 	t.deepen(a, bits, -1)
 	t.setOwn(a, bits, 0)
 	t.refresh(a, bits)
+	t.repin(a, bits)
 	t.unref(old)
 	return nil
 }
