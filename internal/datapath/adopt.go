@@ -376,17 +376,28 @@ func (d *Datapath) notifiedBefore(rs rules.RuleSet) rules.RuleSet {
 }
 
 // adoptedQuotaUsed is what the earlier run's entry of rs's key counted against the quota
-// that e is written with for rs.PDRs[i]: when the earlier PDR in its place (adoptedPDRs) and
-// it have one quota, and its limits are e's, it is the same grant of the same URR, whose
-// count carries on so that a restart grants nothing anew. Otherwise nothing is used yet. The
-// caller holds d.mu.
-func (d *Datapath) adoptedQuotaUsed(rs rules.RuleSet, i int, e xupfQuota) [2]uint64 {
+// that e is written with for rs.PDRs[i].Quotas[j]: when the earlier PDR in its place
+// (adoptedPDRs) had as many quotas (one inline, or a list of as many members, written in the
+// PDR's quota order) and the one in place j has e's limits, it is the same grant of the same
+// URR, whose count carries on, used up or not, so that a restart grants nothing anew.
+// Otherwise nothing is used yet. The caller holds d.mu.
+func (d *Datapath) adoptedQuotaUsed(rs rules.RuleSet, i, j int, e xupfQuota) [2]uint64 {
 	pdrs := d.adoptedPDRs(rs)
-	if pdrs == nil || pdrs[i] == nil || pdrs[i].quota == nil || pdrs[i].quotaList || len(rs.PDRs[i].Quotas) != 1 {
+	if pdrs == nil || pdrs[i] == nil || pdrs[i].quota == nil {
+		return [2]uint64{}
+	}
+	p, n := pdrs[i], len(rs.PDRs[i].Quotas)
+	var slot uint32
+	switch {
+	case !p.quotaList && n == 1:
+		slot = *p.quota
+	case p.quotaList && len(p.members) == n:
+		slot = p.members[j]
+	default:
 		return [2]uint64{}
 	}
 	var old xupfQuota
-	if err := d.objs.XupfQuotas.Lookup(*pdrs[i].quota, &old); err != nil || old.Limit != e.Limit {
+	if err := d.objs.XupfQuotas.Lookup(slot, &old); err != nil || old.Limit != e.Limit {
 		return [2]uint64{}
 	}
 	return old.Used

@@ -39,7 +39,7 @@ func (d *Datapath) assignQuotas(owner uint64, sets []rules.RuleSet) (map[uint32]
 	}
 	for _, rs := range sets {
 		for i, p := range rs.PDRs {
-			for _, q := range p.Quotas {
+			for j, q := range p.Quotas {
 				if done, ok := out[q.URR]; ok {
 					if done.quota != q {
 						return fail(fmt.Errorf("URR %d: PDRs give it different quotas", q.URR))
@@ -56,7 +56,7 @@ func (d *Datapath) assignQuotas(owner uint64, sets []rules.RuleSet) (map[uint32]
 				}
 				taken = append(taken, slot)
 				e := quotaEntry(q)
-				e.Used = d.adoptedQuotaUsed(rs, i, e)
+				e.Used = d.adoptedQuotaUsed(rs, i, j, e)
 				if err := d.objs.XupfQuotas.Put(slot, e); err != nil {
 					return fail(fmt.Errorf("URR %d: write quota: %w", q.URR, err))
 				}

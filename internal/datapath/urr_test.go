@@ -148,6 +148,41 @@ func TestRestartKeepsQuota(t *testing.T) {
 	runCase(t, e, c.blockedUL)
 }
 
+// TestRestartKeepsQuotas: a PDR with several quotas (a quota list) carries every member's
+// count across a restart, a used-up one staying used up: the next run grants none anew.
+func TestRestartKeepsQuotas(t *testing.T) {
+	e := newSessionsEnv(t)
+	c := newQuotaCases(t)
+	small := rules.Quota{URR: 7, Grant: 1, Uplink: rules.NoLimit, Downlink: rules.NoLimit, Total: 2*c.size + 1}
+	large := rules.Quota{URR: 8, Grant: 1, Uplink: rules.NoLimit, Downlink: rules.NoLimit, Total: 100 * c.size}
+	sets := quotaSets(small, false)
+	for i := range sets {
+		sets[i].PDRs[0].URRs = []uint32{7, 8}
+		sets[i].PDRs[0].Quotas = []rules.Quota{large, small}
+	}
+	if err := e.dp.Install(quotaOwner, sets); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		runCase(t, e, c.forwarded)
+	}
+	runCase(t, e, c.blockedDL)                // the small quota is used up
+	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+		t.Fatal(err)
+	}
+	opts := e.dp.opts
+	e.dp = e.load(t, opts)
+	if err := e.dp.Install(quotaOwner, sets); err != nil {
+		t.Fatal(err)
+	}
+	want := []rules.QuotaUse{{URR: 7, Grant: 1, Downlink: 3 * c.size}, {URR: 8, Grant: 1, Downlink: 3 * c.size}}
+	if got, err := e.dp.QuotaUsed(quotaOwner); err != nil || !slices.Equal(got, want) {
+		t.Errorf("quotas used after the restart: %+v, %v; want %+v", got, err, want)
+	}
+	runCase(t, e, c.blockedDL)
+	runCase(t, e, c.blockedUL)
+}
+
 func downlinkUsage(t *testing.T, e *testEnv) rules.Usage {
 	t.Helper()
 	us, err := e.dp.Usage(quotaOwner)
