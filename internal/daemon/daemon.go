@@ -151,6 +151,13 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		// Close waits for the clock's last write before the maps go.
 		d.stopClock = func() { cancel(); <-done }
 	}
+	// Before Attach: the classes go into the classifier buffer and slots the earlier run's
+	// program (in the pinned links until Attach) does not read, so the program Attach swaps
+	// in classifies from its first packet.
+	d.initClassifier(dp)
+	if err := d.configureClasses(); err != nil {
+		return nil, err
+	}
 	for _, iface := range cfg.Interfaces {
 		a, err := dp.Attach(iface.Name, datapath.XDPMode(cfg.XDPMode), cfg.XDPFallback)
 		if err != nil {
@@ -163,13 +170,6 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 			Name: a.Name, Ifindex: a.Ifindex, Roles: roleNames(iface.Roles), XDPMode: string(a.Mode),
 		})
 		log.Info("attached", "interface", a.Name, "ifindex", a.Ifindex, "roles", iface.Roles, "xdp_mode", a.Mode)
-	}
-	// Only now: until Attach swapped this run's program in, the earlier run's read one of the
-	// classifier buffers (which one, this run cannot tell) and the contract slots its class
-	// entries name, which classes and contracts would be written into.
-	d.initClassifier(dp)
-	if err := d.configureClasses(); err != nil {
-		return nil, err
 	}
 	if err := d.installRoutes(); err != nil {
 		return nil, err

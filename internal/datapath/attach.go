@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -79,12 +78,7 @@ func (d *Datapath) Attach(name string, mode XDPMode, fallback bool) (Attachment,
 		}
 		a.link = l
 		a.mode = attachedMode(iface.Index, mode)
-		// The earlier run's program read one of the classifier buffers, this run cannot
-		// tell which, and may still be handling packets: neither is written for a grace
-		// period (setClasses waits).
-		for i := range d.clsBufs {
-			d.clsBufs[i].retiredAt = time.Now()
-		}
+		d.earlierTakenOver(name, false)
 		d.log.Info("took over pinned XDP link", "interface", name, "pin", pin, "xdp_mode", a.mode)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return Attachment{}, fmt.Errorf("attach to %q: open pinned link %s: %w", name, pin, err)

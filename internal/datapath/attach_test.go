@@ -244,35 +244,82 @@ func TestRestartCountersOfRegrownKey(t *testing.T) {
 	checkSlots(t, "counter", next.counters, held)
 }
 
-// TestClassesAfterTakeOver: the earlier run's program reads one of the classifier buffers
-// (which one, this run cannot tell) until Attach swaps this run's program into its links, and
-// packets it is handling then still may: both buffers count as retired at the take-over, so
-// classes set right after it are written only a grace period later.
-func TestClassesAfterTakeOver(t *testing.T) {
+// TestClassesAcrossTakeOver: classes and contracts set after Load but before Attach go into
+// the classifier buffer and slots the earlier run's program does not read, so it classifies
+// and polices as before until Attach, and the program Attach swaps in classifies from its
+// first packet: a class's packets are counted in it all along. The earlier program's buffer
+// is retired at the take-over (packets it is handling may still read it).
+func TestClassesAcrossTakeOver(t *testing.T) {
 	e := newTestEnv(t, 8)
-	class := classifier.Class{ID: 1, Priority: 1, Protocol: "udp"}
-	e.setClasses(t, class)
-	pin := e.dp.opts.PinPath
-	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+	if err := e.addSession(sessPlain); err != nil { // classes see packets of sessions only
 		t.Fatal(err)
 	}
-	next := e.load(t, Options{PinPath: pin, MaxSessions: 8, GTPUAddrs: []netip.Addr{addrN3}, N3Interfaces: []string{"n3"}})
-	e.dp = next
-	start := time.Now()
-	err := e.do(func() error {
-		_, err := next.Attach("n3", XDPNative, false)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("take over the pinned link: %v", err)
-	}
-	for i, b := range next.clsBufs {
-		if b.retiredAt.Before(start) {
-			t.Errorf("classifier buffer %d retired at %v, before the take-over at %v: "+
-				"it may be written while the earlier program reads it", i, b.retiredAt, start)
-		}
-	}
+	class := classifier.Class{ID: 1, Priority: 1, Protocol: "udp"}
 	e.setClasses(t, class)
+	setContract(t, e, Contract{Class: 1, Action: PolicePass})
+	dl := dlIn(t, sessPlain, 64)
+	send := func(dp *Datapath, prog *ebpf.Program) (verdict uint32, hits uint64) {
+		t.Helper()
+		before, _ := dp.Stats()
+		verdict, _ = e.runProgramOn(t, prog, anyCPU, dl, e.n6)
+		after, _ := dp.Stats()
+		return verdict, after.Counters["cls_hit"] - before.Counters["cls_hit"]
+	}
+	if v, n := send(e.dp, e.dp.Program()); v != xdpRedirect || n != 1 {
+		t.Fatalf("before the restart: verdict %d, %d class hits; want forwarded, 1", v, n)
+	}
+	next, earlier := e.restartBeforeAttach(t)
+	// As the daemon does before Attach, with the class's contract changed to drop.
+	e.setClasses(t, class)
+	setContract(t, e, Contract{Class: 1, Action: PoliceDrop})
+	if v, n := send(next, earlier); v != xdpRedirect || n != 1 {
+		t.Errorf("the earlier run's program, classes and contracts set again before Attach: verdict %d, "+
+			"%d class hits; want forwarded (its contract passes), 1", v, n)
+	}
+	live := 1 - next.prog.clsBuf
+	start := time.Now()
+	e.takeOver(t, next)
+	if at := next.clsBufs[live].retiredAt; at.Before(start) {
+		t.Errorf("the earlier program's classifier buffer %d retired at %v, before the take-over at %v", live, at, start)
+	}
+	if v, n := send(next, next.Program()); v != xdpDrop || n != 1 {
+		t.Errorf("this run's program right after Attach: verdict %d, %d class hits; want dropped by the "+
+			"class's new contract, 1", v, n)
+	}
+	if c, err := next.ClassCounters(1); err != nil || c.Packets != 1 {
+		t.Errorf("class 1 after the take-over: %+v, %v; want 1 packet", c, err)
+	}
+	e.setClasses(t, class) // into the earlier program's buffer, a grace after the take-over
+	if v, n := send(next, next.Program()); v != xdpDrop || n != 1 {
+		t.Errorf("classes set again after the take-over: verdict %d, %d class hits; want dropped, 1", v, n)
+	}
+}
+
+// restartBeforeAttach "crashes" e's datapath (its pins stay) and loads the next one as
+// e.dp; it returns that one and the earlier run's program, which runs in the pinned links
+// until Attach.
+func (e *testEnv) restartBeforeAttach(t *testing.T) (*Datapath, *ebpf.Program) {
+	t.Helper()
+	opts := e.dp.opts
+	if err := e.dp.Close(false); err != nil {
+		t.Fatal(err)
+	}
+	e.dp = e.load(t, opts)
+	l, err := link.LoadPinnedLink(filepath.Join(opts.PinPath, "link_n6"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	info, err := l.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := ebpf.NewProgramFromID(info.Program)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	return e.dp, prog
 }
 
 // classifiedSets are uplink rule sets of two owners whose keys classify: owner 1's PDRs fit
@@ -457,26 +504,7 @@ func TestMACClassesAcrossTakeOver(t *testing.T) {
 	if n := hits(e.dp, e.dp.Program()); n != 1 {
 		t.Fatalf("before the restart: %d class hits, want 1", n)
 	}
-	opts := e.dp.opts
-	if err := e.dp.Close(false); err != nil { // "crash": pins stay
-		t.Fatal(err)
-	}
-	next := e.load(t, opts)
-	e.dp = next
-	l, err := link.LoadPinnedLink(filepath.Join(opts.PinPath, "link_n6"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	info, err := l.Info()
-	if err != nil {
-		t.Fatal(err)
-	}
-	earlier, err := ebpf.NewProgramFromID(info.Program)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer earlier.Close()
+	next, earlier := e.restartBeforeAttach(t)
 	if n := hits(next, earlier); n != 1 {
 		t.Errorf("the earlier run's program between Load and Attach: %d class hits, want 1", n)
 	}

@@ -44,7 +44,10 @@ func (d *Datapath) SetClasses(c classifier.Compiled) error {
 // entries carry) with the classes as they are. The caller holds d.mu.
 func (d *Datapath) setClasses(c classifier.Compiled) error {
 	buf := 1 - d.prog.clsBuf
-	if len(d.classSlots) == 0 && d.prog.clsWords == 0 {
+	switch {
+	case d.earlierCls != nil:
+		buf = 1 - d.earlierCls.buf // the earlier run's program reads the other until Attach
+	case len(d.classSlots) == 0 && d.prog.clsWords == 0:
 		buf = d.prog.clsBuf // nothing reads either buffer yet
 	}
 	if wait := grace - time.Since(d.clsBufs[buf].retiredAt); wait > 0 {

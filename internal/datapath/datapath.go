@@ -145,6 +145,7 @@ type Datapath struct {
 	// contractSlots and policeSlots hand out xupf_contracts and xupf_police_stats slots.
 	contractSlots, policeSlots *slots
 	clsBufs                    [2]clsBuffer
+	earlierCls                 *earlierClasses // until Attach took over every pinned link
 	links                      map[string]*attachment
 	stopAddrs                  func()      // stops keeping xupf_local_addrs up to date
 	routes                     *routeTable // xupf_route_dir, written by the router
@@ -358,6 +359,10 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, err
 	}
 	if err := d.adoptClsMacs(); err != nil {
+		d.closeObjs()
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
+	if err := d.adoptEarlierClasses(); err != nil {
 		d.closeObjs()
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}

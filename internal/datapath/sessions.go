@@ -377,6 +377,9 @@ func (d *Datapath) Prune() error {
 		d.log.Info("pruned rule entries left by an earlier run", "uplink", nUL, "downlink", nDL)
 	}
 	d.pruneAdopted()
+	// A pinned link of an interface this run did not attach to keeps the earlier program,
+	// whose classifier buffer and slots are this run's from now on.
+	d.earlierTakenOver("", true)
 	return d.pruneTxPorts()
 }
 

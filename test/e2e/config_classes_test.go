@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -81,5 +82,54 @@ func (e *env) checkConfigShow(t *testing.T, written *config.Config) {
 	}
 	if tok := strings.TrimSpace(string(token)); tok == "" || strings.Contains(out, tok) {
 		t.Errorf("xupfctl config show prints the API token (or the token is empty)")
+	}
+}
+
+// TestPolicerAcrossRestart: downlink packets of a class whose contract drops them, sent
+// throughout a restart (SIGTERM, then xupfd again), are all dropped: the classes are in the
+// program the restart swaps into the links from its first packet.
+func TestPolicerAcrossRestart(t *testing.T) {
+	class := classifier.Class{ID: 4, Priority: 10, Direction: "egress", DstIP: sessQFI.UE.String() + "/32"}
+	e := newEnvConfig(t, func(c *config.Config) {
+		c.Classes = []classifier.Class{class}
+		c.Contracts = []config.Contract{{Class: 4, Contract: api.Contract{Action: api.ActionDrop}}}
+	}, sessQFI, sessNoQFI)
+	rx, err := e.topo.ListenGNB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	payload := testbed.Payload("policed across a restart")
+	done, sent := make(chan struct{}), make(chan error, 1)
+	var n int
+	go func() {
+		for {
+			select {
+			case <-done:
+				sent <- nil
+				return
+			default:
+			}
+			if err := e.topo.SendDownlinkTo(sessQFI, testbed.UEPort, 10, payload); err != nil {
+				sent <- err
+				return
+			}
+			n += 10
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	e.restart(t, e.daemon.Stop)
+	time.Sleep(50 * time.Millisecond)
+	close(done)
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	got, _ := testbed.ReceiveDownlink(rx, 1, 500*time.Millisecond)
+	if len(got) != 0 {
+		t.Errorf("%d of %d downlink packets of the dropped class arrived across the restart, want none", len(got), n)
+	}
+	if drops := e.stats().Drops["policer"]; drops != uint64(n) {
+		t.Errorf("policer drops %d across the restart, want %d (every packet sent)", drops, n)
 	}
 }
