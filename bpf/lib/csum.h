@@ -37,4 +37,34 @@ static __always_inline void ipv4_decrease_ttl(struct iphdr *ip)
 	ip->ttl--;
 }
 
+/* The change to a one's complement sum when 16-bit words change (RFC 1624, eqn. 3: the sum
+ * of ~m + m' over the words): csum_delta32 for two words (an IPv4 address), csum_delta16 for
+ * one (a port). Worked out once when a flow is learnt; csum_add_delta applies the folded
+ * result to a checksum. Byte order does not matter as long as words are taken as they lie in
+ * the packet (RFC 1071). */
+static __always_inline __u32 csum_delta32(__u32 old, __u32 new)
+{
+	return (__u16)~(old >> 16) + (__u16)~(old & 0xffff) + (new >> 16) + (new & 0xffff);
+}
+
+static __always_inline __u32 csum_delta16(__u16 old, __u16 new)
+{
+	return (__u16)~old + (__u32)new;
+}
+
+/* csum_fold_delta folds a sum of csum_delta32/16 terms to 16 bits. */
+static __always_inline __u16 csum_fold_delta(__u32 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (sum & 0xffff) + (sum >> 16);
+}
+
+/* csum_add_delta returns check with the folded delta applied: ~(~check + delta). */
+static __always_inline __u16 csum_add_delta(__u16 check, __u16 delta)
+{
+	__u32 sum = (__u16)~check + (__u32)delta;
+
+	return ~(__u16)((sum & 0xffff) + (sum >> 16));
+}
+
 #endif

@@ -15,7 +15,16 @@
  * generation before each scan that removes the flows a kernel change voids, and the learner
  * drops a note of an earlier generation. A packet the kernel forwarded by its old decision
  * just before a change therefore cannot be learnt after that change's scan: the scan removes
- * what was learnt before it, the generation what would be learnt after. */
+ * what was learnt before it, the generation what would be learnt after.
+ *
+ * With FLOWCACHE_KERNEL_N6 the kernel also treats the UEs' traffic on N6 (NAT, filtering,
+ * routing): a UE's uplink packet, decapsulated and charged to its session, goes to the kernel
+ * unless its flow is cached; the learner reads the translation the kernel applied from the
+ * flow's conntrack entry and caches both directions. A later uplink packet is translated and
+ * forwarded here (flow_from_ue); a later downlink packet to the translated address and port
+ * is translated back, then goes through the UE session's downlink rules (flow_to_ue). Its
+ * notes and what is learnt from them follow the generation as the transit flows' do, both
+ * directions together. */
 #ifndef XUPF_FLOWCACHE_H
 #define XUPF_FLOWCACHE_H
 
@@ -27,7 +36,11 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "parse.h"
+#include "csum.h"
+#include "downlink.h"
+#include "eth.h"
 #include "route.h"
+#include "rules.h"
 #include "stats.h"
 
 /* What the flow cache does (cfg_flowcache): a load-time setting, so with FLOWCACHE_OFF the
@@ -35,6 +48,8 @@
 enum flowcache_mode {
 	FLOWCACHE_OFF = 0,
 	FLOWCACHE_LEARN = 1, /* learn at TC egress, forward hits in XDP */
+	FLOWCACHE_KERNEL_N6 = 2, /* as LEARN, and UE traffic without a tunnel goes through the
+				  * kernel once decapsulated; its translation is learnt */
 };
 
 volatile const __u32 cfg_flowcache = FLOWCACHE_OFF;
@@ -63,8 +78,13 @@ struct flow_key {
 	__u8 proto;
 	__u8 pad;
 	__u16 vlan_id;    /* the VLAN ID the packet arrived with; 0 for an untagged frame */
-	__u32 ifindex;    /* the interface it arrived on; 0 in xupf_flow_seen's keys */
+	__u32 ifindex;    /* the interface it arrived on; FLOW_FROM_UE for a UE's packet out of its
+			   * tunnel; 0 in xupf_flow_seen's keys */
 };
+
+/* flow_key.ifindex (and flow_seen.ifindex) of a packet a UE sent, decapsulated: no interface
+ * has index 0. */
+#define FLOW_FROM_UE 0
 
 /* What becomes of a flow's VLAN tag between arrival and departure. */
 enum flow_vlan_action {
@@ -78,6 +98,10 @@ enum flow_vlan_action {
 enum flow_flag {
 	FLOW_F_TTL = 1 << 0,  /* decrement the TTL (forwarded, not bridged) */
 	FLOW_F_DSCP = 1 << 1, /* set the DSCP to tos's (a tc or nftables rule changed it) */
+	FLOW_F_SNAT = 1 << 2, /* from a UE: the source becomes nat_addr:nat_port */
+	FLOW_F_TO_UE = 1 << 3, /* to a UE's translated address: the destination becomes
+				* nat_addr:nat_port (the UE's), then the session's downlink rules
+				* apply; the out interface, MACs and MTU are unused */
 };
 
 /* A cached flow: what to do to its packets, then its statistics. Only the learner writes the
@@ -94,7 +118,12 @@ struct flow {
 	__u8 vlan_action;    /* enum flow_vlan_action */
 	__u8 flags;          /* enum flow_flag bits */
 	__u8 tos;            /* FLOW_F_DSCP: the DSCP (top six bits) to write; ECN stays the packet's */
-	__u8 pad[5];
+	__u8 pad;
+	__be16 nat_port;     /* FLOW_F_SNAT, FLOW_F_TO_UE: the port written */
+	__u16 csum_l3;       /* ... the IPv4 header checksum's change (csum_delta32 of the address) */
+	__be32 nat_addr;     /* ... the address written */
+	__u16 csum_l4;       /* ... the TCP or UDP checksum's change (address and port) */
+	__u16 pad2;
 	__u64 packets;       /* IP packets and bytes forwarded, the first (learnt) one included */
 	__u64 bytes;
 	__u64 first_seen;    /* bpf_ktime_get_coarse_ns() when learnt */
@@ -103,7 +132,7 @@ struct flow {
 
 /* What the XDP program saw of a packet it handed to the kernel, for the learner to compare. */
 struct flow_seen {
-	__u32 ifindex;  /* arrival interface */
+	__u32 ifindex;  /* arrival interface; FLOW_FROM_UE */
 	__u16 vlan_id;  /* arrival VLAN ID, 0 untagged */
 	__u8 tos;
 	__u8 ttl;
@@ -144,6 +173,19 @@ static __always_inline __u32 flow_gen(void)
 	__u32 *gen = bpf_map_lookup_elem(&xupf_flow_gen, &zero);
 
 	return gen ? *(volatile __u32 *)gen : 0;
+}
+
+/* flow_note leaves the learner seen, the note of a packet handed to the kernel, under key
+ * (its 5-tuple, vlan_id and ifindex 0), in the current generation. A note the learner has not
+ * consumed keeps its generation: the packet it was taken for may still be in the kernel,
+ * decided on before a change, and must not be learnt on this newer packet's note. The learner
+ * consumes a stale note, so the flow's next packet starts afresh. */
+static __always_inline void flow_note(const struct flow_key *key, struct flow_seen *seen)
+{
+	struct flow_seen *prev = bpf_map_lookup_elem(&xupf_flow_seen, key);
+
+	seen->gen = prev ? prev->gen : flow_gen();
+	bpf_map_update_elem(&xupf_flow_seen, key, seen, BPF_ANY);
 }
 
 /* flow_parse fills key with the 5-tuple of the IPv4 TCP or UDP packet at ip, and returns its
@@ -269,6 +311,90 @@ static __always_inline int flow_rewrite_l2(struct xdp_md *ctx, const struct flow
 	return 0;
 }
 
+#define CSUM_MANGLED_0 0xffff  /* a UDP checksum that works out at 0 is sent as this (RFC 768) */
+
+/* flow_nat writes f's address and port into the TCP or UDP packet at ip, the source's with
+ * FLOW_F_SNAT and the destination's with FLOW_F_TO_UE, and patches the checksums by the
+ * changes the learner worked out: nothing is summed per packet. A UDP checksum of 0 (none)
+ * stays 0. flow_parse has checked the headers; the verifier wants them checked again. */
+static __always_inline void flow_nat(struct iphdr *ip, void *data_end, const struct flow *f)
+{
+	void *l4 = (void *)ip + ip->ihl * 4;
+	__be16 *port = l4;
+	__sum16 *check;
+
+	if (ip->protocol == IPPROTO_TCP) {
+		if (l4 + sizeof(struct tcphdr) > data_end)
+			return;
+		check = &((struct tcphdr *)l4)->check;
+	} else {
+		if (l4 + sizeof(struct udphdr) > data_end)
+			return;
+		check = &((struct udphdr *)l4)->check;
+	}
+	if (f->flags & FLOW_F_SNAT) {
+		ip->saddr = f->nat_addr;
+	} else {
+		ip->daddr = f->nat_addr;
+		port++;
+	}
+	*port = f->nat_port;
+	ip->check = csum_add_delta(ip->check, f->csum_l3);
+	if (ip->protocol == IPPROTO_TCP) {
+		*check = csum_add_delta(*check, f->csum_l4);
+	} else if (*check) {
+		*check = csum_add_delta(*check, f->csum_l4);
+		if (!*check)
+			*check = CSUM_MANGLED_0;
+	}
+}
+
+/* flow_count adds a packet of len bytes to f's statistics. */
+static __always_inline void flow_count(struct flow *f, __u32 len)
+{
+	__sync_fetch_and_add(&f->packets, 1);
+	__sync_fetch_and_add(&f->bytes, len);
+	f->last_seen = bpf_ktime_get_coarse_ns();
+}
+
+/* flow_forward does to the IPv4 packet at ip what the kernel did to its flow's first packet
+ * (DSCP, translation, TTL, frame header) and counts it; the caller has picked the redirect.
+ * Returns 0, or -1 when the frame could not be rebuilt (the packet was changed already). */
+static __always_inline int flow_forward(struct xdp_md *ctx, struct iphdr *ip, void *data_end,
+					struct flow *f)
+{
+	__be16 old;
+
+	flow_count(f, bpf_ntohs(ip->tot_len));
+	if (f->flags & FLOW_F_DSCP) {
+		old = *(__be16 *)ip;
+		ip->tos = (ip->tos & 0x03) | f->tos;
+		csum_replace16(&ip->check, old, *(__be16 *)ip);
+	}
+	if (f->flags & FLOW_F_SNAT)
+		flow_nat(ip, data_end, f);
+	if (f->flags & FLOW_F_TTL)
+		ipv4_decrease_ttl(ip);
+	return flow_rewrite_l2(ctx, f);
+}
+
+/* flow_to_ue takes a packet of a FLOW_F_TO_UE flow, sent to a UE's translated address:
+ * translated back, it is the UE's downlink packet and takes the session's rules. One the
+ * kernel must answer (TTL running out), or whose session is gone, goes to the kernel as it
+ * came. */
+static __always_inline int flow_to_ue(struct xdp_md *ctx, struct ethhdr *eth, struct iphdr *ip,
+				      void *data_end, struct flow *f)
+{
+	const struct rule_ref *ref = dl_ref(f->nat_addr);
+
+	if (!ref || ip->ttl <= 1)
+		return XDP_PASS;
+	flow_count(f, bpf_ntohs(ip->tot_len));
+	flow_nat(ip, data_end, f);
+	count_stat(STAT_FLOW_HIT);
+	return handle_downlink(ctx, eth, ip, ref, data_end);
+}
+
 /* flowcache_xdp forwards a packet of a cached flow and returns XDP_REDIRECT (or XDP_DROP if
  * it was changed and could not be finished); XDP_PASS hands the packet to the kernel as it
  * came. Called on the path that would otherwise hand every packet to the kernel. */
@@ -279,10 +405,10 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	struct vlan_tag *tag = NULL;
 	struct flow_key key = {};
-	struct flow_seen seen, *prev;
+	struct flow_seen seen;
 	struct iphdr *ip;
 	struct flow *f;
-	__be16 proto, old;
+	__be16 proto;
 	int tcp_flags;
 
 	if ((void *)(eth + 1) > data_end)
@@ -318,19 +444,14 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 	if (!f) {
 		count_stat(STAT_FLOW_MISS);
 		seen = (struct flow_seen){ .ifindex = key.ifindex, .vlan_id = key.vlan_id,
-					   .tos = ip->tos, .ttl = ip->ttl, .gen = flow_gen() };
+					   .tos = ip->tos, .ttl = ip->ttl };
 		key.vlan_id = 0;
 		key.ifindex = 0;
-		/* A note the learner has not consumed keeps its generation: the packet it was
-		 * taken for may still be in the kernel, decided on before a change, and must not
-		 * be learnt on this newer packet's note. The learner consumes a stale note, so the
-		 * flow's next packet starts afresh. */
-		prev = bpf_map_lookup_elem(&xupf_flow_seen, &key);
-		if (prev)
-			seen.gen = prev->gen;
-		bpf_map_update_elem(&xupf_flow_seen, &key, &seen, BPF_ANY);
+		flow_note(&key, &seen);
 		return XDP_PASS;
 	}
+	if (cfg_flowcache == FLOWCACHE_KERNEL_N6 && (f->flags & FLOW_F_TO_UE))
+		return flow_to_ue(ctx, eth, ip, data_end, f);
 	/* What the kernel would not forward as it did the first packet: an expiring TTL (ICMP
 	 * Time Exceeded) and a packet over the out MTU (fragmentation or ICMP). */
 	if (((f->flags & FLOW_F_TTL) && ip->ttl <= 1) || bpf_ntohs(ip->tot_len) > f->mtu)
@@ -338,36 +459,274 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 	/* The devmap lookup is also the check that the out interface is still attached. */
 	if (bpf_redirect_map(&xupf_tx_ports, f->ifindex, XDP_PASS) != XDP_REDIRECT)
 		return XDP_PASS;
-
-	__sync_fetch_and_add(&f->packets, 1);
-	__sync_fetch_and_add(&f->bytes, bpf_ntohs(ip->tot_len));
-	f->last_seen = bpf_ktime_get_coarse_ns();
-	if (f->flags & FLOW_F_DSCP) {
-		old = *(__be16 *)ip;
-		ip->tos = (ip->tos & 0x03) | f->tos;
-		csum_replace16(&ip->check, old, *(__be16 *)ip);
-	}
-	if (f->flags & FLOW_F_TTL)
-		ipv4_decrease_ttl(ip);
-	if (flow_rewrite_l2(ctx, f))
+	if (flow_forward(ctx, ip, data_end, f))
 		return drop(DROP_INTERNAL);
 	count_stat(STAT_FLOW_HIT);
 	return XDP_REDIRECT;
 }
 
-/* flow_learnt counts the flow the learner just added, unless xupfd bumped the generation
- * meanwhile: its scan may have read the flow's bucket before the insert, so the learner takes
- * the entry back itself. The bucket lock the insert took and the one the scan takes order the
- * two: either the scan sees the entry or this read sees the new generation. An entry someone
- * else removed first (the scan, a FIN) counts as learnt, since its remover counted it gone:
- * xupfd's count of the entries (learnt less removed) stays exact. */
-static __always_inline void flow_learnt(const struct flow_key *key, __u32 gen)
+/* ue_to_kernel hands a UE's packet, decapsulated, to the kernel for its N6 treatment: but
+ * only one the kernel would forward. One it would deliver to the UPF itself is
+ * not_forwarded's to judge, as on the fast path (the UPF's own sockets are not the UEs'). st
+ * and the counts are route_ipv4's. */
+static __always_inline int ue_to_kernel(struct iphdr *ip, void *data_end, struct stats *st)
 {
-	if (gen != flow_gen() && !bpf_map_delete_elem(&xupf_flows, key)) {
+	struct nexthop *nh = route_lookup(ip->daddr);
+	__u8 kind = nh ? nh->kind : NH_KERNEL;
+
+	if (kind == NH_NO_ROUTE)
+		return drop(DROP_NO_ROUTE);
+	if (kind == NH_KERNEL)
+		return not_forwarded(ip, data_end, st, STAT_UL_KERNEL);
+	stats_add(st, STAT_UL_KERNEL);
+	return XDP_PASS;
+}
+
+/* flow_from_ue takes a UE's uplink packet, charged to its session and decapsulated (the
+ * Ethernet header kept), when the kernel treats UE traffic on N6: a cached flow's packet is
+ * translated and forwarded as the kernel did the flow's first; any other goes to the kernel,
+ * noted for the learner. The caller has checked that the TTL is above 1. st is route_ipv4's.
+ * Returns the XDP action. */
+static __always_inline int flow_from_ue(struct xdp_md *ctx, struct stats *st)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct iphdr *ip = data + sizeof(struct ethhdr);
+	struct flow_key key = {};
+	struct flow_seen seen;
+	struct flow *f;
+	int tcp_flags;
+
+	if ((void *)(ip + 1) > data_end)
+		return drop(DROP_INTERNAL);  /* the caller checked this header */
+	tcp_flags = flow_parse(ip, data_end, &key);
+	if (tcp_flags < 0)
+		return ue_to_kernel(ip, data_end, st);
+	key.ifindex = FLOW_FROM_UE;
+	f = bpf_map_lookup_elem(&xupf_flows, &key);
+	if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) {
+		if (f && !bpf_map_delete_elem(&xupf_flows, &key))
+			stats_add(st, STAT_FLOW_ENDED);
+		return ue_to_kernel(ip, data_end, st);
+	}
+	if (!f) {
+		stats_add(st, STAT_FLOW_MISS);
+		seen = (struct flow_seen){ .ifindex = FLOW_FROM_UE, .tos = ip->tos, .ttl = ip->ttl };
+		flow_note(&key, &seen);
+		return ue_to_kernel(ip, data_end, st);
+	}
+	if (bpf_ntohs(ip->tot_len) > f->mtu ||
+	    bpf_redirect_map(&xupf_tx_ports, f->ifindex, XDP_PASS) != XDP_REDIRECT)
+		return ue_to_kernel(ip, data_end, st);
+	if (flow_forward(ctx, ip, data_end, f))
+		return drop(DROP_INTERNAL);
+	stats_add(st, STAT_FLOW_HIT);
+	stats_add(st, STAT_UL_TX);
+	return XDP_REDIRECT;
+}
+
+/* Conntrack's entry as far as the learner reads it: CO-RE relocates each field to where this
+ * kernel has it (the names are the kernel's; the ___xupf suffix keeps these apart from the
+ * opaque struct nf_conn the kfuncs are declared with). */
+union nf_inet_addr___xupf {
+	__u32 all[4];
+	__be32 ip;
+} __attribute__((preserve_access_index));
+
+union nf_conntrack_man_proto___xupf {
+	__be16 all;
+} __attribute__((preserve_access_index));
+
+struct nf_conntrack_tuple___xupf {
+	struct {
+		union nf_inet_addr___xupf u3;
+		union nf_conntrack_man_proto___xupf u;
+	} src;
+	struct {
+		union nf_inet_addr___xupf u3;
+		union {
+			__be16 all;
+		} u;
+	} dst;
+} __attribute__((preserve_access_index));
+
+struct nf_conntrack_tuple_hash___xupf {
+	struct nf_conntrack_tuple___xupf tuple;
+} __attribute__((preserve_access_index));
+
+struct nf_conn___xupf {
+	unsigned long status;
+	struct nf_conntrack_tuple_hash___xupf tuplehash[2];
+} __attribute__((preserve_access_index));
+
+#define CT_DIR_ORIGINAL 0
+#define CT_DIR_REPLY 1
+#define CT_SEEN_REPLY (1 << 1)  /* IPS_SEEN_REPLY: conntrack has seen a packet each way */
+
+/* flow_learn_l3 sets in f the IP header changes the kernel made to a packet that arrived as
+ * seen and leaves as ip. Returns -1 for a change the cache does not repeat (the TTL set). */
+static __always_inline int flow_learn_l3(const struct flow_seen *seen, const struct iphdr *ip,
+					 struct flow *f)
+{
+	if (seen->ttl == ip->ttl + 1)
+		f->flags |= FLOW_F_TTL;
+	else if (seen->ttl != ip->ttl)
+		return -1;
+	if ((seen->tos ^ ip->tos) & ~0x03) {
+		f->flags |= FLOW_F_DSCP;
+		f->tos = ip->tos & ~0x03;
+	}
+	return 0;
+}
+
+/* flow_learn_out sets in f where the packet at ip leaves (skb's interface, its MTU, the
+ * frame's MACs) and starts its statistics with it. */
+static __always_inline void flow_learn_out(struct __sk_buff *skb, const struct ethhdr *eth,
+					   const struct iphdr *ip, struct flow *f)
+{
+	__u32 mtu = 0;
+	__u64 now = bpf_ktime_get_coarse_ns();
+
+	f->ifindex = skb->ifindex;
+	bpf_check_mtu(skb, 0, &mtu, 0, 0);  /* sets mtu to the interface's whatever it returns */
+	f->mtu = mtu;
+	__builtin_memcpy(f->dmac, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(f->smac, eth->h_source, ETH_ALEN);
+	f->first_seen = now;
+	f->last_seen = now;
+	f->packets = 1;
+	f->bytes = bpf_ntohs(ip->tot_len);
+}
+
+/* flow_note_stale tells whether seen, a note the learner found, was taken in an earlier
+ * generation than the current one, and counts it: the kernel decided on its packet before a
+ * change xupfd processed, and the learner drops it. */
+static __always_inline int flow_note_stale(const struct flow_seen *seen)
+{
+	if (seen->gen == flow_gen())
+		return 0;
+	count_stat(STAT_FLOW_STALE);
+	return 1;
+}
+
+/* flow_insert adds the flow, counting flow_full when the table is full; returns the update's
+ * error. The caller counts an added flow (flow_learnt) once it has added all it learnt. */
+static __always_inline long flow_insert(const struct flow_key *key, const struct flow *f)
+{
+	long err = bpf_map_update_elem(&xupf_flows, key, f, BPF_NOEXIST);
+
+	if (err == -ERR_E2BIG)
+		count_stat(STAT_FLOW_FULL);  /* the flow stays with the kernel */
+	return err;
+}
+
+/* flow_learnt counts the flow the learner just added under key from a note of generation gen,
+ * unless xupfd bumped the generation meanwhile: its scan may have read the flow's bucket
+ * before the insert, so the learner takes the entry back itself. now is the generation read
+ * after the insert; the bucket lock the insert took and the one the scan takes order the two:
+ * either the scan sees the entry or that read sees the new generation. The learner reads it
+ * once for all the entries it added from one note (a UE's flow and its replies'), so that they
+ * stay or go together. An entry someone else removed first (the scan, a FIN) counts as learnt,
+ * since its remover counted it gone: xupfd's count of the entries (learnt less ended less
+ * removed) stays exact. */
+static __always_inline void flow_learnt(const struct flow_key *key, __u32 gen, __u32 now)
+{
+	if (gen != now && !bpf_map_delete_elem(&xupf_flows, key)) {
 		count_stat(STAT_FLOW_STALE);
 		return;
 	}
 	count_stat(STAT_FLOW_LEARNED);
+}
+
+/* flow_set_nat makes f write addr and port where the packet had old_addr and old_port. */
+static __always_inline void flow_set_nat(struct flow *f, __be32 old_addr, __be16 old_port,
+					 __be32 addr, __be16 port)
+{
+	__u32 l3 = csum_delta32(old_addr, addr);
+
+	f->nat_addr = addr;
+	f->nat_port = port;
+	f->csum_l3 = csum_fold_delta(l3);
+	f->csum_l4 = csum_fold_delta(l3 + csum_delta16(old_port, port));
+}
+
+/* flow_learn_ue learns a UE's flow from its packet leaving as ip after the kernel's N6
+ * treatment, key its 5-tuple as it leaves. The translation is conntrack's: the packet's
+ * tuple reversed is the entry's reply tuple, and the entry's original tuple is the packet as
+ * the UE sent it, which XDP must have noted (FLOW_FROM_UE). Both directions are cached: the
+ * UE's flow, and (when translated) the replies to the translated address and port, arriving
+ * where the UE's packets leave. A UDP flow is learnt from its first packet; a TCP flow once
+ * conntrack has seen its reply, so that it follows the handshake. Destination translation,
+ * VLAN-tagged departures and other changes stay with the kernel. */
+static __always_inline void flow_learn_ue(struct __sk_buff *skb, const struct ethhdr *eth,
+					  const struct iphdr *ip, const struct flow_key *key,
+					  int tagged)
+{
+	struct bpf_sock_tuple tuple = {};
+	struct bpf_ct_opts opts = { .netns_id = BPF_F_CURRENT_NETNS_ID, .l4proto = key->proto };
+	struct nf_conn___xupf *ct = NULL;
+	struct flow_key ue = *key, reply;
+	struct flow_seen *seen;
+	struct flow f = {}, r = {};
+	unsigned long status = CT_SEEN_REPLY;  /* untracked: nothing to follow */
+	int dir = CT_DIR_REPLY;
+	__u32 gen, now;
+
+	tuple.ipv4.saddr = key->daddr;
+	tuple.ipv4.daddr = key->saddr;
+	tuple.ipv4.sport = key->dport;
+	tuple.ipv4.dport = key->sport;
+	if (bpf_skb_ct_lookup)
+		ct = (void *)bpf_skb_ct_lookup(skb, &tuple, sizeof(tuple.ipv4), &opts, sizeof(opts));
+	if (ct) {
+		dir = opts.dir;
+		status = ct->status;
+		ue.saddr = ct->tuplehash[CT_DIR_ORIGINAL].tuple.src.u3.ip;
+		ue.sport = ct->tuplehash[CT_DIR_ORIGINAL].tuple.src.u.all;
+		ue.daddr = ct->tuplehash[CT_DIR_ORIGINAL].tuple.dst.u3.ip;
+		ue.dport = ct->tuplehash[CT_DIR_ORIGINAL].tuple.dst.u.all;
+		bpf_ct_release((struct nf_conn *)ct);
+	}
+	/* A packet of the entry's reply direction was not sent by a UE. */
+	if (dir != CT_DIR_REPLY)
+		return;
+	seen = bpf_map_lookup_elem(&xupf_flow_seen, &ue);
+	if (!seen || seen->ifindex != FLOW_FROM_UE)
+		return;
+	if (flow_note_stale(seen))
+		goto done;
+	gen = seen->gen;
+	if ((ue.proto == IPPROTO_TCP && !(status & CT_SEEN_REPLY)) || tagged ||
+	    ue.daddr != key->daddr || ue.dport != key->dport || flow_learn_l3(seen, ip, &f))
+		goto done;
+	flow_learn_out(skb, eth, ip, &f);
+	if (ue.saddr != key->saddr || ue.sport != key->sport) {
+		f.flags |= FLOW_F_SNAT;
+		flow_set_nat(&f, ue.saddr, ue.sport, key->saddr, key->sport);
+		r.flags = FLOW_F_TO_UE;
+		flow_set_nat(&r, key->saddr, key->sport, ue.saddr, ue.sport);
+		r.first_seen = f.first_seen;
+		r.last_seen = f.last_seen;
+		reply = (struct flow_key){ .saddr = key->daddr, .daddr = key->saddr, .sport = key->dport,
+					   .dport = key->sport, .proto = key->proto, .ifindex = skb->ifindex };
+		/* The replies' entry first: once the UE's flow is cached, its replies must be. */
+		if (flow_insert(&reply, &r))
+			goto done;
+		if (flow_insert(&ue, &f)) {
+			/* Taken back uncounted; one removed first counts as learnt (flow_learnt). */
+			if (bpf_map_delete_elem(&xupf_flows, &reply))
+				count_stat(STAT_FLOW_LEARNED);
+			goto done;
+		}
+		now = flow_gen();
+		flow_learnt(&reply, gen, now);
+		flow_learnt(&ue, gen, now);
+		goto done;
+	}
+	if (!flow_insert(&ue, &f))
+		flow_learnt(&ue, gen, flow_gen());
+done:
+	bpf_map_delete_elem(&xupf_flow_seen, &ue);
 }
 
 /* flow_learn records what the kernel did to a packet the XDP program handed it, as it leaves
@@ -383,8 +742,6 @@ static __always_inline void flow_learn(struct __sk_buff *skb)
 	struct vlan_tag *tag;
 	struct iphdr *ip;
 	__be16 proto;
-	__u32 mtu = 0;
-	__u64 now;
 	int tagged = 0;
 
 	if ((void *)(eth + 1) > data_end)
@@ -411,51 +768,34 @@ static __always_inline void flow_learn(struct __sk_buff *skb)
 	if (flow_parse(ip, data_end, &key) < 0)
 		return;
 	seen = bpf_map_lookup_elem(&xupf_flow_seen, &key);
+	/* A UE's packet: noted as it left its tunnel, under its tuple before any translation. */
+	if (cfg_flowcache == FLOWCACHE_KERNEL_N6 && (!seen || seen->ifindex == FLOW_FROM_UE)) {
+		flow_learn_ue(skb, eth, ip, &key, tagged);
+		return;
+	}
 	if (!seen)
 		return;  /* not handed over by XDP, or its addresses or ports were translated */
 
-	if (seen->gen != flow_gen()) {
-		count_stat(STAT_FLOW_STALE);  /* the kernel decided before a change xupfd processed */
+	if (flow_note_stale(seen))
 		goto done;
-	}
 	if (flow_tracked(skb, &key)) {
 		count_stat(STAT_FLOW_TRACKED);
 		goto done;
 	}
-	if (seen->ttl == ip->ttl + 1)
-		f.flags |= FLOW_F_TTL;
-	else if (seen->ttl != ip->ttl)
+	if (flow_learn_l3(seen, ip, &f))
 		goto done;  /* the TTL was set, not decremented: not something the cache repeats */
-	if ((seen->tos ^ ip->tos) & ~0x03) {
-		f.flags |= FLOW_F_DSCP;
-		f.tos = ip->tos & ~0x03;
-	}
 	if (tagged)
 		f.vlan_action = seen->vlan_id ? FLOW_VLAN_REWRITE : FLOW_VLAN_PUSH;
 	else if (seen->vlan_id)
 		f.vlan_action = FLOW_VLAN_POP;
-	f.ifindex = skb->ifindex;
-	bpf_check_mtu(skb, 0, &mtu, 0, 0);  /* sets mtu to the interface's whatever it returns */
-	f.mtu = mtu;
-	__builtin_memcpy(f.dmac, eth->h_dest, ETH_ALEN);
-	__builtin_memcpy(f.smac, eth->h_source, ETH_ALEN);
-	now = bpf_ktime_get_coarse_ns();
-	f.first_seen = now;
-	f.last_seen = now;
-	f.packets = 1;
-	f.bytes = bpf_ntohs(ip->tot_len);
-
+	flow_learn_out(skb, eth, ip, &f);
 	{
 		struct flow_key fkey = key;
-		long err;
 
 		fkey.vlan_id = seen->vlan_id;
 		fkey.ifindex = seen->ifindex;
-		err = bpf_map_update_elem(&xupf_flows, &fkey, &f, BPF_NOEXIST);
-		if (!err)
-			flow_learnt(&fkey, seen->gen);
-		else if (err == -ERR_E2BIG)
-			count_stat(STAT_FLOW_FULL);  /* the flow stays with the kernel */
+		if (!flow_insert(&fkey, &f))
+			flow_learnt(&fkey, seen->gen, flow_gen());
 	}
 done:
 	bpf_map_delete_elem(&xupf_flow_seen, &key);

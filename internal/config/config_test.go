@@ -410,6 +410,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "qos_mbr_burst no unit", yaml: minimal + "qos_mbr_burst: 20\n", want: []string{`qos_mbr_burst: "20" is not a duration`}},
 		{name: "flow_cache.max_flows negative", yaml: minimal + "flow_cache: {max_flows: -1}\n", want: []string{`flow_cache.max_flows: `, `use 0 (off) to 16777216`}},
 		{name: "flow_cache.idle_timeout too short", yaml: minimal + "flow_cache: {idle_timeout: 10ms}\n", want: []string{`flow_cache.idle_timeout: 10ms is out of range; use a duration from 1s to 24h`}},
+		{name: "flow_cache.kernel_n6 without a table", yaml: minimal + "flow_cache: {kernel_n6: true}\n", want: []string{`flow_cache.kernel_n6 needs the flow cache: set flow_cache.max_flows`}},
 		{name: "flow_cache unknown key", yaml: minimal + "flow_cache: {max_flow: 10}\n", want: []string{`max_flow`, `under flow_cache`}},
 		{name: "qos_mbr_burst too short", yaml: minimal + "qos_mbr_burst: 100us\n", want: []string{`qos_mbr_burst: 100us is out of range; use a duration from 1ms to 10s`}},
 		{name: "pfcp_lost_peer_sessions unknown", yaml: minimal + "pfcp_lost_peer_sessions: drop\n", want: []string{`config: pfcp_lost_peer_sessions: "drop" is not a policy; use "keep" (lost SMFs' sessions keep forwarding) or "delete"`}},

@@ -22,11 +22,17 @@ type FlowCache struct {
 	MaxFlows int `yaml:"max_flows"`
 	// IdleTimeout is how long a flow may go without a packet before it is forgotten.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// KernelN6 has the kernel treat UE traffic on N6 (conntrack, nftables NAT and filtering,
+	// routing): a UE's packet without a tunnel goes to the kernel once decapsulated, and the
+	// cache learns each flow's translation both ways. Off by default: the datapath routes UE
+	// traffic itself and the kernel never sees it.
+	KernelN6 bool `yaml:"kernel_n6"`
 }
 
 type rawFlowCache struct {
 	MaxFlows    yaml.Node `yaml:"max_flows"`
 	IdleTimeout string    `yaml:"idle_timeout"`
+	KernelN6    bool      `yaml:"kernel_n6"`
 }
 
 // flowCache checks the flow_cache section.
@@ -38,6 +44,10 @@ func (v *validator) flowCache(raw rawFlowCache) {
 		v.addf("flow_cache.max_flows: %w; use 0 (off) to %d", err, MaxMaxFlows)
 	case present:
 		fc.MaxFlows = int(n)
+	}
+	fc.KernelN6 = raw.KernelN6
+	if fc.KernelN6 && fc.MaxFlows == 0 {
+		v.addf("flow_cache.kernel_n6 needs the flow cache: set flow_cache.max_flows, e.g. 65536")
 	}
 	if raw.IdleTimeout == "" {
 		return

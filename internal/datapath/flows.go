@@ -34,6 +34,11 @@ type FlowCacheOptions struct {
 	// DefaultFlowScanBatch and DefaultFlowScanInterval.
 	ScanBatch    int
 	ScanInterval time.Duration
+	// KernelN6 hands UE traffic without a tunnel to the kernel once decapsulated (and
+	// charged), for its N6 treatment: conntrack, nftables NAT and filtering, routing. The
+	// cache learns each flow's translation and does it for the flow's later packets, both
+	// ways. Without it the datapath routes UE traffic itself and the kernel never sees it.
+	KernelN6 bool
 }
 
 // Defaults of the flow cache's aging.
@@ -56,9 +61,17 @@ func setFlowCache(spec *ebpf.CollectionSpec, o FlowCacheOptions) error {
 	if o.MaxFlows < 0 {
 		return fmt.Errorf("flow_cache.max_flows must be 0 (off) or positive, got %d", o.MaxFlows)
 	}
+	if o.KernelN6 && !o.on() {
+		return errors.New("flow_cache.kernel_n6 needs the flow cache: set flow_cache.max_flows")
+	}
 	mode := xupfFlowcacheModeFLOWCACHE_OFF
-	if o.on() {
+	switch {
+	case o.KernelN6:
+		mode = xupfFlowcacheModeFLOWCACHE_KERNEL_N6
+	case o.on():
 		mode = xupfFlowcacheModeFLOWCACHE_LEARN
+	}
+	if o.on() {
 		spec.Maps[xupfMapXupfFlows].MaxEntries = uint32(o.MaxFlows)
 	}
 	return spec.Variables[xupfVarCfgFlowcache].Set(uint32(mode))
@@ -70,7 +83,7 @@ type FlowKey struct {
 	SrcPort, DstPort uint16
 	Proto            uint8  // 6 TCP, 17 UDP
 	VLAN             uint16 // the VLAN ID it arrives with, 0 untagged
-	Ifindex          int    // the interface it arrives on
+	Ifindex          int    // the interface it arrives on; 0 for a UE's packets out of their tunnel
 }
 
 // VLANAction is what the cache does to a flow's VLAN tag.
@@ -101,6 +114,11 @@ type Flow struct {
 	VLANTCI    uint16 // push, rewrite: priority and VLAN ID
 	DecTTL     bool   // the TTL is decremented (routed)
 	DSCP       int    // the DSCP written, -1 when left as it came
+	// SNAT is the source address and port a UE's flow is given (the kernel's translation);
+	// ToUE the destination the replies to it are given back, after which the UE session's
+	// downlink rules take them (OutIfindex, MACs and MTU then mean nothing). Both invalid
+	// when the flow is not translated.
+	SNAT, ToUE netip.AddrPort
 	Packets    uint64
 	Bytes      uint64 // of the IP packets
 	FirstSeen  time.Time
@@ -134,6 +152,13 @@ func flowOf(k xupfFlowKey, v xupfFlow, mono uint64, wall time.Time) Flow {
 		Packets: v.Packets, Bytes: v.Bytes, FirstSeen: at(v.FirstSeen), LastSeen: at(v.LastSeen)}
 	if v.Flags&uint8(xupfFlowFlagFLOW_F_DSCP) != 0 {
 		f.DSCP = int(v.Tos >> 2)
+	}
+	nat := netip.AddrPortFrom(addrFromBE(v.NatAddr), be16(v.NatPort))
+	switch {
+	case v.Flags&uint8(xupfFlowFlagFLOW_F_SNAT) != 0:
+		f.SNAT = nat
+	case v.Flags&uint8(xupfFlowFlagFLOW_F_TO_UE) != 0:
+		f.ToUE = nat
 	}
 	return f
 }

@@ -593,6 +593,193 @@ func TestFlowCacheLearnAfterChange(t *testing.T) {
 	}
 }
 
+// UE traffic the kernel treats on N6 (FlowCacheOptions.KernelN6): a UE's flow masqueraded to
+// the n6 address and port natPort, as nftables masquerade would.
+const natPort = 61000
+
+var addrN6 = netip.MustParseAddr("10.0.2.1")
+
+func newNATEnv(t *testing.T) *testEnv {
+	t.Helper()
+	return newSessionsEnvOpts(t, Options{MaxSessions: 1024,
+		FlowCache: FlowCacheOptions{MaxFlows: 16, ScanInterval: time.Hour, KernelN6: true}})
+}
+
+// natCT replaces the namespace's conntrack table with one entry: proto from the UE's address
+// and port ue to dst, translated to natAddr:natPort.
+func (e *testEnv) natCT(t *testing.T, proto uint8, ue, dst netip.AddrPort) {
+	t.Helper()
+	tuple := func(src, dst netip.AddrPort) netlink.IPTuple {
+		return netlink.IPTuple{SrcIP: src.Addr().AsSlice(), DstIP: dst.Addr().AsSlice(),
+			SrcPort: src.Port(), DstPort: dst.Port(), Protocol: proto}
+	}
+	err := e.do(func() error {
+		if err := netlink.ConntrackTableFlush(netlink.ConntrackTable); err != nil {
+			return err
+		}
+		ct := &netlink.ConntrackFlow{FamilyType: unix.AF_INET, Forward: tuple(ue, dst),
+			Reverse: tuple(dst, netip.AddrPortFrom(addrN6, natPort)), TimeOut: 60}
+		if proto == unix.IPPROTO_TCP {
+			ct.ProtoInfo = &netlink.ProtoInfoTCP{State: 3 /* TCP_CONNTRACK_ESTABLISHED */}
+		}
+		return netlink.ConntrackCreate(netlink.ConntrackTable, netlink.FAMILY_V4, ct)
+	})
+	if err != nil {
+		t.Fatalf("conntrack entry: %v", err)
+	}
+}
+
+// natUDP is an IPv4/UDP packet with valid checksums (the UDP one 0 when zeroCsum).
+func natUDP(t testing.TB, src, dst netip.AddrPort, ttl uint8, zeroCsum bool) []byte {
+	ip := ipv4(src.Addr(), dst.Addr(), layers.IPProtocolUDP, ttl)
+	ip.TOS = 0x28
+	b := serialize(t, ip, &layers.UDP{SrcPort: layers.UDPPort(src.Port()), DstPort: layers.UDPPort(dst.Port())},
+		gopacket.Payload(payload))
+	if zeroCsum {
+		b[26], b[27] = 0, 0
+	}
+	return b
+}
+
+// TestFlowCacheNATUDP: a UE's UDP flow the kernel masquerades. The first packet goes to the
+// kernel decapsulated and charged; the learner reads the translation from conntrack and caches
+// both directions; later uplink packets leave translated from XDP and replies to the
+// translated address reach the UE through its session's downlink rules. Whole packets are
+// compared with ones serialised afresh, so the checksums patched by differences are checked
+// against checksums summed from scratch.
+func TestFlowCacheNATUDP(t *testing.T) {
+	e := newNATEnv(t)
+	ue := netip.AddrPortFrom(ueAddr, 1000)
+	dn := netip.AddrPortFrom(addrDN, 2000)
+	nat := netip.AddrPortFrom(addrN6, natPort)
+	// One entry for both cases: replacing it would remove the flows it keys in a scan
+	// (its destroy event), which also voids a note taken meanwhile (flow_stale).
+	e.natCT(t, unix.IPPROTO_UDP, ue, dn)
+	for _, zero := range []bool{false, true} {
+		name := "checksum"
+		if zero {
+			name = "zero checksum"
+		}
+		t.Run(name, func(t *testing.T) {
+			if err := clearMap(e.dp.objs.XupfFlows); err != nil {
+				t.Fatal(err)
+			}
+			gpdu := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natUDP(t, ue, dn, 64, zero)), nil)
+			before, _ := e.usage(sessPlain.ID)
+
+			// The first packet: to the kernel, out of its tunnel, charged.
+			runCase(t, e, pktCase{name: "first", in: gpdu, ifindex: n3, verdict: xdpPass,
+				out:      concat(ethBytes(macGNB, macN3), natUDP(t, ue, dn, 64, zero)),
+				counters: map[string]uint64{"ul_rx": 1, "ul_kernel": 1, "flow_miss": 1}})
+			// The kernel routes and translates it; the learner caches both directions.
+			learnt, _ := e.dp.Stats()
+			e.learn(t, concat(ethBytes(macN6, macDN), natUDP(t, nat, dn, 63, zero)), e.n3, e.n6)
+			after, _ := e.dp.Stats()
+			checkDeltas(t, "counter", learnt.Counters, after.Counters, map[string]uint64{"flow_learned": 2})
+			flows, err := e.dp.Flows()
+			if err != nil || len(flows) != 2 {
+				t.Fatalf("flows %+v (err %v), want 2", flows, err)
+			}
+			for _, f := range flows {
+				switch f.Key.Ifindex {
+				case 0:
+					if f.Key.Src != ue.Addr() || f.SNAT != nat || f.OutIfindex != e.n6 || !f.DecTTL {
+						t.Errorf("the UE's flow: %+v", f)
+					}
+				case e.n6:
+					if f.Key.Src != dn.Addr() || f.Key.DstPort != natPort || f.ToUE != ue {
+						t.Errorf("the replies' flow: %+v", f)
+					}
+				default:
+					t.Errorf("a flow arriving on %d: %+v", f.Key.Ifindex, f)
+				}
+			}
+
+			runCase(t, e, pktCase{name: "uplink hit", in: gpdu, ifindex: n3, verdict: xdpRedirect,
+				out:      concat(ethBytes(macN6, macDN), natUDP(t, nat, dn, 63, zero)),
+				counters: map[string]uint64{"ul_rx": 1, "ul_tx": 1, "flow_hit": 1}})
+			runCase(t, e, pktCase{name: "downlink hit", in: concat(ethBytes(macDN, macN6), natUDP(t, dn, nat, 64, zero)),
+				ifindex: n6, verdict: xdpRedirect, fixSport: true,
+				out:      dlOuter(t, sessPlain, natUDP(t, dn, ue, 63, zero), 0x28),
+				counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1, "flow_hit": 1}})
+
+			// Each packet charged once, whichever way it went.
+			now, err := e.usage(sessPlain.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ipLen := uint64(len(natUDP(t, ue, dn, 64, zero)))
+			if got := now.Uplink.Packets - before.Uplink.Packets; got != 2 {
+				t.Errorf("uplink usage rose by %d packets, want 2", got)
+			}
+			if got := now.Downlink.Bytes - before.Downlink.Bytes; got != ipLen {
+				t.Errorf("downlink usage rose by %d bytes, want %d", got, ipLen)
+			}
+		})
+	}
+}
+
+// TestFlowCacheNATLearnAfterChange: a UE's packet the kernel translated before a change's
+// invalidation scan is not learnt after the scan, in either direction (flow_stale), nor when
+// the flow's next packet left its tunnel meanwhile; the flow's next packet, decided on after,
+// is learnt both ways, and the entry count follows.
+func TestFlowCacheNATLearnAfterChange(t *testing.T) {
+	e := newNATEnv(t)
+	ue := netip.AddrPortFrom(ueAddr, 1000)
+	dn := netip.AddrPortFrom(addrDN, 2000)
+	nat := netip.AddrPortFrom(addrN6, natPort)
+	e.natCT(t, unix.IPPROTO_UDP, ue, dn)
+	gpdu := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natUDP(t, ue, dn, 64, false)), nil)
+	handOver := func(t *testing.T) {
+		runCase(t, e, pktCase{name: "to the kernel", in: gpdu, ifindex: n3, verdict: xdpPass,
+			out:      concat(ethBytes(macGNB, macN3), natUDP(t, ue, dn, 64, false)),
+			counters: map[string]uint64{"ul_rx": 1, "ul_kernel": 1, "flow_miss": 1}})
+	}
+	learn := func(t *testing.T, counters map[string]uint64, entries int) {
+		t.Helper()
+		before, _ := e.dp.Stats()
+		e.learn(t, concat(ethBytes(macN6, macDN), natUDP(t, nat, dn, 63, false)), e.n3, e.n6)
+		after, _ := e.dp.Stats()
+		checkDeltas(t, "counter", before.Counters, after.Counters, counters)
+		if flows, err := e.dp.Flows(); err != nil || len(flows) != entries {
+			t.Fatalf("flows %+v (err %v), want %d", flows, err, entries)
+		}
+		if st, err := e.dp.FlowCacheStats(); err != nil || st.Entries != entries {
+			t.Fatalf("stats %+v (err %v), want %d entries", st, err, entries)
+		}
+	}
+	flush := func() {
+		if _, err := e.dp.FlushFlows(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		change func(t *testing.T)
+	}{
+		{"routes changed", func(*testing.T) { e.dp.invalidate(voided{all: true}) }},
+		// The flow's next packet, out of its tunnel after the change, does not renew the
+		// note of the one still in the kernel.
+		{"routes changed, the next packet handed over", func(t *testing.T) {
+			e.dp.invalidate(voided{all: true})
+			handOver(t)
+		}},
+		{"flushed", func(*testing.T) { flush() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			flush()
+			if err := clearMap(e.dp.objs.XupfFlowSeen); err != nil {
+				t.Fatal(err)
+			}
+			handOver(t)
+			c.change(t)
+			learn(t, map[string]uint64{"flow_stale": 1}, 0)
+			handOver(t)
+			learn(t, map[string]uint64{"flow_learned": 2}, 2)
+		})
+	}
+}
+
 // TestFlowCacheEntryCount: the stats count the entries from the counters, without reading the
 // table: a flow learnt adds one, a FIN, aging and a flush take one away; an entry put in the
 // table behind the counters' back shows only once countFlows (at start) counted the table.

@@ -199,7 +199,12 @@ type xupfFlow struct {
 	VlanAction uint8
 	Flags      uint8
 	Tos        uint8
-	Pad        [5]uint8
+	Pad        uint8
+	NatPort    uint16
+	CsumL3     uint16
+	NatAddr    uint32
+	CsumL4     uint16
+	Pad2       uint16
 	Packets    uint64
 	Bytes      uint64
 	FirstSeen  uint64
@@ -209,8 +214,10 @@ type xupfFlow struct {
 type xupfFlowFlag uint32
 
 const (
-	xupfFlowFlagFLOW_F_TTL  xupfFlowFlag = 1
-	xupfFlowFlagFLOW_F_DSCP xupfFlowFlag = 2
+	xupfFlowFlagFLOW_F_TTL   xupfFlowFlag = 1
+	xupfFlowFlagFLOW_F_DSCP  xupfFlowFlag = 2
+	xupfFlowFlagFLOW_F_SNAT  xupfFlowFlag = 4
+	xupfFlowFlagFLOW_F_TO_UE xupfFlowFlag = 8
 )
 
 type xupfFlowKey struct {
@@ -246,8 +253,9 @@ const (
 type xupfFlowcacheMode uint32
 
 const (
-	xupfFlowcacheModeFLOWCACHE_OFF   xupfFlowcacheMode = 0
-	xupfFlowcacheModeFLOWCACHE_LEARN xupfFlowcacheMode = 1
+	xupfFlowcacheModeFLOWCACHE_OFF       xupfFlowcacheMode = 0
+	xupfFlowcacheModeFLOWCACHE_LEARN     xupfFlowcacheMode = 1
+	xupfFlowcacheModeFLOWCACHE_KERNEL_N6 xupfFlowcacheMode = 2
 )
 
 type xupfKeyBucket struct {

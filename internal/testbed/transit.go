@@ -104,8 +104,8 @@ type CachedFlow struct {
 
 // Offsets in the pinned xupf_flows (bpf/lib/flowcache.h struct flow_key and struct flow).
 const (
-	flowKeySize, flowValueSize = 20, 64
-	flowPacketsOffset          = 32
+	flowKeySize, flowValueSize = 20, 72
+	flowPacketsOffset          = 40
 )
 
 // CachedFlows reads the flow cache the daemon pinned in t.BPFFS.
