@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/xupf/xupf/internal/conntrack"
 	"github.com/xupf/xupf/internal/nfwatch"
 )
 
@@ -271,6 +274,58 @@ type flowAger struct {
 	cursor ebpf.MapBatchCursor
 	keys   []xupfFlowKey
 	vals   []xupfFlow
+	sweeps uint64 // full passes over the table so far
+	// ct keeps alive the conntrack entries of the UE flows the cache forwards (KernelN6;
+	// nil without), setting their timeout to ctKeep's for the protocol.
+	ct     *conntrack.Conn
+	ctKeep map[uint8]ctKeep
+}
+
+// ctKeep is how the ager keeps a protocol's conntrack entries: it sets their timeout to
+// timeout, on the first visit after a flow is learnt and then every every-th sweep while the
+// flow is active.
+type ctKeep struct {
+	timeout time.Duration
+	every   uint64
+}
+
+// flowFromUE is flow_key.ifindex of a UE's flow (FLOW_FROM_UE).
+const flowFromUE = 0
+
+// sweep is how long aging takes to come back to an entry: a full pass over the table.
+func (o FlowCacheOptions) sweep() time.Duration {
+	return time.Duration((o.MaxFlows+o.ScanBatch-1)/o.ScanBatch) * o.ScanInterval
+}
+
+// Where the kernel keeps the timeouts conntrack gives a UDP flow that has seen replies and an
+// established TCP connection.
+var conntrackSysctls = map[uint8]string{
+	unix.IPPROTO_UDP: "/proc/sys/net/netfilter/nf_conntrack_udp_timeout_stream",
+	unix.IPPROTO_TCP: "/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established",
+}
+
+// conntrackKeeps are how the ager keeps the conntrack entries of the UE flows, by protocol.
+// An entry is visited at least every revisit (a sweep and an interval). Its timeout outlives
+// the cache's own entry, which aging removes at most IdleTimeout and a revisit after the
+// flow's last packet, and is never shorter than what the kernel would set for the flow's
+// next packet (the sysctls, read in the calling thread's namespace). A longer timeout spaces
+// the updates out: every-th sweep, so that two updates of an active flow are less than a
+// timeout apart, with a revisit to spare.
+func (o FlowCacheOptions) conntrackKeeps() map[uint8]ctKeep {
+	revisit := o.sweep() + o.ScanInterval
+	least := o.IdleTimeout + 2*revisit
+	out := make(map[uint8]ctKeep, len(conntrackSysctls))
+	for proto, path := range conntrackSysctls {
+		k := ctKeep{timeout: least}
+		if b, err := os.ReadFile(path); err == nil {
+			if secs, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				k.timeout = max(least, time.Duration(secs)*time.Second)
+			}
+		}
+		k.every = max(1, uint64(k.timeout/revisit)-2)
+		out[proto] = k
+	}
+	return out
 }
 
 // ageFlows looks at up to ScanBatch entries after where the previous call stopped and removes
@@ -286,16 +341,21 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 	n, err := d.objs.XupfFlows.BatchLookup(&a.cursor, a.keys, a.vals, nil)
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
 		a.cursor = ebpf.MapBatchCursor{} // the end of the table: start over next time
+		a.sweeps++
 		err = nil
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("age flows: read xupf_flows: %w", err)
 	}
 	idle := uint64(o.IdleTimeout)
+	revisit := uint64(o.sweep() + o.ScanInterval)
+	var ctErr error
 	for i := range n {
 		// A packet forwarded since the read restamps the entry; removing it then costs only
 		// that flow's next packet a trip through the kernel.
-		if last := a.vals[i].LastSeen; now > last && now-last >= idle {
+		last := a.vals[i].LastSeen
+		switch {
+		case now > last && now-last >= idle:
 			// Counted only when this call removed it: the entry count subtracts removals.
 			err := d.objs.XupfFlows.Delete(a.keys[i])
 			if err == nil {
@@ -304,10 +364,30 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 				d.flowsAged.Add(uint64(aged))
 				return n, aged, fmt.Errorf("age flows: %w", err)
 			}
+		case a.ct != nil && a.keys[i].Ifindex == flowFromUE:
+			// Conntrack no longer sees the flow's packets: without this its entry would
+			// expire under the live flow and take the translation with it.
+			k := a.ctKeep[a.keys[i].Proto]
+			learnt := now < a.vals[i].FirstSeen+revisit
+			active := now < last+k.every*revisit
+			if learnt || (a.sweeps%k.every == 0 && active) {
+				ctErr = cmp.Or(ctErr, a.keepConntrack(a.keys[i], k.timeout))
+			}
 		}
 	}
 	d.flowsAged.Add(uint64(aged))
-	return n, aged, nil
+	return n, aged, ctErr
+}
+
+// keepConntrack sets the timeout of the conntrack entry of the UE flow k. An entry already
+// gone is no error: its destroy event removes the flow.
+func (a *flowAger) keepConntrack(k xupfFlowKey, timeout time.Duration) error {
+	fk := flowKeyOf(k)
+	t := conntrack.Tuple{Src: netip.AddrPortFrom(fk.Src, fk.SrcPort), Dst: netip.AddrPortFrom(fk.Dst, fk.DstPort), Proto: fk.Proto}
+	if err := a.ct.Update(t, conntrack.Change{Timeout: timeout}); err != nil && !errors.Is(err, conntrack.ErrNotExist) {
+		return fmt.Errorf("age flows: keep a UE flow's conntrack entry: %w", err)
+	}
+	return nil
 }
 
 // FlowCacheStats reads the flow cache's counters. It does not read the table: the entries
@@ -376,14 +456,26 @@ func (d *Datapath) startFlowUpkeep() (stop func(), err error) {
 	if err := d.countFlows(); err != nil {
 		return nil, fmt.Errorf("flow cache: count the flows: %w", err)
 	}
+	if d.opts.FlowCache.KernelN6 {
+		if d.ager.ct, err = conntrack.Open(ns); err != nil {
+			return nil, fmt.Errorf("flow cache: %w", err)
+		}
+		d.ager.ctKeep = d.opts.FlowCache.conntrackKeeps()
+	}
+	closeCT := func() {
+		if d.ager.ct != nil {
+			d.ager.ct.Close()
+		}
+	}
 	stopInvalidator := d.invalidator.start()
 	stopNF, err := nfwatch.Watch(ns, d.log, d.netfilterChanged)
 	if err != nil {
 		stopInvalidator()
+		closeCT()
 		return nil, fmt.Errorf("flow cache: %w", err)
 	}
 	stopAging := d.startAging()
-	return func() { stopAging(); stopNF(); stopInvalidator() }, nil
+	return func() { stopAging(); stopNF(); stopInvalidator(); closeCT() }, nil
 }
 
 // startAging runs ageFlows every ScanInterval until the returned stop is called.

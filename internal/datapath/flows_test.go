@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/xupf/xupf/internal/conntrack"
 	"github.com/xupf/xupf/internal/router"
 )
 
@@ -641,6 +642,59 @@ func natUDP(t testing.TB, src, dst netip.AddrPort, ttl uint8, zeroCsum bool) []b
 	return b
 }
 
+// natFirst has a UE's first packet of a flow, the G-PDU gpdu carrying inner, go to the kernel
+// out of its tunnel (and charged); the kernel sends it translated as out, and the learner
+// must learn learnt flows from it.
+func (e *testEnv) natFirst(t *testing.T, gpdu, inner, out []byte, learnt uint64) {
+	t.Helper()
+	e.natHandOver(t, gpdu, inner)
+	e.natLearn(t, out, map[string]uint64{"flow_learned": learnt})
+}
+
+// natHandOver has a UE's packet of no cached flow, the G-PDU gpdu carrying inner, go to the
+// kernel out of its tunnel (and charged).
+func (e *testEnv) natHandOver(t *testing.T, gpdu, inner []byte) {
+	t.Helper()
+	runCase(t, e, pktCase{name: "to the kernel", in: gpdu, ifindex: n3, verdict: xdpPass,
+		out:      concat(ethBytes(macGNB, macN3), inner),
+		counters: map[string]uint64{"ul_rx": 1, "ul_kernel": 1, "flow_miss": 1}})
+}
+
+// natLearn has the learner see out, a UE's packet as the kernel sends it translated, and
+// checks the counters it moves.
+func (e *testEnv) natLearn(t *testing.T, out []byte, counters map[string]uint64) {
+	t.Helper()
+	before, _ := e.dp.Stats()
+	e.learn(t, concat(ethBytes(macN6, macDN), out), e.n3, e.n6)
+	after, _ := e.dp.Stats()
+	checkDeltas(t, "counter", before.Counters, after.Counters, counters)
+}
+
+// checkNATFlows checks that the flow cache holds the UE's flow from ue to dn, translated to
+// the n6 address and natPort, and the replies' flow.
+func (e *testEnv) checkNATFlows(t *testing.T, ue, dn netip.AddrPort) {
+	t.Helper()
+	nat := netip.AddrPortFrom(addrN6, natPort)
+	flows, err := e.dp.Flows()
+	if err != nil || len(flows) != 2 {
+		t.Fatalf("flows %+v (err %v), want 2", flows, err)
+	}
+	for _, f := range flows {
+		switch f.Key.Ifindex {
+		case 0:
+			if f.Key.Src != ue.Addr() || f.SNAT != nat || f.OutIfindex != e.n6 || !f.DecTTL {
+				t.Errorf("the UE's flow: %+v", f)
+			}
+		case e.n6:
+			if f.Key.Src != dn.Addr() || f.Key.DstPort != natPort || f.ToUE != ue {
+				t.Errorf("the replies' flow: %+v", f)
+			}
+		default:
+			t.Errorf("a flow arriving on %d: %+v", f.Key.Ifindex, f)
+		}
+	}
+}
+
 // TestFlowCacheNATUDP: a UE's UDP flow the kernel masquerades. The first packet goes to the
 // kernel decapsulated and charged; the learner reads the translation from conntrack and caches
 // both directions; later uplink packets leave translated from XDP and replies to the
@@ -666,34 +720,8 @@ func TestFlowCacheNATUDP(t *testing.T) {
 			}
 			gpdu := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natUDP(t, ue, dn, 64, zero)), nil)
 			before, _ := e.usage(sessPlain.ID)
-
-			// The first packet: to the kernel, out of its tunnel, charged.
-			runCase(t, e, pktCase{name: "first", in: gpdu, ifindex: n3, verdict: xdpPass,
-				out:      concat(ethBytes(macGNB, macN3), natUDP(t, ue, dn, 64, zero)),
-				counters: map[string]uint64{"ul_rx": 1, "ul_kernel": 1, "flow_miss": 1}})
-			// The kernel routes and translates it; the learner caches both directions.
-			learnt, _ := e.dp.Stats()
-			e.learn(t, concat(ethBytes(macN6, macDN), natUDP(t, nat, dn, 63, zero)), e.n3, e.n6)
-			after, _ := e.dp.Stats()
-			checkDeltas(t, "counter", learnt.Counters, after.Counters, map[string]uint64{"flow_learned": 2})
-			flows, err := e.dp.Flows()
-			if err != nil || len(flows) != 2 {
-				t.Fatalf("flows %+v (err %v), want 2", flows, err)
-			}
-			for _, f := range flows {
-				switch f.Key.Ifindex {
-				case 0:
-					if f.Key.Src != ue.Addr() || f.SNAT != nat || f.OutIfindex != e.n6 || !f.DecTTL {
-						t.Errorf("the UE's flow: %+v", f)
-					}
-				case e.n6:
-					if f.Key.Src != dn.Addr() || f.Key.DstPort != natPort || f.ToUE != ue {
-						t.Errorf("the replies' flow: %+v", f)
-					}
-				default:
-					t.Errorf("a flow arriving on %d: %+v", f.Key.Ifindex, f)
-				}
-			}
+			e.natFirst(t, gpdu, natUDP(t, ue, dn, 64, zero), natUDP(t, nat, dn, 63, zero), 2)
+			e.checkNATFlows(t, ue, dn)
 
 			runCase(t, e, pktCase{name: "uplink hit", in: gpdu, ifindex: n3, verdict: xdpRedirect,
 				out:      concat(ethBytes(macN6, macDN), natUDP(t, nat, dn, 63, zero)),
@@ -729,18 +757,11 @@ func TestFlowCacheNATLearnAfterChange(t *testing.T) {
 	dn := netip.AddrPortFrom(addrDN, 2000)
 	nat := netip.AddrPortFrom(addrN6, natPort)
 	e.natCT(t, unix.IPPROTO_UDP, ue, dn)
-	gpdu := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natUDP(t, ue, dn, 64, false)), nil)
-	handOver := func(t *testing.T) {
-		runCase(t, e, pktCase{name: "to the kernel", in: gpdu, ifindex: n3, verdict: xdpPass,
-			out:      concat(ethBytes(macGNB, macN3), natUDP(t, ue, dn, 64, false)),
-			counters: map[string]uint64{"ul_rx": 1, "ul_kernel": 1, "flow_miss": 1}})
-	}
+	inner, out := natUDP(t, ue, dn, 64, false), natUDP(t, nat, dn, 63, false)
+	gpdu := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, inner), nil)
 	learn := func(t *testing.T, counters map[string]uint64, entries int) {
 		t.Helper()
-		before, _ := e.dp.Stats()
-		e.learn(t, concat(ethBytes(macN6, macDN), natUDP(t, nat, dn, 63, false)), e.n3, e.n6)
-		after, _ := e.dp.Stats()
-		checkDeltas(t, "counter", before.Counters, after.Counters, counters)
+		e.natLearn(t, out, counters)
 		if flows, err := e.dp.Flows(); err != nil || len(flows) != entries {
 			t.Fatalf("flows %+v (err %v), want %d", flows, err, entries)
 		}
@@ -762,7 +783,7 @@ func TestFlowCacheNATLearnAfterChange(t *testing.T) {
 		// note of the one still in the kernel.
 		{"routes changed, the next packet handed over", func(t *testing.T) {
 			e.dp.invalidate(voided{all: true})
-			handOver(t)
+			e.natHandOver(t, gpdu, inner)
 		}},
 		{"flushed", func(*testing.T) { flush() }},
 	} {
@@ -771,10 +792,10 @@ func TestFlowCacheNATLearnAfterChange(t *testing.T) {
 			if err := clearMap(e.dp.objs.XupfFlowSeen); err != nil {
 				t.Fatal(err)
 			}
-			handOver(t)
+			e.natHandOver(t, gpdu, inner)
 			c.change(t)
 			learn(t, map[string]uint64{"flow_stale": 1}, 0)
-			handOver(t)
+			e.natHandOver(t, gpdu, inner)
 			learn(t, map[string]uint64{"flow_learned": 2}, 2)
 		})
 	}
@@ -841,5 +862,91 @@ func TestFlowCacheCountAfterTakeOver(t *testing.T) {
 	e.takeOver(t, next)
 	if st, err := next.FlowCacheStats(); err != nil || st.Entries != 1 {
 		t.Errorf("after the take-over: stats %+v (err %v), want 1 entry", st, err)
+	}
+}
+
+// natTCP is an IPv4/TCP packet with valid checksums.
+func natTCP(t testing.TB, src, dst netip.AddrPort, ttl uint8, tcp layers.TCP) []byte {
+	ip := ipv4(src.Addr(), dst.Addr(), layers.IPProtocolTCP, ttl)
+	tcp.SrcPort, tcp.DstPort, tcp.Window, tcp.Seq, tcp.Ack = layers.TCPPort(src.Port()), layers.TCPPort(dst.Port()), 1000, 0x1234, 0x5678
+	return serialize(t, ip, &tcp, gopacket.Payload(payload))
+}
+
+// TestFlowCacheNATTCP: a UE's TCP flow is learnt only once conntrack has seen its reply (it
+// must follow the handshake); then it is translated both ways like UDP, and a FIN goes to the
+// kernel and ends the UE's flow.
+func TestFlowCacheNATTCP(t *testing.T) {
+	e := newNATEnv(t)
+	ue := netip.AddrPortFrom(ueAddr, 1000)
+	dn := netip.AddrPortFrom(addrDN, 443)
+	nat := netip.AddrPortFrom(addrN6, natPort)
+	ack := layers.TCP{ACK: true}
+	gpdu := func(tcp layers.TCP) []byte {
+		return outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natTCP(t, ue, dn, 64, tcp)), nil)
+	}
+	e.natCT(t, unix.IPPROTO_TCP, ue, dn)
+	e.natFirst(t, gpdu(ack), natTCP(t, ue, dn, 64, ack), natTCP(t, nat, dn, 63, ack), 0)
+	if flows, err := e.dp.Flows(); err != nil || len(flows) != 0 {
+		t.Fatalf("flows %+v (err %v) before conntrack saw a reply, want none", flows, err)
+	}
+
+	err := e.do(func() error {
+		c, err := conntrack.Open(e.ns)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		const seenReply, assured, confirmed = 1 << 1, 1 << 2, 1 << 3
+		return c.Update(conntrack.Tuple{Src: ue, Dst: dn, Proto: unix.IPPROTO_TCP},
+			conntrack.Change{Status: seenReply | assured | confirmed})
+	})
+	if err != nil {
+		t.Fatalf("conntrack: the reply seen: %v", err)
+	}
+	e.natFirst(t, gpdu(ack), natTCP(t, ue, dn, 64, ack), natTCP(t, nat, dn, 63, ack), 2)
+	e.checkNATFlows(t, ue, dn)
+	runCase(t, e, pktCase{name: "uplink hit", in: gpdu(ack), ifindex: n3, verdict: xdpRedirect,
+		out:      concat(ethBytes(macN6, macDN), natTCP(t, nat, dn, 63, ack)),
+		counters: map[string]uint64{"ul_rx": 1, "ul_tx": 1, "flow_hit": 1}})
+	runCase(t, e, pktCase{name: "downlink hit", in: concat(ethBytes(macDN, macN6), natTCP(t, dn, nat, 64, ack)),
+		ifindex: n6, verdict: xdpRedirect, fixSport: true,
+		out:      dlOuter(t, sessPlain, natTCP(t, dn, ue, 63, ack), 0),
+		counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1, "flow_hit": 1}})
+	fin := layers.TCP{ACK: true, FIN: true}
+	runCase(t, e, pktCase{name: "FIN", in: gpdu(fin), ifindex: n3, verdict: xdpPass,
+		out:      concat(ethBytes(macGNB, macN3), natTCP(t, ue, dn, 64, fin)),
+		counters: map[string]uint64{"ul_rx": 1, "ul_kernel": 1, "flow_ended": 1}})
+	flows, err := e.dp.Flows()
+	if err != nil || len(flows) != 1 || flows[0].ToUE != ue {
+		t.Errorf("flows %+v (err %v) after the UE's FIN, want the replies' only", flows, err)
+	}
+}
+
+// TestFlowCacheNATKeepsConntrack: aging gives the conntrack entry of an active UE flow the
+// cache forwards a timeout that outlives the cache's entry, since conntrack no longer sees
+// its packets.
+func TestFlowCacheNATKeepsConntrack(t *testing.T) {
+	e := newNATEnv(t)
+	ue := netip.AddrPortFrom(ueAddr, 1000)
+	dn := netip.AddrPortFrom(addrDN, 2000)
+	e.natCT(t, unix.IPPROTO_UDP, ue, dn) // 60 s
+	e.natFirst(t, outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natUDP(t, ue, dn, 64, false)), nil),
+		natUDP(t, ue, dn, 64, false), natUDP(t, netip.AddrPortFrom(addrN6, natPort), dn, 63, false), 2)
+	if _, _, err := e.dp.ageFlows(monoNow()); err != nil {
+		t.Fatal(err)
+	}
+	o := e.dp.opts.FlowCache
+	want := o.IdleTimeout + 2*(o.sweep()+o.ScanInterval) // the sysctl's 120 s is shorter
+	var cts []*netlink.ConntrackFlow
+	err := e.do(func() error {
+		var err error
+		cts, err = netlink.ConntrackTableList(netlink.ConntrackTable, netlink.FAMILY_V4)
+		return err
+	})
+	if err != nil || len(cts) != 1 {
+		t.Fatalf("conntrack entries %v (err %v), want 1", cts, err)
+	}
+	if got := time.Duration(cts[0].TimeOut) * time.Second; got < want-5*time.Second || got > want {
+		t.Errorf("conntrack entry times out in %s, want %s", got, want)
 	}
 }
