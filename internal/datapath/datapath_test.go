@@ -88,7 +88,7 @@ func newSessionsEnv(t *testing.T) *testEnv {
 }
 
 // newSessionsEnvOpts is newSessionsEnv with opts.
-func newSessionsEnvOpts(t *testing.T, opts Options) *testEnv {
+func newSessionsEnvOpts(t testing.TB, opts Options) *testEnv {
 	e := newTestEnvOpts(t, opts)
 	for _, s := range []session.Session{sessPlain, sessQFI, sessNoARP, sessAnySource} {
 		if err := e.addSession(s); err != nil {

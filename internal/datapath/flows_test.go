@@ -145,7 +145,7 @@ type skbCtx struct {
 }
 
 // learn runs the learner on pkt leaving through out after arriving on in.
-func (e *testEnv) learn(t *testing.T, pkt []byte, in, out int) {
+func (e *testEnv) learn(t testing.TB, pkt []byte, in, out int) {
 	t.Helper()
 	err := e.do(func() error {
 		ret, err := e.dp.objs.XupfFlowLearn.Run(&ebpf.RunOptions{Data: pkt,
@@ -608,7 +608,7 @@ func newNATEnv(t *testing.T) *testEnv {
 
 // natCT replaces the namespace's conntrack table with one entry: proto from the UE's address
 // and port ue to dst, translated to natAddr:natPort.
-func (e *testEnv) natCT(t *testing.T, proto uint8, ue, dst netip.AddrPort) {
+func (e *testEnv) natCT(t testing.TB, proto uint8, ue, dst netip.AddrPort) {
 	t.Helper()
 	tuple := func(src, dst netip.AddrPort) netlink.IPTuple {
 		return netlink.IPTuple{SrcIP: src.Addr().AsSlice(), DstIP: dst.Addr().AsSlice(),
@@ -948,5 +948,43 @@ func TestFlowCacheNATKeepsConntrack(t *testing.T) {
 	}
 	if got := time.Duration(cts[0].TimeOut) * time.Second; got < want-5*time.Second || got > want {
 		t.Errorf("conntrack entry times out in %s, want %s", got, want)
+	}
+}
+
+// BenchmarkFlowCacheNAT: ns/packet of a UE's UDP packet the cache translates (kernel_n6), each
+// way, beside the same packet without NAT (kernel_n6 off: the datapath routes it). The
+// benchmark runs packets without a context, so they arrive on lo: the replies' flow is
+// keyed by lo's index.
+func BenchmarkFlowCacheNAT(b *testing.B) {
+	ue := netip.AddrPortFrom(ueAddr, 1000)
+	dn := netip.AddrPortFrom(addrDN, 2000)
+	nat := netip.AddrPortFrom(addrN6, natPort)
+	gpdu := outerGTP(b, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natUDP(b, ue, dn, 64, false)), nil)
+	for _, kernelN6 := range []bool{false, true} {
+		e := newSessionsEnvOpts(b, Options{MaxSessions: 1024,
+			FlowCache: FlowCacheOptions{MaxFlows: 16, ScanInterval: time.Hour, KernelN6: kernelN6}})
+		down := concat(ethBytes(macDN, macN6), natUDP(b, dn, ue, 64, false))
+		name := "plain"
+		if kernelN6 {
+			name = "nat-hit"
+			down = concat(ethBytes(macDN, macN6), natUDP(b, dn, nat, 64, false))
+			e.natCT(b, unix.IPPROTO_UDP, ue, dn)
+			if ret, _ := e.run(b, gpdu, e.n3); ret != xdpPass {
+				b.Fatalf("first packet: %s", verdictNames[ret])
+			}
+			e.learn(b, concat(ethBytes(macN6, macDN), natUDP(b, nat, dn, 63, false)), e.n3, e.n6)
+			var k xupfFlowKey
+			var v xupfFlow
+			for it := e.dp.objs.XupfFlows.Iterate(); it.Next(&k, &v); {
+				if k.Ifindex == uint32(e.n6) {
+					k.Ifindex = 1 // lo
+					if err := e.dp.objs.XupfFlows.Put(k, v); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+		b.Run("uplink/"+name, func(b *testing.B) { benchPacket(b, e, gpdu, xdpRedirect) })
+		b.Run("downlink/"+name, func(b *testing.B) { benchPacket(b, e, down, xdpRedirect) })
 	}
 }
