@@ -127,7 +127,8 @@ struct flow {
 	__u64 packets;       /* IP packets and bytes forwarded, the first (learnt) one included */
 	__u64 bytes;
 	__u64 first_seen;    /* bpf_ktime_get_coarse_ns() when learnt */
-	__u64 last_seen;     /* ... of the latest packet: aging compares it with the idle timeout */
+	__u64 last_seen;     /* ... of the latest packet, to the flow clock's tick: aging compares it
+			      * with the idle timeout */
 };
 
 /* What the XDP program saw of a packet it handed to the kernel, for the learner to compare. */
@@ -187,6 +188,20 @@ static __always_inline void flow_note(const struct flow_key *key, struct flow_se
 	seen->gen = prev ? prev->gen : flow_gen();
 	bpf_map_update_elem(&xupf_flow_seen, key, seen, BPF_ANY);
 }
+
+/* The flow clock: CLOCK_MONOTONIC nanoseconds, as of the daemon's last tick (flowClockPeriod
+ * in flows.go), which it stores through an mmap of the map as it does the generation. A
+ * forwarded packet stamps its flow's last_seen from it with one inlined array lookup:
+ * bpf_ktime_get_coarse_ns, a helper call, cost some 45 ns a packet on the test VM, and aging
+ * needs no finer time than a tick. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} xupf_flow_clock SEC(".maps");
 
 /* flow_parse fills key with the 5-tuple of the IPv4 TCP or UDP packet at ip, and returns its
  * TCP flags byte (0 for UDP), or -1 when the packet is not one the cache takes: another
@@ -349,12 +364,19 @@ static __always_inline void flow_nat(struct iphdr *ip, void *data_end, const str
 	}
 }
 
-/* flow_count adds a packet of len bytes to f's statistics. */
+/* flow_count adds a packet of len bytes to f's statistics. last_seen only moves forward: the
+ * learner stamped first_seen with the exact time, which the clock may not have reached. */
 static __always_inline void flow_count(struct flow *f, __u32 len)
 {
+	__u32 key = 0;
+	__u64 *clock = bpf_map_lookup_elem(&xupf_flow_clock, &key);
+	/* Read once: xupfd stores it through its mapping meanwhile. */
+	__u64 now = clock ? *(volatile __u64 *)clock : 0;
+
 	__sync_fetch_and_add(&f->packets, 1);
 	__sync_fetch_and_add(&f->bytes, len);
-	f->last_seen = bpf_ktime_get_coarse_ns();
+	if (now > f->last_seen)
+		f->last_seen = now;
 }
 
 /* flow_forward does to the IPv4 packet at ip what the kernel did to its flow's first packet

@@ -153,6 +153,7 @@ type Datapath struct {
 	stopRouter                 func() // stops following netlink for the router
 	ager                       flowAger
 	flowGen                    mappedArray  // xupf_flow_gen, with the flow cache on
+	flowClock                  mappedArray  // xupf_flow_clock, with the flow cache on
 	stopFlows                  func()       // stops aging the flow cache and following netfilter for it
 	invalidator                *invalidator // removes the flows route and netfilter events void
 	flowCounters
@@ -379,7 +380,10 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, err
 	}
 	if opts.FlowCache.on() {
-		if d.flowGen, err = mapArray(d.objs.XupfFlowGen); err != nil {
+		if d.flowGen, err = mapArray(d.objs.XupfFlowGen); err == nil {
+			d.flowClock, err = mapArray(d.objs.XupfFlowClock)
+		}
+		if err != nil {
 			d.stopAddrs()
 			d.closeObjs()
 			return nil, fmt.Errorf("load datapath: %w", err)
@@ -459,9 +463,11 @@ func clearMap(m *ebpf.Map) error {
 	return nil
 }
 
-// closeObjs unmaps the key and route tables and the flow generation, and closes the maps and program.
+// closeObjs unmaps the key and route tables and the flow generation and clock, and closes the
+// maps and program.
 func (d *Datapath) closeObjs() error {
-	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.routes.close(), d.flowGen.unmap(), d.objs.Close())
+	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.routes.close(), d.flowGen.unmap(),
+		d.flowClock.unmap(), d.objs.Close())
 }
 
 // Program is the XDP program, for tests and benchmarks that run it with BPF_PROG_TEST_RUN.

@@ -478,18 +478,33 @@ func (d *Datapath) startFlowUpkeep() (stop func(), err error) {
 	return func() { stopAging(); stopNF(); stopInvalidator(); closeCT() }, nil
 }
 
-// startAging runs ageFlows every ScanInterval until the returned stop is called.
+// flowClockPeriod is how often the flow clock (xupf_flow_clock) advances: how far behind a
+// forwarded packet's last_seen may be, against idle timeouts of a second or more.
+const flowClockPeriod = 100 * time.Millisecond
+
+// tickFlowClock sets the flow clock to now, through its mapping (no system call).
+func (d *Datapath) tickFlowClock() {
+	atomic.StoreUint64(&d.flowClock.words64()[0], monoNow())
+}
+
+// startAging keeps the flow clock and runs ageFlows every ScanInterval until the returned
+// stop is called.
 func (d *Datapath) startAging() (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
+	d.tickFlowClock()
 	go func() {
 		defer close(finished)
 		t := time.NewTicker(d.opts.FlowCache.ScanInterval)
 		defer t.Stop()
+		clock := time.NewTicker(flowClockPeriod)
+		defer clock.Stop()
 		for {
 			select {
 			case <-done:
 				return
+			case <-clock.C:
+				d.tickFlowClock()
 			case <-t.C:
 				if _, _, err := d.ageFlows(monoNow()); err != nil {
 					d.log.Warn("flow cache aging", "err", err)

@@ -556,6 +556,7 @@ const (
 	xupfMapXupfErrindEvents    = "xupf_errind_events"
 	xupfMapXupfErrindWindow    = "xupf_errind_window"
 	xupfMapXupfFars            = "xupf_fars"
+	xupfMapXupfFlowClock       = "xupf_flow_clock"
 	xupfMapXupfFlowGen         = "xupf_flow_gen"
 	xupfMapXupfFlowSeen        = "xupf_flow_seen"
 	xupfMapXupfFlows           = "xupf_flows"
@@ -694,6 +695,7 @@ type xupfMapSpecs struct {
 	XupfErrindEvents    *ebpf.MapSpec `ebpf:"xupf_errind_events"`
 	XupfErrindWindow    *ebpf.MapSpec `ebpf:"xupf_errind_window"`
 	XupfFars            *ebpf.MapSpec `ebpf:"xupf_fars"`
+	XupfFlowClock       *ebpf.MapSpec `ebpf:"xupf_flow_clock"`
 	XupfFlowGen         *ebpf.MapSpec `ebpf:"xupf_flow_gen"`
 	XupfFlowSeen        *ebpf.MapSpec `ebpf:"xupf_flow_seen"`
 	XupfFlows           *ebpf.MapSpec `ebpf:"xupf_flows"`
@@ -804,6 +806,7 @@ type xupfMaps struct {
 	XupfErrindEvents    *ebpf.Map `ebpf:"xupf_errind_events"`
 	XupfErrindWindow    *ebpf.Map `ebpf:"xupf_errind_window"`
 	XupfFars            *ebpf.Map `ebpf:"xupf_fars"`
+	XupfFlowClock       *ebpf.Map `ebpf:"xupf_flow_clock"`
 	XupfFlowGen         *ebpf.Map `ebpf:"xupf_flow_gen"`
 	XupfFlowSeen        *ebpf.Map `ebpf:"xupf_flow_seen"`
 	XupfFlows           *ebpf.Map `ebpf:"xupf_flows"`
@@ -849,6 +852,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfErrindEvents,
 		m.XupfErrindWindow,
 		m.XupfFars,
+		m.XupfFlowClock,
 		m.XupfFlowGen,
 		m.XupfFlowSeen,
 		m.XupfFlows,
