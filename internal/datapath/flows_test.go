@@ -695,6 +695,18 @@ func (e *testEnv) checkNATFlows(t *testing.T, ue, dn netip.AddrPort) {
 	}
 }
 
+// natHits checks a cached UE flow's hits: the G-PDU gpdu leaves N6 as the IP packet up, and
+// the reply down arriving on N6 reaches the gNB as downUE (outer ToS tos) in sessPlain's tunnel.
+func (e *testEnv) natHits(t *testing.T, gpdu, up, down, downUE []byte, tos uint8) {
+	t.Helper()
+	runCase(t, e, pktCase{name: "uplink hit", in: gpdu, ifindex: n3, verdict: xdpRedirect,
+		out:      concat(ethBytes(macN6, macDN), up),
+		counters: map[string]uint64{"ul_rx": 1, "ul_tx": 1, "flow_hit": 1}})
+	runCase(t, e, pktCase{name: "downlink hit", in: concat(ethBytes(macDN, macN6), down),
+		ifindex: n6, verdict: xdpRedirect, fixSport: true, out: dlOuter(t, sessPlain, downUE, tos),
+		counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1, "flow_hit": 1}})
+}
+
 // TestFlowCacheNATUDP: a UE's UDP flow the kernel masquerades. The first packet goes to the
 // kernel decapsulated and charged; the learner reads the translation from conntrack and caches
 // both directions; later uplink packets leave translated from XDP and replies to the
@@ -723,13 +735,7 @@ func TestFlowCacheNATUDP(t *testing.T) {
 			e.natFirst(t, gpdu, natUDP(t, ue, dn, 64, zero), natUDP(t, nat, dn, 63, zero), 2)
 			e.checkNATFlows(t, ue, dn)
 
-			runCase(t, e, pktCase{name: "uplink hit", in: gpdu, ifindex: n3, verdict: xdpRedirect,
-				out:      concat(ethBytes(macN6, macDN), natUDP(t, nat, dn, 63, zero)),
-				counters: map[string]uint64{"ul_rx": 1, "ul_tx": 1, "flow_hit": 1}})
-			runCase(t, e, pktCase{name: "downlink hit", in: concat(ethBytes(macDN, macN6), natUDP(t, dn, nat, 64, zero)),
-				ifindex: n6, verdict: xdpRedirect, fixSport: true,
-				out:      dlOuter(t, sessPlain, natUDP(t, dn, ue, 63, zero), 0x28),
-				counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1, "flow_hit": 1}})
+			e.natHits(t, gpdu, natUDP(t, nat, dn, 63, zero), natUDP(t, dn, nat, 64, zero), natUDP(t, dn, ue, 63, zero), 0x28)
 
 			// Each packet charged once, whichever way it went.
 			now, err := e.usage(sessPlain.ID)
@@ -905,13 +911,7 @@ func TestFlowCacheNATTCP(t *testing.T) {
 	}
 	e.natFirst(t, gpdu(ack), natTCP(t, ue, dn, 64, ack), natTCP(t, nat, dn, 63, ack), 2)
 	e.checkNATFlows(t, ue, dn)
-	runCase(t, e, pktCase{name: "uplink hit", in: gpdu(ack), ifindex: n3, verdict: xdpRedirect,
-		out:      concat(ethBytes(macN6, macDN), natTCP(t, nat, dn, 63, ack)),
-		counters: map[string]uint64{"ul_rx": 1, "ul_tx": 1, "flow_hit": 1}})
-	runCase(t, e, pktCase{name: "downlink hit", in: concat(ethBytes(macDN, macN6), natTCP(t, dn, nat, 64, ack)),
-		ifindex: n6, verdict: xdpRedirect, fixSport: true,
-		out:      dlOuter(t, sessPlain, natTCP(t, dn, ue, 63, ack), 0),
-		counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1, "flow_hit": 1}})
+	e.natHits(t, gpdu(ack), natTCP(t, nat, dn, 63, ack), natTCP(t, dn, nat, 64, ack), natTCP(t, dn, ue, 63, ack), 0)
 	fin := layers.TCP{ACK: true, FIN: true}
 	runCase(t, e, pktCase{name: "FIN", in: gpdu(fin), ifindex: n3, verdict: xdpPass,
 		out:      concat(ethBytes(macGNB, macN3), natTCP(t, ue, dn, 64, fin)),
