@@ -65,6 +65,8 @@ pass:
 	if (cfg_flowcache != FLOWCACHE_OFF) {
 		int action = flowcache_xdp(ctx);
 
+		if (action == FLOW_PASSED)
+			return XDP_PASS;
 		if (action != XDP_PASS)
 			return action;
 	}

@@ -400,26 +400,33 @@ static __always_inline int flow_forward(struct xdp_md *ctx, struct iphdr *ip, vo
 	return flow_rewrite_l2(ctx, f);
 }
 
+/* flowcache_xdp's answer for a packet it handed to the kernel having counted it (the
+ * session's downlink rules did): the caller returns XDP_PASS without counting pass. */
+#define FLOW_PASSED (-1)
+
 /* flow_to_ue takes a packet of a FLOW_F_TO_UE flow, sent to a UE's translated address:
- * translated back, it is the UE's downlink packet and takes the session's rules. One the
- * kernel must answer (TTL running out), or whose session is gone, goes to the kernel as it
- * came. */
+ * translated back, it is the UE's downlink packet and takes the session's rules (which may
+ * hand it to the kernel, counted: FLOW_PASSED). One the kernel must answer (TTL running
+ * out), or whose session is gone, goes to the kernel as it came (XDP_PASS). */
 static __always_inline int flow_to_ue(struct xdp_md *ctx, struct ethhdr *eth, struct iphdr *ip,
 				      void *data_end, struct flow *f)
 {
 	const struct rule_ref *ref = dl_ref(f->nat_addr);
+	int action;
 
 	if (!ref || ip->ttl <= 1)
 		return XDP_PASS;
 	flow_count(f, bpf_ntohs(ip->tot_len));
 	flow_nat(ip, data_end, f);
 	count_stat(STAT_FLOW_HIT);
-	return handle_downlink(ctx, eth, ip, ref, data_end);
+	action = handle_downlink(ctx, eth, ip, ref, data_end);
+	return action == XDP_PASS ? FLOW_PASSED : action;
 }
 
 /* flowcache_xdp forwards a packet of a cached flow and returns XDP_REDIRECT (or XDP_DROP if
- * it was changed and could not be finished); XDP_PASS hands the packet to the kernel as it
- * came. Called on the path that would otherwise hand every packet to the kernel. */
+ * it was changed and could not be finished), or FLOW_PASSED; XDP_PASS hands the packet to the
+ * kernel as it came, uncounted. Called on the path that would otherwise hand every packet to
+ * the kernel. */
 static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;

@@ -951,6 +951,24 @@ func TestFlowCacheNATKeepsConntrack(t *testing.T) {
 	}
 }
 
+// TestFlowCacheNATToKernel: a reply the cache translates back that the session's downlink
+// rules then hand to the kernel (the gNB's neighbour unresolved) is counted as the downlink's
+// (dl_kernel), not as passed over as well.
+func TestFlowCacheNATToKernel(t *testing.T) {
+	e := newNATEnv(t)
+	ue := netip.AddrPortFrom(sessNoARP.UE, 1000)
+	dn := netip.AddrPortFrom(addrDN, 2000)
+	nat := netip.AddrPortFrom(addrN6, natPort)
+	e.natCT(t, unix.IPPROTO_UDP, ue, dn)
+	e.natFirst(t, outerGTP(t, gtpHdr(0x30, 255, sessNoARP.UplinkTEID, nil, natUDP(t, ue, dn, 64, false)), nil),
+		natUDP(t, ue, dn, 64, false), natUDP(t, nat, dn, 63, false), 2)
+	out := dlOuter(t, sessNoARP, natUDP(t, dn, ue, 63, false), 0x28)
+	copy(out[0:12], concat(macN6, macDN)) // MACs as they came: the kernel fills them in
+	runCase(t, e, pktCase{name: "reply", in: concat(ethBytes(macDN, macN6), natUDP(t, dn, nat, 64, false)),
+		ifindex: n6, verdict: xdpPass, fixSport: true, out: out,
+		counters: map[string]uint64{"dl_rx": 1, "dl_kernel": 1, "fib_no_neigh": 1, "flow_hit": 1}})
+}
+
 // BenchmarkFlowCacheNAT: ns/packet of a UE's UDP packet the cache translates (kernel_n6), each
 // way, beside the same packet without NAT (kernel_n6 off: the datapath routes it). The
 // benchmark runs packets without a context, so they arrive on lo: the replies' flow is
