@@ -155,13 +155,21 @@ func showFlow(w io.Writer, fl api.CachedFlow) error {
 		ttl = "decremented (routed)"
 	}
 	tw := newTable(w)
-	for _, kv := range [][2]string{
+	rows := [][2]string{
 		{"proto", fl.Proto}, {"src", fl.Src}, {"dst", fl.Dst}, {"in", arrival(fl)}, {"out", fl.OutInterface},
 		{"src mac", fl.SrcMAC}, {"dst mac", fl.DstMAC}, {"vlan", vlanAction(fl)}, {"ttl", ttl}, {"dscp", dscp},
 		{"mtu", strconv.Itoa(fl.MTU)}, {"packets", strconv.FormatUint(fl.Packets, 10)},
 		{"bytes", strconv.FormatUint(fl.Bytes, 10)}, {"first seen", fl.FirstSeen.UTC().Format(time.RFC3339)},
 		{"last seen", fl.LastSeen.UTC().Format(time.RFC3339)},
-	} {
+	}
+	// A translated UE flow (flow_cache.kernel_n6): what it is given.
+	if fl.SNAT != "" {
+		rows = append(rows, [2]string{"snat", fl.SNAT})
+	}
+	if fl.ToUE != "" {
+		rows = append(rows, [2]string{"to ue", fl.ToUE})
+	}
+	for _, kv := range rows {
 		tprintf(tw, "%s\t%s\n", kv[0], kv[1])
 	}
 	return flush(tw)

@@ -34,6 +34,11 @@ type CachedFlow struct {
 	OutVLAN uint16 `json:"out_vlan,omitempty" yaml:"out_vlan,omitempty"`
 	// TTLDecrement: routed (the TTL is decremented), not bridged.
 	TTLDecrement bool `json:"ttl_decrement" yaml:"ttl_decrement"`
+	// SNAT, for a UE's flow the kernel translates (flow_cache.kernel_n6), is the source
+	// address:port it is given; ToUE, for the replies to it, the UE's address:port they are
+	// given back before the session's downlink rules take them.
+	SNAT string `json:"snat,omitempty" yaml:"snat,omitempty"`
+	ToUE string `json:"to_ue,omitempty" yaml:"to_ue,omitempty"`
 	// DSCP is the DSCP written, when the kernel changed it.
 	DSCP *int `json:"dscp,omitempty" yaml:"dscp,omitempty"`
 	// MTU is the out interface's: a longer packet goes to the kernel.

@@ -65,5 +65,11 @@ func (d *Daemon) flowOf(f datapath.Flow) api.CachedFlow {
 	if f.DSCP >= 0 {
 		a.DSCP = &f.DSCP
 	}
+	if f.SNAT.IsValid() {
+		a.SNAT = f.SNAT.String()
+	}
+	if f.ToUE.IsValid() {
+		a.ToUE = f.ToUE.String()
+	}
 	return a
 }

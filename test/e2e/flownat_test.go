@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/session"
 	"github.com/xupf/xupf/internal/testbed"
@@ -134,11 +135,17 @@ func TestFlowCacheNATUDP(t *testing.T) {
 	if want := map[string]uint64{"flow_miss": 1, "flow_learned": 2, "flow_hit": 2*n - 1}; !sameCounters(d, want) {
 		t.Errorf("flow counters grew by %v, want %v", d, want)
 	}
-	if _, ok := e.cachedFlow(protoUDP, p.ueAddr, p.dnAddr); !ok {
-		t.Error("the UE's flow is not cached")
+	var list []api.CachedFlow
+	e.ctlJSON(t, &list, "flows", "list")
+	got := map[string]api.CachedFlow{}
+	for _, f := range list {
+		got[f.Src+" "+f.Dst] = f
 	}
-	if _, ok := e.cachedFlow(protoUDP, p.dnAddr, first); !ok {
-		t.Error("the replies' flow is not cached")
+	if f := got[p.ueAddr.String()+" "+p.dnAddr.String()]; f.SNAT != first.String() {
+		t.Errorf("the UE's flow %+v, want it given %s", f, first)
+	}
+	if f := got[p.dnAddr.String()+" "+first.String()]; f.ToUE != p.ueAddr.String() {
+		t.Errorf("the replies' flow %+v, want them given back to %s", f, p.ueAddr)
 	}
 	info, err := e.api.Session(e.ctx(), natSession.ID)
 	if err != nil {
