@@ -606,6 +606,16 @@ func newNATEnv(t *testing.T) *testEnv {
 		FlowCache: FlowCacheOptions{MaxFlows: 16, ScanInterval: time.Hour, KernelN6: true}})
 }
 
+// newNATUDPEnv is newNATEnv with conntrack's entry for the UDP flow from the UE's ue to the DN
+// host's dn, translated to nat (the n6 address and natPort).
+func newNATUDPEnv(t *testing.T) (e *testEnv, ue, dn, nat netip.AddrPort) {
+	t.Helper()
+	e = newNATEnv(t)
+	ue, dn = netip.AddrPortFrom(ueAddr, 1000), netip.AddrPortFrom(addrDN, 2000)
+	e.natCT(t, unix.IPPROTO_UDP, ue, dn)
+	return e, ue, dn, netip.AddrPortFrom(addrN6, natPort)
+}
+
 // natCT replaces the namespace's conntrack table with one entry: proto from the UE's address
 // and port ue to dst, translated to natAddr:natPort.
 func (e *testEnv) natCT(t testing.TB, proto uint8, ue, dst netip.AddrPort) {
@@ -714,13 +724,9 @@ func (e *testEnv) natHits(t *testing.T, gpdu, up, down, downUE []byte, tos uint8
 // compared with ones serialised afresh, so the checksums patched by differences are checked
 // against checksums summed from scratch.
 func TestFlowCacheNATUDP(t *testing.T) {
-	e := newNATEnv(t)
-	ue := netip.AddrPortFrom(ueAddr, 1000)
-	dn := netip.AddrPortFrom(addrDN, 2000)
-	nat := netip.AddrPortFrom(addrN6, natPort)
-	// One entry for both cases: replacing it would remove the flows it keys in a scan
-	// (its destroy event), which also voids a note taken meanwhile (flow_stale).
-	e.natCT(t, unix.IPPROTO_UDP, ue, dn)
+	// One conntrack entry for both cases: replacing it would remove the flows it keys in a
+	// scan (its destroy event), which also voids a note taken meanwhile (flow_stale).
+	e, ue, dn, nat := newNATUDPEnv(t)
 	for _, zero := range []bool{false, true} {
 		name := "checksum"
 		if zero {
@@ -758,11 +764,7 @@ func TestFlowCacheNATUDP(t *testing.T) {
 // the flow's next packet left its tunnel meanwhile; the flow's next packet, decided on after,
 // is learnt both ways, and the entry count follows.
 func TestFlowCacheNATLearnAfterChange(t *testing.T) {
-	e := newNATEnv(t)
-	ue := netip.AddrPortFrom(ueAddr, 1000)
-	dn := netip.AddrPortFrom(addrDN, 2000)
-	nat := netip.AddrPortFrom(addrN6, natPort)
-	e.natCT(t, unix.IPPROTO_UDP, ue, dn)
+	e, ue, dn, nat := newNATUDPEnv(t)
 	inner, out := natUDP(t, ue, dn, 64, false), natUDP(t, nat, dn, 63, false)
 	gpdu := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, inner), nil)
 	learn := func(t *testing.T, counters map[string]uint64, entries int) {
@@ -926,12 +928,9 @@ func TestFlowCacheNATTCP(t *testing.T) {
 // cache forwards a timeout that outlives the cache's entry, since conntrack no longer sees
 // its packets.
 func TestFlowCacheNATKeepsConntrack(t *testing.T) {
-	e := newNATEnv(t)
-	ue := netip.AddrPortFrom(ueAddr, 1000)
-	dn := netip.AddrPortFrom(addrDN, 2000)
-	e.natCT(t, unix.IPPROTO_UDP, ue, dn) // 60 s
+	e, ue, dn, nat := newNATUDPEnv(t) // the entry's timeout 60 s
 	e.natFirst(t, outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natUDP(t, ue, dn, 64, false)), nil),
-		natUDP(t, ue, dn, 64, false), natUDP(t, netip.AddrPortFrom(addrN6, natPort), dn, 63, false), 2)
+		natUDP(t, ue, dn, 64, false), natUDP(t, nat, dn, 63, false), 2)
 	if _, _, err := e.dp.ageFlows(monoNow()); err != nil {
 		t.Fatal(err)
 	}
