@@ -292,15 +292,21 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
 	defer layouts.Close()
-	grown, err := checkLayouts(opts.PinPath, spec, layouts)
+	grown, emptied, err := checkLayouts(opts.PinPath, spec, layouts)
 	if err != nil {
 		return nil, loadError(err, opts.PinPath)
 	}
 	for _, name := range grown {
-		if err := migrateMap(opts.PinPath, name, spec, layouts); err != nil {
+		if err := migrateMap(opts.PinPath, name, spec, layouts, true); err != nil {
 			return nil, fmt.Errorf("load datapath: %w", err)
 		}
 		opts.Logger.Info("carried a pinned map's entries over into this build's layout", "map", name)
+	}
+	for _, name := range emptied {
+		if err := migrateMap(opts.PinPath, name, spec, layouts, false); err != nil {
+			return nil, fmt.Errorf("load datapath: %w", err)
+		}
+		opts.Logger.Info("replaced a pinned cache of another layout or size with an empty one", "map", name)
 	}
 
 	d := &Datapath{

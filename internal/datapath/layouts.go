@@ -169,13 +169,20 @@ func layoutKey(name string) [layoutKeySize]byte {
 	return k
 }
 
+// cacheMaps are the pinned maps whose entries a load may drop: the flow cache's, which the
+// kernel's decisions fill again (a load removes the flows an earlier run cached anyway). A
+// build that changes one of them, in any way, replaces it with an empty map of its own
+// instead of being refused.
+var cacheMaps = map[string]bool{xupfMapXupfFlows: true, xupfMapXupfFlowSeen: true}
+
 // checkLayouts compares the maps an earlier run pinned under pinPath with this build's
 // spec: their type, sizes and flags (from the kernel) and their layout version. It returns
 // the names of the maps whose values this build only grew at their end (migrateMap carries
-// them over), or an error naming each other map that differs and what changed, wrapping
-// ebpf.ErrMapIncompatible. Maps not pinned yet, and pinned maps without a recorded version
-// (pinned by a build that kept none), are left to the load.
-func checkLayouts(pinPath string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) (grown []string, err error) {
+// them over), the cacheMaps that differ (replaced empty), or an error naming each other map
+// that differs and what changed, wrapping ebpf.ErrMapIncompatible. Maps not pinned yet, and
+// pinned maps without a recorded version (pinned by a build that kept none), are left to the
+// load.
+func checkLayouts(pinPath string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) (grown, emptied []string, err error) {
 	var diffs []string
 	for _, name := range pinnedMaps(spec) {
 		ms := spec.Maps[name]
@@ -183,30 +190,32 @@ func checkLayouts(pinPath string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) 
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		} else if err != nil {
-			return nil, fmt.Errorf("open pinned map %s: %w", name, err)
+			return nil, nil, fmt.Errorf("open pinned map %s: %w", name, err)
 		}
 		info, infoErr := m.Info()
 		incompatible := ms.Compatible(m)
 		m.Close()
 		if infoErr != nil {
-			return nil, fmt.Errorf("read pinned map %s: %w", name, infoErr)
+			return nil, nil, fmt.Errorf("read pinned map %s: %w", name, infoErr)
 		}
 		var was mapLayout
 		recorded := true
 		if err := layouts.Lookup(layoutKey(name), &was); errors.Is(err, ebpf.ErrKeyNotExist) {
 			recorded = false
 		} else if err != nil {
-			return nil, fmt.Errorf("read the layout version of %s: %w", name, err)
+			return nil, nil, fmt.Errorf("read the layout version of %s: %w", name, err)
 		}
 		now := layoutOf(ms)
 		switch {
+		case cacheMaps[name] && (errors.Is(incompatible, ebpf.ErrMapIncompatible) || (recorded && was != now)):
+			emptied = append(emptied, name)
 		case recorded && valueGrew(ms, info, was):
 			grown = append(grown, name)
 		case errors.Is(incompatible, ebpf.ErrMapIncompatible):
 			diffs = append(diffs, fmt.Sprintf("%s: %v", name,
 				strings.TrimSuffix(incompatible.Error(), ": "+ebpf.ErrMapIncompatible.Error())))
 		case incompatible != nil:
-			return nil, fmt.Errorf("compare pinned map %s: %w", name, incompatible)
+			return nil, nil, fmt.Errorf("compare pinned map %s: %w", name, incompatible)
 		case recorded:
 			if was.Key != now.Key {
 				diffs = append(diffs, fmt.Sprintf("%s: the key's fields changed", name))
@@ -218,9 +227,9 @@ func checkLayouts(pinPath string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) 
 		}
 	}
 	if len(diffs) > 0 {
-		return nil, fmt.Errorf("%s: %w", strings.Join(diffs, "; "), ebpf.ErrMapIncompatible)
+		return nil, nil, fmt.Errorf("%s: %w", strings.Join(diffs, "; "), ebpf.ErrMapIncompatible)
 	}
-	return grown, nil
+	return grown, emptied, nil
 }
 
 // valueGrew tells whether this build's map ms differs from the pinned one (info, layout
@@ -240,12 +249,13 @@ func valueGrew(ms *ebpf.MapSpec, info *ebpf.MapInfo, was mapLayout) bool {
 	return ok && prefix == was.Value
 }
 
-// migrateMap carries the entries of the pinned map name, whose value this build grew
-// (valueGrew), over into a new map made from this build's spec, each value (each CPU's value
-// of a per-CPU map) zero-extended, and puts the new map in the old one's place under pinPath with one rename, so a crash
-// leaves either map pinned, never none. The running program keeps the old map until the
+// migrateMap makes a new map of the pinned map name from this build's spec and puts it in
+// the old one's place under pinPath with one rename, so a crash leaves either map pinned,
+// never none. With carry it first copies the old entries over, each value (each CPU's value
+// of a per-CPU map) zero-extended: name's value this build grew (valueGrew); without, the
+// new map starts empty (a cacheMaps map). The running program keeps the old map until the
 // links take the new program: what it writes meanwhile (counts of those moments) is lost.
-func migrateMap(pinPath, name string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) error {
+func migrateMap(pinPath, name string, spec *ebpf.CollectionSpec, layouts *ebpf.Map, carry bool) error {
 	pin := filepath.Join(pinPath, name)
 	old, err := ebpf.LoadPinnedMap(pin, nil)
 	if err != nil {
@@ -259,8 +269,10 @@ func migrateMap(pinPath, name string, spec *ebpf.CollectionSpec, layouts *ebpf.M
 		return fmt.Errorf("migrate %s: make the new map: %w", name, err)
 	}
 	defer m.Close()
-	if err := copyGrown(old, m, ms); err != nil {
-		return fmt.Errorf("migrate %s: %w", name, err)
+	if carry {
+		if err := copyGrown(old, m, ms); err != nil {
+			return fmt.Errorf("migrate %s: %w", name, err)
+		}
 	}
 	// bpffs refuses names with a dot.
 	tmp := filepath.Join(pinPath, "migrating_"+name)

@@ -124,6 +124,39 @@ func TestLoadMigratesGrownValue(t *testing.T) {
 	e.takeOver(t, next)
 }
 
+// TestLoadEmptiesChangedCache: a pinned flow cache whose value an earlier build laid out
+// otherwise (here a field of another name, as when fields are inserted before the counters)
+// is replaced with an empty map of this build's layout instead of refusing the load: its
+// flows are learnt again.
+func TestLoadEmptiesChangedCache(t *testing.T) {
+	e := newTestEnv(t, 8)
+	opts := e.dp.opts
+	st := *btf.UnderlyingType(e.dp.spec.Maps[xupfMapXupfFlows].Value).(*btf.Struct)
+	st.Members = slices.Clone(st.Members)
+	st.Members[0].Name = "out_ifindex"
+	m, earlier, layouts := e.pinEarlier(t, xupfMapXupfFlows, &st)
+	if err := m.Put(make([]byte, earlier.KeySize), make([]byte, earlier.ValueSize)); err != nil {
+		t.Fatal(err)
+	}
+	if err := layouts.Put(layoutKey(xupfMapXupfFlows), layoutOf(earlier)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dp.Close(false); err != nil {
+		t.Fatal(err)
+	}
+	next := e.load(t, opts)
+	e.dp = next // the environment's cleanup now closes and unpins this one
+	var k, v []byte
+	if it := next.objs.XupfFlows.Iterate(); it.Next(&k, &v) {
+		t.Errorf("the replaced cache holds an entry: %x", k)
+	}
+	var recorded mapLayout
+	if err := layouts.Lookup(layoutKey(xupfMapXupfFlows), &recorded); err != nil || recorded != layoutOf(next.spec.Maps[xupfMapXupfFlows]) {
+		t.Errorf("recorded layout version %x, %v; want this build's", recorded, err)
+	}
+	e.takeOver(t, next)
+}
+
 // TestLoadMigratesGrownPerCPUValue: a per-CPU map whose value this build grew at its end (as
 // if an earlier build's usage counters held packets only) is carried over with each CPU's
 // value zero-extended.
