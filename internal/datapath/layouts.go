@@ -31,21 +31,64 @@ func layoutOf(ms *ebpf.MapSpec) mapLayout {
 }
 
 func typeHash(t btf.Type) [16]byte {
+	return hashType(t, false)
+}
+
+// hashType hashes what makes up the layout of t; with revert, as an earlier build knew it,
+// before the fields of paddingTakeovers took over its padding.
+func hashType(t btf.Type, revert bool) [16]byte {
 	h := sha256.New()
-	describeType(h, t, 0)
+	describeType(h, t, 0, revert)
 	var out [16]byte
 	copy(out[:], h.Sum(nil))
 	return out
 }
 
-// prefixHash returns the layout version of the struct t cut to its first size bytes: what an
-// earlier build's value was when this build only added fields at its end, or elements at the
-// end of an array field (the counters of struct stats, one per STAT_*). It reports false when
-// t is no struct or a field other than an array cut at a whole element straddles size.
-func prefixHash(t btf.Type, size uint32) ([16]byte, bool) {
+// paddingTakeover is a field that took over padding of its struct: an earlier build wrote the
+// padding zero, so its entries hold the same bytes the field's zero is, and a pinned map of
+// that build is taken over as it is, with no migration. Declare a field here only if zero
+// means "not set" to the code that reads it.
+type paddingTakeover struct {
+	Struct, Field string // the struct and its field in this build
+	Was           string // the padding's name before
+	WasType       btf.Type
+}
+
+// paddingTakeovers are the fields that took over padding since the oldest release this build
+// takes maps over from.
+var paddingTakeovers = []paddingTakeover{
+	// The next-hop pin of a tunnel's peer (route.h pinned_nexthop): 0 is no pin, the packets
+	// walk the route table.
+	{Struct: "far", Field: "nh_pin", Was: "pad",
+		WasType: &btf.Array{Type: &btf.Int{Name: "__u8", Size: 1}, Nelems: 2}},
+}
+
+// revertMember returns m, a member of the struct named st, as it was before it took over
+// padding (paddingTakeovers), or m itself.
+func revertMember(st string, m btf.Member) btf.Member {
+	for _, p := range paddingTakeovers {
+		if p.Struct == st && p.Field == m.Name {
+			m.Name, m.Type = p.Was, p.WasType
+		}
+	}
+	return m
+}
+
+// sameLayout tells whether was, a recorded layout version, is that of t, either as this build
+// has it or as the build before the paddingTakeovers had it: a map of that build is taken
+// over as it is.
+func sameLayout(was [16]byte, t btf.Type) bool {
+	return was == hashType(t, false) || was == hashType(t, true)
+}
+
+// prefixType returns the struct t cut to its first size bytes: what an earlier build's value
+// was when this build only added fields at its end, or elements at the end of an array field
+// (the counters of struct stats, one per STAT_*). It reports false when t is no struct or a
+// field other than an array cut at a whole element straddles size.
+func prefixType(t btf.Type, size uint32) (*btf.Struct, bool) {
 	st, ok := btf.UnderlyingType(t).(*btf.Struct)
 	if !ok {
-		return [16]byte{}, false
+		return nil, false
 	}
 	cut := &btf.Struct{Name: st.Name, Size: size}
 	for _, m := range st.Members {
@@ -53,19 +96,19 @@ func prefixHash(t btf.Type, size uint32) ([16]byte, bool) {
 		start := m.Offset.Bytes()
 		switch {
 		case err != nil:
-			return [16]byte{}, false
+			return nil, false
 		case start+uint32(msize) <= size:
 			cut.Members = append(cut.Members, m)
 		case start < size:
 			short, ok := arrayPrefix(m.Type, size-start)
 			if !ok {
-				return [16]byte{}, false
+				return nil, false
 			}
 			m.Type = short
 			cut.Members = append(cut.Members, m)
 		}
 	}
-	return typeHash(cut), true
+	return cut, true
 }
 
 // arrayPrefix returns the array t cut to its first size bytes, or false when t is no array
@@ -89,9 +132,9 @@ func arrayPrefix(t btf.Type, size uint32) (*btf.Array, bool) {
 const maxTypeDepth = 16
 
 // describeType writes what makes up the layout of t: sizes, offsets, member and enumerator
-// names and values. Typedef names and qualifiers are left out: renaming a typedef or adding
-// const changes no byte.
-func describeType(h hash.Hash, t btf.Type, depth int) {
+// names and values; with revert, the members of paddingTakeovers as they were before. Typedef
+// names and qualifiers are left out: renaming a typedef or adding const changes no byte.
+func describeType(h hash.Hash, t btf.Type, depth int, revert bool) {
 	if t == nil {
 		fmt.Fprint(h, "none;")
 		return
@@ -112,25 +155,28 @@ func describeType(h hash.Hash, t btf.Type, depth int) {
 		fmt.Fprint(h, "};")
 	case *btf.Array:
 		fmt.Fprintf(h, "array %d of ", t.Nelems)
-		describeType(h, t.Type, depth+1)
+		describeType(h, t.Type, depth+1, revert)
 	case *btf.Struct:
-		describeMembers(h, "struct", t.Size, t.Members, depth)
+		describeMembers(h, "struct", t.Name, t.Size, t.Members, depth, revert)
 	case *btf.Union:
-		describeMembers(h, "union", t.Size, t.Members, depth)
+		describeMembers(h, "union", t.Name, t.Size, t.Members, depth, revert)
 	case *btf.Pointer:
 		fmt.Fprint(h, "pointer to ")
-		describeType(h, t.Target, depth+1)
+		describeType(h, t.Target, depth+1, revert)
 	default:
 		size, _ := btf.Sizeof(t)
 		fmt.Fprintf(h, "%T %d;", t, size)
 	}
 }
 
-func describeMembers(h hash.Hash, kind string, size uint32, members []btf.Member, depth int) {
+func describeMembers(h hash.Hash, kind, name string, size uint32, members []btf.Member, depth int, revert bool) {
 	fmt.Fprintf(h, "%s %d{", kind, size)
 	for _, m := range members {
+		if revert {
+			m = revertMember(name, m)
+		}
 		fmt.Fprintf(h, "%s@%d:%d ", m.Name, m.Offset, m.BitfieldSize)
-		describeType(h, m.Type, depth+1)
+		describeType(h, m.Type, depth+1, revert)
 	}
 	fmt.Fprint(h, "};")
 }
@@ -205,9 +251,9 @@ func checkLayouts(pinPath string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) 
 		} else if err != nil {
 			return nil, nil, fmt.Errorf("read the layout version of %s: %w", name, err)
 		}
-		now := layoutOf(ms)
 		switch {
-		case cacheMaps[name] && (errors.Is(incompatible, ebpf.ErrMapIncompatible) || (recorded && was != now)):
+		case cacheMaps[name] && (errors.Is(incompatible, ebpf.ErrMapIncompatible) ||
+			(recorded && !(sameLayout(was.Key, ms.Key) && sameLayout(was.Value, ms.Value)))):
 			emptied = append(emptied, name)
 		case recorded && valueGrew(ms, info, was):
 			grown = append(grown, name)
@@ -217,10 +263,10 @@ func checkLayouts(pinPath string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) 
 		case incompatible != nil:
 			return nil, nil, fmt.Errorf("compare pinned map %s: %w", name, incompatible)
 		case recorded:
-			if was.Key != now.Key {
+			if !sameLayout(was.Key, ms.Key) {
 				diffs = append(diffs, fmt.Sprintf("%s: the key's fields changed", name))
 			}
-			if was.Value != now.Value {
+			if !sameLayout(was.Value, ms.Value) {
 				diffs = append(diffs, fmt.Sprintf("%s: the value's fields changed (only fields added at "+
 					"its end are carried over)", name))
 			}
@@ -242,11 +288,11 @@ func valueGrew(ms *ebpf.MapSpec, info *ebpf.MapInfo, was mapLayout) bool {
 		return false
 	}
 	if info.Type != ms.Type || info.KeySize != ms.KeySize || info.MaxEntries != ms.MaxEntries ||
-		info.Flags != ms.Flags || info.ValueSize >= ms.ValueSize || was.Key != typeHash(ms.Key) {
+		info.Flags != ms.Flags || info.ValueSize >= ms.ValueSize || !sameLayout(was.Key, ms.Key) {
 		return false
 	}
-	prefix, ok := prefixHash(ms.Value, info.ValueSize)
-	return ok && prefix == was.Value
+	prefix, ok := prefixType(ms.Value, info.ValueSize)
+	return ok && sameLayout(was.Value, prefix)
 }
 
 // migrateMap makes a new map of the pinned map name from this build's spec and puts it in

@@ -289,3 +289,44 @@ func (e *testEnv) tryLoad(opts Options) error {
 		return err
 	})
 }
+
+// TestPaddingTakeoversFit: each field declared to have taken over padding is in this build's
+// struct, as large as the padding was, so an earlier build's entries hold the same bytes at
+// the same place; and only the declared field reverts: another field in the padding's place
+// is a changed layout.
+func TestPaddingTakeoversFit(t *testing.T) {
+	spec, err := loadXupf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paddingTakeovers {
+		var st *btf.Struct
+		if err := spec.Types.TypeByName(p.Struct, &st); err != nil {
+			t.Errorf("struct %s of paddingTakeovers: %v", p.Struct, err)
+			continue
+		}
+		i := slices.IndexFunc(st.Members, func(m btf.Member) bool { return m.Name == p.Field })
+		if i < 0 {
+			t.Errorf("struct %s has no field %s (paddingTakeovers)", p.Struct, p.Field)
+			continue
+		}
+		now, err1 := btf.Sizeof(st.Members[i].Type)
+		was, err2 := btf.Sizeof(p.WasType)
+		if err1 != nil || err2 != nil || now != was {
+			t.Errorf("%s.%s: %d bytes (%v), the padding %s it took over %d (%v); want the same size",
+				p.Struct, p.Field, now, err1, p.Was, was, err2)
+		}
+		earlier := *st
+		earlier.Members = slices.Clone(st.Members)
+		earlier.Members[i].Name, earlier.Members[i].Type = p.Was, p.WasType
+		if !sameLayout(typeHash(&earlier), st) {
+			t.Errorf("%s with %s in the place of %s: not taken for the same layout", p.Struct, p.Was, p.Field)
+		}
+		other := *st
+		other.Members = slices.Clone(st.Members)
+		other.Members[i].Name = "other"
+		if sameLayout(typeHash(&other), st) {
+			t.Errorf("%s with an undeclared field in the place of %s: taken for the same layout", p.Struct, p.Field)
+		}
+	}
+}
