@@ -423,6 +423,35 @@ static __always_inline int flow_to_ue(struct xdp_md *ctx, struct ethhdr *eth, st
 	return action == XDP_PASS ? FLOW_PASSED : action;
 }
 
+/* flow_end deletes the entry of key, counted as a FIN or RST's (the entry count subtracts
+ * flow_ended). */
+static __always_inline void flow_end(const struct flow_key *key)
+{
+	if (!bpf_map_delete_elem(&xupf_flows, key))
+		count_stat(STAT_FLOW_ENDED);
+}
+
+/* flow_reply takes a packet of the FLOW_F_TO_UE flow f (keyed key) to the UE: only this path
+ * can deliver it, the kernel has no route to a UE. A FIN or RST goes the same way, the UE's
+ * stack judging it (a blind RST with a wrong sequence number is ignored there), and then ends
+ * both entries of the pair, this one and the UE's (the tuple reversed, untranslated): the
+ * closing connection's later packets are the kernel's to see, and the UE's next packet
+ * learns the pair again. Returns flow_to_ue's answer. */
+static __always_inline int flow_reply(struct xdp_md *ctx, struct ethhdr *eth, struct iphdr *ip,
+				      void *data_end, const struct flow_key *key, struct flow *f,
+				      int tcp_flags)
+{
+	struct flow_key ue = { .saddr = f->nat_addr, .daddr = key->saddr, .sport = f->nat_port,
+			       .dport = key->sport, .proto = key->proto, .ifindex = FLOW_FROM_UE };
+	int action = flow_to_ue(ctx, eth, ip, data_end, f);
+
+	if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) {
+		flow_end(key);
+		flow_end(&ue);
+	}
+	return action;
+}
+
 /* flowcache_xdp forwards a packet of a cached flow and returns XDP_REDIRECT (or XDP_DROP if
  * it was changed and could not be finished), or FLOW_PASSED; XDP_PASS hands the packet to the
  * kernel as it came, uncounted. Called on the path that would otherwise hand every packet to
@@ -463,6 +492,8 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 	key.ifindex = ctx->ingress_ifindex;
 
 	f = bpf_map_lookup_elem(&xupf_flows, &key);
+	if (f && cfg_flowcache == FLOWCACHE_KERNEL_N6 && (f->flags & FLOW_F_TO_UE))
+		return flow_reply(ctx, eth, ip, data_end, &key, f, tcp_flags);
 	if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) {
 		/* The end of a connection is the kernel's to see (conntrack); the flow is no longer
 		 * one to cache, and not learnt again from this packet. */
@@ -479,8 +510,6 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 		flow_note(&key, &seen);
 		return XDP_PASS;
 	}
-	if (cfg_flowcache == FLOWCACHE_KERNEL_N6 && (f->flags & FLOW_F_TO_UE))
-		return flow_to_ue(ctx, eth, ip, data_end, f);
 	/* What the kernel would not forward as it did the first packet: an expiring TTL (ICMP
 	 * Time Exceeded) and a packet over the out MTU (fragmentation or ICMP). */
 	if (((f->flags & FLOW_F_TTL) && ip->ttl <= 1) || bpf_ntohs(ip->tot_len) > f->mtu)

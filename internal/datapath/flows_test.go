@@ -880,16 +880,15 @@ func natTCP(t testing.TB, src, dst netip.AddrPort, ttl uint8, tcp layers.TCP) []
 	return serialize(t, ip, &tcp, gopacket.Payload(payload))
 }
 
-// TestFlowCacheNATTCP: a UE's TCP flow is learnt only once conntrack has seen its reply (it
-// must follow the handshake); then it is translated both ways like UDP, and a FIN goes to the
-// kernel and ends the UE's flow.
-func TestFlowCacheNATTCP(t *testing.T) {
-	e := newNATEnv(t)
-	ue := netip.AddrPortFrom(ueAddr, 1000)
-	dn := netip.AddrPortFrom(addrDN, 443)
-	nat := netip.AddrPortFrom(addrN6, natPort)
+// natTCPFlow has a UE's TCP flow to the DN host's HTTPS port learnt both ways, through
+// conntrack's entry seeing the reply, and returns its ends and the G-PDU of its packets.
+func (e *testEnv) natTCPFlow(t *testing.T) (ue, dn, nat netip.AddrPort, gpdu func(layers.TCP) []byte) {
+	t.Helper()
+	ue = netip.AddrPortFrom(ueAddr, 1000)
+	dn = netip.AddrPortFrom(addrDN, 443)
+	nat = netip.AddrPortFrom(addrN6, natPort)
 	ack := layers.TCP{ACK: true}
-	gpdu := func(tcp layers.TCP) []byte {
+	gpdu = func(tcp layers.TCP) []byte {
 		return outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natTCP(t, ue, dn, 64, tcp)), nil)
 	}
 	e.natCT(t, unix.IPPROTO_TCP, ue, dn)
@@ -913,6 +912,16 @@ func TestFlowCacheNATTCP(t *testing.T) {
 	}
 	e.natFirst(t, gpdu(ack), natTCP(t, ue, dn, 64, ack), natTCP(t, nat, dn, 63, ack), 2)
 	e.checkNATFlows(t, ue, dn)
+	return ue, dn, nat, gpdu
+}
+
+// TestFlowCacheNATTCP: a UE's TCP flow is learnt only once conntrack has seen its reply (it
+// must follow the handshake); then it is translated both ways like UDP, and a FIN goes to the
+// kernel and ends the UE's flow.
+func TestFlowCacheNATTCP(t *testing.T) {
+	e := newNATEnv(t)
+	ue, dn, nat, gpdu := e.natTCPFlow(t)
+	ack := layers.TCP{ACK: true}
 	e.natHits(t, gpdu(ack), natTCP(t, nat, dn, 63, ack), natTCP(t, dn, nat, 64, ack), natTCP(t, dn, ue, 63, ack), 0)
 	fin := layers.TCP{ACK: true, FIN: true}
 	runCase(t, e, pktCase{name: "FIN", in: gpdu(fin), ifindex: n3, verdict: xdpPass,
@@ -921,6 +930,33 @@ func TestFlowCacheNATTCP(t *testing.T) {
 	flows, err := e.dp.Flows()
 	if err != nil || len(flows) != 1 || flows[0].ToUE != ue {
 		t.Errorf("flows %+v (err %v) after the UE's FIN, want the replies' only", flows, err)
+	}
+}
+
+// TestFlowCacheNATEndFromDN: a FIN or RST from the DN host to a cached UE flow's translated
+// address reaches the UE, translated back, through its session's downlink (the kernel could
+// not deliver it), and ends both entries of the flow, each counted.
+func TestFlowCacheNATEndFromDN(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		tcp  layers.TCP
+	}{
+		{"FIN", layers.TCP{ACK: true, FIN: true}},
+		{"RST", layers.TCP{RST: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newNATEnv(t)
+			ue, dn, nat, _ := e.natTCPFlow(t)
+			runCase(t, e, pktCase{name: c.name, in: concat(ethBytes(macDN, macN6), natTCP(t, dn, nat, 64, c.tcp)),
+				ifindex: n6, verdict: xdpRedirect, fixSport: true, out: dlOuter(t, sessPlain, natTCP(t, dn, ue, 63, c.tcp), 0),
+				counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1, "flow_hit": 1, "flow_ended": 2}})
+			if flows, err := e.dp.Flows(); err != nil || len(flows) != 0 {
+				t.Errorf("flows %+v (err %v) after the DN host's %s, want none", flows, err, c.name)
+			}
+			if st, err := e.dp.FlowCacheStats(); err != nil || st.Entries != 0 {
+				t.Errorf("stats %+v (err %v), want 0 entries", st, err)
+			}
+		})
 	}
 }
 
