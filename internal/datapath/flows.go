@@ -329,7 +329,9 @@ func (o FlowCacheOptions) conntrackKeeps() map[uint8]ctKeep {
 }
 
 // ageFlows looks at up to ScanBatch entries after where the previous call stopped and removes
-// those idle for IdleTimeout as of now (monotonic ns). It returns how many it looked at and
+// those idle for IdleTimeout as of now (monotonic ns). The two entries of a translated UE flow
+// (flowPair) age as one: the pair is idle only when both are, either's packets keep
+// conntrack's entry alive, and both go together. It returns how many entries it looked at and
 // how many it removed.
 func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 	o := d.opts.FlowCache
@@ -350,33 +352,73 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 	idle := uint64(o.IdleTimeout)
 	revisit := uint64(o.sweep() + o.ScanInterval)
 	var ctErr error
+	defer func() { d.flowsAged.Add(uint64(aged)) }()
 	for i := range n {
+		key := a.keys[i]
 		// A packet forwarded since the read restamps the entry; removing it then costs only
 		// that flow's next packet a trip through the kernel.
 		last := a.vals[i].LastSeen
+		ueFlow := a.ct != nil && key.Ifindex == flowFromUE
+		k := a.ctKeep[key.Proto]
+		keepDue := ueFlow && a.sweeps%k.every == 0
+		pair, paired := flowPair(key, &a.vals[i])
+		// The other entry's time is read only when this one's would end the pair or let
+		// conntrack's entry go: one lookup, for a flow forwarded one way only.
+		if paired && (now > last && now-last >= idle || keepDue && now >= last+k.every*revisit) {
+			var other xupfFlow
+			err := d.objs.XupfFlows.Lookup(pair, &other)
+			if err == nil {
+				last = max(last, other.LastSeen)
+			} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return n, aged, fmt.Errorf("age flows: read a translated flow's other entry: %w", err)
+			}
+		}
 		switch {
 		case now > last && now-last >= idle:
-			// Counted only when this call removed it: the entry count subtracts removals.
-			err := d.objs.XupfFlows.Delete(a.keys[i])
-			if err == nil {
-				aged++
-			} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
-				d.flowsAged.Add(uint64(aged))
-				return n, aged, fmt.Errorf("age flows: %w", err)
+			gone, m := [2]xupfFlowKey{key, pair}, 1
+			if paired {
+				// The UE's entry first: a UE flow is never cached one way only.
+				m = 2
+				if key.Ifindex != flowFromUE {
+					gone = [2]xupfFlowKey{pair, key}
+				}
 			}
-		case a.ct != nil && a.keys[i].Ifindex == flowFromUE:
+			for _, g := range gone[:m] {
+				// Counted only when this call removed it: the entry count subtracts removals.
+				err := d.objs.XupfFlows.Delete(g)
+				if err == nil {
+					aged++
+				} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
+					return n, aged, fmt.Errorf("age flows: %w", err)
+				}
+			}
+		case ueFlow:
 			// Conntrack no longer sees the flow's packets: without this its entry would
 			// expire under the live flow and take the translation with it.
-			k := a.ctKeep[a.keys[i].Proto]
 			learnt := now < a.vals[i].FirstSeen+revisit
 			active := now < last+k.every*revisit
-			if learnt || (a.sweeps%k.every == 0 && active) {
-				ctErr = cmp.Or(ctErr, a.keepConntrack(a.keys[i], k.timeout))
+			if learnt || (keepDue && active) {
+				ctErr = cmp.Or(ctErr, a.keepConntrack(key, k.timeout))
 			}
 		}
 	}
-	d.flowsAged.Add(uint64(aged))
 	return n, aged, ctErr
+}
+
+// flowPair is the key of the other entry of a translated UE flow, which flow_learn_ue caches
+// as a pair: for the UE's entry (k, v; FLOW_F_SNAT) the replies' to the translated address
+// and port, arriving where the UE's packets leave; for the replies' entry (FLOW_F_TO_UE) the
+// UE's, its tuple reversed and untranslated. ok is false for an entry of no pair.
+func flowPair(k xupfFlowKey, v *xupfFlow) (pair xupfFlowKey, ok bool) {
+	switch {
+	case k.Ifindex == flowFromUE && v.Flags&uint8(xupfFlowFlagFLOW_F_SNAT) != 0:
+		return xupfFlowKey{Saddr: k.Daddr, Daddr: v.NatAddr, Sport: k.Dport, Dport: v.NatPort,
+			Proto: k.Proto, Ifindex: v.Ifindex}, true
+	case v.Flags&uint8(xupfFlowFlagFLOW_F_TO_UE) != 0:
+		return xupfFlowKey{Saddr: v.NatAddr, Daddr: k.Saddr, Sport: v.NatPort, Dport: k.Sport,
+			Proto: k.Proto, Ifindex: flowFromUE}, true
+	}
+	return xupfFlowKey{}, false
 }
 
 // keepConntrack sets the timeout of the conntrack entry of the UE flow k. An entry already

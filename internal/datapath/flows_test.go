@@ -970,6 +970,13 @@ func TestFlowCacheNATKeepsConntrack(t *testing.T) {
 	if _, _, err := e.dp.ageFlows(monoNow()); err != nil {
 		t.Fatal(err)
 	}
+	e.checkCTKept(t)
+}
+
+// checkCTKept checks that the namespace's one conntrack entry has the timeout aging gives a
+// UDP flow in a NAT env.
+func (e *testEnv) checkCTKept(t *testing.T) {
+	t.Helper()
 	o := e.dp.opts.FlowCache
 	want := o.IdleTimeout + 2*(o.sweep()+o.ScanInterval) // the sysctl's 120 s is shorter
 	var cts []*netlink.ConntrackFlow
@@ -983,6 +990,83 @@ func TestFlowCacheNATKeepsConntrack(t *testing.T) {
 	}
 	if got := time.Duration(cts[0].TimeOut) * time.Second; got < want-5*time.Second || got > want {
 		t.Errorf("conntrack entry times out in %s, want %s", got, want)
+	}
+}
+
+// stampReplies sets the last packet of the cached replies' flow to at (monotonic ns), as if
+// forwarded then: the flow clock follows the real one.
+func (e *testEnv) stampReplies(t *testing.T, at uint64) {
+	t.Helper()
+	flows, err := e.dp.Flows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range flows {
+		if f.Key.Ifindex != e.n6 {
+			continue
+		}
+		var v xupfFlow
+		if err := e.dp.objs.XupfFlows.Lookup(f.Key.raw(), &v); err != nil {
+			t.Fatal(err)
+		}
+		v.LastSeen = at
+		if err := e.dp.objs.XupfFlows.Put(f.Key.raw(), v); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("flows %+v: no replies' flow", flows)
+}
+
+// TestFlowCacheNATAgesAsOne: the two entries of a UE's translated flow age as one. Replies
+// only, with the UE silent for longer than the idle timeout and than conntrack's refresh
+// period, keep both entries and refresh conntrack's entry, round after round; once both
+// are idle, one pass removes both, each counted.
+func TestFlowCacheNATAgesAsOne(t *testing.T) {
+	e, ue, dn, nat := newNATUDPEnv(t)
+	e.natFirst(t, outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natUDP(t, ue, dn, 64, false)), nil),
+		natUDP(t, ue, dn, 64, false), natUDP(t, nat, dn, 63, false), 2)
+	o := e.dp.opts.FlowCache
+	// Each round passes this long: the UE's entry idle, and past conntrack's refresh.
+	silent := uint64(o.IdleTimeout + 2*(o.sweep()+o.ScanInterval))
+	now := monoNow()
+	age := func(t *testing.T) (aged int) {
+		t.Helper()
+		_, aged, err := e.dp.ageFlows(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return aged
+	}
+	for round := range 3 {
+		now += silent
+		err := e.do(func() error {
+			c, err := conntrack.Open(e.ns)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return c.Update(conntrack.Tuple{Src: ue, Dst: dn, Proto: unix.IPPROTO_UDP}, conntrack.Change{Timeout: time.Minute})
+		})
+		if err != nil {
+			t.Fatalf("conntrack: set the timeout: %v", err)
+		}
+		runCase(t, e, pktCase{name: "downlink hit", in: concat(ethBytes(macDN, macN6), natUDP(t, dn, nat, 64, false)),
+			ifindex: n6, verdict: xdpRedirect, fixSport: true, out: dlOuter(t, sessPlain, natUDP(t, dn, ue, 63, false), 0x28),
+			counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1, "flow_hit": 1}})
+		e.stampReplies(t, now)
+		if aged := age(t); aged != 0 {
+			t.Fatalf("round %d: aged %d entries of a flow with replies, want 0", round, aged)
+		}
+		e.checkNATFlows(t, ue, dn)
+		e.checkCTKept(t)
+	}
+	now += silent
+	if aged := age(t); aged != 2 {
+		t.Errorf("aged %d entries of an idle flow, want 2", aged)
+	}
+	if st, err := e.dp.FlowCacheStats(); err != nil || st.Entries != 0 || st.Aged != 2 {
+		t.Errorf("stats %+v (err %v), want 0 entries, 2 aged", st, err)
 	}
 }
 
