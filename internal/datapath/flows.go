@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -503,6 +504,7 @@ func (d *Datapath) startFlowUpkeep() (stop func(), err error) {
 			return nil, fmt.Errorf("flow cache: %w", err)
 		}
 		d.ager.ctKeep = d.opts.FlowCache.conntrackKeeps()
+		warnNoConntrackEvents(d.log)
 	}
 	closeCT := func() {
 		if d.ager.ct != nil {
@@ -518,6 +520,22 @@ func (d *Datapath) startFlowUpkeep() (stop func(), err error) {
 	}
 	stopAging := d.startAging()
 	return func() { stopAging(); stopNF(); stopInvalidator(); closeCT() }, nil
+}
+
+// conntrackEventsSysctl says whether conntrack sends events: 0 never, 1 always, 2 (the default
+// of recent kernels) when someone listens, as the flow cache does (nfwatch).
+const conntrackEventsSysctl = "/proc/sys/net/netfilter/nf_conntrack_events"
+
+// warnNoConntrackEvents warns, in the calling thread's namespace, when conntrack sends no
+// destroy events: a translated UE flow's entries, kept by its packets, would then outlive
+// its conntrack entry, and once conntrack gives the translated address and port to another
+// UE's flow, that flow's replies would reach the earlier UE.
+func warnNoConntrackEvents(log *slog.Logger) {
+	if b, err := os.ReadFile(conntrackEventsSysctl); err == nil && strings.TrimSpace(string(b)) == "0" {
+		log.Warn("flow cache: conntrack sends no events, so translated UE flows stay cached after conntrack "+
+			"forgets them and their replies may reach the wrong UE; set net.netfilter.nf_conntrack_events to 1 or 2",
+			"sysctl", conntrackEventsSysctl)
+	}
 }
 
 // flowClockPeriod is how often the flow clock (xupf_flow_clock) advances: how far behind a

@@ -1,11 +1,15 @@
 package datapath
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -1067,6 +1071,31 @@ func TestFlowCacheNATAgesAsOne(t *testing.T) {
 	}
 	if st, err := e.dp.FlowCacheStats(); err != nil || st.Entries != 0 || st.Aged != 2 {
 		t.Errorf("stats %+v (err %v), want 0 entries, 2 aged", st, err)
+	}
+}
+
+// TestFlowCacheWarnsNoConntrackEvents: with kernel_n6, a namespace whose conntrack sends no
+// events (the flows' entries would outlive conntrack's) is warned about, and only that one.
+func TestFlowCacheWarnsNoConntrackEvents(t *testing.T) {
+	e := newNATEnv(t)
+	for _, c := range []struct {
+		value string
+		warn  bool
+	}{{"0", true}, {"1", false}, {"2", false}} {
+		var buf bytes.Buffer
+		err := e.do(func() error {
+			if err := os.WriteFile(conntrackEventsSysctl, []byte(c.value), 0o644); err != nil {
+				return err
+			}
+			warnNoConntrackEvents(slog.New(slog.NewTextHandler(&buf, nil)))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(buf.String(), "nf_conntrack_events"); got != c.warn {
+			t.Errorf("nf_conntrack_events %s: warned %v (%q), want %v", c.value, got, buf.String(), c.warn)
+		}
 	}
 }
 
