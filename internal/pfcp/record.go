@@ -118,8 +118,7 @@ func (e *recordWriter) pdr(p *PDR) {
 	e.byte(p.QFI)
 	e.uint(uint64(len(p.SDF)))
 	for _, f := range p.SDF {
-		e.string(f.FlowDescription)
-		e.filter(f.Filter)
+		e.sdf(f)
 	}
 	e.bool(p.OuterHeaderRemoval != nil)
 	if p.OuterHeaderRemoval != nil {
@@ -130,6 +129,11 @@ func (e *recordWriter) pdr(p *PDR) {
 	e.ids(p.URRs)
 }
 
+func (e *recordWriter) sdf(f SDF) {
+	e.string(f.FlowDescription)
+	e.filter(f.Filter)
+}
+
 func (e *recordWriter) filter(f sdf.Filter) {
 	e.int(int64(f.Protocol))
 	e.prefix(f.Remote)
@@ -137,8 +141,7 @@ func (e *recordWriter) filter(f sdf.Filter) {
 	for _, ports := range [][]sdf.PortRange{f.RemotePorts, f.LocalPorts} {
 		e.uint(uint64(len(ports)))
 		for _, r := range ports {
-			e.uint(uint64(r.First))
-			e.uint(uint64(r.Last))
+			e.ports(r)
 		}
 	}
 	e.byte(f.TOSValue)
@@ -148,6 +151,11 @@ func (e *recordWriter) filter(f sdf.Filter) {
 	e.uint(uint64(f.FlowLabel))
 	e.bool(f.HasFlowLabel)
 	e.bool(f.IPv6)
+}
+
+func (e *recordWriter) ports(r sdf.PortRange) {
+	e.uint(uint64(r.First))
+	e.uint(uint64(r.Last))
 }
 
 func (e *recordWriter) far(f *FAR) {
@@ -210,9 +218,13 @@ func (e *recordWriter) urr(u *URR) {
 	e.subsequent(u.Subsequent)
 	e.uint(uint64(len(u.Additional)))
 	for _, m := range u.Additional {
-		e.time(m.Time)
-		e.subsequent(m.Subsequent)
+		e.monitoring(m)
 	}
+}
+
+func (e *recordWriter) monitoring(m Monitoring) {
+	e.time(m.Time)
+	e.subsequent(m.Subsequent)
 }
 
 func (e *recordWriter) subsequent(s Subsequent) {
@@ -243,12 +255,33 @@ func (e *recordWriter) bar(b *BAR) {
 	e.time(b.BufferingUntil)
 }
 
+// The fewest bytes each kind of list element takes in a record: its zero value's encoding,
+// as every field's shortest form is its zero's. A count is bounded by the bytes left over
+// these, so a hostile count allocates no more than a genuine record of that length would.
+var (
+	minPDR        = encodedLen(func(e *recordWriter) { e.pdr(&PDR{}) })
+	minFAR        = encodedLen(func(e *recordWriter) { e.far(&FAR{}) })
+	minQER        = encodedLen(func(e *recordWriter) { e.qer(&QER{}) })
+	minURR        = encodedLen(func(e *recordWriter) { e.urr(&URR{}) })
+	minBAR        = encodedLen(func(e *recordWriter) { e.bar(&BAR{}) })
+	minSDF        = encodedLen(func(e *recordWriter) { e.sdf(SDF{}) })
+	minPorts      = encodedLen(func(e *recordWriter) { e.ports(sdf.PortRange{}) })
+	minID         = encodedLen(func(e *recordWriter) { e.uint(0) })
+	minMonitoring = encodedLen(func(e *recordWriter) { e.monitoring(Monitoring{}) })
+)
+
+func encodedLen(write func(*recordWriter)) int {
+	var e recordWriter
+	write(&e)
+	return len(e)
+}
+
 // errShortRecord is what a record cut short gives.
 var errShortRecord = errors.New("record ends too early")
 
 // decodeSession is the session a binary record (encodeSession, without its first byte)
-// holds. Hostile bytes give an error, never a panic or an allocation larger than the
-// record: every count is checked against the bytes left.
+// holds. Hostile bytes give an error, never a panic or an allocation out of proportion to
+// the record: every count is checked against how many elements the bytes left can hold.
 func decodeSession(b []byte) (*Session, error) {
 	d := &recordReader{b: b}
 	s := &Session{SEID: d.uint(math.MaxUint64), CPSEID: d.uint(math.MaxUint64), CPAddress: d.addr(),
@@ -258,20 +291,21 @@ func decodeSession(b []byte) (*Session, error) {
 	} else {
 		d.fail(errShortRecord)
 	}
-	s.PDRs = rulesOf(d, "PDR", (*recordReader).pdr, func(p *PDR) uint16 { return p.ID })
-	s.FARs = rulesOf(d, "FAR", (*recordReader).far, func(f *FAR) uint32 { return f.ID })
-	s.QERs = rulesOf(d, "QER", (*recordReader).qer, func(q *QER) uint32 { return q.ID })
-	s.URRs = rulesOf(d, "URR", (*recordReader).urr, func(u *URR) uint32 { return u.ID })
-	s.BARs = rulesOf(d, "BAR", (*recordReader).bar, func(b *BAR) uint8 { return b.ID })
+	s.PDRs = rulesOf(d, "PDR", minPDR, (*recordReader).pdr, func(p *PDR) uint16 { return p.ID })
+	s.FARs = rulesOf(d, "FAR", minFAR, (*recordReader).far, func(f *FAR) uint32 { return f.ID })
+	s.QERs = rulesOf(d, "QER", minQER, (*recordReader).qer, func(q *QER) uint32 { return q.ID })
+	s.URRs = rulesOf(d, "URR", minURR, (*recordReader).urr, func(u *URR) uint32 { return u.ID })
+	s.BARs = rulesOf(d, "BAR", minBAR, (*recordReader).bar, func(b *BAR) uint8 { return b.ID })
 	if d.err == nil && len(d.b) > 0 {
 		d.fail(fmt.Errorf("%d bytes after the record", len(d.b)))
 	}
 	return s, d.err
 }
 
-// rulesOf reads a count and that many rules into a map by their ids.
-func rulesOf[K comparable, V any](d *recordReader, kind string, rule func(*recordReader) *V, id func(*V) K) map[K]*V {
-	n := d.count()
+// rulesOf reads a count and that many rules, each at least minLen bytes, into a map by
+// their ids.
+func rulesOf[K comparable, V any](d *recordReader, kind string, minLen int, rule func(*recordReader) *V, id func(*V) K) map[K]*V {
+	n := d.count(minLen)
 	m := make(map[K]*V, n)
 	for range n {
 		r := rule(d)
@@ -360,9 +394,10 @@ func (d *recordReader) next(n uint64) []byte {
 	return v
 }
 
-// count is a list's length; each element takes at least a byte, so a longer list than the
-// bytes left is damage, not a reason to allocate.
-func (d *recordReader) count() int { return int(d.uint(uint64(len(d.b)))) }
+// count is the length of a list whose elements take at least minLen bytes each (the min*
+// sizes above): a longer list than the bytes left can hold is damage, not a reason to
+// allocate.
+func (d *recordReader) count(minLen int) int { return int(d.uint(uint64(len(d.b) / minLen))) }
 
 func (d *recordReader) string() string { return string(d.next(d.uint(math.MaxUint32))) }
 
@@ -409,7 +444,7 @@ func (d *recordReader) time() time.Time {
 }
 
 func (d *recordReader) ids() []uint32 {
-	n := d.count()
+	n := d.count(minID)
 	if n == 0 {
 		return nil
 	}
@@ -435,7 +470,7 @@ func (d *recordReader) pdr() *PDR {
 		p.FTEID = &FTEID{TEID: d.u32(), Addr: d.addr(), Chosen: d.bool(), ChooseID: d.byte()}
 	}
 	p.UE, p.UEChosen, p.NetworkInstance, p.QFI = d.addr(), d.bool(), d.string(), d.byte()
-	if n := d.count(); n > 0 {
+	if n := d.count(minSDF); n > 0 {
 		p.SDF = make([]SDF, n)
 		for i := range p.SDF {
 			p.SDF[i] = SDF{FlowDescription: d.string(), Filter: d.filter()}
@@ -449,7 +484,7 @@ func (d *recordReader) pdr() *PDR {
 func (d *recordReader) filter() sdf.Filter {
 	f := sdf.Filter{Protocol: int(d.int()), Remote: d.prefix(), Local: d.prefix()}
 	for _, ports := range []*[]sdf.PortRange{&f.RemotePorts, &f.LocalPorts} {
-		if n := d.count(); n > 0 {
+		if n := d.count(minPorts); n > 0 {
 			*ports = make([]sdf.PortRange, n)
 			for i := range *ports {
 				(*ports)[i] = sdf.PortRange{First: d.u16(), Last: d.u16()}
@@ -491,7 +526,7 @@ func (d *recordReader) urr() *URR {
 	u.QuotaFAR = optional(d, d.u32)
 	u.Grant, u.QuotaUsedUp = d.u64(), d.u64()
 	u.MonitoringTime, u.Subsequent = d.time(), d.subsequent()
-	if n := d.count(); n > 0 {
+	if n := d.count(minMonitoring); n > 0 {
 		u.Additional = make([]Monitoring, n)
 		for i := range u.Additional {
 			u.Additional[i] = Monitoring{Time: d.time(), Subsequent: d.subsequent()}

@@ -1,9 +1,11 @@
 package pfcp
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -161,6 +163,52 @@ func TestDamagedRecord(t *testing.T) {
 	}
 	if _, err := decodeStored(append([]byte{0x7f}, b[1:]...)); err == nil {
 		t.Error("record with an unknown first byte decoded")
+	}
+}
+
+// TestRecordCountsBoundAllocation: a list's count is bounded by the elements the bytes left
+// can hold, so a record claiming as many elements as it has bytes left is refused before
+// anything is allocated, and one claiming as many as fit, all zeros, allocates what a
+// genuine record that long would: for an SDF, about 12 times the record (a filter takes
+// 13 bytes encoded, some 160 in memory). Counts were bounded by the bytes left alone,
+// which had such a record allocate 160 times its size.
+func TestRecordCountsBoundAllocation(t *testing.T) {
+	// Each prefix is an encoded session cut just before one list's count: the record of
+	// an empty session ends in the five rule counts; one of a PDR{} ends in its SDF count,
+	// its four fields after it and the other four rule counts; one of a URR{} in its
+	// Additional count and the BAR count.
+	empty := encodeSession(&Session{})[1:]
+	onePDR := encodeSession(&Session{PDRs: map[uint16]*PDR{0: {}}})[1:]
+	oneURR := encodeSession(&Session{URRs: map[uint32]*URR{0: {}}})[1:]
+	const pad = 1 << 20
+	for _, c := range []struct {
+		name   string
+		prefix []byte
+		minLen int
+	}{
+		{"PDRs", empty[:len(empty)-5], minPDR},
+		{"SDF", onePDR[:len(onePDR)-1-4-4], minSDF},
+		{"Additional", oneURR[:len(oneURR)-1-1], minMonitoring},
+	} {
+		for _, n := range []int{pad, pad / c.minLen} {
+			b := binary.AppendUvarint(append([]byte(nil), c.prefix...), uint64(n))
+			b = append(b, make([]byte, pad)...)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := decodeSession(b)
+			runtime.ReadMemStats(&after)
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%s: count %d, %d bytes: %v, allocated %d bytes (x%.1f)", c.name, n, len(b), err, alloc,
+				float64(alloc)/float64(len(b)))
+			if n == pad && err == nil {
+				t.Errorf("%s: a count of %d over %d zero bytes decoded", c.name, n, pad)
+			}
+			if alloc > 16*uint64(len(b)) {
+				t.Errorf("%s: count %d: a %d-byte record allocated %d bytes, more than 16 times its size",
+					c.name, n, len(b), alloc)
+			}
+		}
 	}
 }
 
