@@ -153,9 +153,19 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	}
 	// Before Attach: the classes go into the classifier buffer and slots the earlier run's
 	// program (in the pinned links until Attach) does not read, so the program Attach swaps
-	// in classifies from its first packet.
+	// in classifies from its first packet. After a start that stopped partway through
+	// attaching, the earlier programs may read both buffers: then once Attach (or Prune, for
+	// the link of an interface no longer configured) has taken them over.
 	d.initClassifier(dp)
-	if err := d.configureClasses(); err != nil {
+	classesSet := false
+	configureClasses := func() error {
+		if classesSet || !dp.ClassesWritable() {
+			return nil
+		}
+		classesSet = true
+		return d.configureClasses()
+	}
+	if err := configureClasses(); err != nil {
 		return nil, err
 	}
 	for _, iface := range cfg.Interfaces {
@@ -170,6 +180,9 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 			Name: a.Name, Ifindex: a.Ifindex, Roles: roleNames(iface.Roles), XDPMode: string(a.Mode),
 		})
 		log.Info("attached", "interface", a.Name, "ifindex", a.Ifindex, "roles", iface.Roles, "xdp_mode", a.Mode)
+	}
+	if err := configureClasses(); err != nil {
+		return nil, err
 	}
 	if err := d.installRoutes(); err != nil {
 		return nil, err
@@ -194,6 +207,9 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		"state_file", d.store.Path())
 	if err := dp.Prune(); err != nil {
 		return nil, fmt.Errorf("prune entries of an earlier run: %w", err)
+	}
+	if err := configureClasses(); err != nil {
+		return nil, err
 	}
 	log.Info("datapath ready", "sessions", len(cfg.Sessions), "max_sessions", cfg.Limits.MaxSessions,
 		"gtpu_addresses", cfg.GTPUAddresses, "bpffs", cfg.BPFFS)

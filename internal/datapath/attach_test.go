@@ -250,21 +250,7 @@ func TestRestartCountersOfRegrownKey(t *testing.T) {
 // first packet: a class's packets are counted in it all along. The earlier program's buffer
 // is retired at the take-over (packets it is handling may still read it).
 func TestClassesAcrossTakeOver(t *testing.T) {
-	e := newTestEnv(t, 8)
-	if err := e.addSession(sessPlain); err != nil { // classes see packets of sessions only
-		t.Fatal(err)
-	}
-	class := classifier.Class{ID: 1, Priority: 1, Protocol: "udp"}
-	e.setClasses(t, class)
-	setContract(t, e, Contract{Class: 1, Action: PolicePass})
-	dl := dlIn(t, sessPlain, 64)
-	send := func(dp *Datapath, prog *ebpf.Program) (verdict uint32, hits uint64) {
-		t.Helper()
-		before, _ := dp.Stats()
-		verdict, _ = e.runProgramOn(t, prog, anyCPU, dl, e.n6)
-		after, _ := dp.Stats()
-		return verdict, after.Counters["cls_hit"] - before.Counters["cls_hit"]
-	}
+	e, class, send := classEnv(t)
 	if v, n := send(e.dp, e.dp.Program()); v != xdpRedirect || n != 1 {
 		t.Fatalf("before the restart: verdict %d, %d class hits; want forwarded, 1", v, n)
 	}
@@ -295,6 +281,87 @@ func TestClassesAcrossTakeOver(t *testing.T) {
 	}
 }
 
+// TestClassesAcrossPartialTakeOver: after a start that set its classes before Attach and
+// stopped having taken over only n3, the pinned links run two programs reading the two
+// classifier buffers. The next start then writes neither before Attach (ClassesWritable is
+// false, SetClasses refuses), keeps the slots both programs' class entries name out of its
+// allocators, and sets its classes once Attach has taken over every link.
+func TestClassesAcrossPartialTakeOver(t *testing.T) {
+	e, class, sendOn := classEnv(t)
+	heldCls, heldContracts := []uint32{e.dp.classSlots[1]}, []uint32{e.dp.contracts[1].meter}
+	second, _ := e.restartBeforeAttach(t)
+	e.setClasses(t, class)
+	setContract(t, e, Contract{Class: 1, Action: PoliceDrop})
+	heldCls, heldContracts = append(heldCls, second.classSlots[1]), append(heldContracts, second.contracts[1].meter)
+	if err := e.do(func() error { _, err := second.Attach("n3", XDPNative, false); return err }); err != nil {
+		t.Fatal(err)
+	}
+	third, first := e.restartBeforeAttach(t) // link_n6 runs the first run's program
+	send := func(prog *ebpf.Program) (verdict uint32, hits uint64) { return sendOn(third, prog) }
+	if third.ClassesWritable() {
+		t.Error("classes writable before Attach while the pinned links' programs read both buffers")
+	}
+	if _, compiled := compileClasses(t, class); third.SetClasses(compiled) == nil {
+		t.Error("classes set before Attach while the pinned links' programs read both buffers")
+	}
+	if v, n := send(first); v != xdpRedirect || n != 1 {
+		t.Errorf("the first run's program (link_n6) before Attach: verdict %d, %d class hits; want forwarded "+
+			"(its contract passes), 1", v, n)
+	}
+	if v, n := send(pinnedProgram(t, third.opts, "n3")); v != xdpDrop || n != 1 {
+		t.Errorf("the second run's program (link_n3) before Attach: verdict %d, %d class hits; want dropped "+
+			"(its contract drops), 1", v, n)
+	}
+	checkFree(t, "class counter", third.clsSlots, heldCls)
+	checkFree(t, "contract", third.contractSlots, heldContracts)
+	e.takeOver(t, third)
+	if !third.ClassesWritable() {
+		t.Error("classes not writable after Attach took over every pinned link")
+	}
+	e.setClasses(t, class)
+	setContract(t, e, Contract{Class: 1, Action: PoliceDrop})
+	if v, n := send(third.Program()); v != xdpDrop || n != 1 {
+		t.Errorf("this run's program, classes set after Attach: verdict %d, %d class hits; want dropped, 1", v, n)
+	}
+}
+
+// classEnv is a test environment with a session and class 1 (its UDP packets) under a
+// passing contract, and send, which runs a downlink packet of the session through prog and
+// gives its verdict and the class hits counted (read through dp).
+func classEnv(t *testing.T) (e *testEnv, class classifier.Class,
+	send func(dp *Datapath, prog *ebpf.Program) (verdict uint32, hits uint64)) {
+	e = newTestEnv(t, 8)
+	if err := e.addSession(sessPlain); err != nil { // classes see packets of sessions only
+		t.Fatal(err)
+	}
+	class = classifier.Class{ID: 1, Priority: 1, Protocol: "udp"}
+	e.setClasses(t, class)
+	setContract(t, e, Contract{Class: 1, Action: PolicePass})
+	dl := dlIn(t, sessPlain, 64)
+	return e, class, func(dp *Datapath, prog *ebpf.Program) (verdict uint32, hits uint64) {
+		t.Helper()
+		before, _ := dp.Stats()
+		verdict, _ = e.runProgramOn(t, prog, anyCPU, dl, e.n6)
+		after, _ := dp.Stats()
+		return verdict, after.Counters["cls_hit"] - before.Counters["cls_hit"]
+	}
+}
+
+// checkFree checks that s hands out none of held, and leaves s as it was but for its order.
+func checkFree(t *testing.T, name string, s *slots, held []uint32) {
+	t.Helper()
+	var got []uint32
+	for v, err := s.alloc(); err == nil; v, err = s.alloc() {
+		if slices.Contains(held, v) {
+			t.Errorf("%s slot %d, which an earlier program's class entries name, handed out", name, v)
+		}
+		got = append(got, v)
+	}
+	for _, v := range got {
+		s.release(v)
+	}
+}
+
 // restartBeforeAttach "crashes" e's datapath (its pins stay) and loads the next one as
 // e.dp; it returns that one and the earlier run's program, which runs in the pinned links
 // until Attach.
@@ -305,7 +372,13 @@ func (e *testEnv) restartBeforeAttach(t *testing.T) (*Datapath, *ebpf.Program) {
 		t.Fatal(err)
 	}
 	e.dp = e.load(t, opts)
-	l, err := link.LoadPinnedLink(filepath.Join(opts.PinPath, "link_n6"), nil)
+	return e.dp, pinnedProgram(t, opts, "n6")
+}
+
+// pinnedProgram is the program that runs in the pinned link of interface name.
+func pinnedProgram(t *testing.T, opts Options, name string) *ebpf.Program {
+	t.Helper()
+	l, err := link.LoadPinnedLink(filepath.Join(opts.PinPath, "link_"+name), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +392,7 @@ func (e *testEnv) restartBeforeAttach(t *testing.T) (*Datapath, *ebpf.Program) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { prog.Close() })
-	return e.dp, prog
+	return prog
 }
 
 // classifiedSets are uplink rule sets of two owners whose keys classify: owner 1's PDRs fit

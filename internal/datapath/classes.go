@@ -44,9 +44,12 @@ func (d *Datapath) SetClasses(c classifier.Compiled) error {
 // entries carry) with the classes as they are. The caller holds d.mu.
 func (d *Datapath) setClasses(c classifier.Compiled) error {
 	buf := 1 - d.prog.clsBuf
-	switch {
+	switch free, ok := d.earlierFreeBuf(); {
+	case d.earlierCls != nil && !ok:
+		return errors.New("set classes: the pinned links run earlier programs that read both classifier " +
+			"buffers (a start stopped partway through attaching); set them after Attach (ClassesWritable)")
 	case d.earlierCls != nil:
-		buf = 1 - d.earlierCls.buf // the earlier run's program reads the other until Attach
+		buf = free // the earlier run's programs read the other until Attach
 	case len(d.classSlots) == 0 && d.prog.clsWords == 0:
 		buf = d.prog.clsBuf // nothing reads either buffer yet
 	}

@@ -18,44 +18,43 @@ import (
 // must not write before then, and the slots its class entries name (class counters,
 // contracts and their counters), which this run's allocators must not hand out before then.
 // Classes set before Attach go into the other buffer, so the program Attach swaps in
-// classifies from its first packet.
+// classifies from its first packet. After a start that stopped partway through Attach,
+// the links run two programs, which may read both buffers: then there is no other buffer,
+// and classes wait for Attach (ClassesWritable).
 type earlierClasses struct {
-	buf   uint32
+	bufs  map[uint32]bool // the buffers the programs in the pinned links read
 	held  map[*slots]map[uint32]int
-	links map[string]bool // the pinned links it still runs in, by interface name
+	links map[string]bool // the pinned links an earlier program still runs in, by interface name
 }
 
-// adoptEarlierClasses reads which classifier buffer the program in the pinned links reads
-// and reserves the slots its class entries there name. An earlier program without classes
-// (or none) holds nothing.
+// adoptEarlierClasses reads which classifier buffers the programs in the pinned links read
+// and reserves the slots their class entries there name. An earlier program without
+// classes (or none) holds nothing.
 func (d *Datapath) adoptEarlierClasses() error {
 	links, err := filepath.Glob(filepath.Join(d.opts.PinPath, "link_*"))
 	if err != nil || len(links) == 0 {
 		return err
 	}
-	buf, words, err := pinnedClsConfig(links[0])
-	if err != nil {
-		return fmt.Errorf("the earlier run's classifier settings (stop the gateway with `xupfd --stop` if its pins are damaged): %w", err)
+	e := &earlierClasses{bufs: map[uint32]bool{}, links: map[string]bool{},
+		held: map[*slots]map[uint32]int{d.clsSlots: {}, d.contractSlots: {}, d.policeSlots: {}}}
+	words := map[uint32]uint32{} // by buffer: the most vector words a program reads in it
+	for _, l := range links {
+		buf, w, err := pinnedClsConfig(l)
+		if err != nil {
+			return fmt.Errorf("the earlier run's classifier settings (stop the gateway with `xupfd --stop` if its pins are damaged): %w", err)
+		}
+		e.links[strings.TrimPrefix(filepath.Base(l), "link_")] = true
+		if w != 0 && buf < uint32(len(d.clsBufs)) {
+			e.bufs[buf] = true
+			words[buf] = max(words[buf], w)
+		}
 	}
-	if words == 0 || buf >= uint32(len(d.clsBufs)) {
+	if len(e.bufs) == 0 {
 		return nil
 	}
-	e := &earlierClasses{buf: buf, links: map[string]bool{},
-		held: map[*slots]map[uint32]int{d.clsSlots: {}, d.contractSlots: {}, d.policeSlots: {}}}
-	for _, l := range links {
-		e.links[strings.TrimPrefix(filepath.Base(l), "link_")] = true
-	}
-	perBuf := uint32(xupfClsLayoutCLS_CLASSES_PER_BUF)
-	bits := min(words*64, uint32(xupfClsLayoutCLS_NO_CLASS))
-	for _, at := range append(seq(bits), uint32(xupfClsLayoutCLS_NO_CLASS)) {
-		var c xupfClsClass
-		if err := d.objs.XupfClsClasses.Lookup(buf*perBuf+at, &c); err != nil {
-			return fmt.Errorf("read the earlier run's class entry %d: %w", at, err)
-		}
-		e.held[d.clsSlots][c.Slot]++
-		if c.Contract != 0 {
-			e.held[d.contractSlots][c.Contract-1]++
-			e.held[d.policeSlots][c.PoliceSlot]++
+	for buf, w := range words {
+		if err := e.hold(d, buf, w); err != nil {
+			return err
 		}
 	}
 	for s, u := range e.held {
@@ -65,8 +64,53 @@ func (d *Datapath) adoptEarlierClasses() error {
 	}
 	d.earlierCls = e
 	// The program before the earlier one read the other buffer, and may have until a grace ago.
-	d.clsBufs[1-buf].retiredAt = time.Now()
+	for buf := range uint32(len(d.clsBufs)) {
+		if !e.bufs[buf] {
+			d.clsBufs[buf].retiredAt = time.Now()
+		}
+	}
 	return nil
+}
+
+// hold counts the slots the class entries of buffer buf, for a program of words vector
+// words, name.
+func (e *earlierClasses) hold(d *Datapath, buf, words uint32) error {
+	perBuf := uint32(xupfClsLayoutCLS_CLASSES_PER_BUF)
+	bits := min(words*64, uint32(xupfClsLayoutCLS_NO_CLASS))
+	for _, at := range append(seq(bits), uint32(xupfClsLayoutCLS_NO_CLASS)) {
+		var c xupfClsClass
+		if err := d.objs.XupfClsClasses.Lookup(buf*perBuf+at, &c); err != nil {
+			return fmt.Errorf("read the earlier run's class entry %d of buffer %d: %w", at, buf, err)
+		}
+		e.held[d.clsSlots][c.Slot]++
+		if c.Contract != 0 {
+			e.held[d.contractSlots][c.Contract-1]++
+			e.held[d.policeSlots][c.PoliceSlot]++
+		}
+	}
+	return nil
+}
+
+// ClassesWritable is whether classes and contracts can be set now: not while the programs
+// in the pinned links read both classifier buffers (after a start that stopped partway
+// through attaching), so that none is free to write until Attach has taken them all over,
+// or Prune.
+func (d *Datapath) ClassesWritable() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.earlierFreeBuf()
+	return d.earlierCls == nil || ok
+}
+
+// earlierFreeBuf is a classifier buffer no program in the pinned links reads; ok is false
+// when they read both. The caller holds d.mu.
+func (d *Datapath) earlierFreeBuf() (buf uint32, ok bool) {
+	for buf := range uint32(len(d.clsBufs)) {
+		if d.earlierCls == nil || !d.earlierCls.bufs[buf] {
+			return buf, true
+		}
+	}
+	return 0, false
 }
 
 // seq is 0 .. n-1.
@@ -78,9 +122,9 @@ func seq(n uint32) []uint32 {
 	return out
 }
 
-// earlierTakenOver notes that the earlier run's program no longer runs in the pinned link
-// of interface name (all: in none, as after Prune); once it runs in none, its buffer is
-// retired and its slots are released. The caller holds d.mu.
+// earlierTakenOver notes that an earlier run's program no longer runs in the pinned link
+// of interface name (all: in none, as after Prune); once none runs in any, their buffers
+// are retired and their slots released. The caller holds d.mu.
 func (d *Datapath) earlierTakenOver(name string, all bool) {
 	e := d.earlierCls
 	if e == nil {
@@ -90,7 +134,9 @@ func (d *Datapath) earlierTakenOver(name string, all bool) {
 	if len(e.links) > 0 && !all {
 		return
 	}
-	d.clsBufs[e.buf].retiredAt = time.Now() // packets it is handling may still read it
+	for buf := range e.bufs {
+		d.clsBufs[buf].retiredAt = time.Now() // packets it is handling may still read it
+	}
 	for s, u := range e.held {
 		for v := range u {
 			s.release(v)
