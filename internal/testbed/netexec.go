@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -132,4 +133,13 @@ func listening(port uint16) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// Masquerade has nftables in the upf namespace masquerade traffic from src out of n6 to n6's
+// address, as an operator does to reach the Internet from the UE pools (needs nft).
+func (t *Topology) Masquerade(ctx context.Context, src netip.Prefix) error {
+	_, err := t.Run(ctx, t.UPFNS, "nft", "add table ip nat; "+
+		"add chain ip nat post { type nat hook postrouting priority srcnat; }; "+
+		"add rule ip nat post oifname "+N6If+" ip saddr "+src.String()+" masquerade")
+	return err
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -174,6 +175,42 @@ tester: {mode: fixed_rate, rate: 20kpps, duration: 300ms, warmup: 100ms, sample_
 		d := r.Summary.Directions[r.Point.Traffic.Direction]
 		if r.Datapath == nil || r.Datapath.Counters["flow_hit"] == 0 || r.Datapath.Counters["flow_learned"] == 0 || d.Loss != 0 {
 			t.Errorf("%s: counters %+v, loss %v; want flows learnt, hits and no loss", r.Point.Name, r.Datapath, d.Loss)
+		}
+	}
+}
+
+// TestBenchNAT: the NAT scenario's datapaths masquerade the UEs' uplink frames (every sampled
+// frame leaves with n6's address and the UE's port), xupf without the cache hands every
+// packet to the kernel, and with the cache the kernel translates each flow's first packet and
+// the cache the rest.
+func TestBenchNAT(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("needs nft (Debian package nftables; make deps installs it)")
+	}
+	rs := benchScenario(t, `
+name: nat
+pipeline: {users: 4, flows_per_user: 4, servers: 16, datapath: [kernel_nat, xupf_kernel_nat, xupf_nat_cache]}
+traffic: {direction: uplink, packet_size: 128}
+tester: {mode: fixed_rate, rate: 20kpps, duration: 300ms, warmup: 100ms, sample_every: 10}
+`)
+	for _, r := range rs {
+		d := r.Summary.Directions[scenario.Uplink]
+		if d.Loss != 0 || r.Correctness.Checked == 0 || r.Correctness.Wrong != 0 {
+			t.Errorf("%s: loss %v, %d samples checked, %d wrong %v", r.Point.Name, d.Loss, r.Correctness.Checked, r.Correctness.Wrong, r.Correctness.Examples)
+		}
+		var c map[string]uint64
+		if r.Datapath != nil {
+			c = r.Datapath.Counters
+		}
+		switch r.Point.Pipeline.Datapath {
+		case scenario.DatapathXUPFKernelNAT:
+			if c["flow_hit"] != 0 || c["ul_kernel"] == 0 {
+				t.Errorf("%s: counters %v; want every packet to the kernel, no hit", r.Point.Name, c)
+			}
+		case scenario.DatapathXUPFNATCache:
+			if c["flow_hit"] == 0 || c["flow_learned"] != 2*16 {
+				t.Errorf("%s: counters %v; want hits and 32 entries learnt (16 flows, both ways)", r.Point.Name, c)
+			}
 		}
 	}
 }

@@ -584,9 +584,7 @@ func newNATEnv(t *testing.T) (*env, *testbed.UE) {
 		c.FlowCache.MaxFlows = 64
 		c.FlowCache.KernelN6 = true
 	}, natSession)
-	if _, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "nft", "add table ip nat; "+
-		"add chain ip nat post { type nat hook postrouting priority srcnat; }; "+
-		"add rule ip nat post oifname "+testbed.N6If+" ip saddr "+testbed.UENet.String()+" masquerade"); err != nil {
+	if err := e.topo.Masquerade(e.ctx(), testbed.UENet); err != nil {
 		t.Fatal(err)
 	}
 	ue, err := e.topo.StartUE(natSession)

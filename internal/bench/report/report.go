@@ -169,6 +169,7 @@ var builders = []struct {
 	{"events-churn", func(rs []*result.Result) section { return eventsSection("events-churn", rs) }},
 	{"events-handover", func(rs []*result.Result) section { return eventsSection("events-handover", rs) }},
 	{"transit", transitSection},
+	{"nat", natSection},
 }
 
 // agg is one point's repetitions, with the mean of the measure they were aggregated on and

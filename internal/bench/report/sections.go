@@ -15,11 +15,14 @@ import (
 
 // datapathName is how a datapath is named in legends.
 var datapathName = map[string]string{
-	scenario.DatapathXUPF:         "xupf",
-	scenario.DatapathXDPForwarder: "bare XDP forwarder",
-	scenario.DatapathGTPU:         "minimal GTP-U",
-	scenario.DatapathKernel:       "Linux forwarding",
-	scenario.DatapathFlowCache:    "xupf flow cache",
+	scenario.DatapathXUPF:          "xupf",
+	scenario.DatapathXDPForwarder:  "bare XDP forwarder",
+	scenario.DatapathGTPU:          "minimal GTP-U",
+	scenario.DatapathKernel:        "Linux forwarding",
+	scenario.DatapathFlowCache:     "xupf flow cache",
+	scenario.DatapathKernelNAT:     "Linux forwarding + NAT",
+	scenario.DatapathXUPFKernelNAT: "xupf + kernel NAT, no cache",
+	scenario.DatapathXUPFNATCache:  "xupf + NAT flow cache",
 }
 
 // seriesSet collects points into series by name, the series in the order first named.

@@ -296,8 +296,13 @@ func (pl plan) build(dir string, tr scenario.Traffic, datapath string, flows []f
 		}
 		size := frameSize(tr, i, lo, scenario.MaxPacketSize(dir))
 		want := f
+		if dir == scenario.Uplink && scenario.Masquerades(datapath) {
+			// Each flow has a server of its own (scenario.checkPoint), so masquerade
+			// keeps its UE port.
+			want.Src = netip.AddrPortFrom(testbed.N6Addr, ue.Port())
+		}
 		switch {
-		case datapath != scenario.DatapathXUPF && datapath != scenario.DatapathGTPU:
+		case !scenario.HasSessions(datapath) && datapath != scenario.DatapathGTPU:
 		case dir == scenario.Uplink:
 			want.Tunnel = nil
 		case datapath == scenario.DatapathGTPU:

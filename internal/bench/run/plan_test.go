@@ -165,6 +165,12 @@ func TestBuild(t *testing.T) {
 		{scenario.Uplink, scenario.DatapathKernel, nil, nil, ue, srv},
 		{scenario.Uplink, scenario.DatapathFlowCache, nil, nil, ue, srv},
 		{scenario.Downlink, scenario.DatapathFlowCache, nil, nil, srv, ue},
+		// Masqueraded: the UE's port kept, n6's address.
+		{scenario.Uplink, scenario.DatapathKernelNAT, nil, nil, ue, srv},
+		{scenario.Uplink, scenario.DatapathXUPFKernelNAT,
+			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink}, nil, ue, srv},
+		{scenario.Uplink, scenario.DatapathXUPFNATCache,
+			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink}, nil, ue, srv},
 		{scenario.Uplink, scenario.DatapathGTPU,
 			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink}, nil, ue, srv},
 		// One tunnel for every user: to the first base station, not user 3's.
@@ -183,7 +189,11 @@ func TestBuild(t *testing.T) {
 		if err := pkt.Check(sent, d); err != nil || len(fr.Sent[0].Data) != tr.PacketSize-pkt.FCSLen {
 			t.Errorf("%s %s: sent frame: %v (%d bytes)", c.dir, c.datapath, err, len(fr.Sent[0].Data))
 		}
-		if w := fr.Want[0]; w.Src != c.src || w.Dst != c.dst || !reflect.DeepEqual(w.Tunnel, c.wantTun) {
+		wantSrc := c.src
+		if c.datapath == scenario.DatapathKernelNAT || c.datapath == scenario.DatapathXUPFKernelNAT || c.datapath == scenario.DatapathXUPFNATCache {
+			wantSrc = netip.AddrPortFrom(testbed.N6Addr, ue.Port()) // n6's address, the UE's port
+		}
+		if w := fr.Want[0]; w.Src != wantSrc || w.Dst != c.dst || !reflect.DeepEqual(w.Tunnel, c.wantTun) {
 			t.Errorf("%s %s: want %+v tunnel %+v, expected tunnel %+v", c.dir, c.datapath, w, w.Tunnel, c.wantTun)
 		}
 	}

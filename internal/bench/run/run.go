@@ -177,8 +177,13 @@ func runPoint(ctx context.Context, p scenario.Point, opts Options) (_ *result.Re
 // startDatapath starts what the point measures.
 func (pt *point) startDatapath(ctx context.Context) error {
 	e := pt.env
+	if scenario.Masquerades(pt.p.Pipeline.Datapath) {
+		if err := e.t.Masquerade(ctx, ueNet); err != nil {
+			return fmt.Errorf("bench: %w (Debian package nftables)", err)
+		}
+	}
 	switch pt.p.Pipeline.Datapath {
-	case scenario.DatapathXUPF:
+	case scenario.DatapathXUPF, scenario.DatapathXUPFKernelNAT, scenario.DatapathXUPFNATCache:
 		return pt.startXUPF(ctx)
 	case scenario.DatapathFlowCache:
 		_, err := pt.startDaemon(func(cfg *config.Config) error {
@@ -198,7 +203,7 @@ func (pt *point) startDatapath(ctx context.Context) error {
 			}
 			return baseline.LoadGTPU(opts)
 		})
-	case scenario.DatapathKernel:
+	case scenario.DatapathKernel, scenario.DatapathKernelNAT:
 		// Frames sent into n3 and n6 by the generator's XDP_TX are only taken by a veth
 		// that runs XDP; XDP_PASS hands them to the stack, which forwards them.
 		for _, name := range []string{testbed.N3If, testbed.N6If} {
@@ -299,6 +304,12 @@ func (pt *point) configureXUPF(cfg *config.Config) error {
 	if p.Pipeline.UEAddress == scenario.UEByUPF {
 		// From the block routed toward the gNB, like the addresses the SMF gives.
 		cfg.UEPools = []netip.Prefix{ueNet}
+	}
+	switch p.Pipeline.Datapath {
+	case scenario.DatapathXUPFKernelNAT:
+		cfg.FlowCache.MaxFlows, cfg.FlowCache.KernelN6 = 1, true
+	case scenario.DatapathXUPFNATCache:
+		cfg.FlowCache.MaxFlows, cfg.FlowCache.KernelN6 = flowCacheSize, true
 	}
 	sizeLimits(&cfg.Limits, p)
 	return nil

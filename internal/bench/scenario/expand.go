@@ -109,7 +109,7 @@ func checkPoint(p *Point) []error {
 	if pl.PolicerContract > 0 && pl.ClassifierClasses == 0 {
 		add("pipeline.policer_contract needs classifier classes: the policer applies to classified packets; set classifier_classes to 1 or more, or remove the contract")
 	}
-	if pl.Datapath != DatapathXUPF && (pl.PolicerContract > 0 || pl.SMF != SMFOpen5GS || pl.UEAddress != UEBySMF ||
+	if !HasSessions(pl.Datapath) && (pl.PolicerContract > 0 || pl.SMF != SMFOpen5GS || pl.UEAddress != UEBySMF ||
 		pl.UplinkSpread != config.SpreadOff || pl.UplinkSpreadCPUs != SpreadCPUsAll) {
 		add("pipeline.policer_contract, smf, ue_address and uplink_spread(_cpus) configure xupf, not the %s baseline; remove them or use datapath xupf", pl.Datapath)
 	}
@@ -147,7 +147,13 @@ func checkPoint(p *Point) []error {
 	if rf.MaxRate != 0 && rf.Resolution >= rf.MaxRate-rf.MinRate {
 		add("tester.rfc2544.resolution (%s) is not below max_rate − min_rate; lower it, or use 0 for 1 %% of max_rate", rateLabel(rf.Resolution))
 	}
-	if pl.Datapath != DatapathXUPF && (ev.SessionAdd > 0 || ev.SessionDelete > 0 || ev.Handover > 0) {
+	if Masquerades(pl.Datapath) && pl.Servers < pl.Users*pl.FlowsPerUser {
+		add("pipeline.datapath %s needs a server per flow (servers %d, users × flows_per_user %d): masquerade keeps a UE port only when no other flow leaves with it toward the same server, and the sink checks the port; set servers to %d", pl.Datapath, pl.Servers, pl.Users*pl.FlowsPerUser, pl.Users*pl.FlowsPerUser)
+	}
+	if Masquerades(pl.Datapath) && tr.Direction != Uplink {
+		add("pipeline.datapath %s measures uplink only: a masqueraded flow's replies go to n6's address and port, which only the flow's uplink packets set up; use traffic.direction uplink", pl.Datapath)
+	}
+	if !HasSessions(pl.Datapath) && (ev.SessionAdd > 0 || ev.SessionDelete > 0 || ev.Handover > 0) {
 		add("events need sessions, which only pipeline.datapath xupf has (it is %s); remove the events or use datapath xupf", pl.Datapath)
 	}
 	if ev.Handover > 0 && pl.BaseStations < 2 {

@@ -366,7 +366,8 @@ func (v *validator) params(r *rawScenario) {
 	param(v, "pipeline.uplink_spread", &pl.UplinkSpread, d.Pipeline.UplinkSpread, oneOf(config.SpreadOff, config.SpreadTEID, config.SpreadFlow), ident, func(p *Point, x config.SpreadMode) { p.Pipeline.UplinkSpread = x })
 	param(v, "pipeline.uplink_spread_cpus", &pl.UplinkSpreadCPUs, d.Pipeline.UplinkSpreadCPUs, oneOf(SpreadCPUsAll, SpreadCPUsOthers), ident, func(p *Point, x string) { p.Pipeline.UplinkSpreadCPUs = x })
 
-	param(v, "pipeline.datapath", &pl.Datapath, d.Pipeline.Datapath, oneOf(DatapathXUPF, DatapathXDPForwarder, DatapathGTPU, DatapathKernel, DatapathFlowCache), ident, func(p *Point, x string) { p.Pipeline.Datapath = x })
+	param(v, "pipeline.datapath", &pl.Datapath, d.Pipeline.Datapath, oneOf(DatapathXUPF, DatapathXDPForwarder, DatapathGTPU, DatapathKernel, DatapathFlowCache,
+		DatapathKernelNAT, DatapathXUPFKernelNAT, DatapathXUPFNATCache), ident, func(p *Point, x string) { p.Pipeline.Datapath = x })
 
 	param(v, "traffic.direction", &tr.Direction, d.Traffic.Direction, oneOf(Uplink, Downlink, Bidirectional), ident, func(p *Point, x string) { p.Traffic.Direction = x })
 	param(v, "traffic.packet_size", &tr.PacketSize, d.Traffic.PacketSize, packetSize, packetSizeLabel, func(p *Point, x int) { p.Traffic.PacketSize = x })

@@ -40,12 +40,34 @@ const (
 	// DatapathFlowCache is xupfd with its flow cache on and no session, given the kernel's
 	// frames: transit traffic, which the kernel forwards first and the cache after.
 	DatapathFlowCache = "xupf_flow_cache"
+	// DatapathKernelNAT is DatapathKernel with nftables masquerading the UE addresses out
+	// of n6: Linux forwarding and NAT.
+	DatapathKernelNAT = "kernel_nat"
+	// DatapathXUPFKernelNAT is xupf with the pipeline's sessions handing every
+	// decapsulated uplink packet to the kernel, which masquerades it (flow_cache.kernel_n6
+	// with a one-entry table, which holds no pair of a flow's two entries): xupf and
+	// kernel NAT without the cache.
+	DatapathXUPFKernelNAT = "xupf_kernel_nat"
+	// DatapathXUPFNATCache is DatapathXUPFKernelNAT with a flow table of room for every
+	// flow: the kernel masquerades each flow's first packets, the cache the rest.
+	DatapathXUPFNATCache = "xupf_nat_cache"
 )
 
 // PlainFrames reports whether datapath is given plain IPv4 frames both ways (the flows'
 // inner packets), not GTP-U uplink.
 func PlainFrames(datapath string) bool {
-	return datapath == DatapathKernel || datapath == DatapathFlowCache
+	return datapath == DatapathKernel || datapath == DatapathFlowCache || datapath == DatapathKernelNAT
+}
+
+// HasSessions reports whether datapath is xupf with the pipeline's sessions.
+func HasSessions(datapath string) bool {
+	return datapath == DatapathXUPF || datapath == DatapathXUPFKernelNAT || datapath == DatapathXUPFNATCache
+}
+
+// Masquerades reports whether the kernel masquerades the UE addresses out of n6 with
+// datapath: uplink frames leave with n6's address as their source.
+func Masquerades(datapath string) bool {
+	return datapath == DatapathKernelNAT || datapath == DatapathXUPFKernelNAT || datapath == DatapathXUPFNATCache
 }
 
 // IMIX as the packet size is the simple IMIX: 64, 594 and 1518-byte frames, 7:4:1, each
