@@ -20,6 +20,7 @@ import (
 	"github.com/wmnsk/go-pfcp/ie"
 	"github.com/wmnsk/go-pfcp/message"
 
+	_ "github.com/xupf/xupf/internal/pfcpgrouped" // go-pfcp's grouped-IE test, as a table
 	"github.com/xupf/xupf/internal/ratelimit"
 	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/state"

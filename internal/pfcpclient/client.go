@@ -18,6 +18,8 @@ import (
 
 	"github.com/wmnsk/go-pfcp/ie"
 	"github.com/wmnsk/go-pfcp/message"
+
+	_ "github.com/xupf/xupf/internal/pfcpgrouped" // go-pfcp's grouped-IE test, as a table
 )
 
 // Options configure a Client.
