@@ -2,6 +2,7 @@ package pfcp
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"net"
 	"net/netip"
@@ -311,4 +312,80 @@ func TestHeartbeatRequestsKeepAPeerAlive(t *testing.T) {
 	if as := n.Associations(); len(as) != 1 || as[0].Missed != 0 {
 		t.Errorf("associations %+v after 10 of our heartbeats unanswered and 10 of its own", as)
 	}
+}
+
+// TestBatchWriter: responses sent together arrive, in order, from a socket bound to one IPv4
+// address and from a dual-stack one (bound to every address, as pfcp_listen's default is),
+// at IPv4 and IPv6 peers.
+func TestBatchWriter(t *testing.T) {
+	for _, c := range []struct{ local, peer string }{
+		{"127.0.0.1:0", "127.0.0.1:0"},
+		{":0", "127.0.0.1:0"},
+		{":0", "[::1]:0"},
+	} {
+		t.Run(c.local+"→"+c.peer, func(t *testing.T) {
+			laddr := &net.UDPAddr{} // every address: a dual-stack socket
+			if c.local != ":0" {
+				laddr = net.UDPAddrFromAddrPort(netip.MustParseAddrPort(c.local))
+			}
+			from, err := net.ListenUDP("udp", laddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer from.Close()
+			to, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(c.peer)))
+			if err != nil {
+				t.Skipf("no %s here: %v", c.peer, err)
+			}
+			defer to.Close()
+			peer := to.LocalAddr().(*net.UDPAddr).AddrPort()
+			w := newBatchWriter(from, slog.New(slog.DiscardHandler))
+			const n = 10
+			for i := range n {
+				w.add(response{peer: peer, msg: []byte{byte(i)}})
+			}
+			w.flush()
+			to.SetReadDeadline(time.Now().Add(5 * time.Second))
+			buf := make([]byte, 16)
+			for i := range n {
+				size, err := to.Read(buf)
+				if err != nil {
+					t.Fatalf("datagram %d: %v", i, err)
+				}
+				if size != 1 || buf[0] != byte(i) {
+					t.Fatalf("datagram %d: % x, want %02x", i, buf[:size], i)
+				}
+			}
+		})
+	}
+}
+
+// TestBatchWriterSkipsRefused: a datagram the kernel refuses (an IPv6 peer from an IPv4
+// socket) is skipped, and the ones after it still go.
+func TestBatchWriterSkipsRefused(t *testing.T) {
+	from, to := listenLoopback(t), listenLoopback(t)
+	peer := to.LocalAddr().(*net.UDPAddr).AddrPort()
+	w := newBatchWriter(from, slog.New(slog.DiscardHandler))
+	w.add(response{peer: peer, msg: []byte{1}})
+	w.add(response{peer: netip.MustParseAddrPort("[2001:db8::1]:8805"), msg: []byte{2}})
+	w.add(response{peer: peer, msg: []byte{3}})
+	w.flush()
+	to.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 16)
+	for _, want := range []byte{1, 3} {
+		size, err := to.Read(buf)
+		if err != nil || size != 1 || buf[0] != want {
+			t.Fatalf("got % x (%v), want %02x", buf[:size], err, want)
+		}
+	}
+}
+
+// listenLoopback is a UDP socket on 127.0.0.1, closed when the test ends.
+func listenLoopback(t *testing.T) *net.UDPConn {
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }

@@ -218,6 +218,13 @@ func (s *Store) Queued() Ticket {
 	return s.queued
 }
 
+// Durable is the Ticket of every change durable so far.
+func (s *Store) Durable() Ticket {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.durable
+}
+
 // Wait returns once the changes of t are durable (committed and fsynced), or with an error
 // when the store closed first.
 func (s *Store) Wait(t Ticket) error {
