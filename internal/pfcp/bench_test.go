@@ -3,18 +3,22 @@ package pfcp
 import (
 	"encoding/binary"
 	"net/netip"
+	"runtime"
 	"testing"
 
 	"github.com/wmnsk/go-pfcp/ie"
 
+	"github.com/xupf/xupf/internal/buffer"
 	"github.com/xupf/xupf/internal/state"
 )
 
 // BenchmarkEstablishment is the node's own work for one Session Establishment (an uplink and
 // a downlink PDR, a QER and a URR, in Open5GS's layout), as Serve does it on its one
 // goroutine: decoding, checking, the rules, the fake datapath and queueing the record for the
-// state file (its commits run on the store's writer). Its allocations per establishment are
-// what the garbage collector has to keep up with at thousands a second.
+// state file (its commits run on the store's writer), and the buffer's policies. Its
+// allocations per establishment are what the garbage collector has to keep up with at
+// thousands a second; heap-B/session is what each session keeps on the heap, which the
+// collector marks again in every cycle while the sessions grow.
 func BenchmarkEstablishment(b *testing.B) {
 	st, err := state.Open(b.TempDir(), nil, StoreBuckets...)
 	if err != nil {
@@ -24,10 +28,12 @@ func BenchmarkEstablishment(b *testing.B) {
 	n := newSessionNode(newFakeDatapath(), func(o *Options) {
 		o.Store = st
 		o.MaxSessions = b.N + 1
+		o.Buffers = buffer.New(nil, buffer.Limits{}, func(buffer.Key) {}, nil)
 	})
 	if _, got, _ := cause(b, n.Handle(smf, bytesOf(b, smfSetup(1)))); got != ie.CauseRequestAccepted {
 		b.Fatalf("association setup: cause %d", got)
 	}
+	before := liveHeap()
 	reqs := make([][]byte, b.N)
 	for i := range reqs {
 		var ue [4]byte
@@ -43,6 +49,17 @@ func BenchmarkEstablishment(b *testing.B) {
 	if got := len(n.ss.byID); got != b.N { // each was accepted
 		b.Fatalf("%d sessions established of %d", got, b.N)
 	}
+	reqs = nil // what the SMF sent is not the sessions' heap
+	b.ReportMetric(float64(liveHeap()-before)/float64(b.N), "heap-B/session")
+	runtime.KeepAlive(n)
+}
+
+// liveHeap is the bytes the heap holds after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
 
 // BenchmarkSessionRecord is the encoding and decoding of the state file's record of the
