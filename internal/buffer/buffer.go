@@ -125,16 +125,35 @@ type Buffer struct {
 	counts  [numOutcomes]atomic.Uint64
 }
 
-// session is one owner's policies and queues.
+// session is one owner's policies and queues. Every PFCP session has one, and most never
+// hold a packet: the policies are a slice (a session has a few PDRs, and a map of them kept
+// four times the heap, which the garbage collector marks while SMFs establish sessions), and
+// queues and dropped are made with their first entry.
 type session struct {
 	owner    uint64
-	policies map[Key]Policy
+	policies []keyedPolicy
 	queues   map[Key]*queue
 	packets  int
 	bytes    int
 	// dropped counts, per downlink PDR, the packets discarded for it and their IP bytes: what
 	// a URR's Dropped DL Traffic Threshold measures.
 	dropped map[Key]rules.Counts
+}
+
+// keyedPolicy is one PDR's policy.
+type keyedPolicy struct {
+	key Key
+	Policy
+}
+
+// policy is k's policy; a PDR without one discards.
+func (s *session) policy(k Key) Policy {
+	for i := range s.policies {
+		if s.policies[i].key == k {
+			return s.policies[i].Policy
+		}
+	}
+	return Policy{}
 }
 
 // queue is one PDR's held packets, oldest first.
@@ -179,10 +198,13 @@ func (b *Buffer) Set(owner uint64, policies map[Key]Policy) {
 	defer b.mu.Unlock()
 	s := b.sessions[owner]
 	if s == nil {
-		s = &session{owner: owner, queues: map[Key]*queue{}, dropped: map[Key]rules.Counts{}}
+		s = &session{owner: owner}
 		b.sessions[owner] = s
 	}
-	s.policies = policies
+	s.policies = s.policies[:0]
+	for k, pol := range policies {
+		s.policies = append(s.policies, keyedPolicy{k, pol})
+	}
 	for k, q := range s.queues {
 		pol := policies[k]
 		if pol.Epoch != q.epoch && q.timer != nil {
@@ -242,10 +264,13 @@ func (b *Buffer) Add(p Packet) {
 		return
 	}
 	k := Key{Owner: p.Owner, Uplink: p.Uplink, PDR: p.PDR}
-	pol := s.policies[k]
+	pol := s.policy(k)
 	q := s.queues[k]
 	if q == nil {
 		q = &queue{epoch: pol.Epoch}
+		if s.queues == nil {
+			s.queues = map[Key]*queue{}
+		}
 		s.queues[k] = q
 	}
 	if now := time.Now(); pol.Notify && q.notifyDue(pol, now) {
@@ -310,7 +335,7 @@ func (b *Buffer) maxPackets(pol Policy) int {
 func (b *Buffer) delayedNotify(k Key, epoch uint64) {
 	b.mu.Lock()
 	s := b.sessions[k.Owner]
-	ok := s != nil && s.policies[k].Epoch == epoch && s.policies[k].Mode != Flush
+	ok := s != nil && s.policy(k).Epoch == epoch && s.policy(k).Mode != Flush
 	b.mu.Unlock()
 	if ok {
 		b.notify(k)
@@ -335,7 +360,7 @@ const flushBatch = 64
 func (b *Buffer) flush(s *session, k Key, q *queue) {
 	for {
 		b.mu.Lock()
-		if s.policies[k].Mode != Flush || len(q.items) == 0 || b.sessions[k.Owner] != s {
+		if s.policy(k).Mode != Flush || len(q.items) == 0 || b.sessions[k.Owner] != s {
 			q.flushing = false
 			b.mu.Unlock()
 			return
@@ -393,6 +418,9 @@ func (s *session) countDropped(k Key, frame []byte) {
 	c := s.dropped[k]
 	c.Packets++
 	c.Bytes += ipLength(frame)
+	if s.dropped == nil {
+		s.dropped = map[Key]rules.Counts{}
+	}
 	s.dropped[k] = c
 }
 
@@ -447,7 +475,7 @@ func (b *Buffer) expire(now time.Time) {
 	defer b.mu.Unlock()
 	for _, s := range b.holding { // discard may delete s from it, which a range allows
 		for k, q := range s.queues {
-			pol := s.policies[k]
+			pol := s.policy(k)
 			if pol.Mode != Hold {
 				continue
 			}
