@@ -187,8 +187,11 @@ type PDR struct {
 type Session struct {
 	urrs map[uint32]*urr
 	// pdrs are the URRs each PDR counts toward; last is each PDR's counter at the last
-	// sample, so that a sample adds only what came since.
-	pdrs map[PDR][]uint32
+	// sample, so that a sample adds only what came since. Every PFCP session has a Session,
+	// kept on the heap the garbage collector marks while SMFs establish sessions: pdrs is a
+	// slice (a session has a few PDRs, and a map of them took four times the heap), and last
+	// and lastDropped are made with their first entry.
+	pdrs []pdrURRs
 	last map[PDR]rules.Usage
 	// lastDropped is each PDR's count of dropped downlink traffic at the last sample.
 	lastDropped map[PDR]rules.Counts
@@ -200,8 +203,23 @@ type Session struct {
 
 // NewSession returns a session without URRs.
 func NewSession() *Session {
-	return &Session{urrs: map[uint32]*urr{}, pdrs: map[PDR][]uint32{}, last: map[PDR]rules.Usage{},
-		lastDropped: map[PDR]rules.Counts{}}
+	return &Session{urrs: map[uint32]*urr{}}
+}
+
+// pdrURRs are the URRs one PDR counts toward.
+type pdrURRs struct {
+	pdr  PDR
+	urrs []uint32
+}
+
+// urrsOf are the URRs PDR k counts toward.
+func (s *Session) urrsOf(k PDR) []uint32 {
+	for _, p := range s.pdrs {
+		if p.pdr == k {
+			return p.urrs
+		}
+	}
+	return nil
 }
 
 // Set makes rs the session's URRs and pdrs the URRs each PDR counts toward, at now. A URR
@@ -230,7 +248,10 @@ func (s *Session) Set(rs []Rule, pdrs map[PDR][]uint32, now time.Time) {
 		keep[r.ID] = u
 	}
 	s.urrs = keep
-	s.pdrs = pdrs
+	s.pdrs = s.pdrs[:0]
+	for p, urrs := range pdrs {
+		s.pdrs = append(s.pdrs, pdrURRs{p, urrs})
+	}
 	s.watching = s.anyWatched()
 	for p := range s.last {
 		if _, ok := pdrs[p]; !ok {
@@ -286,11 +307,14 @@ func (s *Session) Observe(sample []rules.Usage, now time.Time) []Report {
 	for _, cur := range sample {
 		k := PDR{cur.Uplink, cur.PDR}
 		prev, seen := s.last[k]
+		if s.last == nil {
+			s.last = map[PDR]rules.Usage{}
+		}
 		s.last[k] = cur
 		if !seen {
 			prev = rules.Usage{}
 		}
-		for _, id := range s.pdrs[k] {
+		for _, id := range s.urrsOf(k) {
 			u := s.urrs[id]
 			if u == nil {
 				continue
@@ -328,9 +352,12 @@ func (s *Session) Observe(sample []rules.Usage, now time.Time) []Report {
 func (s *Session) ObserveDropped(sample map[PDR]rules.Counts) {
 	for k, cur := range sample {
 		was := s.lastDropped[k]
+		if s.lastDropped == nil {
+			s.lastDropped = map[PDR]rules.Counts{}
+		}
 		s.lastDropped[k] = cur
 		d := since(cur, was) // since counts afresh when the session's buffer was made again
-		for _, id := range s.pdrs[k] {
+		for _, id := range s.urrsOf(k) {
 			if u := s.urrs[id]; u != nil {
 				u.addDropped(d)
 			}
