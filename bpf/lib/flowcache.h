@@ -12,10 +12,14 @@
  * arrive on interfaces xupf is not attached to, never leave a note.
  *
  * A note also carries the generation (xupf_flow_gen) it was taken in: xupfd bumps the
- * generation before each scan that removes the flows a kernel change voids, and the learner
- * drops a note of an earlier generation. A packet the kernel forwarded by its old decision
- * just before a change therefore cannot be learnt after that change's scan: the scan removes
- * what was learnt before it, the generation what would be learnt after.
+ * generation at each kernel change that voids flows, and the learner drops a note of an
+ * earlier generation. A packet the kernel forwarded by its old decision just before a change
+ * therefore cannot be learnt after it. The generation's high half is the epoch: a change
+ * that may alter any decision (routes, rules, links, the ruleset) starts a new epoch, and a
+ * cached flow of an earlier epoch than the current one is void: the hit path treats it as a
+ * miss and removes it (flow_void), so the change takes effect at the next packet, whatever
+ * the table's size. Narrower changes (a neighbour, a conntrack entry) add one to the low half
+ * and remove their flows by a scan; aging reclaims the void flows no packet came for.
  *
  * With FLOWCACHE_KERNEL_N6 the kernel also treats the UEs' traffic on N6 (NAT, filtering,
  * routing): a UE's uplink packet, decapsulated and charged to its session, goes to the kernel
@@ -123,7 +127,7 @@ struct flow {
 	__u16 csum_l3;       /* ... the IPv4 header checksum's change (csum_delta32 of the address) */
 	__be32 nat_addr;     /* ... the address written */
 	__u16 csum_l4;       /* ... the TCP or UDP checksum's change (address and port) */
-	__u16 pad2;
+	__u16 epoch;         /* flow_epoch of the note it was learnt from: void once the epoch moves */
 	__u64 packets;       /* IP packets and bytes forwarded, the first (learnt) one included */
 	__u64 bytes;
 	__u64 first_seen;    /* bpf_ktime_get_coarse_ns() when learnt */
@@ -174,6 +178,21 @@ static __always_inline __u32 flow_gen(void)
 	__u32 *gen = bpf_map_lookup_elem(&xupf_flow_gen, &zero);
 
 	return gen ? *(volatile __u32 *)gen : 0;
+}
+
+/* The epoch is the generation's high half (flowEpochShift in flows.go). */
+#define FLOW_EPOCH_SHIFT 16
+
+static __always_inline __u16 flow_epoch(__u32 gen)
+{
+	return gen >> FLOW_EPOCH_SHIFT;
+}
+
+/* flow_current tells whether f was learnt in the current epoch: one load of the generation,
+ * a line every packet reads and no writer but xupfd touches between changes. */
+static __always_inline int flow_current(const struct flow *f)
+{
+	return f->epoch == flow_epoch(flow_gen());
 }
 
 /* flow_note leaves the learner seen, the note of a packet handed to the kernel, under key
@@ -431,19 +450,67 @@ static __always_inline void flow_end(const struct flow_key *key)
 		count_stat(STAT_FLOW_ENDED);
 }
 
+/* flow_pair_key sets pair to the key of the other entry of a translated UE flow, which
+ * flow_learn_ue caches as a pair (flowPair in flows.go): for the UE's entry (key, f;
+ * FLOW_F_SNAT) the replies' to the translated address and port, arriving where the UE's
+ * packets leave; for the replies' entry (FLOW_F_TO_UE) the UE's, its tuple reversed and
+ * untranslated. Returns 0 for an entry of no pair. */
+static __always_inline int flow_pair_key(const struct flow_key *key, const struct flow *f,
+					 struct flow_key *pair)
+{
+	if (key->ifindex == FLOW_FROM_UE && (f->flags & FLOW_F_SNAT)) {
+		*pair = (struct flow_key){ .saddr = key->daddr, .daddr = f->nat_addr, .sport = key->dport,
+					   .dport = f->nat_port, .proto = key->proto, .ifindex = f->ifindex };
+		return 1;
+	}
+	if (f->flags & FLOW_F_TO_UE) {
+		*pair = (struct flow_key){ .saddr = f->nat_addr, .daddr = key->saddr, .sport = f->nat_port,
+					   .dport = key->sport, .proto = key->proto, .ifindex = FLOW_FROM_UE };
+		return 1;
+	}
+	return 0;
+}
+
+/* flow_remove_void deletes the void entry of key, counted as flow_voided (the entry count
+ * subtracts it). */
+static __always_inline void flow_remove_void(const struct flow_key *key)
+{
+	if (!bpf_map_delete_elem(&xupf_flows, key))
+		count_stat(STAT_FLOW_VOIDED);
+}
+
+/* flow_void removes f, the entry of key, learnt in an earlier epoch (flow_current), and the
+ * other entry of its pair, learnt with it: the packet that found it goes the way of a miss,
+ * and its flow is learnt afresh from the kernel's new decision (an insert would not replace
+ * the void entry). The UE's entry goes first: a UE's flow is never cached one way only. */
+static __always_inline void flow_void(const struct flow_key *key, const struct flow *f)
+{
+	struct flow_key pair;
+	/* Read before the delete, which may hand f's memory to another insert. */
+	int paired = flow_pair_key(key, f, &pair);
+
+	if (paired && key->ifindex != FLOW_FROM_UE)
+		flow_remove_void(&pair);
+	flow_remove_void(key);
+	if (paired && key->ifindex == FLOW_FROM_UE)
+		flow_remove_void(&pair);
+}
+
 /* flow_reply takes a packet of the FLOW_F_TO_UE flow f (keyed key) to the UE: only this path
  * can deliver it, the kernel has no route to a UE. A FIN or RST goes the same way, the UE's
  * stack judging it (a blind RST with a wrong sequence number is ignored there), and then ends
- * both entries of the pair, this one and the UE's (the tuple reversed, untranslated): the
- * closing connection's later packets are the kernel's to see, and the UE's next packet
- * learns the pair again. Returns flow_to_ue's answer. */
+ * both entries of the pair, this one and the UE's: the closing connection's later packets are
+ * the kernel's to see, and the UE's next packet learns the pair again. Returns flow_to_ue's
+ * answer. */
 static __always_inline int flow_reply(struct xdp_md *ctx, struct ethhdr *eth, struct iphdr *ip,
 				      void *data_end, const struct flow_key *key, struct flow *f,
 				      int tcp_flags)
 {
-	struct flow_key ue = { .saddr = f->nat_addr, .daddr = key->saddr, .sport = f->nat_port,
-			       .dport = key->sport, .proto = key->proto, .ifindex = FLOW_FROM_UE };
-	int action = flow_to_ue(ctx, eth, ip, data_end, f);
+	struct flow_key ue;
+	int action;
+
+	flow_pair_key(key, f, &ue);
+	action = flow_to_ue(ctx, eth, ip, data_end, f);
 
 	if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) {
 		flow_end(key);
@@ -492,6 +559,10 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 	key.ifindex = ctx->ingress_ifindex;
 
 	f = bpf_map_lookup_elem(&xupf_flows, &key);
+	if (f && !flow_current(f)) {
+		flow_void(&key, f);
+		f = NULL;
+	}
 	if (f && cfg_flowcache == FLOWCACHE_KERNEL_N6 && (f->flags & FLOW_F_TO_UE))
 		return flow_reply(ctx, eth, ip, data_end, &key, f, tcp_flags);
 	if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) {
@@ -562,6 +633,10 @@ static __always_inline int flow_from_ue(struct xdp_md *ctx, struct stats *st)
 		return ue_to_kernel(ip, data_end, st);
 	key.ifindex = FLOW_FROM_UE;
 	f = bpf_map_lookup_elem(&xupf_flows, &key);
+	if (f && !flow_current(f)) {
+		flow_void(&key, f);
+		f = NULL;
+	}
 	if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) {
 		if (f && !bpf_map_delete_elem(&xupf_flows, &key))
 			stats_add(st, STAT_FLOW_ENDED);
@@ -758,6 +833,7 @@ static __always_inline void flow_learn_ue(struct __sk_buff *skb, const struct et
 	    ue.daddr != key->daddr || ue.dport != key->dport || flow_learn_l3(seen, ip, &f))
 		goto done;
 	flow_learn_out(skb, eth, ip, &f);
+	f.epoch = flow_epoch(gen);
 	if (ue.saddr != key->saddr || ue.sport != key->sport) {
 		f.flags |= FLOW_F_SNAT;
 		flow_set_nat(&f, ue.saddr, ue.sport, key->saddr, key->sport);
@@ -765,6 +841,7 @@ static __always_inline void flow_learn_ue(struct __sk_buff *skb, const struct et
 		flow_set_nat(&r, key->saddr, key->sport, ue.saddr, ue.sport);
 		r.first_seen = f.first_seen;
 		r.last_seen = f.last_seen;
+		r.epoch = f.epoch;
 		reply = (struct flow_key){ .saddr = key->daddr, .daddr = key->saddr, .sport = key->dport,
 					   .dport = key->sport, .proto = key->proto, .ifindex = skb->ifindex };
 		/* The replies' entry first: once the UE's flow is cached, its replies must be. */
@@ -847,6 +924,7 @@ static __always_inline void flow_learn(struct __sk_buff *skb)
 	else if (seen->vlan_id)
 		f.vlan_action = FLOW_VLAN_POP;
 	flow_learn_out(skb, eth, ip, &f);
+	f.epoch = flow_epoch(seen->gen);
 	{
 		struct flow_key fkey = key;
 

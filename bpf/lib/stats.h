@@ -30,6 +30,7 @@ enum stat {
 	STAT_REPLAYED,       /* buffered packets xupfd ran through again to forward them (counted again as *_rx) */
 	STAT_FLOW_STALE,     /* flows the learner dropped: the kernel decided before a change xupfd processed */
 	STAT_FLOW_ENDED,     /* cached flows a TCP FIN or RST removed */
+	STAT_FLOW_VOIDED,    /* cached flows of an earlier epoch (a kernel change) a packet removed */
 	STAT_MAX,
 };
 

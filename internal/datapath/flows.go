@@ -199,8 +199,13 @@ func (d *Datapath) Flows() ([]Flow, error) {
 	mono, wall := monoNow(), time.Now()
 	var out []Flow
 	err := d.scanFlows(func(keys []xupfFlowKey, vals []xupfFlow) {
+		epoch := d.flowEpoch()
 		for i := range keys {
-			out = append(out, flowOf(keys[i], vals[i], mono, wall))
+			// A void entry (an earlier epoch) is no longer a cached flow: its next packet
+			// or aging removes it.
+			if !flowVoid(vals[i].Epoch, epoch) {
+				out = append(out, flowOf(keys[i], vals[i], mono, wall))
+			}
 		}
 	})
 	if err != nil {
@@ -228,12 +233,12 @@ func (d *Datapath) FlushFlows(match func(Flow) bool) (int, error) {
 //
 // It first starts a new generation (bpf/lib/flowcache.h): a packet the kernel decided on
 // before this call, whose flow the scan could miss because it is learnt after, is then not
-// learnt at all.
+// learnt at all. The epoch stays, so the flows the scan keeps stay valid.
 func (d *Datapath) removeFlows(match func(*xupfFlowKey, *xupfFlow) bool) (int, error) {
 	if !d.opts.FlowCache.on() {
 		return 0, ErrFlowCacheOff
 	}
-	atomic.AddUint32(&d.flowGen.words32()[0], 1)
+	atomic.AddUint32(d.flowGenWord(), 1)
 	var doomed []xupfFlowKey
 	err := d.scanFlows(func(keys []xupfFlowKey, vals []xupfFlow) {
 		for i := range keys {
@@ -245,6 +250,12 @@ func (d *Datapath) removeFlows(match func(*xupfFlowKey, *xupfFlow) bool) (int, e
 	if err != nil {
 		return 0, err
 	}
+	return d.deleteFlows(doomed)
+}
+
+// deleteFlows removes the entries of doomed, flowBatch a system call, and returns how many it
+// removed (not those already gone).
+func (d *Datapath) deleteFlows(doomed []xupfFlowKey) (int, error) {
 	n := 0
 	for len(doomed) > 0 {
 		chunk := doomed[:min(len(doomed), flowBatch)]
@@ -262,6 +273,57 @@ func (d *Datapath) removeFlows(match func(*xupfFlowKey, *xupfFlow) bool) (int, e
 	return n, nil
 }
 
+// flowEpochShift is where the epoch starts in xupf_flow_gen (FLOW_EPOCH_SHIFT): its high
+// half. A cached flow stores the epoch it was learnt in and is void in any other.
+const flowEpochShift = 16
+
+// flowEpochsApart is how many epochs the entries of the table may span: a flow's epoch is
+// 16 bits, so one 65,536 epochs old would look current again. voidFlows makes sure no void
+// entry gets that old, with room to spare.
+const flowEpochsApart = 1 << 15
+
+// flowVoid tells whether a flow of epoch e is void in epoch now: learnt in another, as the
+// datapath judges it (flow_current). One learnt after now was read is void too: removing it
+// costs its flow one more trip through the kernel.
+func flowVoid(e, now uint16) bool { return e != now }
+
+func (d *Datapath) flowGenWord() *uint32 { return &d.flowGen.words32()[0] }
+
+// flowEpoch is the current epoch.
+func (d *Datapath) flowEpoch() uint16 {
+	return uint16(atomic.LoadUint32(d.flowGenWord()) >> flowEpochShift)
+}
+
+// voidFlows voids every cached flow at once by starting a new epoch (and so a new
+// generation): the datapath treats a flow of an earlier epoch as a miss from its next packet
+// on, and removes it then (flow_voided); aging removes those no packet comes for. Its cost
+// does not depend on the table's size. When void entries could otherwise outlive
+// flowEpochsApart epochs (they are removed within two aging sweeps, so only after that many
+// changes within two sweeps), it first removes them with a scan.
+func (d *Datapath) voidFlows() {
+	if !d.opts.FlowCache.on() {
+		return
+	}
+	if d.flowEpoch()-uint16(d.flowsClean.Load()) >= flowEpochsApart-1 {
+		if err := d.removeVoidFlows(); err != nil {
+			d.log.Warn("flow cache: remove the void flows", "err", err)
+		}
+	}
+	atomic.AddUint32(d.flowGenWord(), 1<<flowEpochShift)
+}
+
+// removeVoidFlows removes the entries of an earlier epoch than the current one, with one
+// scan; no entry is then older than the current epoch.
+func (d *Datapath) removeVoidFlows() error {
+	epoch := d.flowEpoch()
+	n, err := d.removeFlows(func(_ *xupfFlowKey, v *xupfFlow) bool { return flowVoid(v.Epoch, epoch) })
+	d.flowsInvalidated.Add(uint64(n))
+	if err == nil {
+		d.flowsClean.Store(uint32(epoch))
+	}
+	return err
+}
+
 // FlowCacheStats are the flow cache's own counters (the datapath's are in Stats).
 type FlowCacheStats struct {
 	Entries     int    // flows cached now
@@ -276,6 +338,9 @@ type flowAger struct {
 	keys   []xupfFlowKey
 	vals   []xupfFlow
 	sweeps uint64 // full passes over the table so far
+	// sweepEpoch is the epoch when the sweep under way started: once it ends, every entry
+	// of an earlier epoch present then has been seen, and removed.
+	sweepEpoch uint16
 	// ct keeps alive the conntrack entries of the UE flows the cache forwards (KernelN6;
 	// nil without), setting their timeout to ctKeep's for the protocol.
 	ct     *conntrack.Conn
@@ -330,19 +395,23 @@ func (o FlowCacheOptions) conntrackKeeps() map[uint8]ctKeep {
 }
 
 // ageFlows looks at up to ScanBatch entries after where the previous call stopped and removes
-// those idle for IdleTimeout as of now (monotonic ns). The two entries of a translated UE flow
-// (flowPair) age as one: the pair is idle only when both are, either's packets keep
-// conntrack's entry alive, and both go together. It returns how many entries it looked at and
-// how many it removed.
+// those idle for IdleTimeout as of now (monotonic ns), and those void (an earlier epoch than
+// the current one: voidFlows). The two entries of a translated UE flow (flowPair) age as one:
+// the pair is idle only when both are, either's packets keep conntrack's entry alive, and
+// both go together. It returns how many entries it looked at and how many idle ones it
+// removed.
 func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 	o := d.opts.FlowCache
 	a := &d.ager
 	if a.keys == nil {
 		a.keys = make([]xupfFlowKey, min(o.ScanBatch, o.MaxFlows))
 		a.vals = make([]xupfFlow, len(a.keys))
+		a.sweepEpoch = d.flowEpoch()
 	}
+	epoch := d.flowEpoch()
 	n, err := d.objs.XupfFlows.BatchLookup(&a.cursor, a.keys, a.vals, nil)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
+	swept := errors.Is(err, ebpf.ErrKeyNotExist)
+	if swept {
 		a.cursor = ebpf.MapBatchCursor{} // the end of the table: start over next time
 		a.sweeps++
 		err = nil
@@ -353,9 +422,19 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 	idle := uint64(o.IdleTimeout)
 	revisit := uint64(o.sweep() + o.ScanInterval)
 	var ctErr error
-	defer func() { d.flowsAged.Add(uint64(aged)) }()
+	voided := 0
+	defer func() { d.flowsAged.Add(uint64(aged)); d.flowsInvalidated.Add(uint64(voided)) }()
 	for i := range n {
 		key := a.keys[i]
+		if flowVoid(a.vals[i].Epoch, epoch) {
+			pair, paired := flowPair(key, &a.vals[i])
+			m, err := d.removeFlowPair(key, pair, paired)
+			voided += m
+			if err != nil {
+				return n, aged, fmt.Errorf("age flows: remove a void flow: %w", err)
+			}
+			continue
+		}
 		// A packet forwarded since the read restamps the entry; removing it then costs only
 		// that flow's next packet a trip through the kernel.
 		last := a.vals[i].LastSeen
@@ -376,22 +455,10 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 		}
 		switch {
 		case now > last && now-last >= idle:
-			gone, m := [2]xupfFlowKey{key, pair}, 1
-			if paired {
-				// The UE's entry first: a UE flow is never cached one way only.
-				m = 2
-				if key.Ifindex != flowFromUE {
-					gone = [2]xupfFlowKey{pair, key}
-				}
-			}
-			for _, g := range gone[:m] {
-				// Counted only when this call removed it: the entry count subtracts removals.
-				err := d.objs.XupfFlows.Delete(g)
-				if err == nil {
-					aged++
-				} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
-					return n, aged, fmt.Errorf("age flows: %w", err)
-				}
+			m, err := d.removeFlowPair(key, pair, paired)
+			aged += m
+			if err != nil {
+				return n, aged, fmt.Errorf("age flows: %w", err)
 			}
 		case ueFlow:
 			// Conntrack no longer sees the flow's packets: without this its entry would
@@ -403,7 +470,37 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 			}
 		}
 	}
+	if swept {
+		// Every entry older than the sweep's start has been seen, and the void ones removed;
+		// entries learnt since are of its epoch or later.
+		d.flowsClean.Store(uint32(a.sweepEpoch))
+		a.sweepEpoch = epoch
+	}
 	return n, aged, ctErr
+}
+
+// removeFlowPair removes the entry of key and, when paired, the other entry of its
+// translated UE flow, pair; the UE's entry first: a UE flow is never cached one way only. It
+// returns how many it removed: only those are counted, as the entry count subtracts
+// removals.
+func (d *Datapath) removeFlowPair(key, pair xupfFlowKey, paired bool) (int, error) {
+	gone, m := [2]xupfFlowKey{key, pair}, 1
+	if paired {
+		m = 2
+		if key.Ifindex != flowFromUE {
+			gone = [2]xupfFlowKey{pair, key}
+		}
+	}
+	removed := 0
+	for _, g := range gone[:m] {
+		err := d.objs.XupfFlows.Delete(g)
+		if err == nil {
+			removed++
+		} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return removed, err
+		}
+	}
+	return removed, nil
 }
 
 // flowPair is the key of the other entry of a translated UE flow, which flow_learn_ue caches
@@ -434,17 +531,20 @@ func (a *flowAger) keepConntrack(k xupfFlowKey, timeout time.Duration) error {
 }
 
 // FlowCacheStats reads the flow cache's counters. It does not read the table: the entries
-// are counted from the datapath's per-CPU counters (flows learnt, flows a FIN or RST ended)
-// and the daemon's removals, from the base countFlows set.
+// are counted from the datapath's per-CPU counters (flows learnt, flows a FIN or RST ended,
+// void flows a packet removed) and the daemon's removals, from the base countFlows set.
+// Void entries no packet has removed yet count until aging removes them: they hold their
+// place in the table meanwhile.
 func (d *Datapath) FlowCacheStats() (FlowCacheStats, error) {
 	if !d.opts.FlowCache.on() {
 		return FlowCacheStats{}, ErrFlowCacheOff
 	}
 	st := FlowCacheStats{Aged: d.flowsAged.Load(), Flushed: d.flowsFlushed.Load(), Invalidated: d.flowsInvalidated.Load()}
-	added, err := d.flowsAdded()
+	added, voided, err := d.flowsAdded()
 	if err != nil {
 		return FlowCacheStats{}, err
 	}
+	st.Invalidated += voided
 	// Read while flows come and go, the counters may be a packet apart: keep to what can be.
 	n := d.flowsBase.Load() + added - int64(st.Aged+st.Flushed+st.Invalidated)
 	st.Entries = int(min(max(n, 0), int64(d.opts.FlowCache.MaxFlows)))
@@ -452,17 +552,17 @@ func (d *Datapath) FlowCacheStats() (FlowCacheStats, error) {
 }
 
 // flowsAdded is what the datapath's counters say it added to the table: flows learnt less
-// flows a FIN or RST ended.
-func (d *Datapath) flowsAdded() (int64, error) {
+// flows a FIN or RST ended; voided, the void flows its packets removed, are counted apart.
+func (d *Datapath) flowsAdded() (added int64, voided uint64, err error) {
 	perCPU, err := d.statsPerCPU()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var n int64
 	for _, cpu := range perCPU {
-		n += int64(cpu.N[xupfStatSTAT_FLOW_LEARNED]) - int64(cpu.N[xupfStatSTAT_FLOW_ENDED])
+		added += int64(cpu.N[xupfStatSTAT_FLOW_LEARNED]) - int64(cpu.N[xupfStatSTAT_FLOW_ENDED])
+		voided += cpu.N[xupfStatSTAT_FLOW_VOIDED]
 	}
-	return n, nil
+	return added, voided, nil
 }
 
 // countFlows counts the table's entries, with one scan, and makes that count the base of
@@ -470,16 +570,36 @@ func (d *Datapath) flowsAdded() (int64, error) {
 // be an earlier run's and this run's removals start from 0, and again after Attach takes over
 // an earlier run's link, whose programs learn and end flows until then. Flows learnt or
 // removed during the scan may be off by one each in the count from then on.
+//
+// It counts only the current epoch's entries and removes the void ones it finds (an earlier
+// run's may be of any epoch), as invalidated: then no entry is older than the current epoch.
 func (d *Datapath) countFlows() error {
 	entries := 0
-	if err := d.scanFlows(func(keys []xupfFlowKey, _ []xupfFlow) { entries += len(keys) }); err != nil {
-		return err
-	}
-	added, err := d.flowsAdded()
+	epoch := d.flowEpoch()
+	var void []xupfFlowKey
+	err := d.scanFlows(func(keys []xupfFlowKey, vals []xupfFlow) {
+		for i := range vals {
+			if flowVoid(vals[i].Epoch, epoch) {
+				void = append(void, keys[i])
+			} else {
+				entries++
+			}
+		}
+	})
 	if err != nil {
 		return err
 	}
-	removed := d.flowsAged.Load() + d.flowsFlushed.Load() + d.flowsInvalidated.Load()
+	n, err := d.deleteFlows(void)
+	d.flowsInvalidated.Add(uint64(n))
+	if err != nil {
+		return err
+	}
+	d.flowsClean.Store(uint32(epoch))
+	added, voided, err := d.flowsAdded()
+	if err != nil {
+		return err
+	}
+	removed := d.flowsAged.Load() + d.flowsFlushed.Load() + d.flowsInvalidated.Load() + voided
 	d.flowsBase.Store(int64(entries) - added + int64(removed))
 	return nil
 }
@@ -582,6 +702,9 @@ type flowCounters struct {
 	flowsFlushed     atomic.Uint64
 	flowsInvalidated atomic.Uint64
 	flowsBase        atomic.Int64
+	// flowsClean is an epoch no entry of the table is older than (countFlows, the aging
+	// sweeps and removeVoidFlows move it on), in its low 16 bits.
+	flowsClean atomic.Uint32
 }
 
 // attachLearner attaches the flow cache's learner to TC egress of ifindex, or takes over the

@@ -53,7 +53,7 @@ func newFlowEnv(t *testing.T, maxFlows int) *testEnv {
 }
 
 // putFlow caches a flow arriving on n6 (VLAN vid) leaving through n3 toward the gNB's MAC.
-func (e *testEnv) putFlow(t *testing.T, vid uint16, v xupfFlow) {
+func (e *testEnv) putFlow(t testing.TB, vid uint16, v xupfFlow) {
 	t.Helper()
 	k := transitKey
 	k.VLAN, k.Ifindex = vid, e.n6
@@ -61,9 +61,15 @@ func (e *testEnv) putFlow(t *testing.T, vid uint16, v xupfFlow) {
 	if v.Mtu == 0 {
 		v.Mtu = 1500
 	}
-	if err := e.dp.objs.XupfFlows.Put(k.raw(), v); err != nil {
+	if err := e.putRaw(k.raw(), v); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// putRaw caches v under k as learnt in the current epoch.
+func (e *testEnv) putRaw(k xupfFlowKey, v xupfFlow) error {
+	v.Epoch = e.dp.flowEpoch()
+	return e.dp.objs.XupfFlows.Put(k, v)
 }
 
 // TestFlowCacheForward: a packet of a cached flow gets what the kernel did to the flow's first
@@ -263,7 +269,7 @@ func TestFlowCacheAging(t *testing.T) {
 		if i%2 == 0 {
 			last = now - uint64(11*time.Second) // idle
 		}
-		if err := e.dp.objs.XupfFlows.Put(k.raw(), xupfFlow{LastSeen: last}); err != nil {
+		if err := e.putRaw(k.raw(), xupfFlow{LastSeen: last}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -317,14 +323,14 @@ func BenchmarkFlowCache(b *testing.B) {
 			for i := range others {
 				k := transitKey
 				k.Dst, k.Ifindex = netip.AddrFrom4([4]byte{10, 70, byte(i >> 8), byte(i)}), 1
-				if err := e.dp.objs.XupfFlows.Put(k.raw(), xupfFlow{Mtu: 1500}); err != nil {
+				if err := e.putRaw(k.raw(), xupfFlow{Mtu: 1500}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			k := transitKey
 			k.Ifindex = 1
 			v := xupfFlow{Ifindex: uint32(e.n3), Mtu: 1500, Dmac: [6]byte(macGNB), Smac: [6]byte(macN3), Flags: uint8(xupfFlowFlagFLOW_F_TTL)}
-			if err := e.dp.objs.XupfFlows.Put(k.raw(), v); err != nil {
+			if err := e.putRaw(k.raw(), v); err != nil {
 				b.Fatal(err)
 			}
 			cases = append(cases, benchCase{"transit/hit", pkt, xdpRedirect}, benchCase{"transit/miss", miss, xdpPass})
@@ -360,14 +366,16 @@ func (e *testEnv) waitFlows(t *testing.T, what string, want ...uint16) {
 }
 
 // TestFlowCacheInvalidation: a neighbour's MAC changing removes the flows sent to the old MAC
-// and only those; a route change removes every flow.
+// and only those; a route change voids every flow at once: the next packet of a void flow
+// goes to the kernel as it came and removes it (flow_voided), and aging removes the void
+// flows no packet came for.
 func TestFlowCacheInvalidation(t *testing.T) {
 	e := newFlowEnv(t, 16)
 	// Port 443 leaves through n3 to the gNB's MAC, port 444 through n6 to the DN router's.
 	e.putFlow(t, 0, xupfFlow{})
 	k := transitKey
 	k.DstPort, k.Ifindex = 444, e.n3
-	if err := e.dp.objs.XupfFlows.Put(k.raw(), xupfFlow{Ifindex: uint32(e.n6), Mtu: 1500, Dmac: [6]byte(macDN), Smac: [6]byte(macN6)}); err != nil {
+	if err := e.putRaw(k.raw(), xupfFlow{Ifindex: uint32(e.n6), Mtu: 1500, Dmac: [6]byte(macDN), Smac: [6]byte(macN6)}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFlows(t, "before the changes", 443, 444)
@@ -389,8 +397,32 @@ func TestFlowCacheInvalidation(t *testing.T) {
 		return netlink.RouteAdd(&netlink.Route{LinkIndex: e.n6, Dst: dst, Gw: net.ParseIP("10.0.2.2")})
 	}))
 	e.waitFlows(t, "a route added")
+	in := frame(macGNB, macN3, 0, serialize(t, ipv4(transitSrc, transitDst, layers.IPProtocolTCP, 64),
+		&layers.TCP{SrcPort: 40000, DstPort: 444, Window: 1000, ACK: true}, gopacket.Payload("transit payload")))
+	runCase(t, e, pktCase{name: "void flow", in: in, ifindex: n3, verdict: xdpPass,
+		counters: map[string]uint64{"pass": 1, "flow_miss": 1, "flow_voided": 1}})
 	if st, err := e.dp.FlowCacheStats(); err != nil || st.Invalidated != 2 || st.Flushed != 0 {
 		t.Errorf("flow cache stats %+v (err %v), want 2 invalidated, none flushed", st, err)
+	}
+
+	e.putFlow(t, 0, xupfFlow{})
+	e.waitFlows(t, "a flow learnt again", 443)
+	must(e.do(func() error {
+		return netlink.RouteDel(&netlink.Route{LinkIndex: e.n6, Dst: dst, Gw: net.ParseIP("10.0.2.2")})
+	}))
+	e.waitFlows(t, "a route removed")
+	if _, _, err := e.dp.ageFlows(monoNow()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dp.scanFlows(func(keys []xupfFlowKey, _ []xupfFlow) {
+		if len(keys) > 0 {
+			t.Errorf("%d void flows left after aging, want none", len(keys))
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := e.dp.FlowCacheStats(); err != nil || st.Invalidated != 3 {
+		t.Errorf("flow cache stats %+v (err %v), want 3 invalidated", st, err)
 	}
 }
 
@@ -407,7 +439,7 @@ func TestFlowCacheNetfilterInvalidation(t *testing.T) {
 	orig, reply := udp(transitSrc, transitDst, 40000, 53), udp(transitDst, transitSrc, 53, 40000)
 	other := udp(transitSrc, transitDst, 40001, 54)
 	for _, k := range []FlowKey{orig, reply, other} {
-		if err := e.dp.objs.XupfFlows.Put(k.raw(), xupfFlow{Ifindex: uint32(e.n3), Mtu: 1500}); err != nil {
+		if err := e.putRaw(k.raw(), xupfFlow{Ifindex: uint32(e.n3), Mtu: 1500}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -502,7 +534,7 @@ func BenchmarkFlowTable(b *testing.B) {
 		k := transitKey
 		k.SrcPort, k.DstPort, k.Ifindex = uint16(i), uint16(i>>16), e.n6
 		keys[i] = k.raw()
-		vals[i] = xupfFlow{Ifindex: uint32(e.n3), Mtu: 1500, FirstSeen: now, LastSeen: now}
+		vals[i] = xupfFlow{Ifindex: uint32(e.n3), Mtu: 1500, FirstSeen: now, LastSeen: now, Epoch: e.dp.flowEpoch()}
 	}
 	if _, err := e.dp.objs.XupfFlows.BatchUpdate(keys, vals, nil); err != nil {
 		b.Fatal(err)
@@ -763,6 +795,54 @@ func TestFlowCacheNATUDP(t *testing.T) {
 	}
 }
 
+// TestFlowCacheNATVoid: a change that voids every flow voids a translated UE flow's pair as
+// one: the first packet of either direction after it goes the way of a miss (the UE's to the
+// kernel decapsulated and charged, the reply's to the kernel as it came) and removes both
+// entries, and the UE's next packet is learnt again both ways.
+func TestFlowCacheNATVoid(t *testing.T) {
+	e, ue, dn, nat := newNATUDPEnv(t)
+	inner, out := natUDP(t, ue, dn, 64, false), natUDP(t, nat, dn, 63, false)
+	gpdu := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, inner), nil)
+	left := func(t *testing.T, want int) {
+		t.Helper()
+		n := 0
+		if err := e.dp.scanFlows(func(keys []xupfFlowKey, _ []xupfFlow) { n += len(keys) }); err != nil || n != want {
+			t.Fatalf("%d entries in the table (err %v), want %d", n, err, want)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		first pktCase
+	}{
+		{"uplink first", pktCase{in: gpdu, ifindex: n3, verdict: xdpPass, out: concat(ethBytes(macGNB, macN3), inner),
+			counters: map[string]uint64{"ul_rx": 1, "ul_kernel": 1, "flow_miss": 1, "flow_voided": 2}}},
+		{"downlink first", pktCase{in: concat(ethBytes(macDN, macN6), natUDP(t, dn, nat, 64, false)), ifindex: n6,
+			verdict: xdpPass, counters: map[string]uint64{"pass": 1, "flow_miss": 1, "flow_voided": 2}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, m := range []*ebpf.Map{e.dp.objs.XupfFlows, e.dp.objs.XupfFlowSeen} {
+				if err := clearMap(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.natFirst(t, gpdu, inner, out, 2)
+			e.dp.invalidate(voided{all: true})
+			if flows, err := e.dp.Flows(); err != nil || len(flows) != 0 {
+				t.Fatalf("flows %+v (err %v) after the change, want none listed", flows, err)
+			}
+			left(t, 2)
+			c.first.name = c.name
+			runCase(t, e, c.first)
+			left(t, 0)
+			if c.first.ifindex(e) == e.n6 {
+				e.natHandOver(t, gpdu, inner)
+			}
+			e.natLearn(t, out, map[string]uint64{"flow_learned": 2})
+			e.checkNATFlows(t, ue, dn)
+		})
+	}
+}
+
 // TestFlowCacheNATLearnAfterChange: a UE's packet the kernel translated before a change's
 // invalidation scan is not learnt after the scan, in either direction (flow_stale), nor when
 // the flow's next packet left its tunnel meanwhile; the flow's next packet, decided on after,
@@ -856,11 +936,12 @@ func TestFlowCacheCountAfterTakeOver(t *testing.T) {
 	opts := e.dp.opts
 	earlier := e.dp
 	e.putFlow(t, 1, xupfFlow{})
+	epoch := earlier.flowEpoch()
 	next := e.load(t, opts)
-	// The load removes every flow an earlier run cached, in the background: this one is
-	// learnt after that.
+	// The load voids every flow an earlier run cached, in the background (the take-over's
+	// count removes it): this one is learnt after that.
 	deadline := time.Now().Add(3 * time.Second)
-	for next.flowsInvalidated.Load() == 0 {
+	for next.flowEpoch() == epoch {
 		if time.Now().After(deadline) {
 			t.Fatal("the flows cached before the load are not removed 3s after it")
 		}
@@ -1014,7 +1095,7 @@ func (e *testEnv) stampReplies(t *testing.T, at uint64) {
 			t.Fatal(err)
 		}
 		v.LastSeen = at
-		if err := e.dp.objs.XupfFlows.Put(f.Key.raw(), v); err != nil {
+		if err := e.putRaw(f.Key.raw(), v); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -1144,7 +1225,7 @@ func BenchmarkFlowCacheNAT(b *testing.B) {
 			for it := e.dp.objs.XupfFlows.Iterate(); it.Next(&k, &v); {
 				if k.Ifindex == uint32(e.n6) {
 					k.Ifindex = 1 // lo
-					if err := e.dp.objs.XupfFlows.Put(k, v); err != nil {
+					if err := e.putRaw(k, v); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -1153,4 +1234,55 @@ func BenchmarkFlowCacheNAT(b *testing.B) {
 		b.Run("uplink/"+name, func(b *testing.B) { benchPacket(b, e, gpdu, xdpRedirect) })
 		b.Run("downlink/"+name, func(b *testing.B) { benchPacket(b, e, down, xdpRedirect) })
 	}
+}
+
+// BenchmarkFlowCacheInvalidationDelay: with a million flows cached, the time from a route
+// change's netlink event (a route added in the namespace) to the first packet of a cached flow
+// no longer forwarded by the cache (it goes to the kernel, which decides afresh): what "a
+// change takes effect once processed" costs. Each round puts the table back first.
+func BenchmarkFlowCacheInvalidationDelay(b *testing.B) {
+	const n = 1 << 20
+	e := newTestEnvOpts(b, Options{MaxSessions: 4, FlowCache: FlowCacheOptions{MaxFlows: n + 1, ScanInterval: time.Hour}})
+	keys, vals := make([]xupfFlowKey, n), make([]xupfFlow, n)
+	now := monoNow()
+	for i := range keys {
+		k := transitKey
+		k.SrcPort, k.DstPort, k.Ifindex = uint16(i), uint16(i>>16)+1000, e.n6
+		keys[i] = k.raw()
+		vals[i] = xupfFlow{Ifindex: uint32(e.n3), Mtu: 1500, FirstSeen: now, LastSeen: now}
+	}
+	pkt := frame(macDN, macN6, 0, transitTCP(b, 0, 64, layers.TCP{ACK: true}))
+	_, dst, _ := net.ParseCIDR("192.0.2.0/24")
+	route := &netlink.Route{LinkIndex: e.n6, Dst: dst, Gw: net.ParseIP("10.0.2.2")}
+	var total time.Duration
+	for i := range b.N {
+		for j := range vals {
+			vals[j].Epoch = e.dp.flowEpoch()
+		}
+		if _, err := e.dp.objs.XupfFlows.BatchUpdate(keys, vals, nil); err != nil {
+			b.Fatal(err)
+		}
+		e.putFlow(b, 0, xupfFlow{Flags: uint8(xupfFlowFlagFLOW_F_TTL), FirstSeen: now, LastSeen: now})
+		if ret, _ := e.run(b, pkt, e.n6); ret != xdpRedirect {
+			b.Fatalf("before the change: %s, want XDP_REDIRECT", verdictNames[ret])
+		}
+		change := netlink.RouteAdd
+		if i%2 == 1 {
+			change = netlink.RouteDel
+		}
+		start := time.Now()
+		if err := e.do(func() error { return change(route) }); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if ret, _ := e.run(b, pkt, e.n6); ret != xdpRedirect {
+				break
+			}
+			if time.Since(start) > 10*time.Second {
+				b.Fatal("the flow is still forwarded 10 s after the route changed")
+			}
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs/change")
 }

@@ -129,8 +129,12 @@ func (d *Datapath) invalidateFlows(ch router.Change) {
 	d.invalidator.queue(voided{all: ch.Routes, macs: ch.Gone})
 }
 
-// invalidate removes the flows v voids, in one scan.
+// invalidate removes the flows v voids: all of them at once (voidFlows), else in one scan.
 func (d *Datapath) invalidate(v voided) {
+	if v.all {
+		d.voidFlows()
+		return
+	}
 	n, err := d.removeFlows(v.match())
 	d.flowsInvalidated.Add(uint64(n))
 	if err != nil {

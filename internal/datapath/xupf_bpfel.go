@@ -204,7 +204,7 @@ type xupfFlow struct {
 	CsumL3     uint16
 	NatAddr    uint32
 	CsumL4     uint16
-	Pad2       uint16
+	Epoch      uint16
 	Packets    uint64
 	Bytes      uint64
 	FirstSeen  uint64
@@ -510,12 +510,13 @@ const (
 	xupfStatSTAT_REPLAYED     xupfStat = 19
 	xupfStatSTAT_FLOW_STALE   xupfStat = 20
 	xupfStatSTAT_FLOW_ENDED   xupfStat = 21
-	xupfStatSTAT_MAX          xupfStat = 22
+	xupfStatSTAT_FLOW_VOIDED  xupfStat = 22
+	xupfStatSTAT_MAX          xupfStat = 23
 )
 
 type xupfStats struct {
 	_ structs.HostLayout
-	N [22]uint64
+	N [23]uint64
 }
 
 type xupfUeAllowedKey struct {
