@@ -368,7 +368,7 @@ func (e *testEnv) waitFlows(t *testing.T, what string, want ...uint16) {
 // TestFlowCacheInvalidation: a neighbour's MAC changing removes the flows sent to the old MAC
 // and only those; a route change voids every flow at once: the next packet of a void flow
 // goes to the kernel as it came and removes it (flow_voided), and aging removes the void
-// flows no packet came for.
+// flows no packet came for. So does a policy routing rule added.
 func TestFlowCacheInvalidation(t *testing.T) {
 	e := newFlowEnv(t, 16)
 	// Port 443 leaves through n3 to the gNB's MAC, port 444 through n6 to the DN router's.
@@ -424,6 +424,15 @@ func TestFlowCacheInvalidation(t *testing.T) {
 	if st, err := e.dp.FlowCacheStats(); err != nil || st.Invalidated != 3 {
 		t.Errorf("flow cache stats %+v (err %v), want 3 invalidated", st, err)
 	}
+
+	// Policy routing: the kernel may now route the flow by another table.
+	e.putFlow(t, 0, xupfFlow{})
+	e.waitFlows(t, "a flow learnt once more", 443)
+	rule := netlink.NewRule()
+	rule.Table, rule.Priority = 100, 100
+	rule.Src = &net.IPNet{IP: transitSrc.AsSlice(), Mask: net.CIDRMask(32, 32)}
+	must(e.do(func() error { return netlink.RuleAdd(rule) }))
+	e.waitFlows(t, "a rule added")
 }
 
 // TestFlowCacheNetfilterInvalidation: conntrack removing a connection removes the flows of

@@ -88,6 +88,7 @@ type subscriptions struct {
 	routes chan netlink.RouteUpdate
 	neighs chan netlink.NeighUpdate
 	links  chan netlink.LinkUpdate
+	rules  <-chan struct{}
 	stop   chan struct{}
 	once   *sync.Once
 }
@@ -100,11 +101,12 @@ func (s subscriptions) close() {
 		drain(s.routes)
 		drain(s.neighs)
 		drain(s.links)
+		drain(s.rules)
 	})
 }
 
 // drain reads ch until it is closed, in the background; nil is no subscription.
-func drain[T any](ch chan T) {
+func drain[T any](ch <-chan T) {
 	if ch != nil {
 		go func() {
 			for range ch {
@@ -144,6 +146,9 @@ func (f *follower) subscribe() (subscriptions, error) {
 		if err = netlink.NeighSubscribeWithOptions(neighs, s.stop, netlink.NeighSubscribeOptions{Namespace: ns, ErrorCallback: onErr}); err == nil {
 			s.neighs = neighs
 		}
+	}
+	if err == nil && f.r.watch != nil {
+		s.rules, err = subscribeRules(f.ns, s.stop)
 	}
 	if err != nil {
 		s.close()
@@ -206,6 +211,8 @@ func (f *follower) follow(s subscriptions) {
 			return keys
 		}
 		switch {
+		case !b.routes && !b.links && len(b.neighs) == 0:
+			// Only what the router does not copy (b.policy): nothing to write.
 		case f.r.private && !b.links:
 			// Only the kernel's routes and neighbours, which a private router follows only to
 			// report them: nothing of the router's changes, so nothing is written and its lock
@@ -238,6 +245,7 @@ func (f *follower) follow(s subscriptions) {
 		if err != nil {
 			f.r.log.Error("router: update the route table", "err", err)
 		}
+		ch.Routes = ch.Routes || b.policy
 		f.r.notify(ch)
 		if b.closed {
 			return
@@ -249,10 +257,12 @@ func sameLink(a, b Link) bool {
 	return a.Index == b.Index && a.Name == b.Name && bytes.Equal(a.MAC, b.MAC) && a.MTU == b.MTU
 }
 
-// batch is what the events taken together call for; closed: a subscription ended.
+// batch is what the events taken together call for; closed: a subscription ended. policy:
+// policy routing changed, which the router does not copy but the kernel decides by (for the
+// Watch only): an IPv4 rule, or a route of a table other than main and local.
 type batch struct {
-	routes, links, closed bool
-	neighs                []netlink.NeighUpdate
+	routes, links, policy, closed bool
+	neighs                        []netlink.NeighUpdate
 }
 
 // next waits for an event, then takes those already queued too; stop reports f.done.
@@ -262,8 +272,15 @@ func (f *follower) next(s subscriptions) (b batch, stop bool) {
 		select {
 		case <-f.done:
 			return b, true
-		case _, ok := <-s.routes:
-			b.routes, b.closed = true, !ok
+		case u, ok := <-s.routes:
+			b.closed = !ok
+			if ok && u.Family == netlink.FAMILY_V4 && u.Table != unix.RT_TABLE_MAIN && u.Table != unix.RT_TABLE_LOCAL {
+				b.policy = true
+			} else {
+				b.routes = true
+			}
+		case _, ok := <-s.rules:
+			b.policy, b.closed = true, !ok
 		case _, ok := <-s.links:
 			b.links, b.closed = true, !ok
 		case u, ok := <-s.neighs:

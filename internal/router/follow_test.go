@@ -355,3 +355,55 @@ func TestFollowResyncsAfterALostSubscription(t *testing.T) {
 		Dst: [6]byte{2, 0, 0, 0, 1, 2}}
 	waitEntry(t, r, pfx("10.0.1.2/32"), &nh)
 }
+
+// TestFollowReportsPolicyRouting: a Watch hears of policy routing, which the router does not
+// copy but the kernel decides by: an IPv4 rule added or deleted (ip rule), a route added to a
+// table other than main and local; in either mode, and the router's entries stay as they were.
+func TestFollowReportsPolicyRouting(t *testing.T) {
+	for _, private := range []bool{false, true} {
+		name := "mirroring"
+		if private {
+			name = "private"
+		}
+		t.Run(name, func(t *testing.T) {
+			ns, h := newNS(t)
+			idx := addLink(t, h).Attrs().Index
+			var r *Router
+			var next func(what string) Change
+			if private {
+				var stop func()
+				r, next, stop = followPrivateWatched(t, ns)
+				defer stop()
+			} else {
+				changes := make(chan Change, 16)
+				r = followWatched(t, ns, func(c Change) { changes <- c })
+				must(t, r.Ready())
+				next = nextChange(t, changes)
+			}
+			next("start")
+			before := r.Entries()
+			rule := netlink.NewRule()
+			rule.Table, rule.Priority = 100, 100
+			rule.Src = &net.IPNet{IP: net.IP{10, 0, 9, 0}, Mask: net.CIDRMask(24, 32)}
+			_, dst, _ := net.ParseCIDR("192.0.2.0/24")
+			for _, c := range []struct {
+				what   string
+				change func() error
+			}{
+				{"rule added", func() error { return h.RuleAdd(rule) }},
+				{"route added to table 100", func() error {
+					return h.RouteAdd(&netlink.Route{LinkIndex: idx, Dst: dst, Gw: net.IP{10, 0, 1, 2}, Table: 100})
+				}},
+				{"rule deleted", func() error { return h.RuleDel(rule) }},
+			} {
+				must(t, c.change())
+				if ch := next(c.what); !ch.Routes {
+					t.Errorf("%s: %+v, want routes", c.what, ch)
+				}
+			}
+			if got := r.Entries(); !maps.Equal(got, before) {
+				t.Errorf("entries %v, want them unchanged %v", got, before)
+			}
+		})
+	}
+}

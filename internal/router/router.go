@@ -285,7 +285,8 @@ type Router struct {
 // the kernel's decisions (the flow cache): links, routes and neighbours, in either mode (a
 // private router's own routes and neighbours are not the kernel's, and no change).
 type Change struct {
-	// Routes: routes or links changed, or events were lost: any decision may differ now.
+	// Routes: routes (of any table), policy routing rules or links changed, or events were
+	// lost: any decision may differ now.
 	Routes bool
 	// Gone are the neighbours whose MAC is no longer the one to send to (deleted, failed,
 	// or changed): frames to that MAC out of that interface now go nowhere.
