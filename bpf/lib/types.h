@@ -118,6 +118,9 @@ enum far_flag {
 	FAR_F_OHC = 1 << 0,
 	/* Transport level marking: the outer header's DSCP is tos's, not the inner packet's. */
 	FAR_F_TLM = 1 << 1,
+	/* The kernel treats the packets on N6 (the flow cache's FLOWCACHE_KERNEL_N6, for the
+	 * FAR's network instance): uplink, decapsulated, they go to flow_from_ue. */
+	FAR_F_KERNEL_N6 = 1 << 2,
 };
 
 /* A Forwarding Action Rule slot. The tunnel fields mean something only with FAR_F_OHC. */

@@ -69,9 +69,10 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	 * Exceeded to the UE, as for any uplink packet. */
 	if (verdict == 0 && far && (far->flags & FAR_F_OHC))
 		return tunnel_ipv4(ctx, far, QFI_NONE, st, STAT_UL_TX, STAT_UL_KERNEL);
-	/* The kernel treats UE traffic on N6 (NAT, filtering): the flow cache forwards what it
-	 * has learnt of it, the kernel the rest. */
-	if (cfg_flowcache == FLOWCACHE_KERNEL_N6 && verdict == 0)
+	/* The kernel treats the traffic of the FAR's network instance on N6 (NAT, filtering):
+	 * the flow cache forwards what it has learnt of it, the kernel the rest. The flag is on
+	 * the FAR's line, read just above. */
+	if (cfg_flowcache == FLOWCACHE_KERNEL_N6 && verdict == 0 && far && (far->flags & FAR_F_KERNEL_N6))
 		return flow_from_ue(ctx, st);
 	return route_ipv4(ctx, ROUTE_FROM_UE, NULL, st, STAT_UL_TX, STAT_UL_KERNEL);
 }

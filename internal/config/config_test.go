@@ -411,6 +411,10 @@ func TestParseErrors(t *testing.T) {
 		{name: "flow_cache.max_flows negative", yaml: minimal + "flow_cache: {max_flows: -1}\n", want: []string{`flow_cache.max_flows: `, `use 0 (off) to 16777216`}},
 		{name: "flow_cache.idle_timeout too short", yaml: minimal + "flow_cache: {idle_timeout: 10ms}\n", want: []string{`flow_cache.idle_timeout: 10ms is out of range; use a duration from 1s to 24h`}},
 		{name: "flow_cache.kernel_n6 without a table", yaml: minimal + "flow_cache: {kernel_n6: true}\n", want: []string{`flow_cache.kernel_n6 needs the flow cache: set flow_cache.max_flows`}},
+		{name: "flow_cache.kernel_n6_instances without a table", yaml: minimal + "flow_cache: {kernel_n6_instances: {internet: true}}\n",
+			want: []string{`flow_cache.kernel_n6_instances.internet needs the flow cache: set flow_cache.max_flows`}},
+		{name: "flow_cache.kernel_n6_instances unknown instance", yaml: minimal + "network_instances: {internet: eth0}\nflow_cache: {max_flows: 16, kernel_n6_instances: {ims: true}}\n",
+			want: []string{`flow_cache.kernel_n6_instances.ims: not a network instance; use one of network_instances [internet]`}},
 		{name: "flow_cache unknown key", yaml: minimal + "flow_cache: {max_flow: 10}\n", want: []string{`max_flow`, `under flow_cache`}},
 		{name: "qos_mbr_burst too short", yaml: minimal + "qos_mbr_burst: 100us\n", want: []string{`qos_mbr_burst: 100us is out of range; use a duration from 1ms to 10s`}},
 		{name: "pfcp_lost_peer_sessions unknown", yaml: minimal + "pfcp_lost_peer_sessions: drop\n", want: []string{`config: pfcp_lost_peer_sessions: "drop" is not a policy; use "keep" (lost SMFs' sessions keep forwarding) or "delete"`}},
@@ -729,5 +733,20 @@ func TestAPIAccess(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Parse(%q) = %v, want an error containing %q", c.yaml, err, c.want)
 		}
+	}
+}
+
+// TestKernelN6Instances: flow_cache.kernel_n6_instances names network instances with the
+// kernel's N6 treatment on or off, beside the default kernel_n6.
+func TestKernelN6Instances(t *testing.T) {
+	cfg, err := Parse([]byte(minimal + "network_instances: {internet: eth0, ims: eth0, iot: eth0}\n" +
+		"flow_cache: {max_flows: 16, kernel_n6: true, kernel_n6_instances: {ims: false, iot: true}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := FlowCache{MaxFlows: 16, IdleTimeout: DefaultFlowIdleTimeout, KernelN6: true,
+		KernelN6Instances: map[string]bool{"ims": false, "iot": true}}
+	if !reflect.DeepEqual(cfg.FlowCache, want) {
+		t.Errorf("flow_cache %+v, want %+v", cfg.FlowCache, want)
 	}
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -25,14 +27,19 @@ type FlowCache struct {
 	// KernelN6 has the kernel treat UE traffic on N6 (conntrack, nftables NAT and filtering,
 	// routing): a UE's packet without a tunnel goes to the kernel once decapsulated, and the
 	// cache learns each flow's translation both ways. Off by default: the datapath routes UE
-	// traffic itself and the kernel never sees it.
+	// traffic itself and the kernel never sees it. It is the default of the network
+	// instances KernelN6Instances does not name.
 	KernelN6 bool `yaml:"kernel_n6"`
+	// KernelN6Instances sets KernelN6 per network instance (the one a session's uplink FAR
+	// names), overriding KernelN6 for those it names.
+	KernelN6Instances map[string]bool `yaml:"kernel_n6_instances"`
 }
 
 type rawFlowCache struct {
-	MaxFlows    yaml.Node `yaml:"max_flows"`
-	IdleTimeout string    `yaml:"idle_timeout"`
-	KernelN6    bool      `yaml:"kernel_n6"`
+	MaxFlows          yaml.Node       `yaml:"max_flows"`
+	IdleTimeout       string          `yaml:"idle_timeout"`
+	KernelN6          bool            `yaml:"kernel_n6"`
+	KernelN6Instances map[string]bool `yaml:"kernel_n6_instances"`
 }
 
 // flowCache checks the flow_cache section.
@@ -48,6 +55,24 @@ func (v *validator) flowCache(raw rawFlowCache) {
 	fc.KernelN6 = raw.KernelN6
 	if fc.KernelN6 && fc.MaxFlows == 0 {
 		v.addf("flow_cache.kernel_n6 needs the flow cache: set flow_cache.max_flows, e.g. 65536")
+	}
+	for _, ni := range slices.Sorted(maps.Keys(raw.KernelN6Instances)) {
+		on := raw.KernelN6Instances[ni]
+		_, known := v.cfg.NetworkInstances[ni]
+		switch {
+		case ni == "":
+			v.addf("flow_cache.kernel_n6_instances: an empty name; give the network instance as the SMF sends it, e.g. internet")
+		case len(v.cfg.NetworkInstances) > 0 && !known:
+			v.addf("flow_cache.kernel_n6_instances.%s: not a network instance; use one of network_instances %v",
+				ni, slices.Sorted(maps.Keys(v.cfg.NetworkInstances)))
+		case on && fc.MaxFlows == 0:
+			v.addf("flow_cache.kernel_n6_instances.%s needs the flow cache: set flow_cache.max_flows, e.g. 65536", ni)
+		default:
+			if fc.KernelN6Instances == nil {
+				fc.KernelN6Instances = map[string]bool{}
+			}
+			fc.KernelN6Instances[ni] = on
+		}
 	}
 	if raw.IdleTimeout == "" {
 		return

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -42,7 +44,26 @@ type FlowCacheOptions struct {
 	// charged), for its N6 treatment: conntrack, nftables NAT and filtering, routing. The
 	// cache learns each flow's translation and does it for the flow's later packets, both
 	// ways. Without it the datapath routes UE traffic itself and the kernel never sees it.
+	// It is the default of the network instances KernelN6Instances does not name.
 	KernelN6 bool
+	// KernelN6Instances sets KernelN6 per network instance: the one an uplink FAR forwards
+	// to (rules.FAR.NetworkInstance). The program has the kernel's N6 code only when some
+	// network instance is the kernel's; each forwarding uplink FAR then carries the choice
+	// (FAR_F_KERNEL_N6).
+	KernelN6Instances map[string]bool
+}
+
+// kernelN6 reports whether the kernel treats the UE traffic of network instance ni on N6.
+func (o FlowCacheOptions) kernelN6(ni string) bool {
+	if on, ok := o.KernelN6Instances[ni]; ok {
+		return on
+	}
+	return o.KernelN6
+}
+
+// anyKernelN6 reports whether the kernel treats any network instance's UE traffic on N6.
+func (o FlowCacheOptions) anyKernelN6() bool {
+	return o.KernelN6 || slices.Contains(slices.Collect(maps.Values(o.KernelN6Instances)), true)
 }
 
 // Defaults of the flow cache's aging.
@@ -65,12 +86,12 @@ func setFlowCache(spec *ebpf.CollectionSpec, o FlowCacheOptions) error {
 	if o.MaxFlows < 0 {
 		return fmt.Errorf("flow_cache.max_flows must be 0 (off) or positive, got %d", o.MaxFlows)
 	}
-	if o.KernelN6 && !o.on() {
+	if o.anyKernelN6() && !o.on() {
 		return errors.New("flow_cache.kernel_n6 needs the flow cache: set flow_cache.max_flows")
 	}
 	mode := xupfFlowcacheModeFLOWCACHE_OFF
 	switch {
-	case o.KernelN6:
+	case o.anyKernelN6():
 		mode = xupfFlowcacheModeFLOWCACHE_KERNEL_N6
 	case o.on():
 		mode = xupfFlowcacheModeFLOWCACHE_LEARN
@@ -619,7 +640,7 @@ func (d *Datapath) startFlowUpkeep() (stop func(), err error) {
 	if err := d.countFlows(); err != nil {
 		return nil, fmt.Errorf("flow cache: count the flows: %w", err)
 	}
-	if d.opts.FlowCache.KernelN6 {
+	if d.opts.FlowCache.anyKernelN6() {
 		if d.ager.ct, err = conntrack.Open(ns); err != nil {
 			return nil, fmt.Errorf("flow cache: %w", err)
 		}

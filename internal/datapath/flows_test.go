@@ -21,6 +21,7 @@ import (
 
 	"github.com/xupf/xupf/internal/conntrack"
 	"github.com/xupf/xupf/internal/router"
+	"github.com/xupf/xupf/internal/session"
 )
 
 // Transit traffic through the box, no UPF session: a host behind n6 talks to a host behind n3.
@@ -1294,4 +1295,58 @@ func BenchmarkFlowCacheInvalidationDelay(b *testing.B) {
 		total += time.Since(start)
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs/change")
+}
+
+// TestFlowCacheKernelN6PerInstance: the kernel's N6 treatment follows the network instance of
+// the session's uplink FAR (FlowCacheOptions.KernelN6Instances, KernelN6 the default of the
+// others): a UE's packet of a session in a network instance the kernel treats goes to the
+// kernel decapsulated and charged (noted for the learner), while one of a session in another
+// network instance is routed by the datapath as without the flow cache.
+func TestFlowCacheKernelN6PerInstance(t *testing.T) {
+	sessNI := session.Session{ID: 7, UE: netip.MustParseAddr("10.45.0.20"), UplinkTEID: 0x120, GNB: addrGNB,
+		DownlinkTEID: 0x220, GTPUAddr: addrN3}
+	dn := netip.AddrPortFrom(addrDN, 2000)
+	for _, c := range []struct {
+		name                string
+		defaultOn, internet bool // KernelN6; KernelN6Instances["internet"]
+	}{
+		{"default off, internet the kernel's", false, true},
+		{"default on, internet not the kernel's", true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newSessionsEnvOpts(t, Options{MaxSessions: 1024, FlowCache: FlowCacheOptions{MaxFlows: 16,
+				ScanInterval: time.Hour, KernelN6: c.defaultOn, KernelN6Instances: map[string]bool{"internet": c.internet}}})
+			sets, err := sessNI.RuleSets()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range sets[0].PDRs { // the uplink set's
+				sets[0].PDRs[i].FAR.NetworkInstance = "internet"
+			}
+			if err := e.dp.Install(sessNI.ID, sets); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range []struct {
+				sess   session.Session
+				kernel bool
+			}{{sessPlain, c.defaultOn}, {sessNI, c.internet}} {
+				ue := netip.AddrPortFrom(s.sess.UE, 1000)
+				inner := natUDP(t, ue, dn, 64, false)
+				gpdu := outerGTP(t, gtpHdr(0x30, 255, s.sess.UplinkTEID, nil, inner), nil)
+				pc := pktCase{name: fmt.Sprintf("session %d routed", s.sess.ID), in: gpdu, ifindex: n3, verdict: xdpRedirect,
+					out:      concat(ethBytes(macN6, macDN), natUDP(t, ue, dn, 63, false)),
+					counters: map[string]uint64{"ul_rx": 1, "ul_tx": 1}}
+				if s.kernel {
+					pc = pktCase{name: fmt.Sprintf("session %d to the kernel", s.sess.ID), in: gpdu, ifindex: n3, verdict: xdpPass,
+						out:      concat(ethBytes(macGNB, macN3), inner),
+						counters: map[string]uint64{"ul_rx": 1, "ul_kernel": 1, "flow_miss": 1}}
+				}
+				before, _ := e.usage(s.sess.ID)
+				runCase(t, e, pc)
+				if now, _ := e.usage(s.sess.ID); now.Uplink.Packets != before.Uplink.Packets+1 {
+					t.Errorf("%s: uplink usage %d packets, want %d", pc.name, now.Uplink.Packets, before.Uplink.Packets+1)
+				}
+			}
+		})
+	}
 }

@@ -134,6 +134,9 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]pdrCounters, meter
 				set.peers = append(set.peers, p.FAR.OHC.Peer)
 			}
 		}
+		if rs.Uplink && far.Action == uint32(xupfFarActionFAR_FORWARD) && d.opts.FlowCache.kernelN6(p.FAR.NetworkInstance) {
+			far.Flags |= uint8(xupfFarFlagFAR_F_KERNEL_N6)
+		}
 		if far.Action == uint32(xupfFarActionFAR_FORWARD) && drain[p.ID] {
 			far.Action = uint32(xupfFarActionFAR_DRAIN)
 			set.draining[p.ID] = true

@@ -184,8 +184,9 @@ const (
 type xupfFarFlag uint32
 
 const (
-	xupfFarFlagFAR_F_OHC xupfFarFlag = 1
-	xupfFarFlagFAR_F_TLM xupfFarFlag = 2
+	xupfFarFlagFAR_F_OHC       xupfFarFlag = 1
+	xupfFarFlagFAR_F_TLM       xupfFarFlag = 2
+	xupfFarFlagFAR_F_KERNEL_N6 xupfFarFlag = 4
 )
 
 type xupfFlow struct {

@@ -340,7 +340,7 @@ func (f *FAR) action() rules.Action {
 
 // farRule is the datapath's view of a FAR; local is the outer source address of tunnels.
 func farRule(f *FAR, local netip.Addr) rules.FAR {
-	out := rules.FAR{Action: f.action()}
+	out := rules.FAR{Action: f.action(), NetworkInstance: f.NetworkInstance}
 	switch {
 	case out.Action == rules.Forward && f.OHC != nil:
 		out.OHC = &rules.OuterHeader{TEID: f.OHC.TEID, Peer: f.OHC.Peer, Local: local}

@@ -256,7 +256,7 @@ func TestEstablishmentOpen5GS(t *testing.T) {
 	// TEID 1's one PDR needs no classification step.
 	want := []rules.RuleSet{
 		{Uplink: true, TEID: teids[1], PDRs: []rules.PDR{
-			{ID: 1, Precedence: 255, QFI: 1, QERs: qer1, URRs: []uint32{1}, FAR: rules.FAR{Action: rules.Forward}},
+			{ID: 1, Precedence: 255, QFI: 1, QERs: qer1, URRs: []uint32{1}, FAR: rules.FAR{Action: rules.Forward, NetworkInstance: "internet"}},
 		}, Source: ue1}, // from Access: only the UE's address may send
 		{UE: ue1, PDRs: []rules.PDR{{ID: 2, Precedence: 65535, QFI: 1, QERs: qer1, URRs: []uint32{1},
 			FAR: rules.FAR{Action: rules.Buffer}}}},

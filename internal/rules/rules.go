@@ -42,6 +42,10 @@ type FAR struct {
 	// copies the inner packet's ToS.
 	TOS    uint8
 	HasTOS bool
+	// NetworkInstance is the data network the FAR forwards to (its Forwarding Parameters'),
+	// "" when it names none: it selects whether the kernel treats the traffic on N6
+	// (flow_cache.kernel_n6_instances).
+	NetworkInstance string
 }
 
 // OuterHeader is a GTP-U tunnel end: the peer's TEID and address, and our source address.
