@@ -18,6 +18,7 @@ import (
 
 	"github.com/xupf/xupf/internal/api"
 	"github.com/xupf/xupf/internal/config"
+	"github.com/xupf/xupf/internal/pfcpclient"
 	"github.com/xupf/xupf/internal/session"
 	"github.com/xupf/xupf/internal/testbed"
 )
@@ -584,9 +585,7 @@ func newNATEnv(t *testing.T) (*env, *testbed.UE) {
 		c.FlowCache.MaxFlows = 64
 		c.FlowCache.KernelN6 = true
 	}, natSession)
-	if err := e.topo.Masquerade(e.ctx(), testbed.UENet); err != nil {
-		t.Fatal(err)
-	}
+	e.masqueradeUEs()
 	ue, err := e.topo.StartUE(natSession)
 	if err != nil {
 		t.Fatal(err)
@@ -599,15 +598,27 @@ func newNATEnv(t *testing.T) (*env, *testbed.UE) {
 	return e, ue
 }
 
+// masqueradeUEs has nftables masquerade the UE network out of n6.
+func (e *env) masqueradeUEs() {
+	e.t.Helper()
+	if err := e.topo.Masquerade(e.ctx(), testbed.UENet); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // udpPeers are a UDP socket of the UE and one of the DN host.
 type udpPeers struct {
 	ue, dn         *net.UDPConn
 	ueAddr, dnAddr netip.AddrPort
 }
 
-func (e *env) udpPeers(uePort uint16) udpPeers {
+// udpPeers are natSession's UE's socket on uePort and the DN host's.
+func (e *env) udpPeers(uePort uint16) udpPeers { return e.udpPeersOf(natSession.UE, uePort) }
+
+// udpPeersOf are the socket of the UE ue on uePort and the DN host's.
+func (e *env) udpPeersOf(ue netip.Addr, uePort uint16) udpPeers {
 	e.t.Helper()
-	p := udpPeers{ueAddr: netip.AddrPortFrom(natSession.UE, uePort), dnAddr: netip.AddrPortFrom(testbed.DNAddr, testbed.DNPort)}
+	p := udpPeers{ueAddr: netip.AddrPortFrom(ue, uePort), dnAddr: netip.AddrPortFrom(testbed.DNAddr, testbed.DNPort)}
 	var err error
 	if p.ue, err = e.topo.UDPConn(e.topo.GNBNS, p.ueAddr); err != nil {
 		e.t.Fatal(err)
@@ -731,5 +742,57 @@ func TestFlowCacheNATUDP(t *testing.T) {
 	}
 	if got, from, err := read(p.dn, 300*time.Millisecond); err == nil {
 		t.Errorf("the DN host received %q from %s after the drop rule", got, from)
+	}
+}
+
+// TestFlowCacheNATPerInstance: with the kernel's N6 treatment for the internet network
+// instance only (flow_cache.kernel_n6_instances; kernel_n6 off), a UE of a session the SMF
+// puts in internet reaches the DN host masqueraded behind the n6 address, through the cache
+// after its first datagram; a UE of an ims session reaches it with its own address, routed by
+// the datapath, which the kernel's NAT never sees.
+func TestFlowCacheNATPerInstance(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("needs nft (Debian package nftables; make deps installs it)")
+	}
+	e := newEnvConfig(t, func(c *config.Config) {
+		c.FlowCache.MaxFlows = 64
+		c.FlowCache.KernelN6Instances = map[string]bool{"internet": true}
+	})
+	e.masqueradeUEs()
+	c, ctx := e.smfClient("smf.nat.test")
+	for i, ni := range []string{"internet", "ims"} {
+		teid := uint32(0x300 + i)
+		a, err := c.Establish(ctx, pfcpclient.SessionSpec{Style: pfcpclient.Open5GS, NetworkInstance: ni,
+			GNB: testbed.UEGNBAddr, GNBTEID: teid})
+		if err != nil {
+			t.Fatalf("establish %s: %v\n%s", ni, err, e.daemon.LogTail())
+		}
+		ue, err := e.topo.StartUEWith(testbed.PFCPView(a, testbed.UEGNBAddr, teid, 0), testbed.UEOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := e.udpPeersOf(a.UE, 7300)
+		const n = 5
+		d := e.flowDeltas(func() {
+			for j := range n {
+				seen := p.exchange(t, []byte(fmt.Sprintf("%s datagram %d", ni, j)))
+				if want := map[bool]netip.Addr{true: testbed.N6Addr, false: a.UE}[ni == "internet"]; seen.Addr() != want {
+					t.Errorf("%s: datagram %d reached the DN host from %s, want %s", ni, j, seen, want)
+				}
+			}
+		})
+		want := map[string]uint64{} // routed by the datapath: no flow of the cache's
+		if ni == "internet" {
+			want = map[string]uint64{"flow_miss": 1, "flow_learned": 2, "flow_hit": 2*n - 1}
+		}
+		if !sameCounters(d, want) {
+			t.Errorf("%s: flow counters grew by %v, want %v", ni, d, want)
+		}
+		// The next session's peers bind the same DN port (the cleanups' second Close is a no-op).
+		p.ue.Close()
+		p.dn.Close()
+		if err := ue.Close(); err != nil {
+			t.Error(err)
+		}
 	}
 }
