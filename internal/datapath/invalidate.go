@@ -123,10 +123,19 @@ func (d *Datapath) netfilterChanged(ev nfwatch.Events) {
 }
 
 // invalidateFlows queues the removal of the flows a change of the kernel's forwarding may have
-// voided: all of them when routes or links changed, else those sent to a neighbour MAC that
-// is gone.
+// voided: all of them, at once, when routes or links changed or a neighbour's MAC changed or
+// failed (the kernel now sends elsewhere, or drops); else, by a scan, those sent to the MAC
+// of a neighbour garbage collection deleted. That is the fate of the entry of a neighbour
+// reached only through the cache, unused from the kernel's side: the kernel would resolve it
+// again, likely to the same MAC, and voiding every flow each time would send them all back
+// through the kernel.
 func (d *Datapath) invalidateFlows(ch router.Change) {
-	d.invalidator.queue(voided{all: ch.Routes, macs: ch.Gone})
+	v := voided{all: ch.Routes}
+	for _, g := range ch.Gone {
+		v.all = v.all || !g.Collected
+		v.macs = append(v.macs, g)
+	}
+	d.invalidator.queue(v)
 }
 
 // invalidate removes the flows v voids: all of them at once (voidFlows), else in one scan.

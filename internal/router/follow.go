@@ -205,7 +205,7 @@ func (f *follower) follow(s subscriptions) {
 				}
 				keys = append(keys, k)
 				if old != nil && !bytes.Equal(old, st.neighs[k]) {
-					ch.Gone = append(ch.Gone, GoneNeighbour{Ifindex: k.ifindex, MAC: old})
+					ch.Gone = append(ch.Gone, GoneNeighbour{Ifindex: k.ifindex, MAC: old, Collected: collected(u)})
 				}
 			}
 			return keys
@@ -409,6 +409,16 @@ func routeOf(nr netlink.Route) (Route, bool) {
 func addrOf(ip net.IP) netip.Addr {
 	a, _ := netip.AddrFromSlice(ip.To4())
 	return a
+}
+
+// collected tells whether u deletes an entry the kernel no longer confirmed (stale, delay,
+// probe): garbage collection of an unused entry, after which the kernel would resolve the
+// address afresh, most likely to the same MAC. The kernel sends a MAC replaced as the live
+// entry deleted (then the new one added), and ip neigh del as the entry failed (then
+// deleted): neither is collected.
+func collected(u netlink.NeighUpdate) bool {
+	const live = netlink.NUD_PERMANENT | netlink.NUD_NOARP | netlink.NUD_REACHABLE
+	return u.Type == unix.RTM_DELNEIGH && u.State&live == 0
 }
 
 // applyNeigh applies one neighbour event and returns the neighbour it is about, if IPv4, and

@@ -212,13 +212,14 @@ func TestFollowReportsChanges(t *testing.T) {
 	must(t, h.LinkSetAlias(a, "renamed in name only"))
 	must(t, h.NeighSet(neigh(m2, netlink.NUD_REACHABLE)))
 	want := GoneNeighbour{Ifindex: idx, MAC: m1}
-	if c := next("MAC changed"); c.Routes || len(c.Gone) != 1 || c.Gone[0].Ifindex != want.Ifindex || !bytes.Equal(c.Gone[0].MAC, want.MAC) {
+	if c := next("MAC changed"); c.Routes || len(c.Gone) != 1 || c.Gone[0].Ifindex != want.Ifindex ||
+		!bytes.Equal(c.Gone[0].MAC, want.MAC) || c.Gone[0].Collected {
 		t.Errorf("MAC changed: %+v, want %+v gone", c, want)
 	}
 	must(t, h.NeighDel(neigh(m2, netlink.NUD_REACHABLE)))
 	want.MAC = m2
-	if c := next("neighbour deleted"); c.Routes || len(c.Gone) != 1 || !bytes.Equal(c.Gone[0].MAC, want.MAC) {
-		t.Errorf("neighbour deleted: %+v, want %+v gone", c, want)
+	if c := next("neighbour deleted"); c.Routes || len(c.Gone) != 1 || !bytes.Equal(c.Gone[0].MAC, want.MAC) || c.Gone[0].Collected {
+		t.Errorf("neighbour deleted: %+v, want %+v gone, not collected", c, want)
 	}
 	_, dst, _ := net.ParseCIDR("192.0.2.0/24")
 	must(t, h.RouteAdd(&netlink.Route{LinkIndex: idx, Dst: dst, Gw: net.IP{10, 0, 1, 2}}))
@@ -405,5 +406,28 @@ func TestFollowReportsPolicyRouting(t *testing.T) {
 				t.Errorf("entries %v, want them unchanged %v", got, before)
 			}
 		})
+	}
+}
+
+// TestNeighbourCollected: only the deletion of an entry the kernel no longer confirmed is
+// garbage collection; a live entry deleted is how the kernel sends a MAC replaced, and
+// ip neigh del fails the entry before deleting it.
+func TestNeighbourCollected(t *testing.T) {
+	for _, c := range []struct {
+		typ   uint16
+		state int
+		want  bool
+	}{
+		{unix.RTM_DELNEIGH, netlink.NUD_STALE, true},
+		{unix.RTM_DELNEIGH, netlink.NUD_PROBE, true},
+		{unix.RTM_DELNEIGH, netlink.NUD_REACHABLE, false},
+		{unix.RTM_DELNEIGH, netlink.NUD_PERMANENT, false},
+		{unix.RTM_NEWNEIGH, netlink.NUD_FAILED, false},
+		{unix.RTM_NEWNEIGH, netlink.NUD_STALE, false},
+	} {
+		u := netlink.NeighUpdate{Type: c.typ, Neigh: netlink.Neigh{State: c.state}}
+		if got := collected(u); got != c.want {
+			t.Errorf("type %d state %#x: collected %v, want %v", c.typ, c.state, got, c.want)
+		}
 	}
 }

@@ -297,6 +297,10 @@ type Change struct {
 type GoneNeighbour struct {
 	Ifindex int
 	MAC     net.HardwareAddr
+	// Collected: garbage collection deleted the entry, which the kernel no longer used, and
+	// it would resolve the address afresh, most likely to the same MAC; else the MAC changed,
+	// or the entry failed or was deleted live (the kernel now sends elsewhere, or drops).
+	Collected bool
 }
 
 // Watch has fn called, from Follow's goroutine, after each change Follow applied (once as it
