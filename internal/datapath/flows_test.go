@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xupf/xupf/internal/conntrack"
+	"github.com/xupf/xupf/internal/nfwatch"
 	"github.com/xupf/xupf/internal/router"
 	"github.com/xupf/xupf/internal/session"
 )
@@ -436,24 +437,34 @@ func TestFlowCacheInvalidation(t *testing.T) {
 	e.waitFlows(t, "a rule added")
 }
 
-// TestFlowCacheNetfilterInvalidation: conntrack removing a connection removes the flows of
-// both its directions and no other; a change of the nftables ruleset removes every flow.
+// TestFlowCacheNetfilterInvalidation: conntrack removing a connection removes its UE flow
+// and the replies' entry of its pair, and no other; a change of the nftables ruleset voids
+// every flow.
 func TestFlowCacheNetfilterInvalidation(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("needs nft (Debian package nftables; make deps installs it)")
 	}
 	e := newFlowEnv(t, 16)
-	udp := func(src, dst netip.Addr, sport, dport uint16) FlowKey {
-		return FlowKey{Src: src, Dst: dst, SrcPort: sport, DstPort: dport, Proto: 17, Ifindex: e.n6}
+	udp := func(src, dst netip.Addr, sport, dport uint16, ifindex int) FlowKey {
+		return FlowKey{Src: src, Dst: dst, SrcPort: sport, DstPort: dport, Proto: 17, Ifindex: ifindex}
 	}
-	orig, reply := udp(transitSrc, transitDst, 40000, 53), udp(transitDst, transitSrc, 53, 40000)
-	other := udp(transitSrc, transitDst, 40001, 54)
-	for _, k := range []FlowKey{orig, reply, other} {
-		if err := e.putRaw(k.raw(), xupfFlow{Ifindex: uint32(e.n3), Mtu: 1500}); err != nil {
+	// A UE's flow translated to the n6 address and natPort, the replies' entry of its pair,
+	// and another UE flow.
+	orig, reply := udp(ueAddr, addrDN, 40000, 53, flowFromUE), udp(addrDN, addrN6, 53, natPort, e.n6)
+	other := udp(ueAddr, addrDN, 40001, 54, flowFromUE)
+	for _, f := range []struct {
+		k FlowKey
+		v xupfFlow
+	}{
+		{orig, xupfFlow{Ifindex: uint32(e.n6), Mtu: 1500, Flags: uint8(xupfFlowFlagFLOW_F_SNAT), NatAddr: addrBE(addrN6), NatPort: be16(natPort)}},
+		{reply, xupfFlow{Flags: uint8(xupfFlowFlagFLOW_F_TO_UE), NatAddr: addrBE(ueAddr), NatPort: be16(40000)}},
+		{other, xupfFlow{Ifindex: uint32(e.n6), Mtu: 1500}},
+	} {
+		if err := e.putRaw(f.k.raw(), f.v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e.waitFlows(t, "before the changes", 53, 54, 40000)
+	e.waitFlows(t, "before the changes", 53, 54, natPort)
 
 	tuple := func(k FlowKey) netlink.IPTuple {
 		return netlink.IPTuple{SrcIP: k.Src.AsSlice(), DstIP: k.Dst.AsSlice(), SrcPort: k.SrcPort, DstPort: k.DstPort, Protocol: k.Proto}
@@ -534,7 +545,7 @@ func TestFlowCacheLearnSkipsTracked(t *testing.T) {
 
 // BenchmarkFlowTable: the daemon's work on a flow table of a million entries, per operation:
 // counting it once (at start), listing it whole (the API), the stats (from counters), the scan of an invalidation that
-// removes nothing, and one aging pass over ScanBatch entries (what each ScanInterval costs).
+// removes nothing (a neighbour collected), a connection's removal (by key), and one aging pass over ScanBatch entries (what each ScanInterval costs).
 func BenchmarkFlowTable(b *testing.B) {
 	const n = 1 << 20
 	e := newTestEnvOpts(b, Options{MaxSessions: 4, FlowCache: FlowCacheOptions{MaxFlows: n, ScanInterval: time.Hour}})
@@ -574,6 +585,12 @@ func BenchmarkFlowTable(b *testing.B) {
 		for b.Loop() {
 			// A neighbour no flow is sent to: the scan and the comparisons, nothing removed.
 			e.dp.invalidate(voided{macs: []router.GoneNeighbour{{Ifindex: e.n3, MAC: macUPF}}})
+		}
+	})
+	b.Run("connection-gone", func(b *testing.B) {
+		for b.Loop() {
+			// conntrack's destroy event for a connection of no cached flow: its keys looked up.
+			e.dp.invalidate(voided{gone: map[nfwatch.Tuple]bool{{Src: ueAddr, Dst: addrDN, SrcPort: 1, DstPort: 2, Proto: 17}: true}})
 		}
 	})
 	b.Run("age-scan", func(b *testing.B) {

@@ -2,7 +2,12 @@ package datapath
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/xupf/xupf/internal/nfwatch"
 	"github.com/xupf/xupf/internal/router"
@@ -35,16 +40,13 @@ func (v *voided) merge(o voided) {
 
 func (v *voided) empty() bool { return !v.all && len(v.gone) == 0 && len(v.macs) == 0 }
 
-// match selects the entries v voids; nil (every entry) when all.
+// match selects the entries sent to v's neighbour MACs; nil (every entry) when all. The
+// flows of v.gone are found by key (removeConnections), not by a scan.
 func (v *voided) match() func(*xupfFlowKey, *xupfFlow) bool {
 	if v.all {
 		return nil
 	}
 	return func(k *xupfFlowKey, f *xupfFlow) bool {
-		if len(v.gone) > 0 && v.gone[nfwatch.Tuple{Src: addrFromBE(k.Saddr), Dst: addrFromBE(k.Daddr),
-			SrcPort: be16(k.Sport), DstPort: be16(k.Dport), Proto: k.Proto}] {
-			return true
-		}
 		for _, g := range v.macs {
 			if int(f.Ifindex) == g.Ifindex && bytes.Equal(f.Dmac[:], g.MAC) {
 				return true
@@ -138,15 +140,54 @@ func (d *Datapath) invalidateFlows(ch router.Change) {
 	d.invalidator.queue(v)
 }
 
-// invalidate removes the flows v voids: all of them at once (voidFlows), else in one scan.
+// invalidate removes the flows v voids: all of them at once (voidFlows), else those of the
+// connections gone by key and those sent to the neighbour MACs in one scan.
 func (d *Datapath) invalidate(v voided) {
 	if v.all {
 		d.voidFlows()
 		return
 	}
-	n, err := d.removeFlows(v.match())
+	n, err := d.removeConnections(v.gone)
+	if err == nil && len(v.macs) > 0 {
+		var m int
+		m, err = d.removeFlows(v.match())
+		n += m
+	}
 	d.flowsInvalidated.Add(uint64(n))
 	if err != nil {
 		d.log.Warn("flow cache: remove the flows a kernel change voided", "err", err)
 	}
+}
+
+// removeConnections removes the flows of the connections conntrack removed, by key: the UE
+// flow keyed by a connection's original tuple (FLOW_FROM_UE; the reply tuple finds none), and
+// the replies' entry of its pair. Its cost is the connections', not the table's: conntrack
+// entries die all the time, and a scan each time would keep a CPU reading the table. A
+// transit flow is not cached while conntrack tracks it (flow_tracked), so none is keyed by a
+// tracked connection's tuple. Like removeFlows it first starts a new generation, so that a
+// note taken before is not learnt after.
+func (d *Datapath) removeConnections(gone map[nfwatch.Tuple]bool) (int, error) {
+	if len(gone) == 0 {
+		return 0, nil
+	}
+	atomic.AddUint32(d.flowGenWord(), 1)
+	n := 0
+	for t := range gone {
+		key := FlowKey{Src: t.Src, Dst: t.Dst, SrcPort: t.SrcPort, DstPort: t.DstPort, Proto: t.Proto, Ifindex: flowFromUE}.raw()
+		var v xupfFlow
+		err := d.objs.XupfFlows.Lookup(key, &v)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue
+		}
+		if err != nil {
+			return n, fmt.Errorf("remove the flows of connections gone: %w", err)
+		}
+		pair, paired := flowPair(key, &v)
+		m, err := d.removeFlowPair(key, pair, paired)
+		n += m
+		if err != nil {
+			return n, fmt.Errorf("remove the flows of connections gone: %w", err)
+		}
+	}
+	return n, nil
 }

@@ -5,34 +5,29 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/xupf/xupf/internal/nfwatch"
 	"github.com/xupf/xupf/internal/router"
 )
 
-// TestFlowInvalidationCoalesced: conntrack-destroy requests queued while a scan runs are merged
-// into one more scan, which removes exactly the flows of the connections gone (either
-// direction) and no other. A fake table stands in for xupf_flows, so no BPF is needed.
+// TestFlowInvalidationCoalesced: requests queued while a scan runs (neighbours collected) are
+// merged into one more scan, which removes exactly the flows sent to those neighbours' MACs
+// and no other. A fake table stands in for xupf_flows, so no BPF is needed.
 func TestFlowInvalidationCoalesced(t *testing.T) {
 	const n = 200
-	key := func(i int, reply bool) FlowKey {
-		k := FlowKey{Src: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), Dst: netip.MustParseAddr("192.0.2.1"),
-			SrcPort: 40000, DstPort: 53, Proto: 17}
-		if reply {
-			k.Src, k.Dst, k.SrcPort, k.DstPort = k.Dst, k.Src, k.DstPort, k.SrcPort
-		}
-		return k
+	type entry struct {
+		k xupfFlowKey
+		v xupfFlow
 	}
-	tuple := func(k FlowKey) nfwatch.Tuple {
-		return nfwatch.Tuple{Src: k.Src, Dst: k.Dst, SrcPort: k.SrcPort, DstPort: k.DstPort, Proto: k.Proto}
-	}
-	// Flows 0..2n-1, both directions; the connections of the even ones go.
-	var table, want []xupfFlowKey
+	mac := func(i int) [6]byte { return [6]byte{2, 0, 0, 0, byte(i >> 8), byte(i)} }
+	// Two flows to each of the neighbours 0..2n-1; the even ones are collected.
+	var table, want []entry
 	for i := range 2 * n {
-		for _, reply := range []bool{false, true} {
-			k := key(i, reply).raw()
-			table = append(table, k)
+		for port := range uint16(2) {
+			k := FlowKey{Src: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), Dst: netip.MustParseAddr("192.0.2.1"),
+				SrcPort: 40000 + port, DstPort: 53, Proto: 17, Ifindex: 2}
+			en := entry{k.raw(), xupfFlow{Ifindex: 3, Dmac: mac(i)}}
+			table = append(table, en)
 			if i%2 == 1 {
-				want = append(want, k)
+				want = append(want, en)
 			}
 		}
 	}
@@ -41,25 +36,25 @@ func TestFlowInvalidationCoalesced(t *testing.T) {
 	iv := newInvalidator(func(v voided) {
 		match := v.match()
 		if match == nil {
-			t.Error("a conntrack-destroy request flushed the whole table")
+			t.Error("a neighbour collected flushed the whole table")
 			return
 		}
 		before := len(table)
-		table = slices.DeleteFunc(table, func(k xupfFlowKey) bool { return match(&k, &xupfFlow{}) })
+		table = slices.DeleteFunc(table, func(en entry) bool { return match(&en.k, &en.v) })
 		scans <- before - len(table)
 		<-release
 	})
 	stop := iv.start()
 	defer stop()
 
-	// Each datagram brings both tuples of one connection, as nfwatch reports them.
-	destroy := func(i int) {
-		iv.queue(voided{gone: map[nfwatch.Tuple]bool{tuple(key(i, false)): true, tuple(key(i, true)): true}})
+	collect := func(i int) {
+		m := mac(i)
+		iv.queue(voided{macs: []router.GoneNeighbour{{Ifindex: 3, MAC: m[:], Collected: true}}})
 	}
-	destroy(0)
+	collect(0)
 	removed, count := <-scans, 1 // the first scan is under way, blocked: the rest pile up
 	for i := 2; i < 2*n; i += 2 {
-		destroy(i)
+		collect(i)
 	}
 	close(release)
 	for removed < 2*n {
@@ -70,7 +65,7 @@ func TestFlowInvalidationCoalesced(t *testing.T) {
 		t.Errorf("%d scans for %d requests, want at most 2", count, n)
 	}
 	if !slices.Equal(table, want) {
-		t.Errorf("%d flows left, want the %d of the connections not gone", len(table), len(want))
+		t.Errorf("%d flows left, want the %d sent to the neighbours not collected", len(table), len(want))
 	}
 }
 
