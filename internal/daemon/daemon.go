@@ -22,6 +22,7 @@ import (
 	"github.com/xupf/xupf/internal/datapath"
 	"github.com/xupf/xupf/internal/gtpu"
 	"github.com/xupf/xupf/internal/pfcp"
+	"github.com/xupf/xupf/internal/sockbuf"
 	"github.com/xupf/xupf/internal/state"
 )
 
@@ -395,8 +396,16 @@ func listenPFCP(addr string) (*net.UDPConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pfcp_listen %s: %w; free the port or set pfcp_listen to another address", addr, err)
 	}
+	if _, err := sockbuf.Receive(conn, pfcpReceiveBuffer); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("pfcp_listen %s: %w", addr, err)
+	}
 	return conn, nil
 }
+
+// pfcpReceiveBuffer holds about 4,000 requests arriving at once (see package sockbuf): the
+// default held some 200, and each one dropped cost its SMF a retransmission timeout.
+const pfcpReceiveBuffer = 4 << 20
 
 // Close closes the sockets (unless Run has) and the state file and releases the datapath and
 // the bpffs directory, leaving the pinned links and maps forwarding: the next xupfd takes

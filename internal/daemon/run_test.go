@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -274,5 +275,44 @@ func TestListenPFCPBusy(t *testing.T) {
 		t.Errorf("the HTTP listener was not closed after the PFCP bind failed: %v", err)
 	} else {
 		ln.Close()
+	}
+}
+
+// TestPFCPSocketHoldsBurst sends 2,000 requests' worth of datagrams at once, as an SMF with
+// that many UEs attaching would, before xupfd reads any: every one must be there to read.
+// With the default receive buffer about 200 fit and the rest cost their SMF a retransmission.
+func TestPFCPSocketHoldsBurst(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: CAP_NET_ADMIN forces the buffer past net.core.rmem_max")
+	}
+	conn, err := listenPFCP("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	smf, err := net.DialUDP("udp", nil, conn.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smf.Close()
+	const burst = 2000
+	req := make([]byte, 200)
+	for i := range burst {
+		req[0] = byte(i)
+		if _, err := smf.Write(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 1500)
+	got := 0
+	for {
+		conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := conn.Read(buf); err != nil {
+			break
+		}
+		got++
+	}
+	if got != burst {
+		t.Fatalf("%d of %d datagrams sent at once were there to read", got, burst)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/wmnsk/go-pfcp/message"
 
 	_ "github.com/xupf/xupf/internal/pfcpgrouped" // go-pfcp's grouped-IE test, as a table
+	"github.com/xupf/xupf/internal/sockbuf"
 )
 
 // Options configure a Client.
@@ -94,6 +95,11 @@ func Dial(upf netip.AddrPort, opts Options) (*Client, error) {
 	conn, err := net.DialUDP("udp", laddr, net.UDPAddrFromAddrPort(upf))
 	if err != nil {
 		return nil, fmt.Errorf("pfcp client: dial %s: %w", upf, err)
+	}
+	// A UPF answers a commit's worth of requests at once: room for a few thousand answers.
+	if _, err := sockbuf.Receive(conn, 4<<20); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("pfcp client: %w", err)
 	}
 	local := conn.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
 	if opts.NodeID == "" {
