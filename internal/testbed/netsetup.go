@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/xupf/xupf/internal/ethtool"
 )
 
 // configure wires the namespaces New created: links, addresses, routes, sysctls, the XDP_PASS
@@ -92,7 +94,7 @@ func (t *Topology) configure() error {
 		return err
 	}
 	for _, p := range []struct{ ns, ifname string }{{t.GNBNS, GNBIf}, {t.DNNS, DNIf}} {
-		if err := t.Do(p.ns, func() error { return disableTxChecksum(p.ifname) }); err != nil {
+		if err := t.Do(p.ns, func() error { return ethtool.DisableTxChecksum(p.ifname) }); err != nil {
 			return fmt.Errorf("testbed: %s in %s: %w", p.ifname, p.ns, err)
 		}
 	}

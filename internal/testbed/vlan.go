@@ -8,6 +8,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/xupf/xupf/internal/ethtool"
 )
 
 // TagDNLink puts the link between the UPF and the DN host (n6 — dn0) on VLAN vid: every frame
@@ -17,7 +19,7 @@ import (
 // ingress one checks and pops it. The DN host puts its tags in the frame (no VLAN offload), so
 // that XDP on n6 sees them; the UPF's kernel offloads them, as with a VLAN device on n6.
 func (t *Topology) TagDNLink(vid uint16) error {
-	if err := t.Do(t.DNNS, func() error { return disableTxVLAN(DNIf) }); err != nil {
+	if err := t.Do(t.DNNS, func() error { return ethtool.DisableTxVLAN(DNIf) }); err != nil {
 		return fmt.Errorf("testbed: %s in %s: %w", DNIf, t.DNNS, err)
 	}
 	push, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "xupf_tb_vpush", Type: ebpf.SchedCLS, License: "GPL",

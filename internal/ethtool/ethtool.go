@@ -1,4 +1,6 @@
-package testbed
+// Package ethtool turns interface offloads off through the SIOCETHTOOL ioctl: no ethtool
+// binary or library is needed.
+package ethtool
 
 import (
 	"fmt"
@@ -7,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ethtool ioctl constants (linux/ethtool.h); no ethtool binary or library is needed.
+// ioctl constants (linux/ethtool.h).
 const (
 	ethtoolSTxCsum = 0x17   // ETHTOOL_STXCSUM
 	ethtoolGFlags  = 0x25   // ETHTOOL_GFLAGS
@@ -27,36 +29,36 @@ type ifreqData struct {
 	_    [24 - unsafe.Sizeof(uintptr(0))]byte
 }
 
-// disableTxChecksum turns off transmit checksum offload on ifname, in the calling thread's
-// namespace (call it inside Do). A veth never computes offloaded checksums: it hands the
-// packet over marked "checksum partial", and an XDP redirect on the far side drops that mark,
-// so the receiver would see a half-done UDP checksum. A real host's NIC puts a complete
-// checksum on the wire, which is what the UPF must preserve, so the hosts do it in software.
-func disableTxChecksum(ifname string) error {
-	if err := ethtool(ifname, &ethtoolValue{cmd: ethtoolSTxCsum, data: 0}); err != nil {
+// DisableTxChecksum turns off transmit checksum offload on ifname, in the calling thread's
+// namespace. A veth never computes offloaded checksums: it hands the packet over marked
+// "checksum partial", and an XDP program on the far side sees the frame without that mark,
+// so what it forwards carries a half-done checksum. With the offload off the kernel sums it
+// before the veth, as a NIC would on the wire.
+func DisableTxChecksum(ifname string) error {
+	if err := run(ifname, &ethtoolValue{cmd: ethtoolSTxCsum, data: 0}); err != nil {
 		return fmt.Errorf("disable tx checksum offload (ETHTOOL_STXCSUM): %w", err)
 	}
 	return nil
 }
 
-// disableTxVLAN turns off VLAN tag insertion offload on ifname, in the calling thread's
-// namespace (call it inside Do). A veth carries an offloaded tag beside the frame, where the
+// DisableTxVLAN turns off VLAN tag insertion offload on ifname, in the calling thread's
+// namespace. A veth carries an offloaded tag beside the frame, where the
 // XDP program on its peer does not see it; with the offload off the tag is in the frame, as
 // on a wire.
-func disableTxVLAN(ifname string) error {
+func DisableTxVLAN(ifname string) error {
 	v := &ethtoolValue{cmd: ethtoolGFlags}
-	if err := ethtool(ifname, v); err != nil {
+	if err := run(ifname, v); err != nil {
 		return fmt.Errorf("read offload flags (ETHTOOL_GFLAGS): %w", err)
 	}
 	v.cmd, v.data = ethtoolSFlags, v.data&^ethFlagTxVLAN
-	if err := ethtool(ifname, v); err != nil {
+	if err := run(ifname, v); err != nil {
 		return fmt.Errorf("disable tx VLAN offload (ETHTOOL_SFLAGS): %w", err)
 	}
 	return nil
 }
 
-// ethtool runs the SIOCETHTOOL request v on ifname.
-func ethtool(ifname string, v *ethtoolValue) error {
+// run runs the SIOCETHTOOL request v on ifname.
+func run(ifname string, v *ethtoolValue) error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("socket for ethtool: %w", err)
