@@ -74,6 +74,16 @@ pass:
 	return XDP_PASS;
 }
 
+/* The return device's peer (flow_cache.kernel_n6): what the kernel sends UEs. A program of its
+ * own, so that no other packet pays for telling these apart; attached only with kernel_n6. */
+SEC("xdp")
+int xupf_xdp_return(struct xdp_md *ctx)
+{
+	if (cfg_flowcache != FLOWCACHE_KERNEL_N6)
+		return XDP_DROP;
+	return flow_return(ctx);
+}
+
 /* The flow cache's learner, on TC egress of the attached interfaces: it only watches. It
  * returns TCX_NEXT (TC_ACT_UNSPEC: the kernel headers here predate TCX), not a verdict: a
  * verdict would end the egress chain, and the TCX programs after it and the classic tc

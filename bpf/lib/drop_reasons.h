@@ -21,7 +21,7 @@ enum drop_reason {
 	DROP_NO_PDR_MATCH,         /* rules exist but no PDR matches (e.g. QFI differs) */
 	DROP_FAR_DROP,             /* the matching FAR says drop */
 	DROP_MALFORMED_DL_IP,      /* downlink IPv4 to a UE: bad IHL or total length */
-	DROP_NO_ROUTE,             /* the route is a blackhole, unreachable or prohibited */
+	DROP_NO_ROUTE,             /* the route is a blackhole, unreachable or prohibited; or, from the return device, no UE session, not IPv4, or back into it */
 	DROP_HEADROOM,             /* bpf_xdp_adjust_head/tail failed: no room to encapsulate */
 	DROP_BUFFER_FULL,          /* to buffer, but its PDR holds cfg_buffer_max_packets already, or the ring is full */
 	DROP_QER_GATE_CLOSED,      /* a QER of the PDR closes the gate in the packet's direction */

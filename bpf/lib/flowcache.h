@@ -594,6 +594,54 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 	return XDP_REDIRECT;
 }
 
+/* flow_return takes a packet arriving on the return device's peer (xupf_xdp_return): a veth
+ * pair xupfd makes with FLOWCACHE_KERNEL_N6, the kernel's routes for the UE pools pointing into
+ * one end. So it is a packet the kernel sends a UE (a reply it translated back before the cache
+ * carries the flow: a TCP handshake, a UDP reply after an invalidation), and it takes the UE's
+ * session's downlink rules like any other. The kernel forwarded it, taking the UPF's hop off
+ * the TTL (it forwards only a TTL above 1), and the downlink takes it again: it is given back
+ * first, so the packet crosses the UPF as one hop whichever path it took (one the host itself
+ * sent, not forwarded, gains one; 255 stays). Charged here, once: the kernel charged nothing.
+ * What the rules hand to the kernel goes there, unless it is still to a UE, which the kernel
+ * would route back here: that, a packet to no session and anything but IPv4 are dropped,
+ * no_route. Returns the XDP action. */
+static __always_inline int flow_return(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	const struct rule_ref *ref;
+	struct iphdr *ip;
+	__be16 old;
+	int action;
+
+	if ((void *)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return drop(DROP_NO_ROUTE);
+	ip = parse_ipv4(eth, data_end);
+	if (!ip)
+		return drop(DROP_NO_ROUTE);
+	ref = dl_ref(ip->daddr);
+	if (!ref)
+		return drop(DROP_NO_ROUTE);
+	if (ip->ttl < 255) {
+		old = *(__be16 *)&ip->ttl;
+		ip->ttl++;
+		csum_replace16(&ip->check, old, *(__be16 *)&ip->ttl);
+	}
+	action = handle_downlink(ctx, eth, ip, ref, data_end);
+	if (action != XDP_PASS)
+		return action;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return drop(DROP_INTERNAL);  /* handle_downlink left a frame */
+	ip = parse_ipv4(eth, data_end);
+	if (ip && dl_ref(ip->daddr))
+		return drop(DROP_NO_ROUTE);
+	return XDP_PASS;
+}
+
 /* ue_to_kernel hands a UE's packet, decapsulated, to the kernel for its N6 treatment: but
  * only one the kernel would forward. One it would deliver to the UPF itself is
  * not_forwarded's to judge, as on the fast path (the UPF's own sockets are not the UEs'). st

@@ -277,6 +277,6 @@ func Default() *Config {
 		APIAccess: APIAccess{TokenFile: DefaultAPITokenFile},
 		Router: Router{Mode: RouterMirror, MaxRoutes: DefaultMaxRoutes, MaxRouteChunks: DefaultMaxRouteChunks,
 			MaxNexthops: DefaultMaxNexthops},
-		FlowCache: FlowCache{IdleTimeout: DefaultFlowIdleTimeout},
+		FlowCache: FlowCache{IdleTimeout: DefaultFlowIdleTimeout, ReturnDevice: DefaultReturnDevice},
 	}
 }

@@ -58,7 +58,7 @@ func TestLoadExample(t *testing.T) {
 			MaxSessionsPerAssociation: 100000},
 		APIAccess: APIAccess{TokenFile: "/var/lib/xupf/api-token"},
 		Router:    Router{Mode: "mirror", MaxRoutes: 1048576, MaxRouteChunks: 4096, MaxNexthops: 65536},
-		FlowCache: FlowCache{IdleTimeout: 30 * time.Second},
+		FlowCache: FlowCache{IdleTimeout: 30 * time.Second, ReturnDevice: "xupfret"},
 		Sessions: []session.Session{
 			{
 				ID:           1,
@@ -415,6 +415,9 @@ func TestParseErrors(t *testing.T) {
 			want: []string{`flow_cache.kernel_n6_instances.internet needs the flow cache: set flow_cache.max_flows`}},
 		{name: "flow_cache.kernel_n6_instances unknown instance", yaml: minimal + "network_instances: {internet: eth0}\nflow_cache: {max_flows: 16, kernel_n6_instances: {ims: true}}\n",
 			want: []string{`flow_cache.kernel_n6_instances.ims: not a network instance; use one of network_instances [internet]`}},
+		{name: "flow_cache.kernel_n6 without ue_pools", yaml: minimal + "flow_cache: {max_flows: 64, kernel_n6: true}\n", want: []string{`flow_cache.kernel_n6 (or kernel_n6_instances) needs ue_pools: the kernel routes them into flow_cache.return_device`}},
+		{name: "flow_cache.kernel_n6_instances without ue_pools", yaml: minimal + "flow_cache: {max_flows: 64, kernel_n6_instances: {internet: true}}\n", want: []string{`flow_cache.kernel_n6 (or kernel_n6_instances) needs ue_pools`}},
+		{name: "flow_cache.return_device too long", yaml: minimal + "flow_cache: {return_device: xupfreturn12}\n", want: []string{`flow_cache.return_device: "xupfreturn12"; give an interface name of 1 to 11 characters`}},
 		{name: "flow_cache unknown key", yaml: minimal + "flow_cache: {max_flow: 10}\n", want: []string{`max_flow`, `under flow_cache`}},
 		{name: "qos_mbr_burst too short", yaml: minimal + "qos_mbr_burst: 100us\n", want: []string{`qos_mbr_burst: 100us is out of range; use a duration from 1ms to 10s`}},
 		{name: "pfcp_lost_peer_sessions unknown", yaml: minimal + "pfcp_lost_peer_sessions: drop\n", want: []string{`config: pfcp_lost_peer_sessions: "drop" is not a policy; use "keep" (lost SMFs' sessions keep forwarding) or "delete"`}},
@@ -739,13 +742,13 @@ func TestAPIAccess(t *testing.T) {
 // TestKernelN6Instances: flow_cache.kernel_n6_instances names network instances with the
 // kernel's N6 treatment on or off, beside the default kernel_n6.
 func TestKernelN6Instances(t *testing.T) {
-	cfg, err := Parse([]byte(minimal + "network_instances: {internet: eth0, ims: eth0, iot: eth0}\n" +
+	cfg, err := Parse([]byte(minimal + "network_instances: {internet: eth0, ims: eth0, iot: eth0}\nue_pools: [10.45.0.0/16]\n" +
 		"flow_cache: {max_flows: 16, kernel_n6: true, kernel_n6_instances: {ims: false, iot: true}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := FlowCache{MaxFlows: 16, IdleTimeout: DefaultFlowIdleTimeout, KernelN6: true,
-		KernelN6Instances: map[string]bool{"ims": false, "iot": true}}
+		KernelN6Instances: map[string]bool{"ims": false, "iot": true}, ReturnDevice: DefaultReturnDevice}
 	if !reflect.DeepEqual(cfg.FlowCache, want) {
 		t.Errorf("flow_cache %+v, want %+v", cfg.FlowCache, want)
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/xupf/xupf/internal/returndev"
 )
 
 // Bounds of flow_cache.max_flows and flow_cache.idle_timeout.
@@ -33,13 +35,27 @@ type FlowCache struct {
 	// KernelN6Instances sets KernelN6 per network instance (the one a session's uplink FAR
 	// names), overriding KernelN6 for those it names.
 	KernelN6Instances map[string]bool `yaml:"kernel_n6_instances"`
+	// ReturnDevice names the veth pair xupfd makes when the kernel treats some network
+	// instance's UE traffic (AnyKernelN6) for the packets the kernel sends to UEs: the kernel
+	// routes the ue_pools into it, and they take their session's downlink rules (its peer is
+	// ReturnDevice plus "-xdp").
+	ReturnDevice string `yaml:"return_device"`
 }
+
+// AnyKernelN6 reports whether the kernel treats some network instance's UE traffic on N6.
+func (fc FlowCache) AnyKernelN6() bool {
+	return fc.KernelN6 || slices.Contains(slices.Collect(maps.Values(fc.KernelN6Instances)), true)
+}
+
+// DefaultReturnDevice is flow_cache.return_device's default.
+const DefaultReturnDevice = "xupfret"
 
 type rawFlowCache struct {
 	MaxFlows          yaml.Node       `yaml:"max_flows"`
 	IdleTimeout       string          `yaml:"idle_timeout"`
 	KernelN6          bool            `yaml:"kernel_n6"`
 	KernelN6Instances map[string]bool `yaml:"kernel_n6_instances"`
+	ReturnDevice      string          `yaml:"return_device"`
 }
 
 // flowCache checks the flow_cache section.
@@ -73,6 +89,16 @@ func (v *validator) flowCache(raw rawFlowCache) {
 			}
 			fc.KernelN6Instances[ni] = on
 		}
+	}
+	if fc.AnyKernelN6() && fc.MaxFlows > 0 && len(v.cfg.UEPools) == 0 {
+		v.addf("flow_cache.kernel_n6 (or kernel_n6_instances) needs ue_pools: the kernel routes them into " +
+			"flow_cache.return_device, which is how the packets it sends to UEs reach their sessions")
+	}
+	if raw.ReturnDevice != "" {
+		fc.ReturnDevice = raw.ReturnDevice
+	}
+	if n := len(fc.ReturnDevice); n == 0 || n > returndev.MaxName {
+		v.addf("flow_cache.return_device: %q; give an interface name of 1 to %d characters", fc.ReturnDevice, returndev.MaxName)
 	}
 	if raw.IdleTimeout == "" {
 		return

@@ -22,6 +22,7 @@ import (
 	"github.com/xupf/xupf/internal/datapath"
 	"github.com/xupf/xupf/internal/gtpu"
 	"github.com/xupf/xupf/internal/pfcp"
+	"github.com/xupf/xupf/internal/returndev"
 	"github.com/xupf/xupf/internal/sockbuf"
 	"github.com/xupf/xupf/internal/state"
 )
@@ -167,6 +168,11 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		return d.configureClasses()
 	}
 	if err := configureClasses(); err != nil {
+		return nil, err
+	}
+	// Before the interfaces: this run's program takes over the return device's link while
+	// the earlier program still runs in theirs, so its classes are in place for it too.
+	if err := d.returnDevice(); err != nil {
 		return nil, err
 	}
 	for _, iface := range cfg.Interfaces {
@@ -426,6 +432,9 @@ func (d *Daemon) close(unpin bool) error {
 	var errs []error
 	if d.dp != nil {
 		errs = append(errs, d.dp.Close(unpin))
+	}
+	if unpin && d.cfg.FlowCache.AnyKernelN6() {
+		errs = append(errs, returndev.Remove(d.cfg.FlowCache.ReturnDevice))
 	}
 	if d.store != nil {
 		errs = append(errs, d.store.Close())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/datapath"
+	"github.com/xupf/xupf/internal/returndev"
 	"github.com/xupf/xupf/internal/state"
 )
 
@@ -28,8 +30,8 @@ func earlierRun(cfg *config.Config) (bool, error) {
 	}
 	for _, e := range entries {
 		name, ok := strings.CutPrefix(e.Name(), linkPinPrefix)
-		if !ok {
-			continue
+		if !ok || name == returndev.Peer(cfg.FlowCache.ReturnDevice) {
+			continue // returnDevice keeps or removes the return device
 		}
 		if !slices.ContainsFunc(cfg.Interfaces, func(i config.Interface) bool { return i.Name == name }) {
 			return true, fmt.Errorf("interface %q is attached by the earlier run (pin %s/%s) and no longer in "+
@@ -65,11 +67,51 @@ func Stop(cfg *config.Config, log *slog.Logger) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	var errs []error
+	if ownsReturnDevice(cfg) {
+		errs = append(errs, returndev.Remove(cfg.FlowCache.ReturnDevice))
+	}
 	// Every pin (maps, links) lives in this directory: unlinking them all unpins them all,
 	// and the links, which nothing else holds, detach.
-	err := errors.Join(os.RemoveAll(cfg.BPFFS), state.Remove(cfg.StateDir))
+	err := errors.Join(append(errs, os.RemoveAll(cfg.BPFFS), state.Remove(cfg.StateDir))...)
 	if err != nil {
 		err = fmt.Errorf("remove the gateway's pins and state: %w", err)
 	}
 	return errors.Join(err, lock.Unlock())
+}
+
+// returnPin is the pinned XDP link of the return device's peer: the sign that an earlier run
+// made the device.
+func returnPin(cfg *config.Config) string {
+	return filepath.Join(cfg.BPFFS, linkPinPrefix+returndev.Peer(cfg.FlowCache.ReturnDevice))
+}
+
+// ownsReturnDevice tells whether an earlier run made the return device (its link is pinned).
+func ownsReturnDevice(cfg *config.Config) bool {
+	_, err := os.Stat(returnPin(cfg))
+	return err == nil
+}
+
+// returnDevice makes the return device when the kernel treats some network instance's UE
+// traffic (flow_cache.kernel_n6 or kernel_n6_instances), or keeps the earlier run's, routes
+// the UE pools into it and attaches the datapath to its peer. Otherwise it removes the one an
+// earlier run made, and its pinned link.
+func (d *Daemon) returnDevice() error {
+	fc := d.cfg.FlowCache
+	if !fc.AnyKernelN6() {
+		if !ownsReturnDevice(d.cfg) {
+			return nil
+		}
+		d.log.Info("removing the return device of an earlier run: flow_cache.kernel_n6 is off", "device", fc.ReturnDevice)
+		return errors.Join(returndev.Remove(fc.ReturnDevice), os.Remove(returnPin(d.cfg)))
+	}
+	if err := returndev.Ensure(fc.ReturnDevice, d.cfg.UEPools); err != nil {
+		return err
+	}
+	a, err := d.dp.AttachReturn(returndev.Peer(fc.ReturnDevice))
+	if err != nil {
+		return err
+	}
+	d.log.Info("return device ready", "device", fc.ReturnDevice, "peer", a.Name, "ue_pools", d.cfg.UEPools)
+	return nil
 }

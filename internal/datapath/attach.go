@@ -27,6 +27,15 @@ type attachment struct {
 	learn   link.Link // the flow cache's learner on TC egress; nil with the cache off
 	ifindex int
 	mode    XDPMode
+	ret     bool // the return device's peer: runs xupf_xdp_return
+}
+
+// program is the XDP program of a's link, of progs (the running ones, or ones to swap in).
+func (a *attachment) program(progs xdpPrograms) *ebpf.Program {
+	if a.ret {
+		return progs.ret
+	}
+	return progs.xdp
 }
 
 // close closes the links, after unpinning them with unpin (which detaches them).
@@ -56,6 +65,22 @@ type Attachment struct {
 // warning. When a link from an earlier run is pinned for this interface, the program is
 // swapped into it atomically: traffic keeps flowing across a daemon restart.
 func (d *Datapath) Attach(name string, mode XDPMode, fallback bool) (Attachment, error) {
+	return d.attach(name, mode, fallback, false)
+}
+
+// AttachReturn attaches xupf_xdp_return, natively, to the return device's peer name (with
+// flow_cache.kernel_n6): the packets the kernel routes to a UE arrive there and take their
+// session's downlink rules. The datapath does not redirect to it, and the learner is not
+// attached there. Like Attach it takes over a link an earlier run pinned for name.
+func (d *Datapath) AttachReturn(name string) (Attachment, error) {
+	if !d.opts.FlowCache.anyKernelN6() {
+		return Attachment{}, errors.New("attach the return device: only with flow_cache.kernel_n6")
+	}
+	return d.attach(name, XDPNative, false, true)
+}
+
+// attach is Attach, or AttachReturn with ret.
+func (d *Datapath) attach(name string, mode XDPMode, fallback, ret bool) (Attachment, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	iface, err := net.InterfaceByName(name)
@@ -68,11 +93,12 @@ func (d *Datapath) Attach(name string, mode XDPMode, fallback bool) (Attachment,
 	}
 	pin := d.linkPin(name)
 
-	a := &attachment{ifindex: iface.Index, mode: mode}
+	a := &attachment{ifindex: iface.Index, mode: mode, ret: ret}
+	prog := a.program(d.objs.programs())
 	l, err := link.LoadPinnedLink(pin, nil)
 	tookOver := err == nil
 	if tookOver {
-		if err := l.Update(d.objs.XupfXdp); err != nil {
+		if err := l.Update(prog); err != nil {
 			l.Close()
 			return Attachment{}, fmt.Errorf("attach to %q: replace program in pinned link %s: %w", name, pin, err)
 		}
@@ -83,12 +109,12 @@ func (d *Datapath) Attach(name string, mode XDPMode, fallback bool) (Attachment,
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return Attachment{}, fmt.Errorf("attach to %q: open pinned link %s: %w", name, pin, err)
 	} else {
-		a.link, err = d.attachNew(iface, mode)
+		a.link, err = attachNew(prog, iface, mode)
 		if err != nil && mode == XDPNative && fallback && errors.Is(err, unix.EOPNOTSUPP) {
 			d.log.Warn("native XDP is not supported by this interface's driver; falling back to generic XDP, "+
 				"which is much slower", "interface", name)
 			a.mode = XDPGeneric
-			a.link, err = d.attachNew(iface, XDPGeneric)
+			a.link, err = attachNew(prog, iface, XDPGeneric)
 		}
 		if err != nil {
 			return Attachment{}, err
@@ -97,6 +123,10 @@ func (d *Datapath) Attach(name string, mode XDPMode, fallback bool) (Attachment,
 			a.link.Close()
 			return Attachment{}, fmt.Errorf("attach to %q: pin link: %w", name, err)
 		}
+	}
+	if ret {
+		d.links[name] = a
+		return Attachment{Name: name, Ifindex: iface.Index, Mode: a.mode}, nil
 	}
 	if err := d.objs.XupfTxPorts.Put(uint32(iface.Index), uint32(iface.Index)); err != nil {
 		a.close(true)
@@ -124,12 +154,12 @@ func (d *Datapath) Attach(name string, mode XDPMode, fallback bool) (Attachment,
 	return Attachment{Name: name, Ifindex: iface.Index, Mode: a.mode}, nil
 }
 
-func (d *Datapath) attachNew(iface *net.Interface, mode XDPMode) (link.Link, error) {
+func attachNew(prog *ebpf.Program, iface *net.Interface, mode XDPMode) (link.Link, error) {
 	flags := link.XDPDriverMode
 	if mode == XDPGeneric {
 		flags = link.XDPGenericMode
 	}
-	l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.XupfXdp, Interface: iface.Index, Flags: flags})
+	l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: iface.Index, Flags: flags})
 	switch {
 	case err == nil:
 		return l, nil

@@ -170,14 +170,20 @@ type Datapath struct {
 // (startSpread): it needs CAP_PERFMON's tracing, and the map's id.
 type objects struct {
 	XupfXdp       *ebpf.Program `ebpf:"xupf_xdp"`
+	XupfXdpReturn *ebpf.Program `ebpf:"xupf_xdp_return"` // the return device's (flowcache.h flow_return)
 	XupfFlowLearn *ebpf.Program `ebpf:"xupf_flow_learn"`
 	xupfMaps
 	xupfVariables
 }
 
 func (o *objects) Close() error {
-	return errors.Join(o.XupfXdp.Close(), o.XupfFlowLearn.Close(), o.xupfMaps.Close())
+	return errors.Join(o.XupfXdp.Close(), o.XupfXdpReturn.Close(), o.XupfFlowLearn.Close(), o.xupfMaps.Close())
 }
+
+// xdpPrograms are the XDP programs of one load: the interfaces' and the return device's.
+type xdpPrograms struct{ xdp, ret *ebpf.Program }
+
+func (o *objects) programs() xdpPrograms { return xdpPrograms{o.XupfXdp, o.XupfXdpReturn} }
 
 // Load loads the datapath into the kernel, reusing maps already pinned under PinPath.
 func Load(opts Options) (*Datapath, error) {

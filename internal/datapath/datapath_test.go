@@ -114,6 +114,8 @@ type pktCase struct {
 	// counters and drops are the expected increments; every other counter must stay put.
 	counters map[string]uint64
 	drops    map[string]uint64
+	// ret runs the return device's program (xupf_xdp_return) instead of the interfaces'.
+	ret bool
 }
 
 func n3(e *testEnv) int { return e.n3 }
@@ -132,7 +134,11 @@ func runCase(t *testing.T, e *testEnv, c pktCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ret, out := e.run(t, c.in, c.ifindex(e))
+	prog := e.dp.Program()
+	if c.ret {
+		prog = e.dp.objs.XupfXdpReturn
+	}
+	ret, out := e.runProgramOn(t, prog, anyCPU, c.in, c.ifindex(e))
 	after, err := e.dp.Stats()
 	if err != nil {
 		t.Fatal(err)

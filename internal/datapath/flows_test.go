@@ -21,6 +21,7 @@ import (
 
 	"github.com/xupf/xupf/internal/conntrack"
 	"github.com/xupf/xupf/internal/nfwatch"
+	"github.com/xupf/xupf/internal/returndev"
 	"github.com/xupf/xupf/internal/router"
 	"github.com/xupf/xupf/internal/session"
 )
@@ -1365,5 +1366,110 @@ func TestFlowCacheKernelN6PerInstance(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// attachReturn makes the return device's veth pair in the test namespace, with its route to
+// the UE pool pool, and attaches the datapath to its peer; it returns the peer's ifindex.
+func (e *testEnv) attachReturn(t *testing.T, pool netip.Prefix) func(*testEnv) int {
+	t.Helper()
+	var a Attachment
+	err := e.do(func() error {
+		if err := returndev.Ensure("xret", []netip.Prefix{pool}); err != nil {
+			return err
+		}
+		var err error
+		a, err = e.dp.AttachReturn(returndev.Peer("xret"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(*testEnv) int { return a.Ifindex }
+}
+
+// TestFlowCacheNATReturn: a packet the kernel sends a UE, through the return device, takes its
+// session's downlink rules: the reply the kernel translated back leaves in the UE's tunnel as a
+// cached reply does (the TTL the kernel took given back, then taken by the downlink), charged
+// once. What the downlink hands to the kernel goes there, unless the kernel would route it
+// back into the return device; a packet to no session, or not IPv4, is dropped.
+func TestFlowCacheNATReturn(t *testing.T) {
+	e := newNATEnv(t)
+	ret := e.attachReturn(t, netip.PrefixFrom(ueRouted, 32))
+	e.waitRoute(t, netip.PrefixFrom(ueRouted, 32), present)
+	macRet := net.HardwareAddr{2, 0, 0, 0, 9, 1}
+	fromKernel := func(ip []byte) []byte { return concat(ethBytes(macRet, macRet), ip) }
+	ue, dn := netip.AddrPortFrom(ueAddr, 1000), netip.AddrPortFrom(addrDN, 443)
+	synACK := func(ttl uint8) []byte { return natTCP(t, dn, ue, ttl, layers.TCP{SYN: true, ACK: true}) }
+	reply := func(ttl uint8) []byte { return natUDP(t, dn, ue, ttl, false) }
+	dlOK := map[string]uint64{"dl_rx": 1, "dl_tx": 1}
+	noRoute := map[string]uint64{"no_route": 1}
+	toRouted := innerUDP(t, addrDN, ueRouted, 5000, 6000, 63, payload)
+	noARP := innerUDP(t, addrDN, sessNoARP.UE, 5000, 6000, 63, payload)
+	noARPOut := dlOuter(t, sessNoARP, noARP, 0x28)
+	copy(noARPOut[0:12], concat(macRet, macRet)) // MACs as they came: the kernel fills them in
+	before, err := e.usage(sessPlain.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []pktCase{
+		{name: "a SYN-ACK the kernel translated back", in: fromKernel(synACK(63)), ifindex: ret, ret: true, verdict: xdpRedirect,
+			out: dlOuter(t, sessPlain, synACK(63), 0), fixSport: true, counters: dlOK},
+		{name: "a UDP reply the kernel translated back", in: fromKernel(reply(63)), ifindex: ret, ret: true, verdict: xdpRedirect,
+			out: dlOuter(t, sessPlain, reply(63), 0x28), fixSport: true, counters: dlOK},
+		{name: "the host's own packet, TTL 255", in: fromKernel(reply(255)), ifindex: ret, ret: true, verdict: xdpRedirect,
+			out: dlOuter(t, sessPlain, reply(254), 0x28), fixSport: true, counters: dlOK},
+		{name: "the gNB's MAC not resolved: to the kernel encapsulated", in: fromKernel(noARP), ifindex: ret, ret: true,
+			verdict: xdpPass, out: noARPOut, fixSport: true,
+			counters: map[string]uint64{"dl_rx": 1, "dl_kernel": 1, "fib_no_neigh": 1}},
+		{name: "without a tunnel, to a UE the kernel routes here", in: fromKernel(toRouted), ifindex: ret, ret: true,
+			verdict: xdpDrop, out: fromKernel(innerUDP(t, addrDN, ueRouted, 5000, 6000, 64, payload)),
+			counters: map[string]uint64{"dl_rx": 1, "dl_kernel": 1, "fib_no_neigh": 1}, drops: noRoute},
+		{name: "to no session", in: fromKernel(innerUDP(t, addrDN, netip.MustParseAddr("10.45.9.9"), 5000, 6000, 63, payload)),
+			ifindex: ret, ret: true, verdict: xdpDrop, drops: noRoute},
+		{name: "not IPv4", in: concat(ethBytes(macRet, macRet)[:12], []byte{0x08, 0x06}, make([]byte, 28)), ifindex: ret, ret: true,
+			verdict: xdpDrop, drops: noRoute},
+	} {
+		t.Run(c.name, func(t *testing.T) { runCase(t, e, c) })
+	}
+	after, err := e.usage(sessPlain.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := uint64(len(synACK(63)) + 2*len(reply(63)))
+	if got := after.Downlink; got.Packets-before.Downlink.Packets != 3 || got.Bytes-before.Downlink.Bytes != want {
+		t.Errorf("downlink usage %+v, was %+v: want 3 more packets, %d more bytes", got, before.Downlink, want)
+	}
+}
+
+// TestReturnProgramSwapped: a program swap (a rule set needs another classification field)
+// puts the return device's program, specialised alike, in its link too.
+func TestReturnProgramSwapped(t *testing.T) {
+	e := newNATEnv(t)
+	e.attachReturn(t, netip.PrefixFrom(ueRouted, 32))
+	linked := func() (link, want ebpf.ProgramID) {
+		t.Helper()
+		info, err := e.dp.links[returndev.Peer("xret")].link.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pi, err := e.dp.objs.XupfXdpReturn.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := pi.ID()
+		return info.Program, id
+	}
+	before, _ := linked()
+	e.dp.mu.Lock()
+	cfg := e.dp.prog
+	cfg.sdfFields |= 1
+	err := e.dp.swapProgram(cfg)
+	e.dp.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := linked(); got != want || got == before {
+		t.Errorf("the return device's link runs program %d, want the swapped-in %d (was %d)", got, want, before)
 	}
 }

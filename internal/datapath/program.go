@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -37,6 +38,7 @@ type stage int
 const (
 	stageAttached stage = iota // on the interfaces: spreads uplink G-PDUs when that is on
 	stageCPUMap                // in the CPU map's entries: processes what was spread to its CPU
+	stageReturn                // on the return device's peer (xupf_xdp_return)
 )
 
 // swapProgram loads a program specialised to cfg beside the running one, sharing its maps,
@@ -65,33 +67,50 @@ func (d *Datapath) swapProgram(cfg progConfig) error {
 		cpuProg.Close()
 		return err
 	}
-	prog, err := d.loadProgram(cfg, stageAttached)
+	progs, err := d.loadPrograms(cfg)
 	if err != nil {
 		return undoCPUMap(err)
 	}
 	var swapped []*attachment
 	for _, a := range d.links {
-		if err := a.link.Update(prog); err != nil {
+		if err := a.link.Update(a.program(progs)); err != nil {
 			for _, s := range swapped { // put the running program back where it was replaced
-				if rerr := s.link.Update(d.objs.XupfXdp); rerr != nil {
+				if rerr := s.link.Update(s.program(d.objs.programs())); rerr != nil {
 					err = errors.Join(err, rerr)
 				}
 			}
-			prog.Close()
+			progs.close()
 			return undoCPUMap(fmt.Errorf("swap in the datapath program: %w", err))
 		}
 		swapped = append(swapped, a)
 	}
-	old, oldCPU := d.objs.XupfXdp, d.cpuProg
-	d.objs.XupfXdp, d.cpuProg = prog, cpuProg
+	old, oldCPU := d.objs.programs(), d.cpuProg
+	d.objs.XupfXdp, d.objs.XupfXdpReturn, d.cpuProg = progs.xdp, progs.ret, cpuProg
 	d.prog = cfg
 	d.log.Debug("datapath program swapped", "sdf_fields", fmt.Sprintf("%#x", cfg.sdfFields),
 		"cls_fields", fmt.Sprintf("%#x", cfg.clsFields), "cls_words", cfg.clsWords, "cls_buf", cfg.clsBuf,
 		"policer", cfg.policer, "spread", cfg.spread)
 	if oldCPU != nil {
-		return errors.Join(old.Close(), oldCPU.Close())
+		return errors.Join(old.close(), oldCPU.Close())
 	}
-	return old.Close()
+	return old.close()
+}
+
+func (p xdpPrograms) close() error { return errors.Join(p.xdp.Close(), p.ret.Close()) }
+
+// loadPrograms loads the programs of the attached links specialised to cfg: the interfaces',
+// and with kernel_n6 the return device's, which runs the same rules.
+func (d *Datapath) loadPrograms(cfg progConfig) (xdpPrograms, error) {
+	xdp, err := d.loadProgram(cfg, stageAttached)
+	if err != nil || !d.opts.FlowCache.anyKernelN6() {
+		return xdpPrograms{xdp: xdp}, err
+	}
+	ret, err := d.loadProgram(cfg, stageReturn)
+	if err != nil {
+		xdp.Close()
+		return xdpPrograms{}, err
+	}
+	return xdpPrograms{xdp, ret}, nil
 }
 
 // loadProgram loads the XDP program specialised to cfg for stage, using the maps already
@@ -130,14 +149,23 @@ func (d *Datapath) loadProgram(cfg progConfig, st stage) (*ebpf.Program, error) 
 	if err := setVars(spec, vars); err != nil {
 		return nil, err
 	}
-	var progs struct { // the XDP program alone: Load loaded the rest once
-		XupfXdp *ebpf.Program `ebpf:"xupf_xdp"`
+	// The one program alone: Load loaded the rest once.
+	var xdp struct {
+		Prog *ebpf.Program `ebpf:"xupf_xdp"`
 	}
-	err := spec.LoadAndAssign(&progs, opts)
+	var ret struct {
+		Prog *ebpf.Program `ebpf:"xupf_xdp_return"`
+	}
+	var err error
+	if st == stageReturn {
+		err = spec.LoadAndAssign(&ret, opts)
+	} else {
+		err = spec.LoadAndAssign(&xdp, opts)
+	}
 	if err != nil {
 		return nil, loadError(err, d.opts.PinPath)
 	}
-	return progs.XupfXdp, nil
+	return cmp.Or(xdp.Prog, ret.Prog), nil
 }
 
 // setVars sets the program's load-time constants (volatile const globals) in spec, by name.

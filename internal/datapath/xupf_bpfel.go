@@ -584,6 +584,7 @@ const (
 	xupfProgXupfFlowLearn      = "xupf_flow_learn"
 	xupfProgXupfSpreadDrops    = "xupf_spread_drops"
 	xupfProgXupfXdp            = "xupf_xdp"
+	xupfProgXupfXdpReturn      = "xupf_xdp_return"
 	xupfVarBtfBufferMark       = "btf_buffer_mark"
 	xupfVarBtfBufferedHdr      = "btf_buffered_hdr"
 	xupfVarBtfClsField         = "btf_cls_field"
@@ -672,6 +673,7 @@ type xupfProgramSpecs struct {
 	XupfFlowLearn   *ebpf.ProgramSpec `ebpf:"xupf_flow_learn"`
 	XupfSpreadDrops *ebpf.ProgramSpec `ebpf:"xupf_spread_drops"`
 	XupfXdp         *ebpf.ProgramSpec `ebpf:"xupf_xdp"`
+	XupfXdpReturn   *ebpf.ProgramSpec `ebpf:"xupf_xdp_return"`
 }
 
 // xupfMapSpecs contains maps before they are loaded into the kernel.
@@ -934,6 +936,7 @@ type xupfPrograms struct {
 	XupfFlowLearn   *ebpf.Program `ebpf:"xupf_flow_learn"`
 	XupfSpreadDrops *ebpf.Program `ebpf:"xupf_spread_drops"`
 	XupfXdp         *ebpf.Program `ebpf:"xupf_xdp"`
+	XupfXdpReturn   *ebpf.Program `ebpf:"xupf_xdp_return"`
 }
 
 func (p *xupfPrograms) Close() error {
@@ -941,6 +944,7 @@ func (p *xupfPrograms) Close() error {
 		p.XupfFlowLearn,
 		p.XupfSpreadDrops,
 		p.XupfXdp,
+		p.XupfXdpReturn,
 	)
 }
 

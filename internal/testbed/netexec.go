@@ -61,28 +61,40 @@ func (t *Topology) DelRootQdisc(ctx context.Context, ns, dev string) error {
 // packets its stack dropped for a bad checksum. A rise means that someone on the way (a TUN
 // relay, an XDP redirect of a packet with a partial checksum, the UPF) broke one.
 func (t *Topology) ChecksumErrors(ns string) (udp, tcp uint64, err error) {
+	stats, err := t.netStats(ns, "snmp")
+	if err != nil {
+		return 0, 0, fmt.Errorf("testbed: checksum counters in %s: %w", ns, err)
+	}
+	return stats["Udp"]["InCsumErrors"], stats["Tcp"]["InCsumErrors"], nil
+}
+
+// SynRetransmits returns how many TCP SYNs and SYN-ACKs namespace ns sent again
+// (TcpExt TCPSynRetrans): a rise means that a handshake's packet or its answer was lost.
+func (t *Topology) SynRetransmits(ns string) (uint64, error) {
+	stats, err := t.netStats(ns, "netstat")
+	if err != nil {
+		return 0, fmt.Errorf("testbed: TCP counters in %s: %w", ns, err)
+	}
+	return stats["TcpExt"]["TCPSynRetrans"], nil
+}
+
+// netStats reads /proc/net/<file> (snmp or netstat) of namespace ns.
+func (t *Topology) netStats(ns, file string) (stats map[string]map[string]uint64, err error) {
 	err = t.Do(ns, func() error {
 		// thread-self: /proc/net follows the thread group leader's namespace, not this
 		// thread's.
-		f, err := os.Open("/proc/thread-self/net/snmp")
+		f, err := os.Open("/proc/thread-self/net/" + file)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		stats, err := parseSNMP(f)
-		if err != nil {
-			return err
-		}
-		udp, tcp = stats["Udp"]["InCsumErrors"], stats["Tcp"]["InCsumErrors"]
-		return nil
+		stats, err = parseSNMP(f)
+		return err
 	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("testbed: checksum counters in %s: %w", ns, err)
-	}
-	return udp, tcp, nil
+	return stats, err
 }
 
-// parseSNMP reads /proc/net/snmp: per protocol a line of names and a line of values.
+// parseSNMP reads /proc/net/snmp or netstat: per protocol a line of names and a line of values.
 func parseSNMP(f *os.File) (map[string]map[string]uint64, error) {
 	out := make(map[string]map[string]uint64)
 	sc := bufio.NewScanner(f)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -575,7 +576,7 @@ var natSession = session.Session{ID: 1, UE: netip.MustParseAddr("10.45.0.2"), Up
 	DownlinkTEID: 0x200, GNB: testbed.UEGNBAddr}
 
 // newNATEnv starts xupfd with kernel_n6 and natSession, masquerades the UE network out of n6,
-// and starts the UE.
+// removes the DN host's route to it, and starts the UE.
 func newNATEnv(t *testing.T) (*env, *testbed.UE) {
 	t.Helper()
 	if _, err := exec.LookPath("nft"); err != nil {
@@ -584,8 +585,14 @@ func newNATEnv(t *testing.T) (*env, *testbed.UE) {
 	e := newEnvConfig(t, func(c *config.Config) {
 		c.FlowCache.MaxFlows = 64
 		c.FlowCache.KernelN6 = true
+		c.UEPools = []netip.Prefix{testbed.UENet}
 	}, natSession)
 	e.masqueradeUEs()
+	// Behind NAT the data network has no route to the UEs: a packet the UPF's kernel sent
+	// there for a UE would not come back.
+	if _, err := e.topo.Run(e.ctx(), e.topo.DNNS, "ip", "route", "del", testbed.UENet.String()); err != nil {
+		t.Fatal(err)
+	}
 	ue, err := e.topo.StartUE(natSession)
 	if err != nil {
 		t.Fatal(err)
@@ -757,6 +764,7 @@ func TestFlowCacheNATPerInstance(t *testing.T) {
 	e := newEnvConfig(t, func(c *config.Config) {
 		c.FlowCache.MaxFlows = 64
 		c.FlowCache.KernelN6Instances = map[string]bool{"internet": true}
+		c.UEPools = []netip.Prefix{testbed.UENet}
 	})
 	e.masqueradeUEs()
 	c, ctx := e.smfClient("smf.nat.test")
@@ -794,5 +802,170 @@ func TestFlowCacheNATPerInstance(t *testing.T) {
 		if err := ue.Close(); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestFlowCacheNATTCP: TCP from a UE through nftables masquerade to an iperf3 server on the DN
+// host, each way. The handshake's reply, which the kernel translates back to the UE, reaches
+// the session through the return device; once conntrack has seen it, the UE's next packet
+// has the pair learnt, and the cache carries the rest both ways. The DN host sees the n6
+// address, the UE the DN host's; the session's usage is what the UE's relay carried, every
+// packet charged once whichever path it took.
+func TestFlowCacheNATTCP(t *testing.T) {
+	e, ue := newNATEnv(t)
+	srv := e.iperf3Server()
+	for _, d := range directions {
+		t.Run(d.name, func(t *testing.T) {
+			before, err := e.api.Session(e.ctx(), natSession.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			relayed := ue.Stats()
+			synRetrans, err := e.topo.SynRetransmits(e.topo.GNBNS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r testbed.Iperf3Result
+			c := e.flowDeltas(func() {
+				r, err = ue.Iperf3(context.Background(), testbed.Iperf3Options{Server: srv.Addr, Reverse: d.reverse,
+					Duration: time.Second, Congestion: qosCongestion})
+			})
+			if err != nil {
+				t.Fatalf("iperf3 through NAT: %v", err)
+			}
+			t.Logf("TCP %s through NAT: %.1f Mbit/s, flow counters %v", d.name, r.ReceivedBps/1e6, c)
+			if r.ReceivedBytes == 0 {
+				t.Fatal("iperf3 moved no data")
+			}
+			// The server's SYN-ACKs reached the UE at once: without the return device each
+			// was lost until the UE sent its SYN again, and that had the pair learnt.
+			if n, err := e.topo.SynRetransmits(e.topo.GNBNS); err != nil || n != synRetrans {
+				t.Errorf("the UE sent %d SYNs again (err %v), want none", n-synRetrans, err)
+			}
+			// Two connections (iperf3's control and data), each learnt both ways.
+			if c["flow_learned"] < 4 || c["flow_hit"] < 10*c["flow_miss"] {
+				t.Errorf("flow counters grew by %v, want at least 4 flows learnt and the cache carrying most packets", c)
+			}
+			// Translated on both sides: the DN host sees the n6 address, the UE's socket the DN
+			// host's (the replies reach it translated back). The server's output reaches its
+			// log when iperf3 flushes it, a moment after the test.
+			accepted := "Accepted connection from " + testbed.N6Addr.String()
+			for deadline := time.Now().Add(2 * time.Second); !strings.Contains(srv.Log(), accepted); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Errorf("the iperf3 server saw no connection from the n6 address %s:\n%s", testbed.N6Addr, srv.Log())
+					break
+				}
+			}
+			if !strings.Contains(string(r.JSON), `"remote_host":	"`+testbed.DNAddr.String()+`"`) &&
+				!strings.Contains(string(r.JSON), `"remote_host": "`+testbed.DNAddr.String()+`"`) {
+				t.Errorf("the UE's iperf3 was not connected to the DN host's address %s", testbed.DNAddr)
+			}
+			time.Sleep(100 * time.Millisecond) // the connections' last packets, relayed, reach the UPF
+			after, err := e.api.Session(e.ctx(), natSession.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := ue.Stats()
+			ul, dl := after.Usage.Uplink.Packets-before.Usage.Uplink.Packets, after.Usage.Downlink.Packets-before.Usage.Downlink.Packets
+			if sent := now.UplinkPackets - relayed.UplinkPackets; ul != sent {
+				t.Errorf("uplink usage rose by %d packets, the UE sent %d", ul, sent)
+			}
+			if got := now.DownlinkPackets - relayed.DownlinkPackets; dl != got {
+				t.Errorf("downlink usage rose by %d packets, the UE received %d", dl, got)
+			}
+			for _, ns := range []string{e.topo.GNBNS, e.topo.DNNS} {
+				if _, tcp, err := e.topo.ChecksumErrors(ns); err != nil || tcp != 0 {
+					t.Errorf("%s: %d TCP checksum errors (err %v)", ns, tcp, err)
+				}
+			}
+		})
+	}
+}
+
+// TestFlowCacheNATUDPReplyAfterFlush: a UDP flow's cached pair is flushed; the DN host's next
+// datagram goes through the kernel, which translates it back and sends it through the return
+// device to the UE's session: it arrives, charged once, before the UE sends again.
+func TestFlowCacheNATUDPReplyAfterFlush(t *testing.T) {
+	e, _ := newNATEnv(t)
+	e.replyAfterFlush(t, e.udpPeers(7300))
+}
+
+// replyAfterFlush has the UE's flow of p learnt, flushes it, and has the DN host answer: the
+// answer must reach the UE through the kernel and the return device, charged once; the UE's
+// next packet learns the pair again, with the same translation.
+func (e *env) replyAfterFlush(t *testing.T, p udpPeers) {
+	t.Helper()
+	seen := p.exchange(t, []byte("learn the pair"))
+	if _, ok := e.cachedFlow(protoUDP, p.ueAddr, p.dnAddr); !ok {
+		t.Fatal("the UE's flow is not cached after a round trip")
+	}
+	e.ctl(t, "flows", "flush", "--all")
+	before, err := e.api.Session(e.ctx(), natSession.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := []byte("reply after the flush")
+	stats := e.stats()
+	d := e.flowDeltas(func() {
+		if _, err := p.dn.WriteToUDPAddrPort(msg, seen); err != nil {
+			t.Fatal(err)
+		}
+		got, from, err := read(p.ue, recvTimeout)
+		if err != nil || !bytes.Equal(got, msg) || from != p.dnAddr {
+			t.Fatalf("UE: %q from %s (err %v), want %q from %s", got, from, err, msg, p.dnAddr)
+		}
+	})
+	if want := map[string]uint64{"flow_miss": 1}; !sameCounters(d, want) {
+		t.Errorf("flow counters grew by %v, want %v (the reply through the kernel, nothing learnt from it)", d, want)
+	}
+	if got := e.stats().Counters["dl_rx"] - stats.Counters["dl_rx"]; got != 1 {
+		t.Errorf("dl_rx rose by %d, want 1: the reply through its session's downlink once", got)
+	}
+	after, err := e.api.Session(e.ctx(), natSession.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ipLen := uint64(20 + 8 + len(msg))
+	if got := after.Usage.Downlink; got.Packets-before.Usage.Downlink.Packets != 1 || got.Bytes-before.Usage.Downlink.Bytes != ipLen {
+		t.Errorf("downlink usage %+v, was %+v: want one more packet of %d bytes", got, before.Usage.Downlink, ipLen)
+	}
+	if again := p.exchange(t, []byte("learn it again")); again != seen {
+		t.Errorf("the DN host saw %s after the flush, %s before", again, seen)
+	}
+	if _, ok := e.cachedFlow(protoUDP, p.ueAddr, p.dnAddr); !ok {
+		t.Error("the UE's flow is not cached again after its next packet")
+	}
+}
+
+// TestFlowCacheNATReturnDeviceLifecycle: xupfd makes the return device with the UE pool routed
+// into it; a restart keeps it (the same interface) and it carries the kernel's packets to UEs
+// across; `xupfd --stop` removes it.
+func TestFlowCacheNATReturnDeviceLifecycle(t *testing.T) {
+	e, _ := newNATEnv(t)
+	dev := config.DefaultReturnDevice
+	show := func() string {
+		out, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "ip", "-o", "link", "show", dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Fields(out)[0] // its ifindex
+	}
+	made := show()
+	if out, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "ip", "route", "show", testbed.UENet.String()); err != nil ||
+		!strings.Contains(out, "dev "+dev) {
+		t.Fatalf("the UE pool's route: %q (err %v), want it into %s", out, err, dev)
+	}
+	e.restart(t, e.daemon.Stop)
+	if kept := show(); kept != made {
+		t.Errorf("the return device is interface %s after the restart, %s before: want it kept", kept, made)
+	}
+	e.replyAfterFlush(t, e.udpPeers(7400))
+
+	out, err := e.topo.Command(e.ctx(), e.topo.UPFNS, xupfdBin, "--config", e.daemon.ConfigPath, "--stop").CombinedOutput()
+	if err != nil {
+		t.Fatalf("xupfd --stop: %v\n%s", err, out)
+	}
+	if out, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "ip", "link", "show", dev); err == nil {
+		t.Errorf("the return device is left by xupfd --stop: %s", out)
 	}
 }

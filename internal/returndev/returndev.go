@@ -1,0 +1,154 @@
+// Package returndev keeps the return device of flow_cache.kernel_n6: a veth pair through which
+// the kernel hands the datapath the packets it sends to UEs. The kernel routes the UE pools
+// into one end (the device, named by the configuration); the datapath's XDP program runs on
+// the other (Peer), and takes each packet through its session's downlink rules.
+//
+// Why a veth pair: the kernel can only hand a packet to XDP by sending it out of an interface,
+// and a veth delivers what one end sends to the other end's XDP program, natively, where the
+// whole downlink pipeline (QERs, usage, buffering, encapsulation, the redirect to N3) runs as
+// for any downlink packet. A TC program could not run that pipeline, which is XDP code.
+package returndev
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xupf/xupf/internal/ethtool"
+)
+
+// peerSuffix ends the peer's name.
+const peerSuffix = "-xdp"
+
+// MaxName is the longest device name: the peer's, with its suffix, must fit IFNAMSIZ.
+const MaxName = unix.IFNAMSIZ - 1 - len(peerSuffix)
+
+// Peer is the name of the end of device name that the XDP program runs on.
+func Peer(name string) string { return name + peerSuffix }
+
+// Ensure makes the veth pair name and Peer(name), or keeps the one an earlier run made, and
+// routes pools into name, removing the other routes an earlier run put there (pools it had).
+// In the calling thread's network namespace.
+//
+// The device sends without ARP: the kernel gives every packet the device's own MAC as its
+// destination, and the peer has the same MAC, so that a packet the datapath hands to the
+// kernel there (an encapsulated one whose gNB's MAC is not resolved yet) is taken as the
+// host's and forwarded, which accept_local allows with its source, the UPF's GTP-U address.
+// Transmit checksum offload is off on the device: the kernel then completes checksums before
+// the peer's XDP program forwards the packet. IPv6 is off on both ends: nothing but the
+// kernel's IPv4 packets to UEs goes through.
+func Ensure(name string, pools []netip.Prefix) error {
+	if len(name) > MaxName || name == "" {
+		return fmt.Errorf("return device %q: give a name of 1 to %d characters", name, MaxName)
+	}
+	dev, err := netlink.LinkByName(name)
+	var notFound netlink.LinkNotFoundError
+	switch {
+	case errors.As(err, &notFound):
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: Peer(name)}
+		if err := netlink.LinkAdd(veth); err != nil {
+			return fmt.Errorf("return device %q: create the veth pair: %w", name, err)
+		}
+		if dev, err = netlink.LinkByName(name); err != nil {
+			return fmt.Errorf("return device %q: %w", name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("return device %q: %w", name, err)
+	case dev.Type() != "veth":
+		return fmt.Errorf("return device %q: an interface of that name exists and is not a veth; "+
+			"set flow_cache.return_device to a free name", name)
+	}
+	peer, err := netlink.LinkByName(Peer(name))
+	if err != nil {
+		return fmt.Errorf("return device %q: its peer %q: %w; delete the device (`ip link del %s`) and start again",
+			name, Peer(name), err, name)
+	}
+	if err := configure(dev, peer); err != nil {
+		return fmt.Errorf("return device %q: %w", name, err)
+	}
+	if err := route(dev, pools); err != nil {
+		return fmt.Errorf("return device %q: %w", name, err)
+	}
+	return nil
+}
+
+// configure sets up the pair as Ensure describes.
+func configure(dev, peer netlink.Link) error {
+	if err := netlink.LinkSetARPOff(dev); err != nil {
+		return fmt.Errorf("turn ARP off: %w", err)
+	}
+	if err := netlink.LinkSetHardwareAddr(peer, dev.Attrs().HardwareAddr); err != nil {
+		return fmt.Errorf("give the peer the device's MAC: %w", err)
+	}
+	if err := ethtool.DisableTxChecksum(dev.Attrs().Name); err != nil {
+		return err
+	}
+	for _, l := range []netlink.Link{dev, peer} {
+		err := os.WriteFile("/proc/sys/net/ipv6/conf/"+l.Attrs().Name+"/disable_ipv6", []byte("1"), 0o644)
+		if err != nil && !errors.Is(err, os.ErrNotExist) { // no IPv6 in this kernel: nothing to turn off
+			return fmt.Errorf("turn IPv6 off on %s: %w", l.Attrs().Name, err)
+		}
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+peer.Attrs().Name+"/accept_local", []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("set accept_local on %s: %w", peer.Attrs().Name, err)
+	}
+	for _, l := range []netlink.Link{peer, dev} {
+		if err := netlink.LinkSetUp(l); err != nil {
+			return fmt.Errorf("set %s up: %w", l.Attrs().Name, err)
+		}
+	}
+	return nil
+}
+
+// route makes the routes of dev (IPv4, main table) exactly pools.
+func route(dev netlink.Link, pools []netip.Prefix) error {
+	have, err := netlink.RouteList(dev, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("list its routes: %w", err)
+	}
+	for _, r := range have {
+		if r.Dst == nil || r.Table != unix.RT_TABLE_MAIN {
+			continue
+		}
+		ones, _ := r.Dst.Mask.Size()
+		if a, ok := netip.AddrFromSlice(r.Dst.IP.To4()); ok && slices.Contains(pools, netip.PrefixFrom(a, ones)) {
+			continue
+		}
+		if err := netlink.RouteDel(&r); err != nil {
+			return fmt.Errorf("remove the route to %s: %w", r.Dst, err)
+		}
+	}
+	for _, p := range pools {
+		dst := &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 32)}
+		r := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: dst, Scope: netlink.SCOPE_LINK}
+		if err := netlink.RouteReplace(r); err != nil {
+			return fmt.Errorf("route %s into it: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// Remove deletes the pair name (with its routes), if it is there.
+func Remove(name string) error {
+	dev, err := netlink.LinkByName(name)
+	var notFound netlink.LinkNotFoundError
+	if errors.As(err, &notFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("return device %q: %w", name, err)
+	}
+	if dev.Type() != "veth" {
+		return nil // not one Ensure made
+	}
+	if err := netlink.LinkDel(dev); err != nil {
+		return fmt.Errorf("return device %q: delete it: %w", name, err)
+	}
+	return nil
+}
