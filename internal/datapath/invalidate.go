@@ -130,10 +130,16 @@ func (d *Datapath) netfilterChanged(ev nfwatch.Events) {
 // of a neighbour garbage collection deleted. That is the fate of the entry of a neighbour
 // reached only through the cache, unused from the kernel's side: the kernel would resolve it
 // again, likely to the same MAC, and voiding every flow each time would send them all back
-// through the kernel.
+// through the kernel. A cached flow leaves only by an attached interface (the learner runs
+// there), so a neighbour gone elsewhere voids none: such as the return device's, whose
+// entries (one per UE the kernel sent to, without ARP) come and go with the UEs' traffic.
 func (d *Datapath) invalidateFlows(ch router.Change) {
 	v := voided{all: ch.Routes}
 	for _, g := range ch.Gone {
+		var port uint32
+		if d.objs.XupfTxPorts.Lookup(uint32(g.Ifindex), &port) != nil {
+			continue
+		}
 		v.all = v.all || !g.Collected
 		v.macs = append(v.macs, g)
 	}

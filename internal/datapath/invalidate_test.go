@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/xupf/xupf/internal/router"
 )
@@ -86,5 +87,38 @@ func TestFlowInvalidationMerge(t *testing.T) {
 	v.merge(voided{macs: []router.GoneNeighbour{mac(3)}})
 	if v.match() != nil {
 		t.Error("a merge with a flush is not a flush")
+	}
+}
+
+// TestInvalidateNeighboursOfAttachedOnly: a neighbour gone on an interface the datapath is not
+// attached to (the return device's, whose entries come and go with the UEs' traffic) voids
+// nothing, so even an entry naming that interface stays; one garbage-collected on an attached
+// interface removes the flows sent to it.
+func TestInvalidateNeighboursOfAttachedOnly(t *testing.T) {
+	e := newFlowEnv(t, 4)
+	e.putFlow(t, 0, xupfFlow{}) // out of n3 to the gNB's MAC
+	elsewhere := e.n6 + 100
+	k := transitKey
+	k.VLAN, k.Ifindex = 5, e.n6
+	if err := e.putRaw(k.raw(), xupfFlow{Ifindex: uint32(elsewhere), Dmac: [6]byte(macGNB), Mtu: 1500}); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		flows, err := e.dp.Flows()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(flows)
+	}
+	e.dp.invalidateFlows(router.Change{Gone: []router.GoneNeighbour{{Ifindex: elsewhere, MAC: macGNB}}})
+	time.Sleep(100 * time.Millisecond)
+	if n := count(); n != 2 {
+		t.Fatalf("%d flows after a neighbour went on an interface the datapath is not on, want both", n)
+	}
+	e.dp.invalidateFlows(router.Change{Gone: []router.GoneNeighbour{{Ifindex: e.n3, MAC: macGNB, Collected: true}}})
+	for deadline := time.Now().Add(3 * time.Second); count() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d flows 3s after the gNB's neighbour on n3 went, want the one sent there removed", count())
+		}
 	}
 }
