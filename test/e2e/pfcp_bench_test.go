@@ -29,8 +29,8 @@ var benchUENet = netip.MustParsePrefix("10.64.0.0/12")
 // request's latency (median and p99) as the table fills: "pair" sessions have one uplink and
 // one downlink PDR (with a QER and a URR), "flows" sessions 4 PDRs, 2 QERs and 2 URRs (a QoS
 // flow selected by an SDF filter on top of the default one). With one request in flight the
-// latency is the UPF's own; with 16 or 64 (an SMF pipelines them) it includes queueing and the
-// rate is the UPF's throughput: each answer waits for its session to be in the state file, and
+// latency is the UPF's own; with 16, 64 or 256 (an SMF pipelines them, one per UE attaching)
+// it includes queueing and the rate is the UPF's throughput: each answer waits for its session to be in the state file, and
 // the more requests are in flight, the more sessions share one commit. Run with -benchtime 1x:
 // each iteration is one full run from an empty daemon. It also reports the CPU time per
 // session of xupfd and of this process (the SMF client), which share the machine's CPUs.
@@ -46,7 +46,7 @@ func BenchmarkPFCPEstablishment(b *testing.B) {
 		{"flows", []pfcpclient.Flow{{Filter: "permit out 17 from any to assigned 5060", Precedence: 100, QFI: 5}}},
 	} {
 		for _, n := range []int{1000, 10000, 100000} {
-			for _, inflight := range []int{1, 16, 64} {
+			for _, inflight := range []int{1, 16, 64, 256} {
 				b.Run(fmt.Sprintf("%s/sessions=%d/inflight=%d", p.name, n, inflight), func(b *testing.B) {
 					for range b.N {
 						benchEstablish(b, n, inflight, p.flows)
