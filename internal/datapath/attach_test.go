@@ -245,10 +245,11 @@ func TestRestartCountersOfRegrownKey(t *testing.T) {
 }
 
 // TestClassesAcrossTakeOver: classes and contracts set after Load but before Attach go into
-// the classifier buffer and slots the earlier run's program does not read, so it classifies
-// and polices as before until Attach, and the program Attach swaps in classifies from its
-// first packet: a class's packets are counted in it all along. The earlier program's buffer
-// is retired at the take-over (packets it is handling may still read it).
+// the classifier buffer the earlier run's program does not read, so it classifies and
+// polices as before until Attach, and the program Attach swaps in classifies from its first
+// packet: a class's packets are counted in it all along, in the counters it had before the
+// restart. The earlier program's buffer is retired at the take-over (packets it is handling
+// may still read it).
 func TestClassesAcrossTakeOver(t *testing.T) {
 	e, class, send := classEnv(t)
 	if v, n := send(e.dp, e.dp.Program()); v != xdpRedirect || n != 1 {
@@ -272,13 +273,67 @@ func TestClassesAcrossTakeOver(t *testing.T) {
 		t.Errorf("this run's program right after Attach: verdict %d, %d class hits; want dropped by the "+
 			"class's new contract, 1", v, n)
 	}
-	if c, err := next.ClassCounters(1); err != nil || c.Packets != 1 {
-		t.Errorf("class 1 after the take-over: %+v, %v; want 1 packet", c, err)
+	if c, err := next.ClassCounters(1); err != nil || c.Packets != 3 {
+		t.Errorf("class 1 after the take-over: %+v, %v; want its 3 packets (one before the restart, one "+
+			"by the earlier program, one by this run's)", c, err)
 	}
 	e.setClasses(t, class) // into the earlier program's buffer, a grace after the take-over
 	if v, n := send(next, next.Program()); v != xdpDrop || n != 1 {
 		t.Errorf("classes set again after the take-over: verdict %d, %d class hits; want dropped, 1", v, n)
 	}
+}
+
+// TestClassCountersAcrossRestart: a class and a contract set again after a restart take
+// over the earlier run's slots, so their counters carry on (only grow) and an unchanged
+// contract's meter goes on (no extra burst); a changed contract gets a fresh meter but keeps
+// its counters. No slot is handed out twice or leaked, and a class new to this run starts
+// from zero.
+func TestClassCountersAcrossRestart(t *testing.T) {
+	e, class, send := classEnv(t)
+	other := classifier.Class{ID: 2, Priority: 2, Protocol: "tcp"}
+	e.setClasses(t, class, other)
+	setContract(t, e, Contract{Class: 1, Action: PoliceLimit, Rate: 1e9, Burst: 1e6})
+	setContract(t, e, Contract{Class: DefaultContractClass, Action: PolicePass})
+	for range 2 {
+		if v, n := send(e.dp, e.dp.Program()); v != xdpRedirect || n != 1 {
+			t.Fatalf("before the restart: verdict %d, %d class hits; want forwarded, 1", v, n)
+		}
+	}
+	meter := e.dp.contracts[1].meter
+	next, earlier := e.restartBeforeAttach(t)
+	third := classifier.Class{ID: 3, Priority: 3, Protocol: "icmp"}
+	e.setClasses(t, class, third) // class 2 is gone, class 3 new
+	setContract(t, e, Contract{Class: 1, Action: PoliceLimit, Rate: 1e9, Burst: 1e6})
+	setContract(t, e, Contract{Class: DefaultContractClass, Action: PoliceDrop}) // changed
+	if got := next.contracts[1].meter; got != meter {
+		t.Errorf("the unchanged contract of class 1 took meter slot %d, want the earlier run's %d", got, meter)
+	}
+	if v, n := send(next, earlier); v != xdpRedirect || n != 1 {
+		t.Errorf("the earlier program before Attach: verdict %d, %d class hits; want forwarded, 1", v, n)
+	}
+	e.takeOver(t, next)
+	if v, n := send(next, next.Program()); v != xdpRedirect || n != 1 {
+		t.Errorf("this run's program: verdict %d, %d class hits; want forwarded, 1", v, n)
+	}
+	if c, err := next.ClassCounters(1); err != nil || c.Packets != 4 {
+		t.Errorf("class 1 after the restart: %+v, %v; want 4 packets (2 before it, 2 after)", c, err)
+	}
+	if c, err := next.ClassCounters(3); err != nil || c.Packets != 0 {
+		t.Errorf("class 3, new to this run: %+v, %v; want 0 packets", c, err)
+	}
+	if c := contractCounters(t, e, 1); c.PassedPackets != 4 {
+		t.Errorf("the contract of class 1 after the restart: %+v; want 4 passed", c)
+	}
+	var held [3][]uint32
+	for _, v := range next.classSlots {
+		held[0] = append(held[0], v)
+	}
+	for _, st := range next.contracts {
+		held[1], held[2] = append(held[1], st.meter), append(held[2], st.stats)
+	}
+	checkSlots(t, "class counter", next.clsSlots, held[0])
+	checkSlots(t, "contract", next.contractSlots, held[1])
+	checkSlots(t, "contract counter", next.policeSlots, held[2])
 }
 
 // TestClassesAcrossPartialTakeOver: after a start that set its classes before Attach and

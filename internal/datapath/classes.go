@@ -209,13 +209,20 @@ func batchPut[V any](m *ebpf.Map, first uint32, values []V) error {
 	return err
 }
 
-// ensureClassCounters gives the classes of ids that have none a counter slot, zeroed; it
-// returns the ids it gave one, for releaseClassCounters should the change fail.
+// ensureClassCounters gives the classes of ids that have none a counter slot: the one the
+// earlier run's class of that id counts in, so that its counters carry on across a restart,
+// or a fresh one, zeroed. It returns the ids it gave one, for releaseClassCounters should the
+// change fail.
 func (d *Datapath) ensureClassCounters(ids []uint32) ([]uint32, error) {
 	zero := make([]xupfCounters, possibleCPUs())
 	var created []uint32
 	for _, id := range ids {
 		if _, ok := d.classSlots[id]; ok {
+			continue
+		}
+		if slot, ok := d.takeEarlier(d.clsSlots, id); ok {
+			d.classSlots[id] = slot
+			created = append(created, id)
 			continue
 		}
 		slot, err := d.clsSlots.alloc()
@@ -250,7 +257,7 @@ func gone(slots map[uint32]uint32, ids []uint32) []uint32 {
 // slots let each rest before another class gets it.
 func (d *Datapath) releaseClassCounters(ids []uint32) {
 	for _, id := range ids {
-		d.clsSlots.release(d.classSlots[id])
+		d.releaseSlot(d.clsSlots, d.classSlots[id])
 		delete(d.classSlots, id)
 	}
 }

@@ -91,17 +91,13 @@ func (d *Datapath) SetContract(c Contract) error {
 		return nil
 	}
 	st := &contractState{c: c}
-	if st.meter, err = d.contractSlots.alloc(); err != nil {
-		return fmt.Errorf("contract for class %d: contracts full: %w", c.Class, err)
-	}
-	if err := writeMeter(d.objs.XupfContracts, d.objs.XupfContractCredits, st.meter, m); err != nil {
-		d.contractSlots.release(st.meter)
+	if st.meter, err = d.contractMeter(c, m); err != nil {
 		return fmt.Errorf("contract for class %d: %w", c.Class, err)
 	}
 	if had {
 		st.stats = old.stats
-	} else if st.stats, err = d.newPoliceCounters(); err != nil {
-		d.contractSlots.release(st.meter)
+	} else if st.stats, err = d.newPoliceCounters(c.Class); err != nil {
+		d.releaseSlot(d.contractSlots, st.meter)
 		return fmt.Errorf("contract for class %d: %w", c.Class, err)
 	}
 	d.contracts[c.Class] = st
@@ -110,19 +106,46 @@ func (d *Datapath) SetContract(c Contract) error {
 			d.contracts[c.Class] = old
 		} else {
 			delete(d.contracts, c.Class)
-			d.policeSlots.release(st.stats)
+			d.releaseSlot(d.policeSlots, st.stats)
 		}
-		d.contractSlots.release(st.meter)
+		d.releaseSlot(d.contractSlots, st.meter)
 		return fmt.Errorf("contract for class %d: %w", c.Class, err)
 	}
 	if had {
-		d.contractSlots.release(old.meter)
+		d.releaseSlot(d.contractSlots, old.meter)
 	}
 	return nil
 }
 
-// newPoliceCounters gives a new contract a counter slot, zeroed.
-func (d *Datapath) newPoliceCounters() (uint32, error) {
+// contractMeter gives contract c, whose xupf_contracts entry is m, a slot: the earlier run's
+// of its class when that holds the same contract, so that its meter goes on where it was and
+// a restart grants no extra burst; otherwise a fresh slot with m written into it.
+func (d *Datapath) contractMeter(c Contract, m xupfMeter) (uint32, error) {
+	if slot, ok := d.takeEarlier(d.contractSlots, c.Class); ok {
+		var earlier xupfMeter
+		if err := d.objs.XupfContracts.Lookup(slot, &earlier); err == nil && contractOf(c.Class, earlier) == c {
+			return slot, nil
+		}
+		d.releaseSlot(d.contractSlots, slot)
+	}
+	slot, err := d.contractSlots.alloc()
+	if err != nil {
+		return 0, fmt.Errorf("contracts full: %w", err)
+	}
+	if err := writeMeter(d.objs.XupfContracts, d.objs.XupfContractCredits, slot, m); err != nil {
+		d.contractSlots.release(slot)
+		return 0, err
+	}
+	return slot, nil
+}
+
+// newPoliceCounters gives the new contract of class a counter slot: the one the earlier
+// run's contract of the class counts in, so that its counters carry on across a restart, or
+// a fresh one, zeroed.
+func (d *Datapath) newPoliceCounters(class uint32) (uint32, error) {
+	if slot, ok := d.takeEarlier(d.policeSlots, class); ok {
+		return slot, nil
+	}
 	slot, err := d.policeSlots.alloc()
 	if err != nil {
 		return 0, fmt.Errorf("contract counters full: %w", err)
@@ -158,8 +181,8 @@ func (d *Datapath) DeleteContract(class uint32) error {
 		d.contracts[class] = st
 		return fmt.Errorf("delete the contract for class %d: %w", class, err)
 	}
-	d.contractSlots.release(st.meter)
-	d.policeSlots.release(st.stats)
+	d.releaseSlot(d.contractSlots, st.meter)
+	d.releaseSlot(d.policeSlots, st.stats)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,10 +22,23 @@ import (
 // classifies from its first packet. After a start that stopped partway through Attach,
 // the links run two programs, which may read both buffers: then there is no other buffer,
 // and classes wait for Attach (ClassesWritable).
+//
+// A class (or contract) of this run with the id of one of the earlier run's takes over its
+// slots (takeEarlier): its counters, and a contract's meter when the contract is the same,
+// carry on across the restart, the earlier and this run's program counting into the same
+// slot until Attach.
 type earlierClasses struct {
 	bufs  map[uint32]bool // the buffers the programs in the pinned links read
 	held  map[*slots]map[uint32]int
 	links map[string]bool // the pinned links an earlier program still runs in, by interface name
+	// named is, by allocator, the slot each class id's entries name: the class counters,
+	// the contract (meter) and the contract counters. An id whose entries name different
+	// slots, or a slot named by two ids (stale entries past a buffer's classes may name a
+	// deleted class), is left out: its class starts afresh.
+	named map[*slots]map[uint32]uint32
+	// taken are the held slots this run's classes and contracts took over: Attach leaves
+	// them to their new owners.
+	taken map[*slots]map[uint32]bool
 }
 
 // adoptEarlierClasses reads which classifier buffers the programs in the pinned links read
@@ -36,7 +50,9 @@ func (d *Datapath) adoptEarlierClasses() error {
 		return err
 	}
 	e := &earlierClasses{bufs: map[uint32]bool{}, links: map[string]bool{},
-		held: map[*slots]map[uint32]int{d.clsSlots: {}, d.contractSlots: {}, d.policeSlots: {}}}
+		held:  map[*slots]map[uint32]int{d.clsSlots: {}, d.contractSlots: {}, d.policeSlots: {}},
+		taken: map[*slots]map[uint32]bool{d.clsSlots: {}, d.contractSlots: {}, d.policeSlots: {}}}
+	names := map[*slots]map[uint32][]uint32{d.clsSlots: {}, d.contractSlots: {}, d.policeSlots: {}}
 	words := map[uint32]uint32{} // by buffer: the most vector words a program reads in it
 	for _, l := range links {
 		buf, w, err := pinnedClsConfig(l)
@@ -53,9 +69,13 @@ func (d *Datapath) adoptEarlierClasses() error {
 		return nil
 	}
 	for buf, w := range words {
-		if err := e.hold(d, buf, w); err != nil {
+		if err := e.hold(d, buf, w, names); err != nil {
 			return err
 		}
+	}
+	e.named = map[*slots]map[uint32]uint32{}
+	for s, byID := range names {
+		e.named[s] = uniqueNames(byID)
 	}
 	for s, u := range e.held {
 		if err := s.reserve(u); err != nil {
@@ -73,8 +93,8 @@ func (d *Datapath) adoptEarlierClasses() error {
 }
 
 // hold counts the slots the class entries of buffer buf, for a program of words vector
-// words, name.
-func (e *earlierClasses) hold(d *Datapath, buf, words uint32) error {
+// words, name, and adds them to names (by allocator, by class id).
+func (e *earlierClasses) hold(d *Datapath, buf, words uint32, names map[*slots]map[uint32][]uint32) error {
 	perBuf := uint32(xupfClsLayoutCLS_CLASSES_PER_BUF)
 	bits := min(words*64, uint32(xupfClsLayoutCLS_NO_CLASS))
 	for _, at := range append(seq(bits), uint32(xupfClsLayoutCLS_NO_CLASS)) {
@@ -83,12 +103,60 @@ func (e *earlierClasses) hold(d *Datapath, buf, words uint32) error {
 			return fmt.Errorf("read the earlier run's class entry %d of buffer %d: %w", at, buf, err)
 		}
 		e.held[d.clsSlots][c.Slot]++
+		if c.Id != DefaultContractClass { // no class: the entry of packets without one, or never written
+			names[d.clsSlots][c.Id] = append(names[d.clsSlots][c.Id], c.Slot)
+		}
 		if c.Contract != 0 {
 			e.held[d.contractSlots][c.Contract-1]++
 			e.held[d.policeSlots][c.PoliceSlot]++
+			names[d.contractSlots][c.Id] = append(names[d.contractSlots][c.Id], c.Contract-1)
+			names[d.policeSlots][c.Id] = append(names[d.policeSlots][c.Id], c.PoliceSlot)
 		}
 	}
 	return nil
+}
+
+// uniqueNames keeps, of the slots each id's entries name, those of ids that name one slot
+// that no other id names.
+func uniqueNames(byID map[uint32][]uint32) map[uint32]uint32 {
+	ids := map[uint32]int{} // slot -> how many ids name it
+	for _, slots := range byID {
+		for _, v := range slices.Compact(slices.Sorted(slices.Values(slots))) {
+			ids[v]++
+		}
+	}
+	out := map[uint32]uint32{}
+	for id, slots := range byID {
+		if v := slots[0]; ids[v] == 1 && !slices.ContainsFunc(slots, func(w uint32) bool { return w != v }) {
+			out[id] = v
+		}
+	}
+	return out
+}
+
+// takeEarlier gives class id the slot of s the earlier run's entries of that id name, if any
+// is left to take: ok is false otherwise. The caller holds d.mu.
+func (d *Datapath) takeEarlier(s *slots, id uint32) (slot uint32, ok bool) {
+	e := d.earlierCls
+	if e == nil {
+		return 0, false
+	}
+	slot, ok = e.named[s][id]
+	if !ok || e.taken[s][slot] {
+		return 0, false
+	}
+	e.taken[s][slot] = true
+	return slot, true
+}
+
+// releaseSlot gives v back to s; a slot taken over from the earlier run while its program
+// still runs goes back to the earlier run's, to be released at Attach. The caller holds d.mu.
+func (d *Datapath) releaseSlot(s *slots, v uint32) {
+	if e := d.earlierCls; e != nil && e.taken[s][v] {
+		delete(e.taken[s], v)
+		return
+	}
+	s.release(v)
 }
 
 // ClassesWritable is whether classes and contracts can be set now: not while the programs
@@ -139,7 +207,9 @@ func (d *Datapath) earlierTakenOver(name string, all bool) {
 	}
 	for s, u := range e.held {
 		for v := range u {
-			s.release(v)
+			if !e.taken[s][v] {
+				s.release(v)
+			}
 		}
 	}
 	d.earlierCls = nil

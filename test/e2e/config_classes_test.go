@@ -86,9 +86,24 @@ func (e *env) checkConfigShow(t *testing.T, written *config.Config) {
 }
 
 // TestPolicerAcrossRestart: downlink packets of a class whose contract drops them, sent
-// throughout a restart (SIGTERM, then xupfd again), are all dropped: the classes are in the
-// program the restart swaps into the links from its first packet.
+// throughout a restart (SIGTERM, or SIGKILL, then xupfd again), are all dropped: the classes
+// are in the program the restart swaps into the links from its first packet. The class's
+// counters and its contract's count every packet once, across the restart: they carry on.
 func TestPolicerAcrossRestart(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		stop func(*env) error
+	}{
+		{"SIGTERM", func(e *env) error { return e.daemon.Stop() }},
+		{"SIGKILL", func(e *env) error { return e.daemon.Kill() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			policerAcrossRestart(t, func(e *env) { e.restart(t, func() error { return c.stop(e) }) })
+		})
+	}
+}
+
+func policerAcrossRestart(t *testing.T, restart func(*env)) {
 	class := classifier.Class{ID: 4, Priority: 10, Direction: "egress", DstIP: sessQFI.UE.String() + "/32"}
 	e := newEnvConfig(t, func(c *config.Config) {
 		c.Classes = []classifier.Class{class}
@@ -119,7 +134,7 @@ func TestPolicerAcrossRestart(t *testing.T) {
 		}
 	}()
 	time.Sleep(50 * time.Millisecond)
-	e.restart(t, e.daemon.Stop)
+	restart(e)
 	time.Sleep(50 * time.Millisecond)
 	close(done)
 	if err := <-sent; err != nil {
@@ -131,5 +146,20 @@ func TestPolicerAcrossRestart(t *testing.T) {
 	}
 	if drops := e.stats().Drops["policer"]; drops != uint64(n) {
 		t.Errorf("policer drops %d across the restart, want %d (every packet sent)", drops, n)
+	}
+	ci, err := e.api.Class(e.ctx(), class.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.Counters.Packets != uint64(n) {
+		t.Errorf("class %d counted %d packets across the restart, want %d (every packet sent)", class.ID, ci.Counters.Packets, n)
+	}
+	pi, err := e.api.Contract(e.ctx(), class.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pi.Counters.DroppedPackets != uint64(n) || pi.Counters.PassedPackets != 0 {
+		t.Errorf("the contract of class %d counted %+v across the restart, want %d dropped, none passed",
+			class.ID, pi.Counters, n)
 	}
 }
