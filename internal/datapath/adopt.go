@@ -251,7 +251,8 @@ func dlKey(k uint32) rules.Key { return rules.Key{UE: addrFromBE(k)} }
 // pair returns the earlier run's PDRs that rs.PDRs[i] is the same as (nil where none): a
 // key's one PDR in its ref stands for rs's one PDR; a classified key's PDRs stand for rs's
 // when rs classifies exactly as the earlier rule set did, each PDR in the place of one of
-// them.
+// them, and otherwise (the rules restored differ from those pinned, as after a crash
+// between an install and its save) those whose match is unchanged (pairByRules).
 func (a *adoptedSet) pair(rs rules.RuleSet) []*adoptedPDR {
 	if a.tables == nil {
 		if len(rs.PDRs) != 1 {
@@ -290,7 +291,7 @@ func (a *adoptedSet) pair(rs rules.RuleSet) []*adoptedPDR {
 	if want.Method == xupfSdfMethodSDF_LINEAR {
 		for r := range want.Rules[:min(int(want.Nrules), len(want.Rules))] {
 			if !pair(want.Rules[r].Pdr, a.desc.Rules[r].Pdr) {
-				return nil
+				return a.pairByRules(c.desc, len(rs.PDRs))
 			}
 			want.Rules[r].Pdr = a.desc.Rules[r].Pdr
 		}
@@ -298,14 +299,65 @@ func (a *adoptedSet) pair(rs rules.RuleSet) []*adoptedPDR {
 		for v := want.All; v != 0; v &= v - 1 {
 			b := bits.TrailingZeros64(v)
 			if !pair(want.Pdr[b], a.desc.Pdr[b]) {
-				return nil
+				return a.pairByRules(c.desc, len(rs.PDRs))
 			}
 		}
 		want.Pdr = a.desc.Pdr // the other bits never match an IPv4 packet
 	}
 	if want != a.desc || !sameEntries(c.exact, a.tables.exact, func(k xupfSdfExactKey) xupfSdfExactKey { k.Ruleset = 0; return k }) ||
 		!sameEntries(c.lpm, a.tables.lpm, func(k xupfSdfLpmKey) xupfSdfLpmKey { k.Ruleset = 0; return k }) {
+		return a.pairByRules(c.desc, len(rs.PDRs))
+	}
+	return out
+}
+
+// pairByRules pairs the n PDRs of a rule set compiled to desc (PDR i in slot i) that is not
+// the earlier one with the earlier PDRs whose compare rules are the same (SDF_LINEAR both):
+// the PDRs the change left alone, whose counters and quotas carry on; the rest are nil and
+// start afresh. A PDR whose rules another PDR on either side has too is left unpaired: which
+// one was which cannot be told. Rule sets classified by tables (SDF_BITS), before or now,
+// pair nothing.
+func (a *adoptedSet) pairByRules(desc xupfRuleset, n int) []*adoptedPDR {
+	if desc.Method != xupfSdfMethodSDF_LINEAR || a.desc.Method != xupfSdfMethodSDF_LINEAR {
 		return nil
+	}
+	earlier, now := rulesOfPDRs(a.desc), rulesOfPDRs(desc)
+	bySlot := map[uint32]*adoptedPDR{}
+	for _, p := range a.pdrs {
+		bySlot[p.slot] = p
+	}
+	unique := func(side map[uint32][]xupfSdfRule, rules []xupfSdfRule) (slot uint32, ok bool) {
+		for s, r := range side {
+			if slices.Equal(r, rules) {
+				if ok {
+					return 0, false
+				}
+				slot, ok = s, true
+			}
+		}
+		return slot, ok
+	}
+	out := make([]*adoptedPDR, n)
+	for i, r := range now {
+		slot, ok := unique(earlier, r)
+		if !ok || int(i) >= n {
+			continue
+		}
+		if _, alone := unique(now, r); alone {
+			out[i] = bySlot[slot]
+		}
+	}
+	return out
+}
+
+// rulesOfPDRs are the compare rules of an SDF_LINEAR rule set, by the PDR slot they name
+// (cleared in them), in their order.
+func rulesOfPDRs(desc xupfRuleset) map[uint32][]xupfSdfRule {
+	out := map[uint32][]xupfSdfRule{}
+	for _, r := range desc.Rules[:min(int(desc.Nrules), len(desc.Rules))] {
+		slot := r.Pdr
+		r.Pdr = 0
+		out[slot] = append(out[slot], r)
 	}
 	return out
 }
