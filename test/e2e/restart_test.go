@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/pfcpclient"
 	"github.com/xupf/xupf/internal/session"
+	"github.com/xupf/xupf/internal/state"
 	"github.com/xupf/xupf/internal/testbed"
 	"github.com/xupf/xupf/internal/testbed/seqtraffic"
 )
@@ -325,8 +328,17 @@ func checkRestartOf(t *testing.T, r *restartEnv, n int, restart func(*restartEnv
 	if l := r.daemon.LogTail(); strings.Contains(l, "level=ERROR") {
 		t.Errorf("the restarted xupfd logged errors:\n%s", l)
 	}
-	// Modify one (handover to the gNB's other TEID) and delete another, at once. r.sessions
-	// holds the static sessions, then r.pfcp's.
+	r.changeRestored(t)
+	r.expectForwarding(t, sessQFI, "static session after the restart")
+	return r
+}
+
+// changeRestored modifies a restored PFCP session (a handover to the gNB's other TEID) and
+// deletes another, at once, failing t unless both are answered and the modified one
+// forwards; r's sessions follow.
+func (r *restartEnv) changeRestored(t *testing.T) {
+	t.Helper()
+	// r.sessions holds the static sessions, then r.pfcp's.
 	static := len(r.sessions) - len(r.pfcp)
 	s := r.pfcp[0]
 	if err := r.smf.SetDownlink(r.ctx, s, testbed.GNBAddr, 0x7777); err != nil {
@@ -342,8 +354,6 @@ func checkRestartOf(t *testing.T, r *restartEnv, n int, restart func(*restartEnv
 		r.pfcp = slices.Delete(r.pfcp, 1, 2)
 		r.sessions = slices.Delete(r.sessions, static+1, static+2)
 	}
-	r.expectForwarding(t, sessQFI, "static session after the restart")
-	return r
 }
 
 // TestRestartClassifiedSessions is TestRestartWithoutLoss (SIGKILL) with PFCP sessions
@@ -389,14 +399,24 @@ func TestRestartClassifiedSessions(t *testing.T) {
 // restartSessions sessions under traffic, and starts it again: no packet of the established
 // sessions is lost or duplicated, and each request the SMF retransmits gets one answer,
 // consistent with what the restarted xupfd holds: every session the SMF was answered for is
-// listed with the SEID and TEID it was given, and there is no other.
+// listed with the SEID and TEID it was given, and there is no other. As in every restart, the
+// SMF's heartbeats throughout are answered with the same Recovery Time Stamp, the sessions
+// set up before keep their counters (only growing), and restored sessions can be modified
+// and deleted at once.
 func TestKillDuringEstablishment(t *testing.T) {
 	// Retransmissions that outlast the restart.
 	r := newRestartEnv(t, restartSessions+restartSessions/2, pfcpclient.Options{Timeout: 500 * time.Millisecond, Tries: 40})
 	if err := r.establish(restartSessions, 16); err != nil {
 		t.Fatalf("%v\n%s", err, r.daemon.LogTail())
 	}
+	recovery, err := r.smf.Heartbeat(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.expectForwarding(t, sessQFI, "before the traffic")
+	// Every session has counted a packet each way before the kill.
+	r.trafficDuring(t, func() { time.Sleep(time.Duration(len(r.sessions)) * time.Second / restartPPS) })
+	before := r.listed(t)
 	r.trafficDuring(t, func() {
 		held := len(r.sessions)
 		done := make(chan error, 1)
@@ -411,12 +431,19 @@ func TestKillDuringEstablishment(t *testing.T) {
 				t.Fatalf("no sessions established: %v, %v", st, err)
 			}
 		}
-		r.restart(t, r.daemon.Kill)
+		r.heartbeatsDuring(t, recovery, func() { r.restart(t, r.daemon.Kill) })
 		if err := <-done; err != nil {
 			t.Fatalf("%v\n%s", err, r.daemon.LogTail())
 		}
 	})
 	listed := r.listed(t)
+	restored := map[uint64]api.PFCPSessionInfo{} // those set up before the kill
+	for seid := range before {
+		if l, ok := listed[seid]; ok {
+			restored[seid] = l
+		}
+	}
+	checkSameSessions(t, before, restored)
 	if len(listed) != len(r.pfcp) {
 		t.Errorf("%d PFCP sessions listed, the SMF was answered for %d", len(listed), len(r.pfcp))
 	}
@@ -437,6 +464,7 @@ func TestKillDuringEstablishment(t *testing.T) {
 				s.UPSEID, l.CPSEID, teids, s.CPSEID, s.UplinkTEID)
 		}
 	}
+	r.changeRestored(t)
 	// The sessions established across the kill forward too.
 	r.trafficDuring(t, func() {})
 }
@@ -466,11 +494,9 @@ func BenchmarkRestart(b *testing.B) {
 	}
 }
 
-// TestRestartWithChangedConfig restarts xupfd with a configuration that no longer fits what
-// runs: an interface it attached to removed, smaller limits. Each start must be refused with
-// a message saying what differs and what to do, and leave the running pins forwarding; the
-// original configuration then restarts with the sessions.
-func TestRestartWithChangedConfig(t *testing.T) {
+// stoppedWithSessions sets up 10 PFCP sessions beside the static ones and stops xupfd with
+// SIGTERM, leaving them forwarding; it returns the environment and its configuration.
+func stoppedWithSessions(t *testing.T) (*restartEnv, *config.Config) {
 	r := newRestartEnv(t, restartSessions, pfcpclient.Options{})
 	if err := r.establish(10, 1); err != nil {
 		t.Fatal(err)
@@ -482,6 +508,56 @@ func TestRestartWithChangedConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r, cfg
+}
+
+// TestRestartWithDamagedStateFile restarts xupfd over a state file cut short and one with
+// garbled pages: each start must fail with exit status 1 and a message naming the file and
+// what to do, with no stack trace, and leave the running pins forwarding; with the file put
+// back, the restart takes the sessions over.
+func TestRestartWithDamagedStateFile(t *testing.T) {
+	r, cfg := stoppedWithSessions(t)
+	path := filepath.Join(cfg.StateDir, state.FileName)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbled := slices.Clone(good)
+	for i := 4096 * 2; i < len(garbled); i += 7 { // past bbolt's two meta pages
+		garbled[i] ^= 0x5a
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{{"truncated", good[:3*4096]}, {"garbled", garbled}} { // bbolt's meta pages, and one more
+		t.Run(c.name, func(t *testing.T) {
+			if err := os.WriteFile(path, c.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out := startFails(t, r.topo, cfg)
+			for _, w := range []string{path, "is damaged", "move it away"} {
+				if !strings.Contains(out, w) {
+					t.Errorf("the refused start does not say %q:\n%s", w, out)
+				}
+			}
+			r.expectIntact(t, r.sessions[len(r.sessions)-1], "after the refused start")
+		})
+	}
+	if err := os.WriteFile(path, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.restart(t, func() error { return nil })
+	if got := len(r.listed(t)); got != 10 {
+		t.Errorf("%d PFCP sessions after restarting with the state file put back, want 10", got)
+	}
+}
+
+// TestRestartWithChangedConfig restarts xupfd with a configuration that no longer fits what
+// runs: an interface it attached to removed, smaller limits. Each start must be refused with
+// a message saying what differs and what to do, and leave the running pins forwarding; the
+// original configuration then restarts with the sessions.
+func TestRestartWithChangedConfig(t *testing.T) {
+	r, cfg := stoppedWithSessions(t)
 	for _, c := range []struct {
 		name string
 		edit func(*config.Config)
