@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xupf/xupf/internal/lbvs"
 	"github.com/xupf/xupf/internal/rules"
 )
 
@@ -25,6 +27,10 @@ type adoptedSet struct {
 	// for a key with one PDR in its ref), kept as they are until the key is installed again.
 	desc   xupfRuleset
 	tables *setTables
+	// vectors are the classification entries' bit vectors, by key with the rule set id
+	// cleared, as compileTables gives them: what pairByBits reads the earlier PDRs' matches
+	// from.
+	vectors sdfVectors
 	// paired is pair's answer for the rule set an install is putting under the key.
 	paired []*adoptedPDR
 }
@@ -241,18 +247,25 @@ func (d *Datapath) adoptRuleset(a *adoptedSet, id uint32) error {
 // them with their sets, and deletes all others: they name rule set ids this run hands out
 // again, where stale entries would match beside the new ones.
 func (d *Datapath) adoptTables(byID map[uint32]*adoptedSet) error {
-	err := keepEntries(d.objs.XupfSdfExact, func(k xupfSdfExactKey) bool {
+	for _, a := range byID {
+		a.vectors = sdfVectors{exact: map[xupfSdfExactKey]uint64{}, lpm: map[xupfSdfLpmKey]uint64{}}
+	}
+	err := keepEntries(d.objs.XupfSdfExact, func(k xupfSdfExactKey, vec uint64) bool {
 		a := byID[k.Ruleset]
 		if a != nil {
 			a.tables.exact = append(a.tables.exact, k)
+			k.Ruleset = 0
+			a.vectors.exact[k] = vec
 		}
 		return a != nil
 	})
 	if err == nil {
-		err = keepEntries(d.objs.XupfSdfLpm, func(k xupfSdfLpmKey) bool {
+		err = keepEntries(d.objs.XupfSdfLpm, func(k xupfSdfLpmKey, vec uint64) bool {
 			a := byID[k.Ruleset]
 			if a != nil {
 				a.tables.lpm = append(a.tables.lpm, k)
+				k.Ruleset = 0
+				a.vectors.lpm[k] = vec
 			}
 			return a != nil
 		})
@@ -263,15 +276,15 @@ func (d *Datapath) adoptTables(byID map[uint32]*adoptedSet) error {
 	return nil
 }
 
-// keepEntries reads every key of the hash map m, an earlier run's, and deletes those keep
+// keepEntries reads every entry of the hash map m, an earlier run's, and deletes those keep
 // does not take.
-func keepEntries[K any](m *ebpf.Map, keep func(K) bool) error {
+func keepEntries[K, V any](m *ebpf.Map, keep func(K, V) bool) error {
 	var k K
-	var v []byte
+	var v V
 	var stale []K
 	it := m.Iterate()
 	for it.Next(&k, &v) {
-		if !keep(k) {
+		if !keep(k, v) {
 			stale = append(stale, k)
 		}
 	}
@@ -332,7 +345,7 @@ func (a *adoptedSet) pair(rs rules.RuleSet) []*adoptedPDR {
 	if want.Method == xupfSdfMethodSDF_LINEAR {
 		for r := range want.Rules[:min(int(want.Nrules), len(want.Rules))] {
 			if !pair(want.Rules[r].Pdr, a.desc.Rules[r].Pdr) {
-				return a.pairByRules(c.desc, len(rs.PDRs))
+				return a.pairByRules(c, len(rs.PDRs))
 			}
 			want.Rules[r].Pdr = a.desc.Rules[r].Pdr
 		}
@@ -340,36 +353,42 @@ func (a *adoptedSet) pair(rs rules.RuleSet) []*adoptedPDR {
 		for v := want.All; v != 0; v &= v - 1 {
 			b := bits.TrailingZeros64(v)
 			if !pair(want.Pdr[b], a.desc.Pdr[b]) {
-				return a.pairByRules(c.desc, len(rs.PDRs))
+				return a.pairByRules(c, len(rs.PDRs))
 			}
 		}
 		want.Pdr = a.desc.Pdr // the other bits never match an IPv4 packet
 	}
 	if want != a.desc || !sameEntries(c.exact, a.tables.exact, func(k xupfSdfExactKey) xupfSdfExactKey { k.Ruleset = 0; return k }) ||
 		!sameEntries(c.lpm, a.tables.lpm, func(k xupfSdfLpmKey) xupfSdfLpmKey { k.Ruleset = 0; return k }) {
-		return a.pairByRules(c.desc, len(rs.PDRs))
+		return a.pairByRules(c, len(rs.PDRs))
 	}
 	return out
 }
 
-// pairByRules pairs the n PDRs of a rule set compiled to desc (PDR i in slot i) that is not
-// the earlier one with the earlier PDRs whose compare rules are the same (SDF_LINEAR both):
-// the PDRs the change left alone, whose counters and quotas carry on; the rest are nil and
-// start afresh. A PDR whose rules another PDR on either side has too is left unpaired: which
-// one was which cannot be told. Rule sets classified by tables (SDF_BITS), before or now,
-// pair nothing.
-func (a *adoptedSet) pairByRules(desc xupfRuleset, n int) []*adoptedPDR {
-	if desc.Method != xupfSdfMethodSDF_LINEAR || a.desc.Method != xupfSdfMethodSDF_LINEAR {
+// pairByRules pairs the n PDRs of a rule set compiled to c (PDR i in slot i) that is not the
+// earlier one with the earlier PDRs whose match is the same: the PDRs the change left alone,
+// whose counters and quotas carry on; the rest are nil and start afresh. A match is a PDR's
+// compare rules, PDR slot aside, when both sets have them (SDF_LINEAR), or what each of its
+// bits accepts field by field when both are classified by tables (SDF_BITS, matchesOfBits);
+// a set of each kind pairs nothing. A PDR whose match another PDR on either side has too is
+// left unpaired: which one was which cannot be told.
+func (a *adoptedSet) pairByRules(c *sdfTables, n int) []*adoptedPDR {
+	var earlier, now map[uint32]string
+	switch {
+	case c.desc.Method != a.desc.Method:
 		return nil
+	case c.desc.Method == xupfSdfMethodSDF_LINEAR:
+		earlier, now = rulesOfPDRs(a.desc), rulesOfPDRs(c.desc)
+	default:
+		earlier, now = matchesOfBits(a.desc, a.vectors), matchesOfBits(c.desc, sdfVectors{c.exact, c.lpm})
 	}
-	earlier, now := rulesOfPDRs(a.desc), rulesOfPDRs(desc)
 	bySlot := map[uint32]*adoptedPDR{}
 	for _, p := range a.pdrs {
 		bySlot[p.slot] = p
 	}
-	unique := func(side map[uint32][]xupfSdfRule, rules []xupfSdfRule) (slot uint32, ok bool) {
-		for s, r := range side {
-			if slices.Equal(r, rules) {
+	unique := func(side map[uint32]string, match string) (slot uint32, ok bool) {
+		for s, m := range side {
+			if m == match {
 				if ok {
 					return 0, false
 				}
@@ -379,26 +398,159 @@ func (a *adoptedSet) pairByRules(desc xupfRuleset, n int) []*adoptedPDR {
 		return slot, ok
 	}
 	out := make([]*adoptedPDR, n)
-	for i, r := range now {
-		slot, ok := unique(earlier, r)
+	for i, m := range now {
+		slot, ok := unique(earlier, m)
 		if !ok || int(i) >= n {
 			continue
 		}
-		if _, alone := unique(now, r); alone {
+		if _, alone := unique(now, m); alone {
 			out[i] = bySlot[slot]
 		}
 	}
 	return out
 }
 
-// rulesOfPDRs are the compare rules of an SDF_LINEAR rule set, by the PDR slot they name
-// (cleared in them), in their order.
-func rulesOfPDRs(desc xupfRuleset) map[uint32][]xupfSdfRule {
-	out := map[uint32][]xupfSdfRule{}
+// sdfVectors are a rule set's classification entries with their bit vectors, by key with
+// the rule set id cleared.
+type sdfVectors struct {
+	exact map[xupfSdfExactKey]uint64
+	lpm   map[xupfSdfLpmKey]uint64
+}
+
+// matchesOfBits describes, by PDR slot, what the bits of an SDF_BITS rule set that can
+// match IPv4 accept, in bit order: for each field, "any", or the exact values (and whether
+// a value not in the table matches) or the value ranges (and whether a packet without the
+// value matches) its LBVS entries give the bit. The entries' boundaries depend on every
+// rule of the set; what a bit accepts does not, so a PDR the change left alone is described
+// the same before and after.
+func matchesOfBits(desc xupfRuleset, v sdfVectors) map[uint32]string {
+	parts := map[uint32]*prefixPartition{}
+	for f := range sdfFields {
+		if sdfFields[f].Kind == lbvs.PrefixMatch && desc.Fields&(1<<f) != 0 {
+			parts[uint32(f)] = partitionPrefixes(uint32(f), v.lpm)
+		}
+	}
+	var b strings.Builder
+	out := map[uint32]string{}
+	for all := desc.All; all != 0; all &= all - 1 {
+		bit := bits.TrailingZeros64(all)
+		b.Reset()
+		for f := range sdfFields {
+			fmt.Fprintf(&b, "%d:", f)
+			switch {
+			case desc.Fields&(1<<f) == 0:
+				b.WriteString("any")
+			case sdfFields[f].Kind == lbvs.ExactMatch:
+				b.WriteString(exactAccepts(uint32(f), bit, desc.Wild[f], v.exact))
+			default:
+				b.WriteString(parts[uint32(f)].accepts(bit))
+			}
+			b.WriteByte(' ')
+		}
+		out[desc.Pdr[bit]] += b.String() + "| "
+	}
+	return out
+}
+
+// exactAccepts describes what bit accepts in exact-match field f: any value, or the values
+// whose entry differs from wild (the vector of values not in the table) for it.
+func exactAccepts(f uint32, bit int, wild uint64, exact map[xupfSdfExactKey]uint64) string {
+	inWild := wild&(1<<bit) != 0
+	var differ []uint32
+	for k, vec := range exact {
+		if k.Field == f && (vec&(1<<bit) != 0) != inWild {
+			differ = append(differ, k.Value)
+		}
+	}
+	if inWild && len(differ) == 0 {
+		return "any"
+	}
+	slices.Sort(differ)
+	return fmt.Sprint(inWild, differ)
+}
+
+// prefixPartition is a prefix-match field's entries as the LPM lookup sees them: the 32-bit
+// value space cut where a prefix starts or ends, each piece with the vector of its longest
+// prefix (0 where none covers it), and the vector of a packet without the value (the
+// zero-length entry's).
+type prefixPartition struct {
+	starts []uint64
+	vecs   []uint64
+	none   uint64
+}
+
+// partitionPrefixes lays field f's entries of lpm out as a prefixPartition: each prefix,
+// shortest first, paints the pieces it covers, so the longest one covering a piece wins.
+func partitionPrefixes(f uint32, lpm map[xupfSdfLpmKey]uint64) *prefixPartition {
+	type prefix struct {
+		first, end uint64 // end: one past its last value
+		len        uint32
+		vec        uint64
+	}
+	var ps []prefix
+	starts := []uint64{0}
+	p := &prefixPartition{}
+	for k, vec := range lpm {
+		l := k.Prefixlen - sdfLPMKeyBits
+		if k.Field != f || k.Prefixlen < sdfLPMKeyBits || l > 32 {
+			continue
+		}
+		first := uint64(be32(k.Value)) &^ (1<<(32-l) - 1)
+		ps = append(ps, prefix{first: first, end: first + 1<<(32-l), len: l, vec: vec})
+		starts = append(starts, first, first+1<<(32-l))
+		if l == 0 {
+			p.none = vec
+		}
+	}
+	slices.Sort(starts)
+	p.starts = slices.DeleteFunc(slices.Compact(starts), func(x uint64) bool { return x > 1<<32-1 })
+	p.vecs = make([]uint64, len(p.starts))
+	slices.SortFunc(ps, func(a, b prefix) int { return int(a.len) - int(b.len) })
+	for _, q := range ps {
+		i, _ := slices.BinarySearch(p.starts, q.first)
+		for ; i < len(p.starts) && p.starts[i] < q.end; i++ {
+			p.vecs[i] = q.vec
+		}
+	}
+	return p
+}
+
+// accepts describes what bit accepts: any value (and none), or the ranges of values whose
+// longest prefix has the bit, merged, and whether a packet without the value matches.
+func (p *prefixPartition) accepts(bit int) string {
+	var ranges [][2]uint64 // first, last
+	for i, x := range p.starts {
+		if p.vecs[i]&(1<<bit) == 0 {
+			continue
+		}
+		last := uint64(1<<32 - 1)
+		if i+1 < len(p.starts) {
+			last = p.starts[i+1] - 1
+		}
+		if n := len(ranges); n > 0 && ranges[n-1][1]+1 == x {
+			ranges[n-1][1] = last
+		} else {
+			ranges = append(ranges, [2]uint64{x, last})
+		}
+	}
+	none := p.none&(1<<bit) != 0
+	if none && len(ranges) == 1 && ranges[0] == [2]uint64{0, 1<<32 - 1} {
+		return "any"
+	}
+	return fmt.Sprint(none, ranges)
+}
+
+// sdfLPMKeyBits are the bits of an xupf_sdf_lpm key before the value (SDF_LPM_KEY_BITS).
+const sdfLPMKeyBits = 64
+
+// rulesOfPDRs describes the compare rules of an SDF_LINEAR rule set, by the PDR slot they
+// name (cleared in them), in their order.
+func rulesOfPDRs(desc xupfRuleset) map[uint32]string {
+	out := map[uint32]string{}
 	for _, r := range desc.Rules[:min(int(desc.Nrules), len(desc.Rules))] {
 		slot := r.Pdr
 		r.Pdr = 0
-		out[slot] = append(out[slot], r)
+		out[slot] += fmt.Sprintf("%+v|", r)
 	}
 	return out
 }

@@ -613,45 +613,59 @@ func TestRestartClassifiedKeys(t *testing.T) {
 // TestRestartChangedClassifiedKey: the rules restored for a classified key differ from those
 // pinned (a crash between an install and its save): the PDRs whose match is unchanged keep
 // their counters, the changed one starts from zero, and no counter slot is handed out twice
-// or leaked. A key classified by tables (SDF_BITS) pairs nothing and leaks nothing either.
+// or leaked; for a key classified by compare rules (owner 1, SDF_LINEAR) and one classified
+// by tables (owner 2, SDF_BITS), whose bits and table entries the change moves.
 func TestRestartChangedClassifiedKey(t *testing.T) {
 	e := newTestEnv(t, 8)
-	for _, o := range []uint64{1, 2} {
+	owners := []uint64{1, 2}
+	for _, o := range owners {
 		if err := e.dp.Install(o, classifiedSets(o)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	send := func(port uint16) {
+	send := func(o uint64, port uint16) {
 		t.Helper()
-		in := outerGTP(t, gtpHdr(0x30, 255, 0x141, nil, innerUDP(t, ueAddr, addrDN, 1000, port, 64, payload)), nil)
+		in := outerGTP(t, gtpHdr(0x30, 255, 0x140+uint32(o), nil, innerUDP(t, ueAddr, addrDN, 1000, port, 64, payload)), nil)
 		if v, _ := e.run(t, in, e.n3); v != xdpRedirect {
-			t.Errorf("port %d: verdict %s, want REDIRECT", port, verdictNames[v])
+			t.Errorf("owner %d, port %d: verdict %s, want REDIRECT", o, port, verdictNames[v])
 		}
 	}
-	send(2000) // PDR 1
-	send(2001) // PDR 3
-	send(2001) // PDR 3
+	for _, o := range owners {
+		base := uint16(2000 + 100*(o-1))
+		send(o, base)   // PDR 1
+		send(o, base+1) // PDR 3
+		send(o, base+1) // PDR 3
+	}
 	next, _ := e.restartBeforeAttach(t)
 	e.takeOver(t, next)
-	for _, o := range []uint64{1, 2} {
+	for _, o := range owners {
 		changed := classifiedSets(o)
 		changed[0].PDRs[0].Filters[0].RemotePorts = []sdf.PortRange{{First: 2010, Last: 2010}}
 		if err := next.Install(o, changed); err != nil {
 			t.Fatal(err)
 		}
+		var desc xupfRuleset
+		if err := next.objs.XupfRulesets.Lookup(next.owners[o][0].tables.id, &desc); err != nil {
+			t.Fatal(err)
+		}
+		if want := []xupfSdfMethod{xupfSdfMethodSDF_LINEAR, xupfSdfMethodSDF_BITS}[o-1]; desc.Method != want {
+			t.Fatalf("owner %d's changed rule set is classified by method %d, want %d", o, desc.Method, want)
+		}
 	}
 	if err := next.Prune(); err != nil {
 		t.Fatal(err)
 	}
-	send(2010) // PDR 1, changed
-	u, err := next.Usage(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[uint32]uint64{1: 1, 2: 0, 3: 2} // PDR 1 afresh (the packet since), PDR 3 carried on
-	for _, p := range u {
-		if p.Packets != want[p.PDR] {
-			t.Errorf("PDR %d counted %d packets after the restart, want %d", p.PDR, p.Packets, want[p.PDR])
+	for _, o := range owners {
+		send(o, 2010) // PDR 1, changed
+		u, err := next.Usage(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[uint32]uint64{1: 1, 2: 0, 3: 2} // PDR 1 afresh (the packet since), PDR 3 carried on
+		for _, p := range u {
+			if p.Packets != want[p.PDR] {
+				t.Errorf("owner %d PDR %d counted %d packets after the restart, want %d", o, p.PDR, p.Packets, want[p.PDR])
+			}
 		}
 	}
 	var held []uint32

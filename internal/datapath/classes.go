@@ -88,7 +88,7 @@ func (d *Datapath) setClasses(c classifier.Compiled) error {
 // contracts live in the daemon's memory; the slots an earlier run left in xupf_contracts are
 // reached only through class entries, which every classifier buffer rewrites.)
 func (d *Datapath) adoptClsMacs() error {
-	err := keepEntries(d.objs.XupfClsMacs, func(k xupfClsMacKey) bool {
+	err := keepEntries(d.objs.XupfClsMacs, func(k xupfClsMacKey, _ xupfClsVref) bool {
 		if k.Buf >= uint32(len(d.clsBufs)) {
 			return false
 		}
