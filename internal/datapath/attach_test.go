@@ -475,12 +475,8 @@ func classifiedSets(owner uint64) []rules.RuleSet {
 	}}}
 }
 
-// TestRestartClassifiedKeys: keys with several PDRs and SDF filters, taken over from an
-// earlier run, classify as before between the restart and their re-install (their tables and
-// slots are kept, the program takes their fields), their PDRs' counters carry on, sessions
-// installed meanwhile get none of their slots, and afterwards they can be modified and
-// removed, leaking nothing.
-func TestRestartClassifiedKeys(t *testing.T) {
+// classifiedEnv is a test environment with the classifiedSets of owners 1 and 2 installed.
+func classifiedEnv(t *testing.T) (*testEnv, []uint64) {
 	e := newTestEnv(t, 8)
 	owners := []uint64{1, 2}
 	for _, o := range owners {
@@ -488,6 +484,16 @@ func TestRestartClassifiedKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return e, owners
+}
+
+// TestRestartClassifiedKeys: keys with several PDRs and SDF filters, taken over from an
+// earlier run, classify as before between the restart and their re-install (their tables and
+// slots are kept, the program takes their fields), their PDRs' counters carry on, sessions
+// installed meanwhile get none of their slots, and afterwards they can be modified and
+// removed, leaking nothing.
+func TestRestartClassifiedKeys(t *testing.T) {
+	e, owners := classifiedEnv(t)
 	if e.dp.owners[1][0].tables == nil || e.dp.owners[2][0].tables == nil {
 		t.Fatal("the rule sets are not classified")
 	}
@@ -616,13 +622,7 @@ func TestRestartClassifiedKeys(t *testing.T) {
 // or leaked; for a key classified by compare rules (owner 1, SDF_LINEAR) and one classified
 // by tables (owner 2, SDF_BITS), whose bits and table entries the change moves.
 func TestRestartChangedClassifiedKey(t *testing.T) {
-	e := newTestEnv(t, 8)
-	owners := []uint64{1, 2}
-	for _, o := range owners {
-		if err := e.dp.Install(o, classifiedSets(o)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e, owners := classifiedEnv(t)
 	send := func(o uint64, port uint16) {
 		t.Helper()
 		in := outerGTP(t, gtpHdr(0x30, 255, 0x140+uint32(o), nil, innerUDP(t, ueAddr, addrDN, 1000, port, 64, payload)), nil)
