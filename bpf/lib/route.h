@@ -100,31 +100,40 @@ static __always_inline struct nexthop *route_lookup(__be32 daddr)
 }
 
 /* Pins (internal/routedir): the next hops of tunnel peers, kept by the daemon as it changes
- * the route table, so that a FAR's packets read one word instead of the table's. A word is
- * the pinned address (as on the wire) in its low half and the xupf_nexthops slot of its
- * longest prefix in its high half, written with one atomic store through an mmap; 0 is no
- * pin. A FAR names its peer's word (far.nh_pin), which is used only while it holds that
- * peer: a word unpinned and given to another address, or cleared by a restarted daemon,
- * sends the FAR's packets back to the route table, never to another next hop. */
+ * the route table, so that a FAR's packets read one cache line instead of the table's words
+ * and the next-hop slot. An entry's word is the pinned address (as on the wire) in its low
+ * half and, in its high half, the xupf_nexthops slot of its longest prefix above the index
+ * of the copy that holds that slot's next hop; 0 is no pin. The daemon writes a changed next
+ * hop into the copy the word does not name, and only once no packet can still be reading it,
+ * then names it with one atomic store of the word, through an mmap. A FAR names its peer's
+ * entry (far.nh_pin), which is used only while it holds that peer: an entry unpinned and given
+ * to another address, or cleared by a restarted daemon, sends the FAR's packets back to the
+ * route table, never to another next hop. */
 #ifndef XUPF_MAX_NH_PINS
 #define XUPF_MAX_NH_PINS 4096
 #endif
+
+struct nh_pin {
+	__u64 word;
+	struct nexthop copy[2];
+	__u64 pad;  /* to 64 bytes: in the mmapable array (values from a page) one cache line */
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, XUPF_MAX_NH_PINS);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct nh_pin);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_nh_pins SEC(".maps");
 
 /* pinned_nexthop returns the next hop of far's peer from its pin, NULL when the FAR has no
- * pin or its word holds another address (the caller then walks the route table). */
-static __always_inline struct nexthop *pinned_nexthop(const struct far *far)
+ * pin or its entry holds another address (the caller then walks the route table). */
+static __always_inline const struct nexthop *pinned_nexthop(const struct far *far)
 {
 	__u32 i = far->nh_pin;
-	const __u64 *pin;
+	const struct nh_pin *pin;
 	__u64 w;
 
 	if (!i)
@@ -132,11 +141,10 @@ static __always_inline struct nexthop *pinned_nexthop(const struct far *far)
 	pin = bpf_map_lookup_elem(&xupf_nh_pins, &i);
 	if (!pin)
 		return NULL;
-	w = *(volatile const __u64 *)pin;  /* one load: the address and slot of one store */
+	w = *(volatile const __u64 *)&pin->word;  /* one load: the address and copy of one store */
 	if ((__u32)w != far->peer_addr)
 		return NULL;
-	i = w >> 32;
-	return bpf_map_lookup_elem(&xupf_nexthops, &i);
+	return &pin->copy[(w >> 32) & 1];
 }
 
 /* Every IPv4 address of every interface in the UPF's namespace, and their broadcast
@@ -205,7 +213,7 @@ static __always_inline int route_ipv4(struct xdp_md *ctx, enum route_kind kind,
 	struct ethhdr *eth = data;
 	struct iphdr *ip = (void *)(eth + 1);
 	int forwarding = kind != ROUTE_BUILT;
-	struct nexthop *nh;
+	const struct nexthop *nh;
 	__u8 nh_kind = NH_KERNEL;
 
 	if ((void *)(ip + 1) > data_end)

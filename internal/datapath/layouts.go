@@ -216,10 +216,11 @@ func layoutKey(name string) [layoutKeySize]byte {
 }
 
 // cacheMaps are the pinned maps whose entries a load may drop: the flow cache's, which the
-// kernel's decisions fill again (a load removes the flows an earlier run cached anyway). A
-// build that changes one of them, in any way, replaces it with an empty map of its own
-// instead of being refused.
-var cacheMaps = map[string]bool{xupfMapXupfFlows: true, xupfMapXupfFlowSeen: true}
+// kernel's decisions fill again (a load removes the flows an earlier run cached anyway), and
+// the next-hop pins, which every load clears and the rule sets fill again (a FAR without its
+// pin walks the route table meanwhile). A build that changes one of them, in any way,
+// replaces it with an empty map of its own instead of being refused.
+var cacheMaps = map[string]bool{xupfMapXupfFlows: true, xupfMapXupfFlowSeen: true, xupfMapXupfNhPins: true}
 
 // checkLayouts compares the maps an earlier run pinned under pinPath with this build's
 // spec: their type, sizes and flags (from the kernel) and their layout version. It returns

@@ -124,6 +124,21 @@ func TestLoadMigratesGrownValue(t *testing.T) {
 	e.takeOver(t, next)
 }
 
+// TestLoadReplacesEarlierPins: next-hop pins an earlier build laid out as one word each are
+// replaced with this build's empty entries instead of refusing the load: every load clears
+// the pins anyway, and the rule sets pin their peers again.
+func TestLoadReplacesEarlierPins(t *testing.T) {
+	e := newTestEnv(t, 8)
+	opts := e.dp.opts
+	earlier := e.dp.spec.Maps[xupfMapXupfNhPins].Copy()
+	earlier.Value, earlier.ValueSize = &btf.Int{Name: "__u64", Size: 8}, 8
+	m, earlier, layouts := e.pinEarlierSpec(t, earlier)
+	next := e.loadOverEarlier(t, opts, m, earlier, layouts, 1, uint64(0x0a000001))
+	if got, want := next.objs.XupfNhPins.ValueSize(), uint32(unsafe.Sizeof(xupfNhPin{})); got != want {
+		t.Errorf("%s after the load: values of %d bytes, want this build's %d", earlier.Name, got, want)
+	}
+}
+
 // TestLoadEmptiesChangedCache: a pinned flow cache whose value an earlier build laid out
 // otherwise (here a field of another name, as when fields are inserted before the counters)
 // is replaced with an empty map of this build's layout instead of refusing the load: its
@@ -256,9 +271,16 @@ func (e *testEnv) pinEarlierValue(t *testing.T, name string, size uint32) (*ebpf
 // value type value, as an earlier build made it; it returns what pinEarlierValue does.
 func (e *testEnv) pinEarlier(t *testing.T, name string, value *btf.Struct) (*ebpf.Map, *ebpf.MapSpec, *ebpf.Map) {
 	t.Helper()
-	pin := filepath.Join(e.dp.opts.PinPath, name)
 	earlier := e.dp.spec.Maps[name].Copy()
-	earlier.Value, earlier.ValueSize, earlier.Pinning = value, value.Size, ebpf.PinNone
+	earlier.Value, earlier.ValueSize = value, value.Size
+	return e.pinEarlierSpec(t, earlier)
+}
+
+// pinEarlierSpec is pinEarlier with the earlier build's whole map spec.
+func (e *testEnv) pinEarlierSpec(t *testing.T, earlier *ebpf.MapSpec) (*ebpf.Map, *ebpf.MapSpec, *ebpf.Map) {
+	t.Helper()
+	pin := filepath.Join(e.dp.opts.PinPath, earlier.Name)
+	earlier.Pinning = ebpf.PinNone
 	m, err := ebpf.NewMap(earlier)
 	if err != nil {
 		t.Fatal(err)

@@ -117,7 +117,7 @@ func TestTunnelPeerChangesUnderTraffic(t *testing.T) {
 	if err := e.addSession(s); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := e.dp.routes.table.Pinned(gnb); !ok {
+	if _, _, ok := e.dp.routes.table.Pinned(gnb); !ok {
 		t.Fatalf("the session's gNB %s is not pinned", gnb)
 	}
 	macNew := net.HardwareAddr{2, 0, 0, 0, 1, 9}

@@ -1,10 +1,12 @@
 package datapath
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netns"
@@ -26,7 +28,29 @@ const (
 type nexthopSlots struct{ m *ebpf.Map }
 
 func (s nexthopSlots) Put(slot uint32, nh router.Nexthop) error {
-	return s.m.Put(slot, xupfNexthop{Kind: uint8(nh.Kind), Ifindex: uint32(nh.Ifindex), Mtu: uint32(nh.MTU), Dmac: nh.Dst, Smac: nh.Src})
+	return s.m.Put(slot, nexthopValue(nh))
+}
+
+func nexthopValue(nh router.Nexthop) xupfNexthop {
+	return xupfNexthop{Kind: uint8(nh.Kind), Ifindex: uint32(nh.Ifindex), Mtu: uint32(nh.MTU), Dmac: nh.Dst, Smac: nh.Src}
+}
+
+// A pin entry's copy of a next hop is a struct nexthop in routedir.CopyWords words: these
+// fail to compile when the sizes differ.
+var (
+	_ [unsafe.Sizeof(xupfNexthop{}) - 8*routedir.CopyWords]struct{}
+	_ [8*routedir.CopyWords - unsafe.Sizeof(xupfNexthop{})]struct{}
+)
+
+// pinCopy lays nh out as a pin entry's copy (struct nh_pin), in the mapped array's words.
+func pinCopy(nh router.Nexthop) [routedir.CopyWords]uint64 {
+	var c [routedir.CopyWords]uint64
+	// A struct of fixed size: Append cannot fail.
+	b, _ := binary.Append(make([]byte, 0, 8*len(c)), binary.NativeEndian, nexthopValue(nh))
+	for k := range c {
+		c[k] = binary.NativeEndian.Uint64(b[8*k:])
+	}
+	return c
 }
 
 func (s nexthopSlots) Get(slot uint32) (router.Nexthop, error) {
@@ -69,7 +93,7 @@ func mapRouteTable(dir, nexthops, pins *ebpf.Map, opts Options) (*routeTable, er
 		mem.unmap()
 		return nil, err
 	}
-	t.SetPins(pinMem.words64())
+	t.SetPins(pinMem.words64(), pinCopy)
 	return &routeTable{table: t, mem: mem, pins: pinMem}, nil
 }
 

@@ -333,6 +333,13 @@ const (
 	xupfNexthopKindNH_FORWARD    xupfNexthopKind = 3
 )
 
+type xupfNhPin struct {
+	_    structs.HostLayout
+	Word uint64
+	Copy [2]xupfNexthop
+	Pad  uint64
+}
+
 type xupfPdr struct {
 	_                structs.HostLayout
 	Far              uint32

@@ -4,42 +4,64 @@ import (
 	"net/netip"
 	"slices"
 	"sync/atomic"
+	"time"
+
+	"github.com/xupf/xupf/internal/router"
 )
 
-// Pins are addresses whose next hop the table keeps resolved in a word of its own, for the
+// Pins are addresses whose next hop the table keeps resolved in an entry of its own, for the
 // datapath to read instead of walking the words: a tunnel's peer (a gNB), which every packet
-// of a FAR goes to. The datapath finds a pin's index in the FAR and reads one word, the
-// address (as on the wire, the low half of the little-endian word) and the slot of its
-// longest prefix (the high half); it uses the slot only if the address is the FAR's peer, so
-// an index that was unpinned and given to another address, or left by an earlier run, sends
-// it back to the words, never to another peer's next hop. Word 0 is never a pin.
+// of a FAR goes to. An entry is PinWords words, one cache line (struct nh_pin): its word and
+// two copies of a next hop. The word holds the address (as on the wire, the low half of the
+// little-endian word) and, in its high half, the slot of the address's longest prefix and which
+// copy holds that slot's next hop; the datapath reads the word, then the copy it names, and
+// uses it only if the address is the FAR's peer, so an entry that was unpinned and given to
+// another address, or left by an earlier run, sends it back to the words, never to another
+// peer's next hop. Entry 0 is never a pin.
+//
+// A changed next hop is written to the copy the word does not name, then the word is stored
+// with one atomic store that names it: a packet reads the copy its word named, whole. A copy
+// is written only once grace has passed since the word last named it, as a slot rests before
+// reuse (pool), so a packet that read the word before the change has long finished with it.
 //
 // Put and Delete repoint the pins inside the prefix they change after its words and before
-// its old slot is released, so a pin never names a slot that rests or is reused, and a
-// change is in the pins when it is in the words.
+// its old slot is released, so a change is in the pins when it is in the words.
 type pins struct {
-	words []uint64
-	index map[uint32]uint32 // pinned address -> its word
-	refs  map[uint32]int    // pinned address -> how many asked for it
-	addrs []uint32          // the pinned addresses, sorted, to find those inside a prefix
-	free  []uint32          // words unpinned
-	next  uint32            // next word never used
+	words   []uint64
+	encode  func(router.Nexthop) [CopyWords]uint64
+	named   []uint8           // per entry: the copy its word names, or last named
+	changed []time.Time       // per entry: when its word last changed
+	index   map[uint32]uint32 // pinned address -> its entry
+	refs    map[uint32]int    // pinned address -> how many asked for it
+	addrs   []uint32          // the pinned addresses, sorted, to find those inside a prefix
+	free    []uint32          // entries unpinned
+	next    uint32            // next entry never used
+	now     func() time.Time
+	sleep   func(time.Duration)
 }
 
-// MaxPins bounds the pin words: an index fits in 16 bits (struct far's nh_pin).
+// The layout of a pin entry in words (struct nh_pin): the word, then two copies of a next hop
+// of CopyWords words each (struct nexthop), then padding to a cache line.
+const (
+	PinWords  = 8
+	CopyWords = 3
+)
+
+// MaxPins bounds the pin entries: an index fits in 16 bits (struct far's nh_pin).
 const MaxPins = 1 << 16
 
-// SetPins gives the table the pin words (the datapath's array, mapped). Their earlier
-// contents are cleared: what an earlier run pinned is not known here, and a FAR whose pin no
-// longer holds its peer reads the words instead.
-func (t *Table) SetPins(words []uint64) {
-	if len(words) > MaxPins {
-		words = words[:MaxPins]
-	}
+// SetPins gives the table the pin entries (the datapath's array, mapped, PinWords words
+// each) and how a next hop is laid out in a copy (struct nexthop). Their earlier contents are
+// cleared: what an earlier run pinned is not known here, and a FAR whose pin no longer holds
+// its peer reads the words instead.
+func (t *Table) SetPins(words []uint64, encode func(router.Nexthop) [CopyWords]uint64) {
+	n := min(len(words)/PinWords, MaxPins)
+	words = words[:n*PinWords]
 	for i := range words {
 		atomic.StoreUint64(&words[i], 0)
 	}
-	t.pins = pins{words: words, index: map[uint32]uint32{}, refs: map[uint32]int{}, next: 1}
+	t.pins = pins{words: words, encode: encode, named: make([]uint8, n), changed: make([]time.Time, n),
+		index: map[uint32]uint32{}, refs: map[uint32]int{}, next: 1, now: time.Now, sleep: time.Sleep}
 }
 
 // Pin returns the index of a's pin word, pinning it if it is not yet (each Pin is matched
@@ -56,11 +78,11 @@ func (t *Table) Pin(a netip.Addr) uint32 {
 		return i
 	}
 	var i uint32
-	switch {
+	switch { // entries never used first: a freed one's copies may have to rest (repinOne)
+	case int(p.next) < len(p.named):
+		i, p.next = p.next, p.next+1
 	case len(p.free) > 0:
 		i, p.free = p.free[len(p.free)-1], p.free[:len(p.free)-1]
-	case int(p.next) < len(p.words):
-		i, p.next = p.next, p.next+1
 	default:
 		return 0
 	}
@@ -90,17 +112,25 @@ func (t *Table) Unpin(a netip.Addr) {
 	if at, found := slices.BinarySearch(p.addrs, x); found {
 		p.addrs = slices.Delete(p.addrs, at, at+1)
 	}
-	atomic.StoreUint64(&p.words[i], 0)
+	atomic.StoreUint64(&p.words[i*PinWords], 0)
+	p.changed[i] = p.now()
 	p.free = append(p.free, i)
 }
 
-// Pinned returns the slot a's pin word names, and false if a is not pinned.
-func (t *Table) Pinned(a netip.Addr) (uint32, bool) {
+// Pinned returns the slot a's pin word names and the copy of its next hop the datapath
+// reads, and false if a is not pinned.
+func (t *Table) Pinned(a netip.Addr) (uint32, [CopyWords]uint64, bool) {
+	var c [CopyWords]uint64
 	i, ok := t.pins.index[addrOf(netip.PrefixFrom(a, 32))]
 	if !ok {
-		return 0, false
+		return 0, c, false
 	}
-	return uint32(atomic.LoadUint64(&t.pins.words[i]) >> 32), true
+	e := t.pins.words[i*PinWords : (i+1)*PinWords]
+	w := atomic.LoadUint64(&e[0])
+	for k := range c {
+		c[k] = atomic.LoadUint64(&e[1+int(w>>32&1)*CopyWords+k])
+	}
+	return uint32(w >> 33), c, true
 }
 
 // repin brings the pins inside a/bits to the words, after a/bits changed.
@@ -119,12 +149,23 @@ func (t *Table) repin(a uint32, bits int) {
 	}
 }
 
-// repinOne writes word i: address x and the slot the words give it.
+// repinOne writes entry i: address x, the slot the words give it and a copy of its next hop.
 func (t *Table) repinOne(x, i uint32) {
+	p := &t.pins
 	s := t.Lookup(prefixOf(x, 32).Addr())
 	// The address as on the wire, the first four bytes of the little-endian word.
 	wire := uint64(x>>24) | uint64(x>>16&0xff)<<8 | uint64(x>>8&0xff)<<16 | uint64(x&0xff)<<24
-	if w := wire | uint64(s)<<32; atomic.LoadUint64(&t.pins.words[i]) != w {
-		atomic.StoreUint64(&t.pins.words[i], w)
+	e := p.words[i*PinWords : (i+1)*PinWords]
+	if atomic.LoadUint64(&e[0]) == wire|uint64(s)<<33|uint64(p.named[i])<<32 {
+		return
 	}
+	c := p.named[i] ^ 1
+	if rest := grace - p.now().Sub(p.changed[i]); rest > 0 {
+		p.sleep(rest) // a packet may still read copy c: it was named less than grace ago
+	}
+	for k, v := range p.encode(t.values[s]) {
+		atomic.StoreUint64(&e[1+int(c)*CopyWords+k], v)
+	}
+	atomic.StoreUint64(&e[0], wire|uint64(s)<<33|uint64(c)<<32)
+	p.named[i], p.changed[i] = c, p.now()
 }

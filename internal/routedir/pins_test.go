@@ -4,20 +4,55 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+	"time"
+
+	"github.com/xupf/xupf/internal/router"
 )
 
+// testEncode lays a next hop out in a pin's copy, as the datapath's struct nexthop would.
+func testEncode(nh router.Nexthop) [CopyWords]uint64 {
+	d := nh.Dst
+	return [CopyWords]uint64{uint64(nh.Kind) | uint64(nh.Ifindex)<<32, uint64(nh.MTU),
+		uint64(d[0]) | uint64(d[1])<<8 | uint64(d[2])<<16 | uint64(d[3])<<24 | uint64(d[4])<<32 | uint64(d[5])<<40}
+}
+
+// fakeClock is the pins' clock in tests: sleeping moves it on.
+type fakeClock struct {
+	t     time.Time
+	slept []time.Duration
+}
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+func (c *fakeClock) sleep(d time.Duration) {
+	c.slept = append(c.slept, d)
+	c.t = c.t.Add(d)
+}
+
+// setPins gives tab n pin entries and a fake clock.
+func setPins(tab *Table, n int) ([]uint64, *fakeClock) {
+	words := make([]uint64, n*PinWords)
+	tab.SetPins(words, testEncode)
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	tab.pins.now, tab.pins.sleep = c.now, c.sleep
+	return words, c
+}
+
 // TestPinsFollowChanges changes random routes around pinned addresses: after every change,
-// each pin word holds its address and the slot the words give it, and that slot is in use
-// (not resting or reused), so the datapath reading the pin sends where the words would.
+// each pin word holds its address and the slot the words give it, that slot is in use (not
+// resting or reused), and the copy the word names holds the slot's next hop, so the datapath
+// reading the pin sends where the words would.
 func TestPinsFollowChanges(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	tab, _, _ := newTable(t, testLimits)
-	words := make([]uint64, 64)
-	words[3] = 0xdead // left by an earlier run: cleared
-	tab.SetPins(words)
-	if words[3] != 0 {
-		t.Fatalf("SetPins left word 3 = %#x", words[3])
+	words := make([]uint64, 64*PinWords)
+	words[3*PinWords+1] = 0xdead // left by an earlier run: cleared
+	tab.SetPins(words, testEncode)
+	if words[3*PinWords+1] != 0 {
+		t.Fatalf("SetPins left entry 3's copy = %#x", words[3*PinWords+1])
 	}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	tab.pins.now, tab.pins.sleep = clock.now, clock.sleep
 	var pinned []netip.Addr
 	for range 40 {
 		a := randomPrefix(r, []int{32}).Addr()
@@ -52,13 +87,16 @@ func checkPin(t *testing.T, tab *Table, words []uint64, a netip.Addr) {
 	t.Helper()
 	i := tab.pins.index[addrOf(netip.PrefixFrom(a, 32))]
 	b := a.As4()
-	w := words[i]
+	w := words[i*PinWords]
 	if got := [4]byte{byte(w), byte(w >> 8), byte(w >> 16), byte(w >> 24)}; got != b {
 		t.Fatalf("pin word %d holds address %v, want %s", i, got, a)
 	}
-	s, _ := tab.Pinned(a)
+	s, copied, _ := tab.Pinned(a)
 	if want := tab.Lookup(a); s != want {
 		t.Fatalf("pin of %s names slot %d; the words give %d", a, s, want)
+	}
+	if want := testEncode(tab.Nexthop(s)); copied != want {
+		t.Fatalf("pin of %s names a copy %#x; slot %d holds %#x", a, copied, s, want)
 	}
 	if s != 0 && tab.refs[s] <= 0 {
 		t.Fatalf("pin of %s names slot %d, which no prefix uses (released)", a, s)
@@ -69,8 +107,7 @@ func checkPin(t *testing.T, tab *Table, words []uint64, a netip.Addr) {
 // the words run out Pin answers 0 (the datapath reads the route words instead).
 func TestPinWords(t *testing.T) {
 	tab, _, _ := newTable(t, testLimits)
-	words := make([]uint64, 3) // word 0 is never a pin: two pins
-	tab.SetPins(words)
+	words, _ := setPins(tab, 3) // entry 0 is never a pin: two pins
 	a, b, c := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
 	ia, ib := tab.Pin(a), tab.Pin(b)
 	if ia == 0 || ib == 0 || ia == ib {
@@ -83,17 +120,54 @@ func TestPinWords(t *testing.T) {
 		t.Fatalf("Pin with no word free: %d, want 0", ic)
 	}
 	tab.Unpin(a)
-	if words[ia] == 0 {
+	if words[ia*PinWords] == 0 {
 		t.Fatal("the first Unpin of a pin asked for twice cleared it")
 	}
 	tab.Unpin(a)
-	if words[ia] != 0 {
-		t.Fatalf("unpinned word %d still holds %#x", ia, words[ia])
+	if words[ia*PinWords] != 0 {
+		t.Fatalf("unpinned entry %d's word still holds %#x", ia, words[ia*PinWords])
 	}
 	if ic := tab.Pin(c); ic != ia {
 		t.Fatalf("Pin after Unpin: word %d, want the freed %d", ic, ia)
 	}
-	if _, ok := tab.Pinned(a); ok {
+	if _, _, ok := tab.Pinned(a); ok {
 		t.Fatalf("%s still pinned", a)
 	}
+}
+
+// TestPinCopiesRest: a changed next hop goes to the copy the word does not name, and a copy is
+// written only once grace has passed since the word last named it (a packet that read the word
+// before may still read the copy): a second change within grace waits out the rest.
+func TestPinCopiesRest(t *testing.T) {
+	tab, _, _ := newTable(t, testLimits)
+	words, clock := setPins(tab, 2)
+	gnb := netip.MustParseAddr("10.0.0.1")
+	p := netip.MustParsePrefix("10.0.0.1/32")
+	nh := func(last byte) router.Nexthop {
+		return router.Nexthop{Kind: router.Forward, Ifindex: 2, MTU: 1500, Dst: [6]byte{2, 0, 0, 0, 0, last}}
+	}
+	if err := tab.Put(p, nh(1)); err != nil {
+		t.Fatal(err)
+	}
+	i := tab.Pin(gnb)
+	named := func() uint64 { return words[i*PinWords] >> 32 & 1 }
+	first := named()
+	clock.t = clock.t.Add(time.Second)
+	if err := tab.Put(p, nh(2)); err != nil {
+		t.Fatal(err)
+	}
+	if named() == first || len(clock.slept) != 0 {
+		t.Fatalf("a change a second after the last: copy %d (was %d), slept %v; want the other copy at once", named(), first, clock.slept)
+	}
+	clock.t = clock.t.Add(3 * time.Millisecond)
+	if err := tab.Put(p, nh(3)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []time.Duration{grace - 3*time.Millisecond}; len(clock.slept) != 1 || clock.slept[0] != want[0] {
+		t.Fatalf("a change 3 ms after the last slept %v; want %v", clock.slept, want)
+	}
+	if named() != first {
+		t.Fatalf("copy %d after two changes; want %d again", named(), first)
+	}
+	checkPin(t, tab, words, gnb)
 }
