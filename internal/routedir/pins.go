@@ -53,15 +53,24 @@ const MaxPins = 1 << 16
 // SetPins gives the table the pin entries (the datapath's array, mapped, PinWords words
 // each) and how a next hop is laid out in a copy (struct nexthop). Their earlier contents are
 // cleared: what an earlier run pinned is not known here, and a FAR whose pin no longer holds
-// its peer reads the words instead.
+// its peer reads the words instead. Only the words are cleared: the copies rest from then on
+// like any copy a word stopped naming, as the earlier run's program may still be reading one.
 func (t *Table) SetPins(words []uint64, encode func(router.Nexthop) [CopyWords]uint64) {
 	n := min(len(words)/PinWords, MaxPins)
 	words = words[:n*PinWords]
-	for i := range words {
-		atomic.StoreUint64(&words[i], 0)
+	for i := range n {
+		atomic.StoreUint64(&words[i*PinWords], 0)
 	}
 	t.pins = pins{words: words, encode: encode, named: make([]uint8, n), changed: make([]time.Time, n),
 		index: map[uint32]uint32{}, refs: map[uint32]int{}, next: 1, now: time.Now, sleep: time.Sleep}
+	t.pins.rest(time.Now())
+}
+
+// rest counts every entry's copies as named until at.
+func (p *pins) rest(at time.Time) {
+	for i := range p.changed {
+		p.changed[i] = at
+	}
 }
 
 // Pin returns the index of a's pin word, pinning it if it is not yet (each Pin is matched

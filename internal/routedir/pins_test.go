@@ -29,12 +29,13 @@ func (c *fakeClock) sleep(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// setPins gives tab n pin entries and a fake clock.
+// setPins gives tab n pin entries and a fake clock, grace past the load.
 func setPins(tab *Table, n int) ([]uint64, *fakeClock) {
 	words := make([]uint64, n*PinWords)
 	tab.SetPins(words, testEncode)
 	c := &fakeClock{t: time.Unix(1000, 0)}
 	tab.pins.now, tab.pins.sleep = c.now, c.sleep
+	tab.pins.rest(c.t.Add(-grace))
 	return words, c
 }
 
@@ -46,13 +47,14 @@ func TestPinsFollowChanges(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	tab, _, _ := newTable(t, testLimits)
 	words := make([]uint64, 64*PinWords)
-	words[3*PinWords+1] = 0xdead // left by an earlier run: cleared
+	words[3*PinWords] = 0xdead // left by an earlier run: cleared
 	tab.SetPins(words, testEncode)
-	if words[3*PinWords+1] != 0 {
-		t.Fatalf("SetPins left entry 3's copy = %#x", words[3*PinWords+1])
+	if words[3*PinWords] != 0 {
+		t.Fatalf("SetPins left entry 3's word = %#x", words[3*PinWords])
 	}
 	clock := &fakeClock{t: time.Unix(1000, 0)}
 	tab.pins.now, tab.pins.sleep = clock.now, clock.sleep
+	tab.pins.rest(clock.t)
 	var pinned []netip.Addr
 	for range 40 {
 		a := randomPrefix(r, []int{32}).Addr()
@@ -170,4 +172,26 @@ func TestPinCopiesRest(t *testing.T) {
 		t.Fatalf("copy %d after two changes; want %d again", named(), first)
 	}
 	checkPin(t, tab, words, gnb)
+}
+
+// TestPinCopiesRestAtLoad: an earlier run's program may still read the copies its words named
+// when a load clears them, so the first pin within grace of the load waits out the rest.
+func TestPinCopiesRestAtLoad(t *testing.T) {
+	tab, _, _ := newTable(t, testLimits)
+	words := make([]uint64, 2*PinWords)
+	words[1*PinWords+1] = 0xdead // a copy an earlier run's word named
+	tab.SetPins(words, testEncode)
+	if words[1*PinWords+1] != 0xdead {
+		t.Fatal("SetPins rewrote a copy at once")
+	}
+	if since := time.Since(tab.pins.changed[1]); since > time.Minute {
+		t.Fatalf("entry 1's copies rest from %v ago; want from the load", since)
+	}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	tab.pins.now, tab.pins.sleep = clock.now, clock.sleep
+	tab.pins.rest(clock.t.Add(-4 * time.Millisecond)) // loaded 4 ms ago
+	tab.Pin(netip.MustParseAddr("10.0.0.1"))
+	if want := grace - 4*time.Millisecond; len(clock.slept) != 1 || clock.slept[0] != want {
+		t.Fatalf("a pin 4 ms after the load slept %v; want %v", clock.slept, want)
+	}
 }
