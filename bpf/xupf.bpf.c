@@ -28,6 +28,7 @@ const enum pdr_usage *btf_pdr_usage __attribute__((unused));
 const enum quota_volume *btf_quota_volume __attribute__((unused));
 const struct unknown_teid_event *btf_unknown_teid_event __attribute__((unused));
 const enum flowcache_mode *btf_flowcache_mode __attribute__((unused));
+const enum n6_default *btf_n6_default __attribute__((unused));
 const enum flow_vlan_action *btf_flow_vlan_action __attribute__((unused));
 const enum flow_flag *btf_flow_flag __attribute__((unused));
 const enum spread_mode *btf_spread_mode __attribute__((unused));

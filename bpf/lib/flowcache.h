@@ -58,6 +58,26 @@ enum flowcache_mode {
 
 volatile const __u32 cfg_flowcache = FLOWCACHE_OFF;
 
+/* Who treats a UE's uplink without a tunnel, with FLOWCACHE_KERNEL_N6, in the network
+ * instances whose FARs carry no override (FAR_F_KERNEL_N6, FAR_F_ROUTED_N6): a load-time
+ * setting rather than a bit every FAR carries, so that the FARs an earlier build pinned, which
+ * have no such bits, keep the treatment they had until xupfd writes them again. */
+enum n6_default {
+	ROUTED_N6 = 0, /* the datapath routes it */
+	KERNEL_N6 = 1, /* the kernel: flow_from_ue */
+};
+
+volatile const __u32 cfg_n6_default = ROUTED_N6;
+
+/* far_kernel_n6 is non-zero when the kernel treats the uplink far forwards on N6: the FAR's
+ * override, else the default. */
+static __always_inline int far_kernel_n6(const struct far *far)
+{
+	if (cfg_n6_default == KERNEL_N6)
+		return !(far->flags & FAR_F_ROUTED_N6);
+	return far->flags & FAR_F_KERNEL_N6;
+}
+
 #ifndef XUPF_MAX_FLOWS
 #define XUPF_MAX_FLOWS 1  /* Load sets flow_cache.max_flows */
 #endif

@@ -118,9 +118,11 @@ enum far_flag {
 	FAR_F_OHC = 1 << 0,
 	/* Transport level marking: the outer header's DSCP is tos's, not the inner packet's. */
 	FAR_F_TLM = 1 << 1,
-	/* The kernel treats the packets on N6 (the flow cache's FLOWCACHE_KERNEL_N6, for the
-	 * FAR's network instance): uplink, decapsulated, they go to flow_from_ue. */
+	/* With FLOWCACHE_KERNEL_N6, overrides of cfg_n6_default for the FAR's network instance:
+	 * the kernel treats its uplink on N6 (decapsulated, it goes to flow_from_ue), or the
+	 * datapath routes it. A FAR with neither follows the default. */
 	FAR_F_KERNEL_N6 = 1 << 2,
+	FAR_F_ROUTED_N6 = 1 << 3,
 };
 
 /* A Forwarding Action Rule slot. The tunnel fields mean something only with FAR_F_OHC. */

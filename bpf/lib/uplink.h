@@ -70,9 +70,9 @@ static __always_inline int handle_gpdu(struct xdp_md *ctx, struct ethhdr *eth,
 	if (verdict == 0 && far && (far->flags & FAR_F_OHC))
 		return tunnel_ipv4(ctx, far, QFI_NONE, st, STAT_UL_TX, STAT_UL_KERNEL);
 	/* The kernel treats the traffic of the FAR's network instance on N6 (NAT, filtering):
-	 * the flow cache forwards what it has learnt of it, the kernel the rest. The flag is on
-	 * the FAR's line, read just above. */
-	if (cfg_flowcache == FLOWCACHE_KERNEL_N6 && verdict == 0 && far && (far->flags & FAR_F_KERNEL_N6))
+	 * the flow cache forwards what it has learnt of it, the kernel the rest. An override of
+	 * the default is on the FAR's line, read just above. */
+	if (cfg_flowcache == FLOWCACHE_KERNEL_N6 && verdict == 0 && far && far_kernel_n6(far))
 		return flow_from_ue(ctx, st);
 	return route_ipv4(ctx, ROUTE_FROM_UE, NULL, st, STAT_UL_TX, STAT_UL_KERNEL);
 }

@@ -48,17 +48,25 @@ type FlowCacheOptions struct {
 	KernelN6 bool
 	// KernelN6Instances sets KernelN6 per network instance: the one an uplink FAR forwards
 	// to (rules.FAR.NetworkInstance). The program has the kernel's N6 code only when some
-	// network instance is the kernel's; each forwarding uplink FAR then carries the choice
-	// (FAR_F_KERNEL_N6).
+	// network instance is the kernel's; KernelN6 is then a load-time constant
+	// (cfg_n6_default), and the forwarding uplink FARs of a network instance that differs
+	// from it carry the override (FAR_F_KERNEL_N6, FAR_F_ROUTED_N6).
 	KernelN6Instances map[string]bool
 }
 
-// kernelN6 reports whether the kernel treats the UE traffic of network instance ni on N6.
-func (o FlowCacheOptions) kernelN6(ni string) bool {
-	if on, ok := o.KernelN6Instances[ni]; ok {
-		return on
+// n6Override is the far_flag bit a forwarding uplink FAR of network instance ni carries: none
+// where ni follows KernelN6, so that a FAR an earlier build wrote without these bits keeps
+// the treatment it had.
+func (o FlowCacheOptions) n6Override(ni string) uint8 {
+	on, named := o.KernelN6Instances[ni]
+	switch {
+	case !named || on == o.KernelN6:
+		return 0
+	case on:
+		return uint8(xupfFarFlagFAR_F_KERNEL_N6)
+	default:
+		return uint8(xupfFarFlagFAR_F_ROUTED_N6)
 	}
-	return o.KernelN6
 }
 
 // anyKernelN6 reports whether the kernel treats any network instance's UE traffic on N6.
@@ -98,6 +106,13 @@ func setFlowCache(spec *ebpf.CollectionSpec, o FlowCacheOptions) error {
 	}
 	if o.on() {
 		spec.Maps[xupfMapXupfFlows].MaxEntries = uint32(o.MaxFlows)
+	}
+	n6 := xupfN6DefaultROUTED_N6
+	if o.KernelN6 {
+		n6 = xupfN6DefaultKERNEL_N6
+	}
+	if err := spec.Variables[xupfVarCfgN6Default].Set(uint32(n6)); err != nil {
+		return err
 	}
 	return spec.Variables[xupfVarCfgFlowcache].Set(uint32(mode))
 }

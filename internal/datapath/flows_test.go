@@ -1369,6 +1369,31 @@ func TestFlowCacheKernelN6PerInstance(t *testing.T) {
 	}
 }
 
+// TestFlowCacheKernelN6EarlierFAR: with kernel_n6 on, a FAR as a build without per-instance
+// choice wrote it (no FAR_F_KERNEL_N6 nor FAR_F_ROUTED_N6, pinned, read by this program
+// until Restore writes it again) still has its uplink go to the kernel decapsulated and
+// charged, not routed untranslated; and a FAR of a network instance that follows the default
+// is written just so.
+func TestFlowCacheKernelN6EarlierFAR(t *testing.T) {
+	e := newNATEnv(t)
+	n6Bits := uint8(xupfFarFlagFAR_F_KERNEL_N6 | xupfFarFlagFAR_F_ROUTED_N6)
+	var k uint32
+	var r xupfRuleRef
+	refs := 0
+	for it := e.dp.objs.XupfRefs.Iterate(); it.Next(&k, &r); {
+		if r.Far.Flags&n6Bits != 0 {
+			t.Errorf("ref %d: FAR flags %#x, want no override of the default", k, r.Far.Flags)
+		}
+		refs++
+	}
+	if refs == 0 {
+		t.Fatal("no rule_ref written")
+	}
+	ue, dn := netip.AddrPortFrom(sessPlain.UE, 1000), netip.AddrPortFrom(addrDN, 2000)
+	inner := natUDP(t, ue, dn, 64, false)
+	e.natHandOver(t, outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, inner), nil), inner)
+}
+
 // attachReturn makes the return device's veth pair in the test namespace, with its route to
 // the UE pool pool, and attaches the datapath to its peer; it returns the peer's ifindex.
 func (e *testEnv) attachReturn(t *testing.T, pool netip.Prefix) func(*testEnv) int {

@@ -134,8 +134,8 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]pdrCounters, meter
 				set.peers = append(set.peers, p.FAR.OHC.Peer)
 			}
 		}
-		if rs.Uplink && far.Action == uint32(xupfFarActionFAR_FORWARD) && d.opts.FlowCache.kernelN6(p.FAR.NetworkInstance) {
-			far.Flags |= uint8(xupfFarFlagFAR_F_KERNEL_N6)
+		if rs.Uplink && far.Action == uint32(xupfFarActionFAR_FORWARD) {
+			far.Flags |= d.opts.FlowCache.n6Override(p.FAR.NetworkInstance)
 		}
 		if far.Action == uint32(xupfFarActionFAR_FORWARD) && drain[p.ID] {
 			far.Action = uint32(xupfFarActionFAR_DRAIN)

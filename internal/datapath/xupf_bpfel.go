@@ -187,6 +187,7 @@ const (
 	xupfFarFlagFAR_F_OHC       xupfFarFlag = 1
 	xupfFarFlagFAR_F_TLM       xupfFarFlag = 2
 	xupfFarFlagFAR_F_KERNEL_N6 xupfFarFlag = 4
+	xupfFarFlagFAR_F_ROUTED_N6 xupfFarFlag = 8
 )
 
 type xupfFlow struct {
@@ -313,6 +314,13 @@ type xupfMeterCredit struct {
 	_      structs.HostLayout
 	Tokens int64
 }
+
+type xupfN6Default uint32
+
+const (
+	xupfN6DefaultROUTED_N6 xupfN6Default = 0
+	xupfN6DefaultKERNEL_N6 xupfN6Default = 1
+)
 
 type xupfNexthop struct {
 	_       structs.HostLayout
@@ -605,6 +613,7 @@ const (
 	xupfVarBtfFlowcacheMode    = "btf_flowcache_mode"
 	xupfVarBtfMeterAlgo        = "btf_meter_algo"
 	xupfVarBtfMeterClock       = "btf_meter_clock"
+	xupfVarBtfN6Default        = "btf_n6_default"
 	xupfVarBtfNexthopKind      = "btf_nexthop_kind"
 	xupfVarBtfPdrUsage         = "btf_pdr_usage"
 	xupfVarBtfPoliceAction     = "btf_police_action"
@@ -626,6 +635,7 @@ const (
 	xupfVarCfgMeterAlgo        = "cfg_meter_algo"
 	xupfVarCfgN3Ifindex        = "cfg_n3_ifindex"
 	xupfVarCfgN3Nports         = "cfg_n3_nports"
+	xupfVarCfgN6Default        = "cfg_n6_default"
 	xupfVarCfgPolicer          = "cfg_policer"
 	xupfVarCfgSdfFields        = "cfg_sdf_fields"
 	xupfVarCfgSpread           = "cfg_spread"
@@ -748,6 +758,7 @@ type xupfVariableSpecs struct {
 	BtfFlowcacheMode    *ebpf.VariableSpec `ebpf:"btf_flowcache_mode"`
 	BtfMeterAlgo        *ebpf.VariableSpec `ebpf:"btf_meter_algo"`
 	BtfMeterClock       *ebpf.VariableSpec `ebpf:"btf_meter_clock"`
+	BtfN6Default        *ebpf.VariableSpec `ebpf:"btf_n6_default"`
 	BtfNexthopKind      *ebpf.VariableSpec `ebpf:"btf_nexthop_kind"`
 	BtfPdrUsage         *ebpf.VariableSpec `ebpf:"btf_pdr_usage"`
 	BtfPoliceAction     *ebpf.VariableSpec `ebpf:"btf_police_action"`
@@ -769,6 +780,7 @@ type xupfVariableSpecs struct {
 	CfgMeterAlgo        *ebpf.VariableSpec `ebpf:"cfg_meter_algo"`
 	CfgN3Ifindex        *ebpf.VariableSpec `ebpf:"cfg_n3_ifindex"`
 	CfgN3Nports         *ebpf.VariableSpec `ebpf:"cfg_n3_nports"`
+	CfgN6Default        *ebpf.VariableSpec `ebpf:"cfg_n6_default"`
 	CfgPolicer          *ebpf.VariableSpec `ebpf:"cfg_policer"`
 	CfgSdfFields        *ebpf.VariableSpec `ebpf:"cfg_sdf_fields"`
 	CfgSpread           *ebpf.VariableSpec `ebpf:"cfg_spread"`
@@ -906,6 +918,7 @@ type xupfVariables struct {
 	BtfFlowcacheMode    *ebpf.Variable `ebpf:"btf_flowcache_mode"`
 	BtfMeterAlgo        *ebpf.Variable `ebpf:"btf_meter_algo"`
 	BtfMeterClock       *ebpf.Variable `ebpf:"btf_meter_clock"`
+	BtfN6Default        *ebpf.Variable `ebpf:"btf_n6_default"`
 	BtfNexthopKind      *ebpf.Variable `ebpf:"btf_nexthop_kind"`
 	BtfPdrUsage         *ebpf.Variable `ebpf:"btf_pdr_usage"`
 	BtfPoliceAction     *ebpf.Variable `ebpf:"btf_police_action"`
@@ -927,6 +940,7 @@ type xupfVariables struct {
 	CfgMeterAlgo        *ebpf.Variable `ebpf:"cfg_meter_algo"`
 	CfgN3Ifindex        *ebpf.Variable `ebpf:"cfg_n3_ifindex"`
 	CfgN3Nports         *ebpf.Variable `ebpf:"cfg_n3_nports"`
+	CfgN6Default        *ebpf.Variable `ebpf:"cfg_n6_default"`
 	CfgPolicer          *ebpf.Variable `ebpf:"cfg_policer"`
 	CfgSdfFields        *ebpf.Variable `ebpf:"cfg_sdf_fields"`
 	CfgSpread           *ebpf.Variable `ebpf:"cfg_spread"`
