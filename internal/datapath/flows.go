@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -52,6 +50,10 @@ type FlowCacheOptions struct {
 	// (cfg_n6_default), and the forwarding uplink FARs of a network instance that differs
 	// from it carry the override (FAR_F_KERNEL_N6, FAR_F_ROUTED_N6).
 	KernelN6Instances map[string]bool
+	// AnyKernelN6 loads the kernel's N6 code: some network instance is the kernel's, by
+	// KernelN6 or KernelN6Instances (config.FlowCache.AnyKernelN6 says which). Without it
+	// the datapath routes all UE traffic and those two have no effect.
+	AnyKernelN6 bool
 }
 
 // n6Override is the far_flag bit a forwarding uplink FAR of network instance ni carries: none
@@ -67,11 +69,6 @@ func (o FlowCacheOptions) n6Override(ni string) uint8 {
 	default:
 		return uint8(xupfFarFlagFAR_F_ROUTED_N6)
 	}
-}
-
-// anyKernelN6 reports whether the kernel treats any network instance's UE traffic on N6.
-func (o FlowCacheOptions) anyKernelN6() bool {
-	return o.KernelN6 || slices.Contains(slices.Collect(maps.Values(o.KernelN6Instances)), true)
 }
 
 // Defaults of the flow cache's aging.
@@ -94,12 +91,12 @@ func setFlowCache(spec *ebpf.CollectionSpec, o FlowCacheOptions) error {
 	if o.MaxFlows < 0 {
 		return fmt.Errorf("flow_cache.max_flows must be 0 (off) or positive, got %d", o.MaxFlows)
 	}
-	if o.anyKernelN6() && !o.on() {
+	if o.AnyKernelN6 && !o.on() {
 		return errors.New("flow_cache.kernel_n6 needs the flow cache: set flow_cache.max_flows")
 	}
 	mode := xupfFlowcacheModeFLOWCACHE_OFF
 	switch {
-	case o.anyKernelN6():
+	case o.AnyKernelN6:
 		mode = xupfFlowcacheModeFLOWCACHE_KERNEL_N6
 	case o.on():
 		mode = xupfFlowcacheModeFLOWCACHE_LEARN
@@ -655,7 +652,7 @@ func (d *Datapath) startFlowUpkeep() (stop func(), err error) {
 	if err := d.countFlows(); err != nil {
 		return nil, fmt.Errorf("flow cache: count the flows: %w", err)
 	}
-	if d.opts.FlowCache.anyKernelN6() {
+	if d.opts.FlowCache.AnyKernelN6 {
 		if d.ager.ct, err = conntrack.Open(ns); err != nil {
 			return nil, fmt.Errorf("flow cache: %w", err)
 		}

@@ -667,7 +667,7 @@ var addrN6 = netip.MustParseAddr("10.0.2.1")
 func newNATEnv(t *testing.T) *testEnv {
 	t.Helper()
 	return newSessionsEnvOpts(t, Options{MaxSessions: 1024,
-		FlowCache: FlowCacheOptions{MaxFlows: 16, ScanInterval: time.Hour, KernelN6: true}})
+		FlowCache: FlowCacheOptions{MaxFlows: 16, ScanInterval: time.Hour, KernelN6: true, AnyKernelN6: true}})
 }
 
 // newNATUDPEnv is newNATEnv with conntrack's entry for the UDP flow from the UE's ue to the DN
@@ -1237,7 +1237,7 @@ func BenchmarkFlowCacheNAT(b *testing.B) {
 	gpdu := outerGTP(b, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natUDP(b, ue, dn, 64, false)), nil)
 	for _, kernelN6 := range []bool{false, true} {
 		e := newSessionsEnvOpts(b, Options{MaxSessions: 1024,
-			FlowCache: FlowCacheOptions{MaxFlows: 16, ScanInterval: time.Hour, KernelN6: kernelN6}})
+			FlowCache: FlowCacheOptions{MaxFlows: 16, ScanInterval: time.Hour, KernelN6: kernelN6, AnyKernelN6: kernelN6}})
 		down := concat(ethBytes(macDN, macN6), natUDP(b, dn, ue, 64, false))
 		name := "plain"
 		if kernelN6 {
@@ -1333,7 +1333,8 @@ func TestFlowCacheKernelN6PerInstance(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newSessionsEnvOpts(t, Options{MaxSessions: 1024, FlowCache: FlowCacheOptions{MaxFlows: 16,
-				ScanInterval: time.Hour, KernelN6: c.defaultOn, KernelN6Instances: map[string]bool{"internet": c.internet}}})
+				ScanInterval: time.Hour, KernelN6: c.defaultOn, KernelN6Instances: map[string]bool{"internet": c.internet},
+				AnyKernelN6: true}}) // either case has one network instance the kernel's
 			sets, err := sessNI.RuleSets()
 			if err != nil {
 				t.Fatal(err)

@@ -43,8 +43,10 @@ the rows that hand packets to the kernel leaves the kernel's work out (read thei
 Cache hit against the same packet without NAT (budget +%d ns): %s.
 
 Not measured: the downlink (a masqueraded flow's replies go to n6's address and port, which
-only the flow's uplink packets set up, and without the cache the kernel has no path back to
-the session's downlink), and the kernel's own flowtable as a second mode: xupf does not
-have it, and the development VM's kernel is built without CONFIG_NF_FLOW_TABLE.`, natHitBudget, verdict)
+only the flow's uplink packets set up; and the bench's UE addresses, 10.64.0.0/10, lie
+outside xupfd's ue_pools and are routed toward the gNB, so the replies the kernel translates
+back would leave that way rather than through the return device into their sessions), and
+the kernel's own flowtable as a second mode: xupf does not have it, and the development VM's
+kernel is built without CONFIG_NF_FLOW_TABLE.`, natHitBudget, verdict)
 	return section{title: "NAT: Linux, xupf with kernel NAT, and the flow cache", text: text, table: tb}
 }
