@@ -22,7 +22,6 @@ import (
 	"github.com/xupf/xupf/internal/datapath"
 	"github.com/xupf/xupf/internal/gtpu"
 	"github.com/xupf/xupf/internal/pfcp"
-	"github.com/xupf/xupf/internal/returndev"
 	"github.com/xupf/xupf/internal/sockbuf"
 	"github.com/xupf/xupf/internal/state"
 )
@@ -433,8 +432,12 @@ func (d *Daemon) close(unpin bool) error {
 	if d.dp != nil {
 		errs = append(errs, d.dp.Close(unpin))
 	}
-	if unpin && d.cfg.FlowCache.AnyKernelN6() {
-		errs = append(errs, returndev.Remove(d.cfg.FlowCache.ReturnDevice))
+	if unpin {
+		made, err := madeReturnDevice(d.cfg)
+		if made != "" {
+			err = errors.Join(err, removeReturnDevice(d.cfg, made))
+		}
+		errs = append(errs, err)
 	}
 	if d.store != nil {
 		errs = append(errs, d.store.Close())

@@ -28,9 +28,13 @@ func earlierRun(cfg *config.Config) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("bpffs %s: %w", cfg.BPFFS, err)
 	}
+	made, err := madeReturnDevice(cfg)
+	if err != nil {
+		return false, err
+	}
 	for _, e := range entries {
 		name, ok := strings.CutPrefix(e.Name(), linkPinPrefix)
-		if !ok || name == returndev.Peer(cfg.FlowCache.ReturnDevice) {
+		if !ok || name == returndev.Peer(cfg.FlowCache.ReturnDevice) || made != "" && name == returndev.Peer(made) {
 			continue // returnDevice keeps or removes the return device
 		}
 		if !slices.ContainsFunc(cfg.Interfaces, func(i config.Interface) bool { return i.Name == name }) {
@@ -67,49 +71,80 @@ func Stop(cfg *config.Config, log *slog.Logger) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	var errs []error
-	if ownsReturnDevice(cfg) {
-		errs = append(errs, returndev.Remove(cfg.FlowCache.ReturnDevice))
+	made, err := madeReturnDevice(cfg)
+	errs := []error{err}
+	if made != "" {
+		errs = append(errs, removeReturnDevice(cfg, made))
 	}
 	// Every pin (maps, links) lives in this directory: unlinking them all unpins them all,
 	// and the links, which nothing else holds, detach.
-	err := errors.Join(append(errs, os.RemoveAll(cfg.BPFFS), state.Remove(cfg.StateDir))...)
+	err = errors.Join(append(errs, os.RemoveAll(cfg.BPFFS), state.Remove(cfg.StateDir))...)
 	if err != nil {
 		err = fmt.Errorf("remove the gateway's pins and state: %w", err)
 	}
 	return errors.Join(err, lock.Unlock())
 }
 
-// returnPin is the pinned XDP link of the return device's peer: the sign that an earlier run
-// made the device.
-func returnPin(cfg *config.Config) string {
-	return filepath.Join(cfg.BPFFS, linkPinPrefix+returndev.Peer(cfg.FlowCache.ReturnDevice))
+// returnPin is the pinned XDP link of the peer of the return device name.
+func returnPin(cfg *config.Config, name string) string {
+	return filepath.Join(cfg.BPFFS, linkPinPrefix+returndev.Peer(name))
 }
 
-// ownsReturnDevice tells whether an earlier run made the return device (its link is pinned).
-func ownsReturnDevice(cfg *config.Config) bool {
-	_, err := os.Stat(returnPin(cfg))
-	return err == nil
+// madeReturnDevice names the return device an earlier run made, "" if none: the one its
+// record in the state directory names or, from a run that kept no record, the configured
+// one if its peer's link is pinned.
+func madeReturnDevice(cfg *config.Config) (string, error) {
+	name, err := returndev.Made(cfg.StateDir)
+	if err != nil || name != "" {
+		return name, err
+	}
+	if _, err := os.Stat(returnPin(cfg, cfg.FlowCache.ReturnDevice)); err == nil {
+		return cfg.FlowCache.ReturnDevice, nil
+	}
+	return "", nil
+}
+
+// removeReturnDevice removes the return device name an earlier run made, with its routes,
+// then its pinned link, then its record: a crash in between leaves the record, by which the
+// next start removes the rest.
+func removeReturnDevice(cfg *config.Config, name string) error {
+	if err := returndev.Remove(name); err != nil {
+		return err
+	}
+	if err := os.Remove(returnPin(cfg, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("return device %q: unpin its link: %w", name, err)
+	}
+	return returndev.Forget(cfg.StateDir)
 }
 
 // returnDevice makes the return device when the kernel treats some network instance's UE
-// traffic (flow_cache.kernel_n6 or kernel_n6_instances), or keeps the earlier run's, routes
-// the UE pools into it and attaches the datapath to its peer. Otherwise it removes the one an
-// earlier run made, and its pinned link.
+// traffic (flow_cache.kernel_n6 or kernel_n6_instances), or keeps the earlier run's, attaches
+// the datapath to its peer and then routes the UE pools into it. It removes the one an earlier
+// run made under another name, or when no network instance has kernel_n6.
 func (d *Daemon) returnDevice() error {
 	fc := d.cfg.FlowCache
-	if !fc.AnyKernelN6() {
-		if !ownsReturnDevice(d.cfg) {
-			return nil
-		}
-		d.log.Info("removing the return device of an earlier run: flow_cache.kernel_n6 is off", "device", fc.ReturnDevice)
-		return errors.Join(returndev.Remove(fc.ReturnDevice), os.Remove(returnPin(d.cfg)))
+	made, err := madeReturnDevice(d.cfg)
+	if err != nil {
+		return err
 	}
-	if err := returndev.Ensure(fc.ReturnDevice, d.cfg.UEPools); err != nil {
+	if made != "" && (!fc.AnyKernelN6() || made != fc.ReturnDevice) {
+		d.log.Info("removing the return device of an earlier run", "device", made,
+			"kernel_n6", fc.AnyKernelN6(), "return_device", fc.ReturnDevice)
+		if err := removeReturnDevice(d.cfg, made); err != nil {
+			return err
+		}
+	}
+	if !fc.AnyKernelN6() {
+		return nil
+	}
+	if err := returndev.Ensure(fc.ReturnDevice, d.cfg.StateDir); err != nil {
 		return err
 	}
 	a, err := d.dp.AttachReturn(returndev.Peer(fc.ReturnDevice))
 	if err != nil {
+		return err
+	}
+	if err := returndev.Route(fc.ReturnDevice, d.cfg.UEPools); err != nil {
 		return err
 	}
 	d.log.Info("return device ready", "device", fc.ReturnDevice, "peer", a.Name, "ue_pools", d.cfg.UEPools)

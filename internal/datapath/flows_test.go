@@ -1400,13 +1400,16 @@ func TestFlowCacheKernelN6EarlierFAR(t *testing.T) {
 func (e *testEnv) attachReturn(t *testing.T, pool netip.Prefix) func(*testEnv) int {
 	t.Helper()
 	var a Attachment
+	dir := t.TempDir()
 	err := e.do(func() error {
-		if err := returndev.Ensure("xret", []netip.Prefix{pool}); err != nil {
+		if err := returndev.Ensure("xret", dir); err != nil {
 			return err
 		}
 		var err error
-		a, err = e.dp.AttachReturn(returndev.Peer("xret"))
-		return err
+		if a, err = e.dp.AttachReturn(returndev.Peer("xret")); err != nil {
+			return err
+		}
+		return returndev.Route("xret", []netip.Prefix{pool})
 	})
 	if err != nil {
 		t.Fatal(err)

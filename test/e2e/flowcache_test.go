@@ -9,7 +9,9 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -967,5 +969,95 @@ func TestFlowCacheNATReturnDeviceLifecycle(t *testing.T) {
 	}
 	if out, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "ip", "link", "show", dev); err == nil {
 		t.Errorf("the return device is left by xupfd --stop: %s", out)
+	}
+}
+
+// TestFlowCacheNATReturnDeviceOwnership: xupfd removes the return device it made by the name
+// it recorded, whatever the configuration names now. A renamed return_device replaces the
+// earlier one; a start without kernel_n6 removes one whose link was never pinned (a crash
+// between making it and attaching to it); a start whose pool the main table routes elsewhere
+// is refused, leaving that route; `xupfd --stop` removes the recorded device after a rename.
+func TestFlowCacheNATReturnDeviceOwnership(t *testing.T) {
+	e, _ := newNATEnv(t)
+	cfg, err := config.Load(e.daemon.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconfigure := func(edit func(*config.Config)) {
+		t.Helper()
+		edit(cfg)
+		if err := e.topo.WriteConfigFile(e.daemon.ConfigPath, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exists := func(dev string) bool {
+		_, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "ip", "link", "show", dev)
+		return err == nil
+	}
+	poolRoute := func() string {
+		out, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "ip", "route", "show", "exact", testbed.UENet.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out)
+	}
+
+	const renamed = "xupfret2"
+	reconfigure(func(c *config.Config) { c.FlowCache.ReturnDevice = renamed })
+	e.restart(t, e.daemon.Stop)
+	if exists(config.DefaultReturnDevice) {
+		t.Errorf("%s is left after return_device was renamed %s", config.DefaultReturnDevice, renamed)
+	}
+	if r := poolRoute(); !strings.Contains(r, "dev "+renamed) {
+		t.Errorf("the UE pool's route after the rename: %q, want it into %s", r, renamed)
+	}
+	e.replyAfterFlush(t, e.udpPeers(7500))
+
+	// As a crash between making the device and pinning its link leaves it: no program there.
+	reconfigure(func(c *config.Config) { c.FlowCache.KernelN6 = false })
+	e.restart(t, func() error {
+		return errors.Join(e.daemon.Stop(), os.Remove(filepath.Join(e.topo.BPFFS, "link_"+renamed+"-xdp")))
+	})
+	if exists(renamed) {
+		t.Errorf("%s, never attached, is left by a start without kernel_n6", renamed)
+	}
+	if r := poolRoute(); r != "" {
+		t.Errorf("the UE pool is routed after a start without kernel_n6: %q", r)
+	}
+
+	if err := e.daemon.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	foreign := []string{"route", "add", "blackhole", testbed.UENet.String()}
+	if _, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "ip", foreign...); err != nil {
+		t.Fatal(err)
+	}
+	cfg.FlowCache.KernelN6 = true
+	out := startFails(t, e.topo, cfg)
+	for _, w := range []string{"ue_pools " + testbed.UENet.String(), "ip route del"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the start over the operator's route does not say %q:\n%s", w, out)
+		}
+	}
+	if r := poolRoute(); !strings.HasPrefix(r, "blackhole") {
+		t.Errorf("the UE pool's route after the refused start: %q, want the operator's blackhole", r)
+	}
+	foreign[1] = "del"
+	if _, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "ip", foreign...); err != nil {
+		t.Fatal(err)
+	}
+
+	reconfigure(func(c *config.Config) {})
+	e.restart(t, func() error { return nil })
+	if r := poolRoute(); !strings.Contains(r, "dev "+renamed) {
+		t.Errorf("the UE pool's route once the operator's is gone: %q, want it into %s", r, renamed)
+	}
+	reconfigure(func(c *config.Config) { c.FlowCache.ReturnDevice = "xupfret3" })
+	out2, err := e.topo.Command(e.ctx(), e.topo.UPFNS, xupfdBin, "--config", e.daemon.ConfigPath, "--stop").CombinedOutput()
+	if err != nil {
+		t.Fatalf("xupfd --stop: %v\n%s", err, out2)
+	}
+	if exists(renamed) {
+		t.Errorf("%s is left by xupfd --stop with return_device renamed since", renamed)
 	}
 }
