@@ -18,8 +18,9 @@
  * that may alter any decision (routes, rules, links, the ruleset) starts a new epoch, and a
  * cached flow of an earlier epoch than the current one is void: the hit path treats it as a
  * miss and removes it (flow_void), so the change takes effect at the next packet, whatever
- * the table's size. Narrower changes (a neighbour, a conntrack entry) add one to the low half
- * and remove their flows by a scan; aging reclaims the void flows no packet came for.
+ * the table's size. Narrower changes (a neighbour, a conntrack entry) add one to the low half,
+ * without carrying into the epoch, and remove their flows by a scan or by key; aging reclaims
+ * the void flows no packet came for.
  *
  * With FLOWCACHE_KERNEL_N6 the kernel also treats the UEs' traffic on N6 (NAT, filtering,
  * routing): a UE's uplink packet, decapsulated and charged to its session, goes to the kernel
@@ -180,8 +181,8 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_flow_seen SEC(".maps");
 
-/* The generation of the kernel's decisions: xupfd adds one (an atomic add through an mmap of
- * the map) before each scan for flows a kernel change voids, and before a flush. */
+/* The generation of the kernel's decisions: xupfd moves it on (atomically, through an mmap of
+ * the map) before each removal of flows a kernel change voids, and before a flush. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);

@@ -271,7 +271,7 @@ func (d *Datapath) removeFlows(match func(*xupfFlowKey, *xupfFlow) bool) (int, e
 	if !d.opts.FlowCache.on() {
 		return 0, ErrFlowCacheOff
 	}
-	atomic.AddUint32(d.flowGenWord(), 1)
+	d.nextGeneration()
 	var doomed []xupfFlowKey
 	err := d.scanFlows(func(keys []xupfFlowKey, vals []xupfFlow) {
 		for i := range keys {
@@ -321,6 +321,23 @@ const flowEpochsApart = 1 << 15
 func flowVoid(e, now uint16) bool { return e != now }
 
 func (d *Datapath) flowGenWord() *uint32 { return &d.flowGen.words32()[0] }
+
+// nextGeneration starts a new generation in the current epoch: it adds one to the
+// generation's low half without carrying into the epoch, so that only voidFlows voids every
+// flow, however many narrow changes (conntrack deaths, neighbours) come before. After 65,536
+// of them the low half is back where it was: a note that old (one no packet took to the
+// learner, kept by flow_note for its flow's next packet) would pass for current, but no
+// packet the kernel decided on that many changes ago is still on its way there.
+func (d *Datapath) nextGeneration() {
+	w := d.flowGenWord()
+	for {
+		gen := atomic.LoadUint32(w)
+		const low = 1<<flowEpochShift - 1
+		if atomic.CompareAndSwapUint32(w, gen, gen&^low|(gen+1)&low) {
+			return
+		}
+	}
+}
 
 // flowEpoch is the current epoch.
 func (d *Datapath) flowEpoch() uint16 {

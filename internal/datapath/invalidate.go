@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 
@@ -176,7 +175,7 @@ func (d *Datapath) removeConnections(gone map[nfwatch.Tuple]bool) (int, error) {
 	if len(gone) == 0 {
 		return 0, nil
 	}
-	atomic.AddUint32(d.flowGenWord(), 1)
+	d.nextGeneration()
 	n := 0
 	for t := range gone {
 		key := FlowKey{Src: t.Src, Dst: t.Dst, SrcPort: t.SrcPort, DstPort: t.DstPort, Proto: t.Proto, Ifindex: flowFromUE}.raw()

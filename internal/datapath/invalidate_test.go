@@ -3,9 +3,13 @@ package datapath
 import (
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/xupf/xupf/internal/nfwatch"
 	"github.com/xupf/xupf/internal/router"
 )
 
@@ -121,4 +125,31 @@ func TestInvalidateNeighboursOfAttachedOnly(t *testing.T) {
 			t.Fatalf("%d flows 3s after the gNB's neighbour on n3 went, want the one sent there removed", count())
 		}
 	}
+}
+
+// TestFlowGenerationNoCarry: a narrower change (here conntrack removing a connection the cache
+// never held) starts a new generation without carrying into the epoch, even from the low
+// half's last value: the cached flow stays and its next packet is a hit. Only voiding every
+// flow starts a new epoch.
+func TestFlowGenerationNoCarry(t *testing.T) {
+	e := newFlowEnv(t, 16)
+	e.putFlow(t, 0, xupfFlow{Flags: uint8(xupfFlowFlagFLOW_F_TTL)})
+	w := e.dp.flowGenWord()
+	atomic.StoreUint32(w, atomic.LoadUint32(w)|0xffff)
+	before := atomic.LoadUint32(w)
+	gone := map[nfwatch.Tuple]bool{{Src: netip.MustParseAddr("10.9.9.9"), Dst: netip.MustParseAddr("192.0.2.9"),
+		SrcPort: 1, DstPort: 2, Proto: 17}: true}
+	if _, err := e.dp.removeConnections(gone); err != nil {
+		t.Fatal(err)
+	}
+	if gen := atomic.LoadUint32(w); gen != before&^0xffff {
+		t.Fatalf("generation %#x after %#x, want %#x: the low half wrapped, the epoch kept", gen, before, before&^0xffff)
+	}
+	ack := layers.TCP{ACK: true}
+	in := frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack))
+	runCase(t, e, pktCase{name: "hit after the change", in: in, ifindex: n6, verdict: xdpRedirect,
+		out: frame(macN3, macGNB, 0, transitTCP(t, 0, 63, ack)), counters: map[string]uint64{"flow_hit": 1}})
+	e.dp.voidFlows()
+	runCase(t, e, pktCase{name: "void after voidFlows", in: in, ifindex: n6, verdict: xdpPass,
+		counters: map[string]uint64{"pass": 1, "flow_miss": 1, "flow_voided": 1}})
 }
