@@ -690,7 +690,7 @@ static __always_inline int flow_from_ue(struct xdp_md *ctx, struct stats *st)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct iphdr *ip = data + sizeof(struct ethhdr);
-	struct flow_key key = {};
+	struct flow_key key = {}, pair;
 	struct flow_seen seen;
 	struct flow *f;
 	int tcp_flags;
@@ -707,8 +707,20 @@ static __always_inline int flow_from_ue(struct xdp_md *ctx, struct stats *st)
 		f = NULL;
 	}
 	if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) {
-		if (f && !bpf_map_delete_elem(&xupf_flows, &key))
-			stats_add(st, STAT_FLOW_ENDED);
+		/* Both entries of the pair end, the UE's first, as on a FIN or RST from N6
+		 * (flow_reply): the closing connection's replies are the kernel's to see, and
+		 * reach the UE through the return device. A replies' entry left behind would
+		 * outlive the connection, kept by the replies, and once conntrack gave the
+		 * translated address and port to another UE's connection, deliver that
+		 * connection's replies here. */
+		if (f) {
+			/* Read before the delete, which may hand f's memory to another insert. */
+			int paired = flow_pair_key(&key, f, &pair);
+
+			flow_end(&key);
+			if (paired)
+				flow_end(&pair);
+		}
 		return ue_to_kernel(ip, data_end, st);
 	}
 	if (!f) {

@@ -1028,35 +1028,78 @@ func (e *testEnv) natTCPFlow(t *testing.T) (ue, dn, nat netip.AddrPort, gpdu fun
 	return ue, dn, nat, gpdu
 }
 
+// tcpEnds are the TCP packets that end a connection, FIN and RST, by name.
+var tcpEnds = []struct {
+	name string
+	tcp  layers.TCP
+}{
+	{"FIN", layers.TCP{ACK: true, FIN: true}},
+	{"RST", layers.TCP{RST: true}},
+}
+
 // TestFlowCacheNATTCP: a UE's TCP flow is learnt only once conntrack has seen its reply (it
-// must follow the handshake); then it is translated both ways like UDP, and a FIN goes to the
-// kernel and ends the UE's flow.
+// must follow the handshake); then it is translated both ways like UDP, and a FIN or RST
+// from the UE goes to the kernel and ends both entries of the flow, each counted: the
+// closing connection's replies, and a later connection's given the same translated address
+// and port, go to the kernel as they came.
 func TestFlowCacheNATTCP(t *testing.T) {
-	e := newNATEnv(t)
-	ue, dn, nat, gpdu := e.natTCPFlow(t)
-	ack := layers.TCP{ACK: true}
-	e.natHits(t, gpdu(ack), natTCP(t, nat, dn, 63, ack), natTCP(t, dn, nat, 64, ack), natTCP(t, dn, ue, 63, ack), 0)
-	fin := layers.TCP{ACK: true, FIN: true}
-	runCase(t, e, pktCase{name: "FIN", in: gpdu(fin), ifindex: n3, verdict: xdpPass,
-		out:      concat(ethBytes(macGNB, macN3), natTCP(t, ue, dn, 64, fin)),
-		counters: map[string]uint64{"ul_rx": 1, "ul_kernel": 1, "flow_ended": 1}})
-	flows, err := e.dp.Flows()
-	if err != nil || len(flows) != 1 || flows[0].ToUE != ue {
-		t.Errorf("flows %+v (err %v) after the UE's FIN, want the replies' only", flows, err)
+	for _, c := range tcpEnds {
+		t.Run(c.name, func(t *testing.T) {
+			e := newNATEnv(t)
+			ue, dn, nat, gpdu := e.natTCPFlow(t)
+			ack := layers.TCP{ACK: true}
+			e.natHits(t, gpdu(ack), natTCP(t, nat, dn, 63, ack), natTCP(t, dn, nat, 64, ack), natTCP(t, dn, ue, 63, ack), 0)
+			runCase(t, e, pktCase{name: c.name, in: gpdu(c.tcp), ifindex: n3, verdict: xdpPass,
+				out:      concat(ethBytes(macGNB, macN3), natTCP(t, ue, dn, 64, c.tcp)),
+				counters: map[string]uint64{"ul_rx": 1, "ul_kernel": 1, "flow_ended": 2}})
+			if flows, err := e.dp.Flows(); err != nil || len(flows) != 0 {
+				t.Errorf("flows %+v (err %v) after the UE's %s, want none", flows, err, c.name)
+			}
+			if st, err := e.dp.FlowCacheStats(); err != nil || st.Entries != 0 {
+				t.Errorf("stats %+v (err %v), want 0 entries", st, err)
+			}
+			fin := layers.TCP{ACK: true, FIN: true}
+			runCase(t, e, pktCase{name: "the DN host's FIN", in: concat(ethBytes(macDN, macN6), natTCP(t, dn, nat, 64, fin)),
+				ifindex: n6, verdict: xdpPass, counters: map[string]uint64{"pass": 1}})
+			synACK := layers.TCP{SYN: true, ACK: true}
+			runCase(t, e, pktCase{name: "another connection's SYN-ACK", in: concat(ethBytes(macDN, macN6), natTCP(t, dn, nat, 64, synACK)),
+				ifindex: n6, verdict: xdpPass, counters: map[string]uint64{"pass": 1, "flow_miss": 1}})
+		})
 	}
+}
+
+// TestFlowCacheNATConnectionGone: conntrack removing a connection (nfwatch reports both of
+// its tuples) removes a replies' entry left without its UE's entry, as an earlier build's
+// FIN from the UE left it: a later connection given the same translated address and port
+// then has its replies go to the kernel, not to this UE.
+func TestFlowCacheNATConnectionGone(t *testing.T) {
+	e := newNATEnv(t)
+	ue, dn, nat, _ := e.natTCPFlow(t)
+	uek := FlowKey{Src: ue.Addr(), Dst: dn.Addr(), SrcPort: ue.Port(), DstPort: dn.Port(), Proto: unix.IPPROTO_TCP}.raw()
+	if err := e.dp.objs.XupfFlows.Delete(uek); err != nil {
+		t.Fatal(err)
+	}
+	gone := map[nfwatch.Tuple]bool{
+		{Src: ue.Addr(), Dst: dn.Addr(), SrcPort: ue.Port(), DstPort: dn.Port(), Proto: unix.IPPROTO_TCP}:   true, // original
+		{Src: dn.Addr(), Dst: nat.Addr(), SrcPort: dn.Port(), DstPort: nat.Port(), Proto: unix.IPPROTO_TCP}: true, // reply
+	}
+	e.dp.invalidate(voided{gone: gone})
+	if flows, err := e.dp.Flows(); err != nil || len(flows) != 0 {
+		t.Errorf("flows %+v (err %v) after the connection's conntrack entry went, want none", flows, err)
+	}
+	if st, err := e.dp.FlowCacheStats(); err != nil || st.Invalidated != 1 {
+		t.Errorf("stats %+v (err %v), want the replies' entry invalidated", st, err)
+	}
+	synACK := layers.TCP{SYN: true, ACK: true}
+	runCase(t, e, pktCase{name: "another connection's SYN-ACK", in: concat(ethBytes(macDN, macN6), natTCP(t, dn, nat, 64, synACK)),
+		ifindex: n6, verdict: xdpPass, counters: map[string]uint64{"pass": 1, "flow_miss": 1}})
 }
 
 // TestFlowCacheNATEndFromDN: a FIN or RST from the DN host to a cached UE flow's translated
 // address reaches the UE, translated back, through its session's downlink (the kernel could
 // not deliver it), and ends both entries of the flow, each counted.
 func TestFlowCacheNATEndFromDN(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		tcp  layers.TCP
-	}{
-		{"FIN", layers.TCP{ACK: true, FIN: true}},
-		{"RST", layers.TCP{RST: true}},
-	} {
+	for _, c := range tcpEnds {
 		t.Run(c.name, func(t *testing.T) {
 			e := newNATEnv(t)
 			ue, dn, nat, _ := e.natTCPFlow(t)

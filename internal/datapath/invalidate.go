@@ -164,35 +164,64 @@ func (d *Datapath) invalidate(v voided) {
 	}
 }
 
-// removeConnections removes the flows of the connections conntrack removed, by key: the UE
-// flow keyed by a connection's original tuple (FLOW_FROM_UE; the reply tuple finds none), and
-// the replies' entry of its pair. Its cost is the connections', not the table's: conntrack
-// entries die all the time, and a scan each time would keep a CPU reading the table. A
-// transit flow is not cached while conntrack tracks it (flow_tracked), so none is keyed by a
-// tracked connection's tuple. Like removeFlows it first starts a new generation, so that a
-// note taken before is not learnt after.
+// removeConnections removes the flows of the connections conntrack removed, by key, under
+// each tuple of gone (nfwatch reports both of a connection's): the UE's entry, keyed by the
+// original tuple with FLOW_FROM_UE, and the replies' (FLOW_F_TO_UE), keyed by the reply tuple
+// and the attached interface they arrive on, each with the other entry of its pair. The
+// replies' entry is looked for on its own: one left without its UE's entry (by an earlier
+// build, whose UE's FIN ended only the UE's) would otherwise outlive the connection, and once
+// conntrack gave the translated address and port to another UE's connection, deliver that
+// connection's replies to this UE. Its cost is the connections' (a lookup per tuple and
+// arrival), not the table's: conntrack entries die all the time, and a scan each time would
+// keep a CPU reading the table. A transit flow is not cached while conntrack tracks it
+// (flow_tracked), so none is keyed by a tracked connection's tuple. Like removeFlows it first
+// starts a new generation, so that a note taken before is not learnt after.
 func (d *Datapath) removeConnections(gone map[nfwatch.Tuple]bool) (int, error) {
 	if len(gone) == 0 {
 		return 0, nil
 	}
 	d.nextGeneration()
+	arrivals, err := d.arrivals()
+	if err != nil {
+		return 0, fmt.Errorf("remove the flows of connections gone: %w", err)
+	}
 	n := 0
 	for t := range gone {
-		key := FlowKey{Src: t.Src, Dst: t.Dst, SrcPort: t.SrcPort, DstPort: t.DstPort, Proto: t.Proto, Ifindex: flowFromUE}.raw()
-		var v xupfFlow
-		err := d.objs.XupfFlows.Lookup(key, &v)
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			continue
-		}
-		if err != nil {
-			return n, fmt.Errorf("remove the flows of connections gone: %w", err)
-		}
-		pair, paired := flowPair(key, &v)
-		m, err := d.removeFlowPair(key, pair, paired)
-		n += m
-		if err != nil {
-			return n, fmt.Errorf("remove the flows of connections gone: %w", err)
+		for _, in := range arrivals {
+			key := FlowKey{Src: t.Src, Dst: t.Dst, SrcPort: t.SrcPort, DstPort: t.DstPort, Proto: t.Proto, Ifindex: int(in)}.raw()
+			var v xupfFlow
+			err := d.objs.XupfFlows.Lookup(key, &v)
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				continue
+			}
+			if err != nil {
+				return n, fmt.Errorf("remove the flows of connections gone: %w", err)
+			}
+			pair, paired := flowPair(key, &v)
+			m, err := d.removeFlowPair(key, pair, paired)
+			n += m
+			if err != nil {
+				return n, fmt.Errorf("remove the flows of connections gone: %w", err)
+			}
 		}
 	}
 	return n, nil
+}
+
+// arrivals lists where a cached flow may arrive: FLOW_FROM_UE and the attached interfaces
+// (the keys of xupf_tx_ports, which are their own values: keys alone are read).
+func (d *Datapath) arrivals() ([]uint32, error) {
+	out := []uint32{flowFromUE}
+	var prev any // nil: the first key
+	for {
+		var port uint32
+		err := d.objs.XupfTxPorts.NextKey(prev, &port)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the attached interfaces: %w", err)
+		}
+		out, prev = append(out, port), port
+	}
 }
