@@ -58,7 +58,7 @@ int xupf_xdp(struct xdp_md *ctx)
 
 	ref = dl_ref(ip->daddr);
 	if (ref)
-		return handle_downlink(ctx, eth, ip, ref, data_end);
+		return handle_downlink(ctx, eth, ip, ref, data_end, PKT_FROM_WIRE);
 	/* Off the fast paths: only here is a GTP-U address met on another interface looked for. */
 	if (ip->protocol == IPPROTO_UDP && is_gtpu_addr(ip->daddr, GTPU_ANY_IFINDEX))
 		return refuse_gtpu(ip, data_end);

@@ -12,10 +12,10 @@
 
 static __always_inline int handle_downlink(struct xdp_md *ctx, struct ethhdr *eth,
 					   struct iphdr *ip, const struct rule_ref *ref,
-					   void *data_end)
+					   void *data_end, enum pkt_from from)
 {
 	struct pkt p = { .ctx = ctx, .eth = eth, .ip = ip, .data_end = data_end, .dir = DIR_DOWNLINK,
-			 .psc = PSC_NONE };
+			 .psc = PSC_NONE, .from = from };
 	struct stats *st = stats_here();
 	const struct pdr *pdr = NULL;
 	const struct far *far = NULL;

@@ -459,7 +459,7 @@ static __always_inline int flow_to_ue(struct xdp_md *ctx, struct ethhdr *eth, st
 	flow_count(f, bpf_ntohs(ip->tot_len));
 	flow_nat(ip, data_end, f);
 	count_stat(STAT_FLOW_HIT);
-	action = handle_downlink(ctx, eth, ip, ref, data_end);
+	action = handle_downlink(ctx, eth, ip, ref, data_end, PKT_FROM_WIRE);
 	return action == XDP_PASS ? FLOW_PASSED : action;
 }
 
@@ -623,9 +623,11 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
  * the TTL (it forwards only a TTL above 1), and the downlink takes it again: it is given back
  * first, so the packet crosses the UPF as one hop whichever path it took (one the host itself
  * sent, not forwarded, gains one; 255 stays). Charged here, once: the kernel charged nothing.
- * What the rules hand to the kernel goes there, unless it is still to a UE, which the kernel
- * would route back here: that, a packet to no session and anything but IPv4 are dropped,
- * no_route. Returns the XDP action. */
+ * But not one whose FAR forwards without a tunnel: the kernel would route it back here, and
+ * it may be one the downlink handed the kernel at N6, charged there; its rules drop it,
+ * no_route, before they charge it (PKT_FROM_KERNEL). What the rules hand to the kernel goes
+ * there, unless it is still to a UE, which the kernel would route back here: that, a packet
+ * to no session and anything but IPv4 are dropped, no_route. Returns the XDP action. */
 static __always_inline int flow_return(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
@@ -649,7 +651,7 @@ static __always_inline int flow_return(struct xdp_md *ctx)
 		ip->ttl++;
 		csum_replace16(&ip->check, old, *(__be16 *)&ip->ttl);
 	}
-	action = handle_downlink(ctx, eth, ip, ref, data_end);
+	action = handle_downlink(ctx, eth, ip, ref, data_end, PKT_FROM_KERNEL);
 	if (action != XDP_PASS)
 		return action;
 	data = (void *)(long)ctx->data;

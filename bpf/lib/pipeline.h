@@ -18,6 +18,12 @@
 #include "urr.h"
 #include "buffer.h"
 
+/* Where a user packet comes to the rules from. */
+enum pkt_from {
+	PKT_FROM_WIRE = 0,   /* an interface's (a cached reply translated back included) */
+	PKT_FROM_KERNEL = 1, /* sent to a UE by the kernel, into the return device (flow_return) */
+};
+
 /* A user packet as the rules see it: the IP packet a UE sent or is sent (on the uplink the
  * inner one, still in its tunnel). */
 struct pkt {
@@ -29,6 +35,7 @@ struct pkt {
 	__u32 len;             /* its total length: what QERs, the policer and usage count */
 	enum direction dir;
 	struct psc_qfi psc;    /* uplink: the PDU Session Container's QFI; downlink PSC_NONE */
+	enum pkt_from from;    /* a constant in each caller: the verifier keeps one branch */
 	struct pkt_meta meta;  /* what one module learns for the ones after it */
 };
 
@@ -69,6 +76,12 @@ static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 		if (reason)
 			return reason;
 	}
+	/* The kernel routes the UEs' addresses into the return device: a packet it sent there
+	 * that the FAR forwards without a tunnel would only come round again. It is dropped
+	 * before it is charged: the one the downlink handed the kernel at N6 (route_ipv4) was
+	 * charged there, and is charged once. */
+	if (p->from == PKT_FROM_KERNEL && !(far->flags & FAR_F_OHC))
+		return DROP_NO_ROUTE;
 	if (p->ip->ttl <= 1)
 		return PKT_EXPIRING;
 	if (pdr->usage & PDR_U_QUOTA) {

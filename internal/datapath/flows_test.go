@@ -23,6 +23,7 @@ import (
 	"github.com/xupf/xupf/internal/nfwatch"
 	"github.com/xupf/xupf/internal/returndev"
 	"github.com/xupf/xupf/internal/router"
+	"github.com/xupf/xupf/internal/rules"
 	"github.com/xupf/xupf/internal/session"
 )
 
@@ -1496,7 +1497,7 @@ func TestFlowCacheNATReturn(t *testing.T) {
 			counters: map[string]uint64{"dl_rx": 1, "dl_kernel": 1, "fib_no_neigh": 1}},
 		{name: "without a tunnel, to a UE the kernel routes here", in: fromKernel(toRouted), ifindex: ret, ret: true,
 			verdict: xdpDrop, out: fromKernel(innerUDP(t, addrDN, ueRouted, 5000, 6000, 64, payload)),
-			counters: map[string]uint64{"dl_rx": 1, "dl_kernel": 1, "fib_no_neigh": 1}, drops: noRoute},
+			counters: map[string]uint64{"dl_rx": 1}, drops: noRoute},
 		{name: "to no session", in: fromKernel(innerUDP(t, addrDN, netip.MustParseAddr("10.45.9.9"), 5000, 6000, 63, payload)),
 			ifindex: ret, ret: true, verdict: xdpDrop, drops: noRoute},
 		{name: "not IPv4", in: concat(ethBytes(macRet, macRet)[:12], []byte{0x08, 0x06}, make([]byte, 28)), ifindex: ret, ret: true,
@@ -1511,6 +1512,41 @@ func TestFlowCacheNATReturn(t *testing.T) {
 	want := uint64(len(synACK(63)) + 2*len(reply(63)))
 	if got := after.Downlink; got.Packets-before.Downlink.Packets != 3 || got.Bytes-before.Downlink.Bytes != want {
 		t.Errorf("downlink usage %+v, was %+v: want 3 more packets, %d more bytes", got, before.Downlink, want)
+	}
+}
+
+// TestFlowCacheReturnChargedOnce: a downlink packet whose FAR forwards without a tunnel, to a
+// UE the kernel routes into the return device, is charged once: at N6, where the downlink
+// hands it to the kernel, and not again when the kernel sends it into the return device,
+// where its rules drop it (no_route) before they charge it: the kernel would only route it
+// back.
+func TestFlowCacheReturnChargedOnce(t *testing.T) {
+	e := newNATEnv(t)
+	const owner = 11
+	ue := netip.MustParseAddr("10.45.0.11")
+	pdrs := []rules.PDR{{ID: 1, FAR: rules.FAR{Action: rules.Forward}}}
+	if err := e.dp.Install(owner, []rules.RuleSet{{UE: ue, PDRs: pdrs}}); err != nil {
+		t.Fatal(err)
+	}
+	ret := e.attachReturn(t, netip.PrefixFrom(ue, 32))
+	e.waitRoute(t, netip.PrefixFrom(ue, 32), present)
+	macRet := net.HardwareAddr{2, 0, 0, 0, 9, 1}
+	down := func(ttl uint8) []byte { return innerUDP(t, addrDN, ue, 5000, 6000, ttl, payload) }
+	for _, c := range []pktCase{
+		{name: "at N6: charged, to the kernel", in: concat(ethBytes(macDN, macN6), down(64)), ifindex: n6, verdict: xdpPass,
+			counters: map[string]uint64{"dl_rx": 1, "dl_kernel": 1, "fib_no_neigh": 1}},
+		{name: "from the kernel into the return device: dropped uncharged", in: concat(ethBytes(macRet, macRet), down(63)),
+			ifindex: ret, ret: true, verdict: xdpDrop, out: concat(ethBytes(macRet, macRet), down(64)),
+			counters: map[string]uint64{"dl_rx": 1}, drops: map[string]uint64{"no_route": 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) { runCase(t, e, c) })
+	}
+	u, err := e.usage(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Downlink.Packets != 1 || u.Downlink.Bytes != uint64(len(down(64))) {
+		t.Errorf("downlink usage %+v, want 1 packet of %d bytes", u.Downlink, len(down(64)))
 	}
 }
 
