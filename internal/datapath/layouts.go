@@ -320,6 +320,13 @@ func migrateMap(pinPath, name string, spec *ebpf.CollectionSpec, layouts *ebpf.M
 		if err := copyGrown(old, m, ms); err != nil {
 			return fmt.Errorf("migrate %s: %w", name, err)
 		}
+	} else if old.Type() == ebpf.Array {
+		// The earlier program reads the old array until Attach, and its values may name slots
+		// of maps carried over (xupf_nh_pins names xupf_nexthops slots this run's router
+		// releases and reuses): zeroed, they name nothing, as SetPins clears the new one.
+		if err := zeroArray(old); err != nil {
+			return fmt.Errorf("migrate %s: clear the old map: %w", name, err)
+		}
 	}
 	// bpffs refuses names with a dot.
 	tmp := filepath.Join(pinPath, "migrating_"+name)
@@ -335,6 +342,17 @@ func migrateMap(pinPath, name string, spec *ebpf.CollectionSpec, layouts *ebpf.M
 	// Recorded at once: a load that fails later must find the version of what is pinned.
 	if err := layouts.Put(layoutKey(name), layoutOf(spec.Maps[name])); err != nil {
 		return fmt.Errorf("record the layout version of %s: %w", name, err)
+	}
+	return nil
+}
+
+// zeroArray stores zero in every value of the array m.
+func zeroArray(m *ebpf.Map) error {
+	zero := make([]byte, m.ValueSize())
+	for k := range m.MaxEntries() {
+		if err := m.Put(k, zero); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -126,7 +126,8 @@ func TestLoadMigratesGrownValue(t *testing.T) {
 
 // TestLoadReplacesEarlierPins: next-hop pins an earlier build laid out as one word each are
 // replaced with this build's empty entries instead of refusing the load: every load clears
-// the pins anyway, and the rule sets pin their peers again.
+// the pins anyway, and the rule sets pin their peers again. The old map's words are cleared
+// too: the earlier program follows them until Attach.
 func TestLoadReplacesEarlierPins(t *testing.T) {
 	e := newTestEnv(t, 8)
 	opts := e.dp.opts
@@ -136,6 +137,11 @@ func TestLoadReplacesEarlierPins(t *testing.T) {
 	next := e.loadOverEarlier(t, opts, m, earlier, layouts, 1, uint64(0x0a000001))
 	if got, want := next.objs.XupfNhPins.ValueSize(), uint32(unsafe.Sizeof(xupfNhPin{})); got != want {
 		t.Errorf("%s after the load: values of %d bytes, want this build's %d", earlier.Name, got, want)
+	}
+	// The earlier program reads the old map until Attach: its words must name no slot.
+	var w uint64
+	if err := m.Lookup(uint32(1), &w); err != nil || w != 0 {
+		t.Errorf("the replaced %s's word 1 = %#x, %v; want 0", earlier.Name, w, err)
 	}
 }
 
