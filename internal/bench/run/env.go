@@ -85,8 +85,7 @@ func newEnv(pl plan) (_ *env, err error) {
 }
 
 // routeUPF adds, in upf, permanent neighbours for the gNB and the DN host (so that no
-// frame waits for ARP), the gNB and UE blocks via the gNB, and the server routes via the DN
-// host.
+// frame waits for ARP) and the routes of pl.upfRoutes.
 func (e *env) routeUPF(pl plan) error {
 	h, err := netlink.NewHandleAt(e.upf)
 	if err != nil {
@@ -113,14 +112,12 @@ func (e *env) routeUPF(pl plan) error {
 		}
 		return nil
 	}
-	if err := add(gnbNet, e.n3, testbed.GNBAddr); err != nil {
-		return err
-	}
-	if err := add(ueNet, e.n3, testbed.GNBAddr); err != nil {
-		return err
-	}
-	for _, r := range pl.routes() {
-		if err := add(r, e.n6, testbed.DNAddr); err != nil {
+	for _, r := range pl.upfRoutes() {
+		ifindex, gw := e.n3, testbed.GNBAddr
+		if r.toDN {
+			ifindex, gw = e.n6, testbed.DNAddr
+		}
+		if err := add(r.dst, ifindex, gw); err != nil {
 			return err
 		}
 	}

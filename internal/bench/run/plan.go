@@ -88,6 +88,32 @@ func (pl plan) server(s int) netip.Addr {
 	return addrAt(serverBase, r*pl.block+s/pl.p.Routes)
 }
 
+// upfRoute is a route of the upf namespace: via the gNB, or via the DN host if toDN.
+type upfRoute struct {
+	dst  netip.Prefix
+	toDN bool
+}
+
+// upfRoutes are the routes of the upf namespace: the gNB and UE blocks via the gNB, the N6
+// prefixes via the DN host. Not the UE block when xupfd routes it into its return device
+// (kernel NAT, whose kernel_n6 routes ue_pools, with ue_address upf, whose pool is the UE
+// block): xupfd refuses to start when the main table routes a pool elsewhere.
+func (pl plan) upfRoutes() []upfRoute {
+	out := []upfRoute{{dst: gnbNet}}
+	if !(kernelN6(pl.p.Datapath) && pl.p.UEAddress == scenario.UEByUPF) {
+		out = append(out, upfRoute{dst: ueNet})
+	}
+	for _, r := range pl.routes() {
+		out = append(out, upfRoute{dst: r, toDN: true})
+	}
+	return out
+}
+
+// kernelN6 reports whether the datapath is xupfd with flow_cache.kernel_n6.
+func kernelN6(datapath string) bool {
+	return datapath == scenario.DatapathXUPFKernelNAT || datapath == scenario.DatapathXUPFNATCache
+}
+
 // routes are the N6 prefixes the servers are spread over.
 func (pl plan) routes() []netip.Prefix {
 	out := make([]netip.Prefix, pl.p.Routes)

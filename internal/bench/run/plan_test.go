@@ -258,3 +258,33 @@ func TestSizeLimits(t *testing.T) {
 		t.Errorf("max_rule_sets %d above the most the config takes", l.MaxRuleSets)
 	}
 }
+
+// TestUPFRoutesLeavePoolsToXUPF: with kernel_n6, xupfd routes its ue_pools into the return
+// device and refuses to start when the main table routes a pool elsewhere, so the upf
+// namespace must not route a pool then (more specific routes, as the gNB block's, are not
+// the pool's) (xupf with kernel NAT and ue_address upf,
+// whose pool is the UE block); otherwise the UE block is routed toward the gNB.
+func TestUPFRoutesLeavePoolsToXUPF(t *testing.T) {
+	for _, datapath := range []string{scenario.DatapathXUPF, scenario.DatapathXUPFKernelNAT, scenario.DatapathXUPFNATCache} {
+		for _, ue := range []string{scenario.UEBySMF, scenario.UEByUPF} {
+			pt := &point{p: scenario.Default()}
+			pt.p.Pipeline.Datapath, pt.p.Pipeline.UEAddress = datapath, ue
+			cfg := config.Default()
+			if err := pt.configureXUPF(cfg); err != nil {
+				t.Fatal(err)
+			}
+			var routed []netip.Prefix
+			for _, r := range newPlan(pt.p.Pipeline).upfRoutes() {
+				routed = append(routed, r.dst)
+				for _, pool := range cfg.UEPools {
+					if cfg.FlowCache.AnyKernelN6() && r.dst == pool {
+						t.Errorf("%s, ue_address %s: the upf namespace routes xupfd's pool %s", datapath, ue, pool)
+					}
+				}
+			}
+			if !cfg.FlowCache.AnyKernelN6() && !slices.Contains(routed, ueNet) {
+				t.Errorf("%s, ue_address %s: the UE block %s is not routed toward the gNB", datapath, ue, ueNet)
+			}
+		}
+	}
+}
