@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -69,6 +70,10 @@ type routeTable struct {
 	table *routedir.Table
 	mem   mappedArray
 	pins  mappedArray
+	// settle runs the table's SettlePins once a pin's spare copy has rested; closed stops it
+	// touching the mappings once they are gone.
+	settle *time.Timer
+	closed bool
 }
 
 var _ router.Table = (*routeTable)(nil)
@@ -93,8 +98,20 @@ func mapRouteTable(dir, nexthops, pins *ebpf.Map, opts Options) (*routeTable, er
 		mem.unmap()
 		return nil, err
 	}
-	t.SetPins(pinMem.words64(), pinCopy)
-	return &routeTable{table: t, mem: mem, pins: pinMem}, nil
+	rt := &routeTable{table: t, mem: mem, pins: pinMem}
+	t.SetPins(pinMem.words64(), pinCopy, rt.wake)
+	return rt, nil
+}
+
+// wake has the table's SettlePins run after d; it is called holding mu.
+func (t *routeTable) wake(d time.Duration) {
+	t.settle = time.AfterFunc(d, func() {
+		t.locked(func() {
+			if !t.closed {
+				t.table.SettlePins()
+			}
+		})
+	})
 }
 
 // locked runs fn holding mu.
@@ -137,6 +154,12 @@ func (t *routeTable) close() error {
 	if t == nil {
 		return nil
 	}
+	t.locked(func() {
+		t.closed = true
+		if t.settle != nil {
+			t.settle.Stop()
+		}
+	})
 	return errors.Join(t.mem.unmap(), t.pins.unmap())
 }
 

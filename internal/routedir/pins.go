@@ -23,6 +23,10 @@ import (
 // with one atomic store that names it: a packet reads the copy its word named, whole. A copy
 // is written only once grace has passed since the word last named it, as a slot rests before
 // reuse (pool), so a packet that read the word before the change has long finished with it.
+// A change within grace never waits, as it runs under the lock PFCP installs and the router's
+// netlink reader take: the word is stored 0 (the packets walk the words, which already hold
+// the change) and the entry is due; SettlePins, which the table's owner runs once the wait
+// given to wake has passed, writes the rested copy and names it.
 //
 // Put and Delete repoint the pins inside the prefix they change after its words and before
 // its old slot is released, so a change is in the pins when it is in the words.
@@ -36,8 +40,10 @@ type pins struct {
 	addrs   []uint32          // the pinned addresses, sorted, to find those inside a prefix
 	free    []uint32          // entries unpinned
 	next    uint32            // next entry never used
+	due     map[uint32]bool   // pinned addresses whose word is 0 until a copy rests
+	armed   bool              // wake was called and SettlePins has not run since
+	wake    func(time.Duration)
 	now     func() time.Time
-	sleep   func(time.Duration)
 }
 
 // The layout of a pin entry in words (struct nh_pin): the word, then two copies of a next hop
@@ -51,18 +57,20 @@ const (
 const MaxPins = 1 << 16
 
 // SetPins gives the table the pin entries (the datapath's array, mapped, PinWords words
-// each) and how a next hop is laid out in a copy (struct nexthop). Their earlier contents are
-// cleared: what an earlier run pinned is not known here, and a FAR whose pin no longer holds
-// its peer reads the words instead. Only the words are cleared: the copies rest from then on
-// like any copy a word stopped naming, as the earlier run's program may still be reading one.
-func (t *Table) SetPins(words []uint64, encode func(router.Nexthop) [CopyWords]uint64) {
+// each), how a next hop is laid out in a copy (struct nexthop) and wake, which must have
+// SettlePins run (under the table's lock, not from within wake) after the wait it is given.
+// Their earlier contents are cleared: what an earlier run pinned is not known here, and a
+// FAR whose pin no longer holds its peer reads the words instead. Only the words are
+// cleared: the copies rest from then on like any copy a word stopped naming, as the earlier
+// run's program may still be reading one.
+func (t *Table) SetPins(words []uint64, encode func(router.Nexthop) [CopyWords]uint64, wake func(time.Duration)) {
 	n := min(len(words)/PinWords, MaxPins)
 	words = words[:n*PinWords]
 	for i := range n {
 		atomic.StoreUint64(&words[i*PinWords], 0)
 	}
 	t.pins = pins{words: words, encode: encode, named: make([]uint8, n), changed: make([]time.Time, n),
-		index: map[uint32]uint32{}, refs: map[uint32]int{}, next: 1, now: time.Now, sleep: time.Sleep}
+		index: map[uint32]uint32{}, refs: map[uint32]int{}, next: 1, due: map[uint32]bool{}, wake: wake, now: time.Now}
 	t.pins.rest(time.Now())
 }
 
@@ -118,6 +126,7 @@ func (t *Table) Unpin(a netip.Addr) {
 	}
 	delete(p.index, x)
 	delete(p.refs, x)
+	delete(p.due, x)
 	if at, found := slices.BinarySearch(p.addrs, x); found {
 		p.addrs = slices.Delete(p.addrs, at, at+1)
 	}
@@ -166,15 +175,34 @@ func (t *Table) repinOne(x, i uint32) {
 	wire := uint64(x>>24) | uint64(x>>16&0xff)<<8 | uint64(x>>8&0xff)<<16 | uint64(x&0xff)<<24
 	e := p.words[i*PinWords : (i+1)*PinWords]
 	if atomic.LoadUint64(&e[0]) == wire|uint64(s)<<33|uint64(p.named[i])<<32 {
+		delete(p.due, x)
 		return
 	}
 	c := p.named[i] ^ 1
 	if rest := grace - p.now().Sub(p.changed[i]); rest > 0 {
-		p.sleep(rest) // a packet may still read copy c: it was named less than grace ago
+		// A packet may still read copy c: it was named less than grace ago.
+		atomic.StoreUint64(&e[0], 0)
+		p.due[x] = true
+		if !p.armed {
+			p.armed = true
+			p.wake(rest)
+		}
+		return
 	}
 	for k, v := range p.encode(t.values[s]) {
 		atomic.StoreUint64(&e[1+int(c)*CopyWords+k], v)
 	}
 	atomic.StoreUint64(&e[0], wire|uint64(s)<<33|uint64(c)<<32)
 	p.named[i], p.changed[i] = c, p.now()
+	delete(p.due, x)
+}
+
+// SettlePins names a rested copy in the words of due entries, and has wake called again
+// for those whose copy has not rested yet.
+func (t *Table) SettlePins() {
+	p := &t.pins
+	p.armed = false
+	for x := range p.due {
+		t.repinOne(x, p.index[x])
+	}
 }

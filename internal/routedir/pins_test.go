@@ -16,27 +16,43 @@ func testEncode(nh router.Nexthop) [CopyWords]uint64 {
 		uint64(d[0]) | uint64(d[1])<<8 | uint64(d[2])<<16 | uint64(d[3])<<24 | uint64(d[4])<<32 | uint64(d[5])<<40}
 }
 
-// fakeClock is the pins' clock in tests: sleeping moves it on.
+// fakeClock is the pins' clock in tests, and their timer: pass runs SettlePins once the
+// wait given to wake is over, as the datapath's timer does.
 type fakeClock struct {
 	t     time.Time
-	slept []time.Duration
+	waits []time.Duration // every wait wake was given
+	at    time.Time       // when SettlePins is to run; zero: not armed
 }
 
 func (c *fakeClock) now() time.Time { return c.t }
 
-func (c *fakeClock) sleep(d time.Duration) {
-	c.slept = append(c.slept, d)
+func (c *fakeClock) wake(d time.Duration) {
+	c.waits = append(c.waits, d)
+	c.at = c.t.Add(d)
+}
+
+// pass moves the clock on by d, settling tab's pins if their wait is over.
+func (c *fakeClock) pass(tab *Table, d time.Duration) {
 	c.t = c.t.Add(d)
+	if !c.at.IsZero() && !c.t.Before(c.at) {
+		c.at = time.Time{}
+		tab.SettlePins()
+	}
+}
+
+// setPinsAt gives tab the pin entries words and a fake clock, the load since ago.
+func setPinsAt(tab *Table, words []uint64, since time.Duration) *fakeClock {
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	tab.SetPins(words, testEncode, c.wake)
+	tab.pins.now = c.now
+	tab.pins.rest(c.t.Add(-since))
+	return c
 }
 
 // setPins gives tab n pin entries and a fake clock, grace past the load.
 func setPins(tab *Table, n int) ([]uint64, *fakeClock) {
 	words := make([]uint64, n*PinWords)
-	tab.SetPins(words, testEncode)
-	c := &fakeClock{t: time.Unix(1000, 0)}
-	tab.pins.now, tab.pins.sleep = c.now, c.sleep
-	tab.pins.rest(c.t.Add(-grace))
-	return words, c
+	return words, setPinsAt(tab, words, grace)
 }
 
 // TestPinsFollowChanges changes random routes around pinned addresses: after every change,
@@ -48,13 +64,10 @@ func TestPinsFollowChanges(t *testing.T) {
 	tab, _, _ := newTable(t, testLimits)
 	words := make([]uint64, 64*PinWords)
 	words[3*PinWords] = 0xdead // left by an earlier run: cleared
-	tab.SetPins(words, testEncode)
+	clock := setPinsAt(tab, words, 0)
 	if words[3*PinWords] != 0 {
 		t.Fatalf("SetPins left entry 3's word = %#x", words[3*PinWords])
 	}
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	tab.pins.now, tab.pins.sleep = clock.now, clock.sleep
-	tab.pins.rest(clock.t)
 	var pinned []netip.Addr
 	for range 40 {
 		a := randomPrefix(r, []int{32}).Addr()
@@ -82,14 +95,31 @@ func TestPinsFollowChanges(t *testing.T) {
 		for _, a := range pinned {
 			checkPin(t, tab, words, a)
 		}
+		clock.pass(tab, time.Duration(r.IntN(4))*time.Millisecond)
+	}
+	clock.pass(tab, grace)
+	for _, a := range pinned {
+		if x := addrOf(netip.PrefixFrom(a, 32)); tab.pins.due[x] {
+			t.Fatalf("pin of %s still due a grace after the last change", a)
+		}
+		checkPin(t, tab, words, a)
 	}
 }
 
+// checkPin checks that a's pin sends where the words would: its word names a's slot and a
+// copy of its next hop, or is 0 (the datapath walks the words) while the entry is due.
 func checkPin(t *testing.T, tab *Table, words []uint64, a netip.Addr) {
 	t.Helper()
-	i := tab.pins.index[addrOf(netip.PrefixFrom(a, 32))]
+	x := addrOf(netip.PrefixFrom(a, 32))
+	i := tab.pins.index[x]
 	b := a.As4()
 	w := words[i*PinWords]
+	if w == 0 && tab.pins.due[x] {
+		if !tab.pins.armed {
+			t.Fatalf("pin of %s is due but SettlePins is not to run", a)
+		}
+		return
+	}
 	if got := [4]byte{byte(w), byte(w >> 8), byte(w >> 16), byte(w >> 24)}; got != b {
 		t.Fatalf("pin word %d holds address %v, want %s", i, got, a)
 	}
@@ -139,7 +169,9 @@ func TestPinWords(t *testing.T) {
 
 // TestPinCopiesRest: a changed next hop goes to the copy the word does not name, and a copy is
 // written only once grace has passed since the word last named it (a packet that read the word
-// before may still read the copy): a second change within grace waits out the rest.
+// before may still read the copy): a second change within grace does not wait, under the
+// route table's lock, for the rest; it stores 0 in the word, and SettlePins names the copy
+// once the rest is over.
 func TestPinCopiesRest(t *testing.T) {
 	tab, _, _ := newTable(t, testLimits)
 	words, clock := setPins(tab, 2)
@@ -158,16 +190,24 @@ func TestPinCopiesRest(t *testing.T) {
 	if err := tab.Put(p, nh(2)); err != nil {
 		t.Fatal(err)
 	}
-	if named() == first || len(clock.slept) != 0 {
-		t.Fatalf("a change a second after the last: copy %d (was %d), slept %v; want the other copy at once", named(), first, clock.slept)
+	if named() == first || len(clock.waits) != 0 {
+		t.Fatalf("a change a second after the last: copy %d (was %d), waits %v; want the other copy at once", named(), first, clock.waits)
 	}
-	clock.t = clock.t.Add(3 * time.Millisecond)
+	clock.pass(tab, 3*time.Millisecond)
 	if err := tab.Put(p, nh(3)); err != nil {
 		t.Fatal(err)
 	}
-	if want := []time.Duration{grace - 3*time.Millisecond}; len(clock.slept) != 1 || clock.slept[0] != want[0] {
-		t.Fatalf("a change 3 ms after the last slept %v; want %v", clock.slept, want)
+	if w := words[i*PinWords]; w != 0 {
+		t.Fatalf("a change 3 ms after the last: word %#x; want 0 until the spare copy rests", w)
 	}
+	if want := []time.Duration{grace - 3*time.Millisecond}; len(clock.waits) != 1 || clock.waits[0] != want[0] {
+		t.Fatalf("a change 3 ms after the last: waits %v; want %v", clock.waits, want)
+	}
+	clock.pass(tab, grace-3*time.Millisecond-1)
+	if w := words[i*PinWords]; w != 0 {
+		t.Fatalf("word %#x before the spare copy rested; want 0", w)
+	}
+	clock.pass(tab, 1)
 	if named() != first {
 		t.Fatalf("copy %d after two changes; want %d again", named(), first)
 	}
@@ -175,23 +215,63 @@ func TestPinCopiesRest(t *testing.T) {
 }
 
 // TestPinCopiesRestAtLoad: an earlier run's program may still read the copies its words named
-// when a load clears them, so the first pin within grace of the load waits out the rest.
+// when a load clears them, so the first pin within grace of the load names a copy only once
+// the rest is over.
 func TestPinCopiesRestAtLoad(t *testing.T) {
 	tab, _, _ := newTable(t, testLimits)
 	words := make([]uint64, 2*PinWords)
 	words[1*PinWords+1] = 0xdead // a copy an earlier run's word named
-	tab.SetPins(words, testEncode)
+	tab.SetPins(words, testEncode, func(time.Duration) {})
 	if words[1*PinWords+1] != 0xdead {
 		t.Fatal("SetPins rewrote a copy at once")
 	}
 	if since := time.Since(tab.pins.changed[1]); since > time.Minute {
 		t.Fatalf("entry 1's copies rest from %v ago; want from the load", since)
 	}
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	tab.pins.now, tab.pins.sleep = clock.now, clock.sleep
-	tab.pins.rest(clock.t.Add(-4 * time.Millisecond)) // loaded 4 ms ago
-	tab.Pin(netip.MustParseAddr("10.0.0.1"))
-	if want := grace - 4*time.Millisecond; len(clock.slept) != 1 || clock.slept[0] != want {
-		t.Fatalf("a pin 4 ms after the load slept %v; want %v", clock.slept, want)
+	clock := setPinsAt(tab, words, 4*time.Millisecond) // loaded 4 ms ago
+	a := netip.MustParseAddr("10.0.0.1")
+	i := tab.Pin(a)
+	if want := grace - 4*time.Millisecond; len(clock.waits) != 1 || clock.waits[0] != want || words[i*PinWords] != 0 {
+		t.Fatalf("a pin 4 ms after the load: word %#x, waits %v; want 0 and %v", words[i*PinWords], clock.waits, want)
+	}
+	clock.pass(tab, grace-4*time.Millisecond)
+	checkPin(t, tab, words, a)
+	if words[i*PinWords] == 0 {
+		t.Fatal("the pin's word is still 0 once the copies rested")
+	}
+}
+
+// TestPinsFlappingRoute: a run of changes of the route covering pinned peers (a flapping
+// default route) never waits under the route table's lock, which PFCP installs and the
+// router's netlink reader take: each change leaves every pin right or 0, one wake at a time
+// is pending, and a grace after the last change every pin names its next hop again.
+func TestPinsFlappingRoute(t *testing.T) {
+	tab, _, _ := newTable(t, testLimits)
+	words, clock := setPins(tab, 64)
+	var peers []netip.Addr
+	for i := range 20 {
+		peers = append(peers, netip.AddrFrom4([4]byte{192, 0, 2, byte(i + 1)}))
+		tab.Pin(peers[i])
+	}
+	def := netip.MustParsePrefix("0.0.0.0/0")
+	for i := range 50 {
+		nh := router.Nexthop{Kind: router.Forward, Ifindex: 2, MTU: 1500, Dst: [6]byte{2, 0, 0, 0, 0, byte(i%2 + 1)}}
+		if err := tab.Put(def, nh); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range peers {
+			checkPin(t, tab, words, a)
+		}
+		clock.pass(tab, time.Millisecond)
+	}
+	if max := 50/int(grace/time.Millisecond) + 1; len(clock.waits) > max {
+		t.Errorf("50 changes 1 ms apart asked for %d wakes; want at most %d, one per grace", len(clock.waits), max)
+	}
+	clock.pass(tab, grace)
+	for _, a := range peers {
+		checkPin(t, tab, words, a)
+		if words[tab.pins.index[addrOf(netip.PrefixFrom(a, 32))]*PinWords] == 0 {
+			t.Fatalf("pin of %s is 0 a grace after the last change", a)
+		}
 	}
 }
