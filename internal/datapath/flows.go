@@ -260,9 +260,14 @@ func (d *Datapath) FlushFlows(match func(Flow) bool) (int, error) {
 	return n, err
 }
 
-// removeFlows removes the entries match selects (every one when match is nil) and returns how
-// many it removed. It works on the table's own keys and values: with millions of entries an
-// invalidation must not build a Flow of each.
+// removeFlows removes the entries match selects (every one when match is nil), each with the
+// other entry of its translated UE flow (flowPair), and returns how many it removed. It works
+// on the table's own keys and values: with millions of entries an invalidation must not build
+// a Flow of each. A pair goes whole, the UE's entry first, even when match selects only one
+// of its entries (a neighbour scan selects the UE's, sent to the N6 gateway, not the replies'
+// to the UE): a replies' entry left alone would keep its flow's replies fresh while the UE's
+// flow could not be learnt again (the learner inserts the replies' entry first, and only
+// when it is not there).
 //
 // It first starts a new generation (bpf/lib/flowcache.h): a packet the kernel decided on
 // before this call, whose flow the scan could miss because it is learnt after, is then not
@@ -273,10 +278,25 @@ func (d *Datapath) removeFlows(match func(*xupfFlowKey, *xupfFlow) bool) (int, e
 	}
 	d.nextGeneration()
 	var doomed []xupfFlowKey
+	taken := map[xupfFlowKey]bool{} // the pairs' entries in doomed, each to be there once
 	err := d.scanFlows(func(keys []xupfFlowKey, vals []xupfFlow) {
 		for i := range keys {
-			if match == nil || match(&keys[i], &vals[i]) {
-				doomed = append(doomed, keys[i])
+			switch {
+			case match == nil:
+				doomed = append(doomed, keys[i]) // every entry, the pairs' both
+			case !match(&keys[i], &vals[i]):
+			default:
+				pair, paired := flowPair(keys[i], &vals[i])
+				if !paired {
+					doomed = append(doomed, keys[i])
+					continue
+				}
+				for _, k := range ueEntryFirst(keys[i], pair) {
+					if !taken[k] {
+						taken[k] = true
+						doomed = append(doomed, k)
+					}
+				}
 			}
 		}
 	})
@@ -534,15 +554,12 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 // returns how many it removed: only those are counted, as the entry count subtracts
 // removals.
 func (d *Datapath) removeFlowPair(key, pair xupfFlowKey, paired bool) (int, error) {
-	gone, m := [2]xupfFlowKey{key, pair}, 1
+	gone := []xupfFlowKey{key}
 	if paired {
-		m = 2
-		if key.Ifindex != flowFromUE {
-			gone = [2]xupfFlowKey{pair, key}
-		}
+		gone = ueEntryFirst(key, pair)
 	}
 	removed := 0
-	for _, g := range gone[:m] {
+	for _, g := range gone {
 		err := d.objs.XupfFlows.Delete(g)
 		if err == nil {
 			removed++
@@ -551,6 +568,15 @@ func (d *Datapath) removeFlowPair(key, pair xupfFlowKey, paired bool) (int, erro
 		}
 	}
 	return removed, nil
+}
+
+// ueEntryFirst orders the two entries of a translated UE flow, key and its pair, for removal:
+// the UE's entry first, so that a UE's flow is never cached one way only.
+func ueEntryFirst(key, pair xupfFlowKey) []xupfFlowKey {
+	if key.Ifindex != flowFromUE {
+		return []xupfFlowKey{pair, key}
+	}
+	return []xupfFlowKey{key, pair}
 }
 
 // flowPair is the key of the other entry of a translated UE flow, which flow_learn_ue caches

@@ -1070,9 +1070,9 @@ func TestFlowCacheNATTCP(t *testing.T) {
 }
 
 // TestFlowCacheNATConnectionGone: conntrack removing a connection (nfwatch reports both of
-// its tuples) removes a replies' entry left without its UE's entry, as an earlier build's
-// FIN from the UE left it: a later connection given the same translated address and port
-// then has its replies go to the kernel, not to this UE.
+// its tuples) removes a replies' entry left without its UE's entry (deleted here by hand): a
+// later connection given the same translated address and port then has its replies go to
+// the kernel, not to this UE.
 func TestFlowCacheNATConnectionGone(t *testing.T) {
 	e := newNATEnv(t)
 	ue, dn, nat, _ := e.natTCPFlow(t)
@@ -1094,6 +1094,44 @@ func TestFlowCacheNATConnectionGone(t *testing.T) {
 	synACK := layers.TCP{SYN: true, ACK: true}
 	runCase(t, e, pktCase{name: "another connection's SYN-ACK", in: concat(ethBytes(macDN, macN6), natTCP(t, dn, nat, 64, synACK)),
 		ifindex: n6, verdict: xdpPass, counters: map[string]uint64{"pass": 1, "flow_miss": 1}})
+}
+
+// TestFlowCacheNATPairRemoved: a removal that selects the UE's entry of a translated flow
+// alone removes its replies' entry too, both counted: the N6 gateway's neighbour
+// garbage-collected (the UE's entry is sent to its MAC), and a flush whose filter selects
+// it. The UE's next packet goes to the kernel and the flow is learnt again, both ways.
+func TestFlowCacheNATPairRemoved(t *testing.T) {
+	cases := []struct {
+		name   string
+		remove func(t *testing.T, e *testEnv)
+		want   FlowCacheStats
+	}{
+		{"neighbour gone", func(t *testing.T, e *testEnv) {
+			e.dp.invalidate(voided{macs: []router.GoneNeighbour{{Ifindex: e.n6, MAC: macDN, Collected: true}}})
+		}, FlowCacheStats{Invalidated: 2}},
+		{"flush", func(t *testing.T, e *testEnv) {
+			if _, err := e.dp.FlushFlows(func(f Flow) bool { return f.Key.Ifindex == flowFromUE }); err != nil {
+				t.Fatal(err)
+			}
+		}, FlowCacheStats{Flushed: 2}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e, ue, dn, nat := newNATUDPEnv(t)
+			inner, out := natUDP(t, ue, dn, 64, false), natUDP(t, nat, dn, 63, false)
+			gpdu := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, inner), nil)
+			e.natFirst(t, gpdu, inner, out, 2)
+			c.remove(t, e)
+			if flows, err := e.dp.Flows(); err != nil || len(flows) != 0 {
+				t.Errorf("flows %+v (err %v) after the removal, want none", flows, err)
+			}
+			if st, err := e.dp.FlowCacheStats(); err != nil || st != c.want {
+				t.Errorf("stats %+v (err %v), want %+v", st, err, c.want)
+			}
+			e.natFirst(t, gpdu, inner, out, 2)
+			e.checkNATFlows(t, ue, dn)
+		})
+	}
 }
 
 // TestFlowCacheNATEndFromDN: a FIN or RST from the DN host to a cached UE flow's translated

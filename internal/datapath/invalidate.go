@@ -168,8 +168,9 @@ func (d *Datapath) invalidate(v voided) {
 // each tuple of gone (nfwatch reports both of a connection's): the UE's entry, keyed by the
 // original tuple with FLOW_FROM_UE, and the replies' (FLOW_F_TO_UE), keyed by the reply tuple
 // and the attached interface they arrive on, each with the other entry of its pair. The
-// replies' entry is looked for on its own: one left without its UE's entry (by an earlier
-// build, whose UE's FIN ended only the UE's) would otherwise outlive the connection, and once
+// replies' entry is looked for on its own, although the cache's removals take a pair whole
+// (removeFlowPair, removeFlows, and flow_void and the FINs in the datapath): one left without
+// its UE's entry would otherwise outlive the connection, and once
 // conntrack gave the translated address and port to another UE's connection, deliver that
 // connection's replies to this UE. Its cost is the connections' (a lookup per tuple and
 // arrival), not the table's: conntrack entries die all the time, and a scan each time would
