@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -51,8 +53,8 @@ type FlowCacheOptions struct {
 	// from it carry the override (FAR_F_KERNEL_N6, FAR_F_ROUTED_N6).
 	KernelN6Instances map[string]bool
 	// AnyKernelN6 loads the kernel's N6 code: some network instance is the kernel's, by
-	// KernelN6 or KernelN6Instances (config.FlowCache.AnyKernelN6 says which). Without it
-	// the datapath routes all UE traffic and those two have no effect.
+	// KernelN6 or KernelN6Instances (config.FlowCache.AnyKernelN6 says which). New refuses
+	// either of those two naming the kernel without it.
 	AnyKernelN6 bool
 }
 
@@ -93,6 +95,18 @@ func setFlowCache(spec *ebpf.CollectionSpec, o FlowCacheOptions) error {
 	}
 	if o.AnyKernelN6 && !o.on() {
 		return errors.New("flow_cache.kernel_n6 needs the flow cache: set flow_cache.max_flows")
+	}
+	// A network instance the kernel's without the kernel's N6 code would load a program that
+	// routes its UE traffic all the same: say so rather than do what was not asked.
+	if o.KernelN6 && !o.AnyKernelN6 {
+		return errors.New("flow cache options: KernelN6 without AnyKernelN6; set AnyKernelN6 " +
+			"from config.FlowCache.AnyKernelN6")
+	}
+	for _, ni := range slices.Sorted(maps.Keys(o.KernelN6Instances)) {
+		if o.KernelN6Instances[ni] && !o.AnyKernelN6 {
+			return fmt.Errorf("flow cache options: KernelN6Instances[%q] without AnyKernelN6; set "+
+				"AnyKernelN6 from config.FlowCache.AnyKernelN6", ni)
+		}
 	}
 	mode := xupfFlowcacheModeFLOWCACHE_OFF
 	switch {

@@ -1619,3 +1619,28 @@ func TestReturnProgramSwapped(t *testing.T) {
 		t.Errorf("the return device's link runs program %d, want the swapped-in %d (was %d)", got, want, before)
 	}
 }
+
+// TestFlowCacheOptionsContradict: a network instance the kernel's (by KernelN6 or
+// KernelN6Instances) without AnyKernelN6 is refused, not loaded as a program that routes its
+// UE traffic; the consistent options load.
+func TestFlowCacheOptionsContradict(t *testing.T) {
+	cases := []struct {
+		o  FlowCacheOptions
+		ok bool
+	}{
+		{FlowCacheOptions{MaxFlows: 16, KernelN6: true}, false},
+		{FlowCacheOptions{MaxFlows: 16, KernelN6Instances: map[string]bool{"internet": true}}, false},
+		{FlowCacheOptions{MaxFlows: 16, KernelN6: true, AnyKernelN6: true}, true},
+		{FlowCacheOptions{MaxFlows: 16, KernelN6Instances: map[string]bool{"internet": true}, AnyKernelN6: true}, true},
+		{FlowCacheOptions{MaxFlows: 16, KernelN6Instances: map[string]bool{"internet": false}}, true},
+	}
+	for _, c := range cases {
+		spec, err := loadXupf()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := setFlowCache(spec, c.o); (err == nil) != c.ok {
+			t.Errorf("setFlowCache(%+v): %v, want ok %v", c.o, err, c.ok)
+		}
+	}
+}
