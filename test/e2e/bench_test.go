@@ -180,9 +180,11 @@ tester: {mode: fixed_rate, rate: 20kpps, duration: 300ms, warmup: 100ms, sample_
 }
 
 // TestBenchNAT: the NAT scenario's datapaths masquerade the UEs' uplink frames (every sampled
-// frame leaves with n6's address and the UE's port), xupf without the cache hands every
-// packet to the kernel, and with the cache the kernel translates each flow's first packet and
-// the cache the rest.
+// frame leaves with n6's address and the UE's port) and translate the replies back (every
+// sampled downlink frame reaches the UE, in its tunnel for xupf), xupf without the cache
+// hands every packet to the kernel (the replies come back through the return device), and
+// with the cache the kernel translates each flow's first packet and the cache the rest,
+// replies included.
 func TestBenchNAT(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("needs nft (Debian package nftables; make deps installs it)")
@@ -190,11 +192,11 @@ func TestBenchNAT(t *testing.T) {
 	rs := benchScenario(t, `
 name: nat
 pipeline: {users: 4, flows_per_user: 4, servers: 16, datapath: [kernel_nat, xupf_kernel_nat, xupf_nat_cache]}
-traffic: {direction: uplink, packet_size: 128}
+traffic: {direction: [uplink, downlink], packet_size: 128}
 tester: {mode: fixed_rate, rate: 20kpps, duration: 300ms, warmup: 100ms, sample_every: 10}
 `)
 	for _, r := range rs {
-		d := r.Summary.Directions[scenario.Uplink]
+		d := r.Summary.Directions[r.Point.Traffic.Direction]
 		if d.Loss != 0 || r.Correctness.Checked == 0 || r.Correctness.Wrong != 0 {
 			t.Errorf("%s: loss %v, %d samples checked, %d wrong %v", r.Point.Name, d.Loss, r.Correctness.Checked, r.Correctness.Wrong, r.Correctness.Examples)
 		}
@@ -211,6 +213,14 @@ tester: {mode: fixed_rate, rate: 20kpps, duration: 300ms, warmup: 100ms, sample_
 			if c["flow_hit"] == 0 || c["flow_learned"] != 2*16 {
 				t.Errorf("%s: counters %v; want hits and 32 entries learnt (16 flows, both ways)", r.Point.Name, c)
 			}
+		}
+		down := r.Point.Traffic.Direction == scenario.Downlink
+		switch dp := r.Point.Pipeline.Datapath; {
+		case !down || dp == scenario.DatapathKernelNAT:
+		case dp == scenario.DatapathXUPFKernelNAT && (c["dl_tx"] == 0 || c["pass"] < c["dl_rx"]):
+			t.Errorf("%s: counters %v; want every reply to the kernel and back through the return device", r.Point.Name, c)
+		case dp == scenario.DatapathXUPFNATCache && (c["dl_tx"] == 0 || c["flow_hit"]-c["ul_tx"] != c["dl_tx"]):
+			t.Errorf("%s: counters %v; want every reply a cache hit", r.Point.Name, c)
 		}
 	}
 }

@@ -96,11 +96,11 @@ type upfRoute struct {
 
 // upfRoutes are the routes of the upf namespace: the gNB and UE blocks via the gNB, the N6
 // prefixes via the DN host. Not the UE block when xupfd routes it into its return device
-// (kernel NAT, whose kernel_n6 routes ue_pools, with ue_address upf, whose pool is the UE
-// block): xupfd refuses to start when the main table routes a pool elsewhere.
+// (kernel NAT, whose kernel_n6 routes ue_pools, the UE block: configureXUPF): xupfd
+// refuses to start when the main table routes a pool elsewhere.
 func (pl plan) upfRoutes() []upfRoute {
 	out := []upfRoute{{dst: gnbNet}}
-	if !(kernelN6(pl.p.Datapath) && pl.p.UEAddress == scenario.UEByUPF) {
+	if !kernelN6(pl.p.Datapath) {
 		out = append(out, upfRoute{dst: ueNet})
 	}
 	for _, r := range pl.routes() {
@@ -300,7 +300,8 @@ type macs struct {
 // leaves the far side: xupf decapsulates uplink and encapsulates downlink (to the user's gNB
 // with its TEID and a PDU Session Container with the QFI), the minimal GTP-U datapath the
 // same but into its one tunnel, the forwarder, the kernel and the flow cache change only MACs
-// (and TTL).
+// (and TTL). With masquerade, uplink leaves from n6's address, and downlink is sent to it
+// and arrives to the UE's.
 func (pl plan) build(dir string, tr scenario.Traffic, datapath string, flows []flowID, keys userKeys, m macs) (frames, error) {
 	var out frames
 	for i, id := range flows {
@@ -322,10 +323,15 @@ func (pl plan) build(dir string, tr scenario.Traffic, datapath string, flows []f
 		}
 		size := frameSize(tr, i, lo, scenario.MaxPacketSize(dir))
 		want := f
-		if dir == scenario.Uplink && scenario.Masquerades(datapath) {
-			// Each flow has a server of its own (scenario.checkPoint), so masquerade
-			// keeps its UE port.
-			want.Src = netip.AddrPortFrom(testbed.N6Addr, ue.Port())
+		// Each flow has a server of its own (scenario.checkPoint), so masquerade keeps its
+		// UE port: uplink leaves from n6's address and that port, and the replies, sent
+		// there, reach the UE translated back.
+		switch translated := netip.AddrPortFrom(testbed.N6Addr, ue.Port()); {
+		case !scenario.Masquerades(datapath):
+		case dir == scenario.Uplink:
+			want.Src = translated
+		default:
+			f.Dst = translated
 		}
 		switch {
 		case !scenario.HasSessions(datapath) && datapath != scenario.DatapathGTPU:

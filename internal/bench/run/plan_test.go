@@ -171,6 +171,12 @@ func TestBuild(t *testing.T) {
 			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink}, nil, ue, srv},
 		{scenario.Uplink, scenario.DatapathXUPFNATCache,
 			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink}, nil, ue, srv},
+		// Their replies: sent to n6's address and the UE's port, wanted to the UE.
+		{scenario.Downlink, scenario.DatapathKernelNAT, nil, nil, srv, ue},
+		{scenario.Downlink, scenario.DatapathXUPFKernelNAT, nil,
+			&pkt.Tunnel{Src: testbed.N3Addr, Dst: gnbAddr(1), TEID: gnbTEIDBase + 3, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeDownlink}, srv, ue},
+		{scenario.Downlink, scenario.DatapathXUPFNATCache, nil,
+			&pkt.Tunnel{Src: testbed.N3Addr, Dst: gnbAddr(1), TEID: gnbTEIDBase + 3, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeDownlink}, srv, ue},
 		{scenario.Uplink, scenario.DatapathGTPU,
 			&pkt.Tunnel{Src: gnbAddr(1), Dst: testbed.N3Addr, TEID: 0x103, PSC: true, QFI: qfi, PDUType: pkt.PDUTypeUplink}, nil, ue, srv},
 		// One tunnel for every user: to the first base station, not user 3's.
@@ -186,12 +192,16 @@ func TestBuild(t *testing.T) {
 			t.Fatal(err)
 		}
 		sent := pkt.Flow{Src: c.src, Dst: c.dst, Tunnel: c.sentTun}
+		wantSrc := c.src
+		masq := c.datapath == scenario.DatapathKernelNAT || c.datapath == scenario.DatapathXUPFKernelNAT || c.datapath == scenario.DatapathXUPFNATCache
+		switch translated := netip.AddrPortFrom(testbed.N6Addr, ue.Port()); { // n6's address, the UE's port
+		case masq && c.dir == scenario.Uplink:
+			wantSrc = translated
+		case masq:
+			sent.Dst = translated
+		}
 		if err := pkt.Check(sent, d); err != nil || len(fr.Sent[0].Data) != tr.PacketSize-pkt.FCSLen {
 			t.Errorf("%s %s: sent frame: %v (%d bytes)", c.dir, c.datapath, err, len(fr.Sent[0].Data))
-		}
-		wantSrc := c.src
-		if c.datapath == scenario.DatapathKernelNAT || c.datapath == scenario.DatapathXUPFKernelNAT || c.datapath == scenario.DatapathXUPFNATCache {
-			wantSrc = netip.AddrPortFrom(testbed.N6Addr, ue.Port()) // n6's address, the UE's port
 		}
 		if w := fr.Want[0]; w.Src != wantSrc || w.Dst != c.dst || !reflect.DeepEqual(w.Tunnel, c.wantTun) {
 			t.Errorf("%s %s: want %+v tunnel %+v, expected tunnel %+v", c.dir, c.datapath, w, w.Tunnel, c.wantTun)
@@ -262,8 +272,9 @@ func TestSizeLimits(t *testing.T) {
 // TestUPFRoutesLeavePoolsToXUPF: with kernel_n6, xupfd routes its ue_pools into the return
 // device and refuses to start when the main table routes a pool elsewhere, so the upf
 // namespace must not route a pool then (more specific routes, as the gNB block's, are not
-// the pool's) (xupf with kernel NAT and ue_address upf,
-// whose pool is the UE block); otherwise the UE block is routed toward the gNB.
+// the pool's); and its pool is the UE block, whoever chooses the addresses, so that the
+// replies the kernel translates back reach the sessions. Otherwise the UE block is routed
+// toward the gNB.
 func TestUPFRoutesLeavePoolsToXUPF(t *testing.T) {
 	for _, datapath := range []string{scenario.DatapathXUPF, scenario.DatapathXUPFKernelNAT, scenario.DatapathXUPFNATCache} {
 		for _, ue := range []string{scenario.UEBySMF, scenario.UEByUPF} {
@@ -281,6 +292,9 @@ func TestUPFRoutesLeavePoolsToXUPF(t *testing.T) {
 						t.Errorf("%s, ue_address %s: the upf namespace routes xupfd's pool %s", datapath, ue, pool)
 					}
 				}
+			}
+			if cfg.FlowCache.AnyKernelN6() && !slices.Contains(cfg.UEPools, ueNet) {
+				t.Errorf("%s, ue_address %s: ue_pools %v, want the UE block %s in the return device", datapath, ue, cfg.UEPools, ueNet)
 			}
 			if !cfg.FlowCache.AnyKernelN6() && !slices.Contains(routed, ueNet) {
 				t.Errorf("%s, ue_address %s: the UE block %s is not routed toward the gNB", datapath, ue, ueNet)

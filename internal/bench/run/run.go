@@ -150,7 +150,7 @@ func runPoint(ctx context.Context, p scenario.Point, opts Options) (_ *result.Re
 	if err := pt.startDatapath(ctx); err != nil {
 		return nil, err
 	}
-	if err := pt.prepareLanes(); err != nil {
+	if err := pt.prepareLanes(ctx); err != nil {
 		return nil, err
 	}
 	if pt.floor, err = newFloorProgram(); err != nil {
@@ -301,8 +301,10 @@ func (pt *point) configureXUPF(cfg *config.Config) error {
 			return fmt.Errorf("bench: uplink_spread_cpus: others: the generator uses every CPU; lower tester.generator_threads")
 		}
 	}
-	if p.Pipeline.UEAddress == scenario.UEByUPF {
-		// From the block routed toward the gNB, like the addresses the SMF gives.
+	if p.Pipeline.UEAddress == scenario.UEByUPF || kernelN6(p.Pipeline.Datapath) {
+		// From the block routed toward the gNB, like the addresses the SMF gives. With
+		// kernel_n6, whichever chooses them: xupfd routes its pools into the return
+		// device, which is how the replies the kernel translates back reach the sessions.
 		cfg.UEPools = []netip.Prefix{ueNet}
 	}
 	switch p.Pipeline.Datapath {
@@ -353,8 +355,9 @@ func (pt *point) startXUPF(ctx context.Context) error {
 	return nil
 }
 
-// prepareLanes builds each direction's frames, generator and sink.
-func (pt *point) prepareLanes() error {
+// prepareLanes builds each direction's frames, generator and sink, and opens the
+// masqueraded connections a downlink lane's frames reply to.
+func (pt *point) prepareLanes(ctx context.Context) error {
 	e, p := pt.env, pt.p
 	flows := chooseFlows(p.Traffic.ActiveUsers, p.Pipeline.FlowsPerUser, min(p.Traffic.Flows, gen.MaxTemplates), p.Traffic.Seed)
 	keys := func(u int) (uint32, netip.Addr) { return uint32(u + 1), ueAddr(u) }
@@ -407,6 +410,47 @@ func (pt *point) prepareLanes() error {
 		}
 		pt.lanes = append(pt.lanes, &lane{dir: dir, tmpls: tmpls, gen: g, sink: s, dut: dut, spread: spread, want: fr.Want, cpus: cpus[i], users: users})
 	}
+	if scenario.Masquerades(p.Pipeline.Datapath) && slices.Contains(dirs, scenario.Downlink) {
+		return pt.connect(ctx, flows, keys)
+	}
+	return nil
+}
+
+// connectRounds is how many uplink packets each flow sends before a masqueraded downlink is
+// measured, at connectRate: the first sets up the translation, the kernel's and with the
+// flow cache its pair of entries; the others make up for one the kernel dropped.
+const (
+	connectRounds = 3
+	connectRate   = 20_000
+)
+
+// connect sends every flow's uplink packets from the gNB side, connectRounds each: a
+// masqueraded flow's replies go to n6's address and the port masquerade gave it, which only
+// the flow's uplink sets up (the conntrack entry, and with the flow cache its entries both
+// ways). What arrives on the DN side is not counted: no sink is there.
+func (pt *point) connect(ctx context.Context, flows []flowID, keys userKeys) error {
+	e, p := pt.env, pt.p
+	fr, err := pt.pl.build(scenario.Uplink, p.Traffic, p.Pipeline.Datapath, flows, keys, e.m)
+	if err != nil {
+		return err
+	}
+	tmpls := make([]gen.Template, len(fr.Sent))
+	for i, f := range fr.Sent {
+		tmpls[i] = gen.FromFrame(f)
+	}
+	g, err := gen.New(gen.Options{Templates: tmpls, Ifindex: e.gnb.ifindex, Netns: e.gnb.handle})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(pt.opts.Log, "  opening %d masqueraded connections with uplink packets\n", len(flows))
+	st, err := g.Run(ctx, gen.RunOptions{Count: uint64(connectRounds * len(tmpls)), Rate: connectRate})
+	if err = errors.Join(err, g.Close()); err != nil {
+		return fmt.Errorf("bench: open the masqueraded connections: %w", err)
+	}
+	if st.Sent < uint64(connectRounds*len(tmpls)) {
+		return fmt.Errorf("bench: open the masqueraded connections: %d uplink packets sent of %d", st.Sent, connectRounds*len(tmpls))
+	}
+	time.Sleep(drainWait)
 	return nil
 }
 

@@ -150,9 +150,6 @@ func checkPoint(p *Point) []error {
 	if Masquerades(pl.Datapath) && pl.Servers < pl.Users*pl.FlowsPerUser {
 		add("pipeline.datapath %s needs a server per flow (servers %d, users × flows_per_user %d): masquerade keeps a UE port only when no other flow leaves with it toward the same server, and the sink checks the port; set servers to %d", pl.Datapath, pl.Servers, pl.Users*pl.FlowsPerUser, pl.Users*pl.FlowsPerUser)
 	}
-	if Masquerades(pl.Datapath) && tr.Direction != Uplink {
-		add("pipeline.datapath %s measures uplink only: a masqueraded flow's replies go to n6's address and port, which only the flow's uplink packets set up; use traffic.direction uplink", pl.Datapath)
-	}
 	if !HasSessions(pl.Datapath) && (ev.SessionAdd > 0 || ev.SessionDelete > 0 || ev.Handover > 0) {
 		add("events need sessions, which only pipeline.datapath xupf has (it is %s); remove the events or use datapath xupf", pl.Datapath)
 	}

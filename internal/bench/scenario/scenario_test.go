@@ -257,7 +257,6 @@ func TestErrors(t *testing.T) {
 		{"packet size word", "traffic: {packet_size: mix}\n", []string{"traffic.packet_size", "or imix"}},
 		{"events on a baseline", "pipeline: {datapath: kernel, base_stations: 2}\nevents: {handover: 1}\n", []string{"events need sessions, which only pipeline.datapath xupf has (it is kernel)"}},
 		{"NAT shares servers", "pipeline: {users: 4, flows_per_user: 2, servers: 4, datapath: xupf_nat_cache}\n", []string{"pipeline.datapath xupf_nat_cache needs a server per flow (servers 4, users × flows_per_user 8)", "set servers to 8"}},
-		{"NAT downlink", "pipeline: {datapath: kernel_nat}\ntraffic: {direction: bidirectional}\n", []string{"pipeline.datapath kernel_nat measures uplink only", "use traffic.direction uplink"}},
 		{"delete", "events: {session_delete: 1}\ntester: {duration: 10s}\n", []string{"deletes more sessions than there are"}},
 		{"sweep point named", "traffic: {packet_size: [64, 65, 128]}\n", []string{"point scenario/packet_size=64: traffic.packet_size (64)", "point scenario/packet_size=65: traffic.packet_size (65)"}},
 		{"sweep same problem", "pipeline: {users: [1, 2, 3]}\nevents: {handover: 1}\n", []string{"point scenario/users=1 (and 2 more): events.handover"}},
