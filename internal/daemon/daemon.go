@@ -54,6 +54,8 @@ type Daemon struct {
 	buf *buffer.Buffer
 	// stopClock stops advancing the meters' user clock (qos_clock: user).
 	stopClock func()
+	// stopMTU stops keeping the return device's MTU with the interfaces' (kernel_n6).
+	stopMTU func()
 	// static are the configured sessions, installed by New.
 	static staticSessions
 
@@ -88,7 +90,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log, version: version, started: time.Now(), pinLock: lock, stopClock: func() {}}
+	d := &Daemon{cfg: cfg, log: log, version: version, started: time.Now(), pinLock: lock, stopClock: func() {}, stopMTU: func() {}}
 	defer func() {
 		if err == nil {
 			return
@@ -428,6 +430,7 @@ func (d *Daemon) close(unpin bool) error {
 		d.gtpu.Close()
 	}
 	d.stopClock()
+	d.stopMTU()
 	var errs []error
 	if d.dp != nil {
 		errs = append(errs, d.dp.Close(unpin))

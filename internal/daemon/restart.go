@@ -119,7 +119,8 @@ func removeReturnDevice(cfg *config.Config, name string) error {
 
 // returnDevice makes the return device when the kernel treats some network instance's UE
 // traffic (flow_cache.kernel_n6 or kernel_n6_instances), or keeps the earlier run's, attaches
-// the datapath to its peer and then routes the UE pools into it. It removes the one an earlier
+// the datapath to its peer, keeps its MTU with the interfaces' and then routes the UE pools
+// into it. It removes the one an earlier
 // run made under another name, or when no network instance has kernel_n6.
 func (d *Daemon) returnDevice() error {
 	fc := d.cfg.FlowCache
@@ -144,6 +145,16 @@ func (d *Daemon) returnDevice() error {
 	if err != nil {
 		return err
 	}
+	// After the program: the MTU a veth takes depends on it.
+	var names []string
+	for _, iface := range d.cfg.Interfaces {
+		names = append(names, iface.Name)
+	}
+	stop, err := returndev.FollowMTU(fc.ReturnDevice, names, d.log)
+	if err != nil {
+		return err
+	}
+	d.stopMTU = stop
 	if err := returndev.Route(fc.ReturnDevice, d.cfg.UEPools); err != nil {
 		return err
 	}

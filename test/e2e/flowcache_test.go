@@ -940,8 +940,8 @@ func (e *env) replyAfterFlush(t *testing.T, p udpPeers) {
 }
 
 // TestFlowCacheNATReturnDeviceLifecycle: xupfd makes the return device with the UE pool routed
-// into it; a restart keeps it (the same interface) and it carries the kernel's packets to UEs
-// across; `xupfd --stop` removes it.
+// into it; its two ends follow n6's MTU raised; a restart keeps it (the same interface) and it
+// carries the kernel's packets to UEs across; `xupfd --stop` removes it.
 func TestFlowCacheNATReturnDeviceLifecycle(t *testing.T) {
 	e, _ := newNATEnv(t)
 	dev := config.DefaultReturnDevice
@@ -953,6 +953,22 @@ func TestFlowCacheNATReturnDeviceLifecycle(t *testing.T) {
 		return strings.Fields(out)[0] // its ifindex
 	}
 	made := show()
+	if _, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "ip", "link", "set", testbed.N6If, "mtu", "2000"); err != nil {
+		t.Fatal(err)
+	}
+	for _, end := range []string{dev, dev + "-xdp"} {
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			out, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "ip", "-o", "link", "show", end)
+			if err == nil && strings.Contains(out, " mtu 2000 ") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s after n6's MTU went to 2000: %q (err %v), want mtu 2000", end, out, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	if out, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "ip", "route", "show", testbed.UENet.String()); err != nil ||
 		!strings.Contains(out, "dev "+dev) {
 		t.Fatalf("the UE pool's route: %q (err %v), want it into %s", out, err, dev)

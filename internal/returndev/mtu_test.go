@@ -1,0 +1,112 @@
+package returndev
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+)
+
+// mtus are the MTUs of the pair name's two ends.
+func mtus(t *testing.T, name string) [2]int {
+	t.Helper()
+	var out [2]int
+	for i, n := range []string{name, Peer(name)} {
+		l, err := netlink.LinkByName(n)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		out[i] = l.Attrs().MTU
+	}
+	return out
+}
+
+// waitMTU waits for both ends of the pair name to have the MTU want (the follower sets it
+// from its own goroutine); it fails the test after a while.
+func waitMTU(t *testing.T, name string, want int, why string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for mtus(t, name) != [2]int{want, want} {
+		if time.Now().After(deadline) {
+			t.Errorf("%s: MTUs %v, want %d on both ends", why, mtus(t, name), want)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestFollowMTU: the return device and its peer take the largest MTU of the interfaces (one
+// missing does not count), follow them when that changes either way, and never go above
+// what a veth with an XDP program on its peer takes (the kernel's limit, below 9000 with
+// 4 KiB pages), which would be refused.
+func TestFollowMTU(t *testing.T) {
+	inNS(t, func() {
+		for name, mtu := range map[string]int{"a0": 1500, "a1": 2000} {
+			veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}, PeerName: name + "p"}
+			if err := netlink.LinkAdd(veth); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		if err := Ensure("xr", t.TempDir()); err != nil {
+			t.Error(err)
+			return
+		}
+		// As xupfd does, the program is on the peer before the MTU is raised.
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL",
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}}) // XDP_PASS
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer prog.Close()
+		l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: mustIndex(t, Peer("xr"))})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer l.Close()
+		if got := mtus(t, "xr"); got != [2]int{1500, 1500} {
+			t.Errorf("a new pair's MTUs %v, want the veth default 1500", got)
+		}
+		stop, err := FollowMTU("xr", []string{"a0", "a1", "gone"}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer stop()
+		if got := mtus(t, "xr"); got != [2]int{2000, 2000} {
+			t.Errorf("MTUs %v when FollowMTU returns, want a1's 2000", got)
+		}
+		a1, _ := netlink.LinkByName("a1")
+		if err := netlink.LinkSetMTU(a1, 9000); err != nil {
+			t.Error(err)
+			return
+		}
+		m, err := newMTUFollower("xr", nil, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer m.close()
+		most, err := m.maxMTU(mustIndex(t, "xr"))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if most <= 2000 || most >= 9000 {
+			t.Errorf("the device's largest MTU with XDP on its peer: %d; want between 2000 and 9000", most)
+		}
+		waitMTU(t, "xr", most, "a1 raised to 9000")
+		if err := netlink.LinkSetMTU(a1, 1400); err != nil {
+			t.Error(err)
+			return
+		}
+		waitMTU(t, "xr", 1500, "a1 lowered to 1400, below a0's 1500")
+	})
+}
