@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xupf/xupf/internal/kerneln6"
 	"github.com/xupf/xupf/internal/session"
 	"github.com/xupf/xupf/internal/yamlerr"
 )
@@ -747,8 +748,8 @@ func TestKernelN6Instances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := FlowCache{MaxFlows: 16, IdleTimeout: DefaultFlowIdleTimeout, KernelN6: true,
-		KernelN6Instances: map[string]bool{"ims": false, "iot": true}, ReturnDevice: DefaultReturnDevice}
+	want := FlowCache{MaxFlows: 16, IdleTimeout: DefaultFlowIdleTimeout, KernelN6: kerneln6.Choice{Default: true,
+		Instances: map[string]bool{"ims": false, "iot": true}}, ReturnDevice: DefaultReturnDevice}
 	if !reflect.DeepEqual(cfg.FlowCache, want) {
 		t.Errorf("flow_cache %+v, want %+v", cfg.FlowCache, want)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/xupf/xupf/internal/kerneln6"
 	"github.com/xupf/xupf/internal/returndev"
 )
 
@@ -26,25 +27,18 @@ type FlowCache struct {
 	MaxFlows int `yaml:"max_flows"`
 	// IdleTimeout is how long a flow may go without a packet before it is forgotten.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
-	// KernelN6 has the kernel treat UE traffic on N6 (conntrack, nftables NAT and filtering,
-	// routing): a UE's packet without a tunnel goes to the kernel once decapsulated, and the
-	// cache learns each flow's translation both ways. Off by default: the datapath routes UE
-	// traffic itself and the kernel never sees it. It is the default of the network
-	// instances KernelN6Instances does not name.
-	KernelN6 bool `yaml:"kernel_n6"`
-	// KernelN6Instances sets KernelN6 per network instance (the one a session's uplink FAR
-	// names), overriding KernelN6 for those it names.
-	KernelN6Instances map[string]bool `yaml:"kernel_n6_instances"`
+	// KernelN6 has the kernel treat UE traffic on N6 (conntrack, nftables NAT and
+	// filtering, routing), by network instance (the one a session's uplink FAR names): a UE's
+	// packet without a tunnel goes to the kernel once decapsulated, and the cache learns
+	// each flow's translation both ways. kernel_n6 is the default, off: the datapath routes
+	// UE traffic itself and the kernel never sees it; kernel_n6_instances overrides it for
+	// the network instances it names.
+	KernelN6 kerneln6.Choice `yaml:",inline"`
 	// ReturnDevice names the veth pair xupfd makes when the kernel treats some network
-	// instance's UE traffic (AnyKernelN6) for the packets the kernel sends to UEs: the kernel
-	// routes the ue_pools into it, and they take their session's downlink rules (its peer is
-	// ReturnDevice plus "-xdp").
+	// instance's UE traffic (KernelN6.Any) for the packets the kernel sends to UEs: the
+	// kernel routes the ue_pools into it, and they take their session's downlink rules (its
+	// peer is ReturnDevice plus "-xdp").
 	ReturnDevice string `yaml:"return_device"`
-}
-
-// AnyKernelN6 reports whether the kernel treats some network instance's UE traffic on N6.
-func (fc FlowCache) AnyKernelN6() bool {
-	return fc.KernelN6 || slices.Contains(slices.Collect(maps.Values(fc.KernelN6Instances)), true)
 }
 
 // DefaultReturnDevice is flow_cache.return_device's default.
@@ -68,8 +62,8 @@ func (v *validator) flowCache(raw rawFlowCache) {
 	case present:
 		fc.MaxFlows = int(n)
 	}
-	fc.KernelN6 = raw.KernelN6
-	if fc.KernelN6 && fc.MaxFlows == 0 {
+	fc.KernelN6.Default = raw.KernelN6
+	if fc.KernelN6.Default && fc.MaxFlows == 0 {
 		v.addf("flow_cache.kernel_n6 needs the flow cache: set flow_cache.max_flows, e.g. 65536")
 	}
 	for _, ni := range slices.Sorted(maps.Keys(raw.KernelN6Instances)) {
@@ -84,13 +78,13 @@ func (v *validator) flowCache(raw rawFlowCache) {
 		case on && fc.MaxFlows == 0:
 			v.addf("flow_cache.kernel_n6_instances.%s needs the flow cache: set flow_cache.max_flows, e.g. 65536", ni)
 		default:
-			if fc.KernelN6Instances == nil {
-				fc.KernelN6Instances = map[string]bool{}
+			if fc.KernelN6.Instances == nil {
+				fc.KernelN6.Instances = map[string]bool{}
 			}
-			fc.KernelN6Instances[ni] = on
+			fc.KernelN6.Instances[ni] = on
 		}
 	}
-	if fc.AnyKernelN6() && fc.MaxFlows > 0 && len(v.cfg.UEPools) == 0 {
+	if fc.KernelN6.Any() && fc.MaxFlows > 0 && len(v.cfg.UEPools) == 0 {
 		v.addf("flow_cache.kernel_n6 (or kernel_n6_instances) needs ue_pools: the kernel routes them into " +
 			"flow_cache.return_device, which is how the packets it sends to UEs reach their sessions")
 	}

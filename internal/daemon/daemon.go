@@ -123,7 +123,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		MaxRoutes:      cfg.Router.MaxRoutes,
 		MaxRouteChunks: cfg.Router.MaxRouteChunks,
 		MaxNexthops:    cfg.Router.MaxNexthops,
-		FlowCache:      datapath.FlowCacheOptions{MaxFlows: cfg.FlowCache.MaxFlows, IdleTimeout: cfg.FlowCache.IdleTimeout, KernelN6: cfg.FlowCache.KernelN6, KernelN6Instances: cfg.FlowCache.KernelN6Instances, AnyKernelN6: cfg.FlowCache.AnyKernelN6()},
+		FlowCache:      datapath.FlowCacheOptions{MaxFlows: cfg.FlowCache.MaxFlows, IdleTimeout: cfg.FlowCache.IdleTimeout, KernelN6: cfg.FlowCache.KernelN6},
 		Spread:         spreadModes[cfg.UplinkSpread],
 		SpreadCPUs:     cfg.UplinkSpreadCPUs,
 		SpreadQueue:    cfg.UplinkSpreadQueue,

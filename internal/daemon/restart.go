@@ -128,14 +128,14 @@ func (d *Daemon) returnDevice() error {
 	if err != nil {
 		return err
 	}
-	if made != "" && (!fc.AnyKernelN6() || made != fc.ReturnDevice) {
+	if made != "" && (!fc.KernelN6.Any() || made != fc.ReturnDevice) {
 		d.log.Info("removing the return device of an earlier run", "device", made,
-			"kernel_n6", fc.AnyKernelN6(), "return_device", fc.ReturnDevice)
+			"kernel_n6", fc.KernelN6.Any(), "return_device", fc.ReturnDevice)
 		if err := removeReturnDevice(d.cfg, made); err != nil {
 			return err
 		}
 	}
-	if !fc.AnyKernelN6() {
+	if !fc.KernelN6.Any() {
 		return nil
 	}
 	if err := returndev.Ensure(fc.ReturnDevice, d.cfg.StateDir); err != nil {

@@ -73,7 +73,7 @@ func (d *Datapath) Attach(name string, mode XDPMode, fallback bool) (Attachment,
 // session's downlink rules. The datapath does not redirect to it, and the learner is not
 // attached there. Like Attach it takes over a link an earlier run pinned for name.
 func (d *Datapath) AttachReturn(name string) (Attachment, error) {
-	if !d.opts.FlowCache.AnyKernelN6 {
+	if !d.opts.FlowCache.KernelN6.Any() {
 		return Attachment{}, errors.New("attach the return device: only with flow_cache.kernel_n6")
 	}
 	return d.attach(name, XDPNative, false, true)

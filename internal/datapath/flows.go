@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xupf/xupf/internal/conntrack"
+	"github.com/xupf/xupf/internal/kerneln6"
 	"github.com/xupf/xupf/internal/nfwatch"
 )
 
@@ -40,33 +39,26 @@ type FlowCacheOptions struct {
 	// DefaultFlowScanBatch and DefaultFlowScanInterval.
 	ScanBatch    int
 	ScanInterval time.Duration
-	// KernelN6 hands UE traffic without a tunnel to the kernel once decapsulated (and
-	// charged), for its N6 treatment: conntrack, nftables NAT and filtering, routing. The
-	// cache learns each flow's translation and does it for the flow's later packets, both
-	// ways. Without it the datapath routes UE traffic itself and the kernel never sees it.
-	// It is the default of the network instances KernelN6Instances does not name.
-	KernelN6 bool
-	// KernelN6Instances sets KernelN6 per network instance: the one an uplink FAR forwards
-	// to (rules.FAR.NetworkInstance). The program has the kernel's N6 code only when some
-	// network instance is the kernel's; KernelN6 is then a load-time constant
+	// KernelN6 chooses, by network instance (the one an uplink FAR forwards to,
+	// rules.FAR.NetworkInstance), which UE traffic without a tunnel goes to the kernel once
+	// decapsulated (and charged), for its N6 treatment: conntrack, nftables NAT and
+	// filtering, routing. The cache learns each flow's translation and does it for the
+	// flow's later packets, both ways. Elsewhere the datapath routes UE traffic itself and
+	// the kernel never sees it. The program has the kernel's N6 code only when some network
+	// instance is the kernel's (KernelN6.Any); the default is then a load-time constant
 	// (cfg_n6_default), and the forwarding uplink FARs of a network instance that differs
 	// from it carry the override (FAR_F_KERNEL_N6, FAR_F_ROUTED_N6).
-	KernelN6Instances map[string]bool
-	// AnyKernelN6 loads the kernel's N6 code: some network instance is the kernel's, by
-	// KernelN6 or KernelN6Instances (config.FlowCache.AnyKernelN6 says which). New refuses
-	// either of those two naming the kernel without it.
-	AnyKernelN6 bool
+	KernelN6 kerneln6.Choice
 }
 
 // n6Override is the far_flag bit a forwarding uplink FAR of network instance ni carries: none
-// where ni follows KernelN6, so that a FAR an earlier build wrote without these bits keeps
+// where ni follows the default, so that a FAR an earlier build wrote without these bits keeps
 // the treatment it had.
 func (o FlowCacheOptions) n6Override(ni string) uint8 {
-	on, named := o.KernelN6Instances[ni]
 	switch {
-	case !named || on == o.KernelN6:
+	case !o.KernelN6.Overrides(ni):
 		return 0
-	case on:
+	case o.KernelN6.Kernel(ni):
 		return uint8(xupfFarFlagFAR_F_KERNEL_N6)
 	default:
 		return uint8(xupfFarFlagFAR_F_ROUTED_N6)
@@ -93,24 +85,12 @@ func setFlowCache(spec *ebpf.CollectionSpec, o FlowCacheOptions) error {
 	if o.MaxFlows < 0 {
 		return fmt.Errorf("flow_cache.max_flows must be 0 (off) or positive, got %d", o.MaxFlows)
 	}
-	if o.AnyKernelN6 && !o.on() {
+	if o.KernelN6.Any() && !o.on() {
 		return errors.New("flow_cache.kernel_n6 needs the flow cache: set flow_cache.max_flows")
-	}
-	// A network instance the kernel's without the kernel's N6 code would load a program that
-	// routes its UE traffic all the same: say so rather than do what was not asked.
-	if o.KernelN6 && !o.AnyKernelN6 {
-		return errors.New("flow cache options: KernelN6 without AnyKernelN6; set AnyKernelN6 " +
-			"from config.FlowCache.AnyKernelN6")
-	}
-	for _, ni := range slices.Sorted(maps.Keys(o.KernelN6Instances)) {
-		if o.KernelN6Instances[ni] && !o.AnyKernelN6 {
-			return fmt.Errorf("flow cache options: KernelN6Instances[%q] without AnyKernelN6; set "+
-				"AnyKernelN6 from config.FlowCache.AnyKernelN6", ni)
-		}
 	}
 	mode := xupfFlowcacheModeFLOWCACHE_OFF
 	switch {
-	case o.AnyKernelN6:
+	case o.KernelN6.Any():
 		mode = xupfFlowcacheModeFLOWCACHE_KERNEL_N6
 	case o.on():
 		mode = xupfFlowcacheModeFLOWCACHE_LEARN
@@ -119,7 +99,7 @@ func setFlowCache(spec *ebpf.CollectionSpec, o FlowCacheOptions) error {
 		spec.Maps[xupfMapXupfFlows].MaxEntries = uint32(o.MaxFlows)
 	}
 	n6 := xupfN6DefaultROUTED_N6
-	if o.KernelN6 {
+	if o.KernelN6.Default {
 		n6 = xupfN6DefaultKERNEL_N6
 	}
 	if err := spec.Variables[xupfVarCfgN6Default].Set(uint32(n6)); err != nil {
@@ -709,7 +689,7 @@ func (d *Datapath) startFlowUpkeep() (stop func(), err error) {
 	if err := d.countFlows(); err != nil {
 		return nil, fmt.Errorf("flow cache: count the flows: %w", err)
 	}
-	if d.opts.FlowCache.AnyKernelN6 {
+	if d.opts.FlowCache.KernelN6.Any() {
 		if d.ager.ct, err = conntrack.Open(ns); err != nil {
 			return nil, fmt.Errorf("flow cache: %w", err)
 		}

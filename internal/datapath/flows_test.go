@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xupf/xupf/internal/conntrack"
+	"github.com/xupf/xupf/internal/kerneln6"
 	"github.com/xupf/xupf/internal/nfwatch"
 	"github.com/xupf/xupf/internal/returndev"
 	"github.com/xupf/xupf/internal/router"
@@ -668,7 +669,7 @@ var addrN6 = netip.MustParseAddr("10.0.2.1")
 func newNATEnv(t *testing.T) *testEnv {
 	t.Helper()
 	return newSessionsEnvOpts(t, Options{MaxSessions: 1024,
-		FlowCache: FlowCacheOptions{MaxFlows: 16, ScanInterval: time.Hour, KernelN6: true, AnyKernelN6: true}})
+		FlowCache: FlowCacheOptions{MaxFlows: 16, ScanInterval: time.Hour, KernelN6: kerneln6.Choice{Default: true}}})
 }
 
 // newNATUDPEnv is newNATEnv with conntrack's entry for the UDP flow from the UE's ue to the DN
@@ -1319,7 +1320,7 @@ func BenchmarkFlowCacheNAT(b *testing.B) {
 	gpdu := outerGTP(b, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natUDP(b, ue, dn, 64, false)), nil)
 	for _, kernelN6 := range []bool{false, true} {
 		e := newSessionsEnvOpts(b, Options{MaxSessions: 1024,
-			FlowCache: FlowCacheOptions{MaxFlows: 16, ScanInterval: time.Hour, KernelN6: kernelN6, AnyKernelN6: kernelN6}})
+			FlowCache: FlowCacheOptions{MaxFlows: 16, ScanInterval: time.Hour, KernelN6: kerneln6.Choice{Default: kernelN6}}})
 		down := concat(ethBytes(macDN, macN6), natUDP(b, dn, ue, 64, false))
 		name := "plain"
 		if kernelN6 {
@@ -1398,7 +1399,7 @@ func BenchmarkFlowCacheInvalidationDelay(b *testing.B) {
 }
 
 // TestFlowCacheKernelN6PerInstance: the kernel's N6 treatment follows the network instance of
-// the session's uplink FAR (FlowCacheOptions.KernelN6Instances, KernelN6 the default of the
+// the session's uplink FAR (FlowCacheOptions.KernelN6's Instances, its Default the default of the
 // others): a UE's packet of a session in a network instance the kernel treats goes to the
 // kernel decapsulated and charged (noted for the learner), while one of a session in another
 // network instance is routed by the datapath as without the flow cache.
@@ -1408,15 +1409,14 @@ func TestFlowCacheKernelN6PerInstance(t *testing.T) {
 	dn := netip.AddrPortFrom(addrDN, 2000)
 	for _, c := range []struct {
 		name                string
-		defaultOn, internet bool // KernelN6; KernelN6Instances["internet"]
+		defaultOn, internet bool // KernelN6.Default; KernelN6.Instances["internet"]
 	}{
 		{"default off, internet the kernel's", false, true},
 		{"default on, internet not the kernel's", true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newSessionsEnvOpts(t, Options{MaxSessions: 1024, FlowCache: FlowCacheOptions{MaxFlows: 16,
-				ScanInterval: time.Hour, KernelN6: c.defaultOn, KernelN6Instances: map[string]bool{"internet": c.internet},
-				AnyKernelN6: true}}) // either case has one network instance the kernel's
+				ScanInterval: time.Hour, KernelN6: kerneln6.Choice{Default: c.defaultOn, Instances: map[string]bool{"internet": c.internet}}}})
 			sets, err := sessNI.RuleSets()
 			if err != nil {
 				t.Fatal(err)
@@ -1617,30 +1617,5 @@ func TestReturnProgramSwapped(t *testing.T) {
 	}
 	if got, want := linked(); got != want || got == before {
 		t.Errorf("the return device's link runs program %d, want the swapped-in %d (was %d)", got, want, before)
-	}
-}
-
-// TestFlowCacheOptionsContradict: a network instance the kernel's (by KernelN6 or
-// KernelN6Instances) without AnyKernelN6 is refused, not loaded as a program that routes its
-// UE traffic; the consistent options load.
-func TestFlowCacheOptionsContradict(t *testing.T) {
-	cases := []struct {
-		o  FlowCacheOptions
-		ok bool
-	}{
-		{FlowCacheOptions{MaxFlows: 16, KernelN6: true}, false},
-		{FlowCacheOptions{MaxFlows: 16, KernelN6Instances: map[string]bool{"internet": true}}, false},
-		{FlowCacheOptions{MaxFlows: 16, KernelN6: true, AnyKernelN6: true}, true},
-		{FlowCacheOptions{MaxFlows: 16, KernelN6Instances: map[string]bool{"internet": true}, AnyKernelN6: true}, true},
-		{FlowCacheOptions{MaxFlows: 16, KernelN6Instances: map[string]bool{"internet": false}}, true},
-	}
-	for _, c := range cases {
-		spec, err := loadXupf()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := setFlowCache(spec, c.o); (err == nil) != c.ok {
-			t.Errorf("setFlowCache(%+v): %v, want ok %v", c.o, err, c.ok)
-		}
 	}
 }

@@ -102,7 +102,7 @@ func (p xdpPrograms) close() error { return errors.Join(p.xdp.Close(), p.ret.Clo
 // and with kernel_n6 the return device's, which runs the same rules.
 func (d *Datapath) loadPrograms(cfg progConfig) (xdpPrograms, error) {
 	xdp, err := d.loadProgram(cfg, stageAttached)
-	if err != nil || !d.opts.FlowCache.AnyKernelN6 {
+	if err != nil || !d.opts.FlowCache.KernelN6.Any() {
 		return xdpPrograms{xdp: xdp}, err
 	}
 	ret, err := d.loadProgram(cfg, stageReturn)

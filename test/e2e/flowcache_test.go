@@ -586,7 +586,7 @@ func newNATEnv(t *testing.T) (*env, *testbed.UE) {
 	}
 	e := newEnvConfig(t, func(c *config.Config) {
 		c.FlowCache.MaxFlows = 64
-		c.FlowCache.KernelN6 = true
+		c.FlowCache.KernelN6.Default = true
 		c.UEPools = []netip.Prefix{testbed.UENet}
 	}, natSession)
 	e.masqueradeUEs()
@@ -765,7 +765,7 @@ func TestFlowCacheNATPerInstance(t *testing.T) {
 	}
 	e := newEnvConfig(t, func(c *config.Config) {
 		c.FlowCache.MaxFlows = 64
-		c.FlowCache.KernelN6Instances = map[string]bool{"internet": true}
+		c.FlowCache.KernelN6.Instances = map[string]bool{"internet": true}
 		c.UEPools = []netip.Prefix{testbed.UENet}
 	})
 	e.masqueradeUEs()
@@ -1030,7 +1030,7 @@ func TestFlowCacheNATReturnDeviceOwnership(t *testing.T) {
 	e.replyAfterFlush(t, e.udpPeers(7500))
 
 	// As a crash between making the device and pinning its link leaves it: no program there.
-	reconfigure(func(c *config.Config) { c.FlowCache.KernelN6 = false })
+	reconfigure(func(c *config.Config) { c.FlowCache.KernelN6.Default = false })
 	e.restart(t, func() error {
 		return errors.Join(e.daemon.Stop(), os.Remove(filepath.Join(e.topo.BPFFS, "link_"+renamed+"-xdp")))
 	})
@@ -1048,7 +1048,7 @@ func TestFlowCacheNATReturnDeviceOwnership(t *testing.T) {
 	if _, err := e.topo.Run(e.ctx(), e.topo.UPFNS, "ip", foreign...); err != nil {
 		t.Fatal(err)
 	}
-	cfg.FlowCache.KernelN6 = true
+	cfg.FlowCache.KernelN6.Default = true
 	out := startFails(t, e.topo, cfg)
 	for _, w := range []string{"ue_pools " + testbed.UENet.String(), "ip route del"} {
 		if !strings.Contains(out, w) {

@@ -288,15 +288,15 @@ func TestUPFRoutesLeavePoolsToXUPF(t *testing.T) {
 			for _, r := range newPlan(pt.p.Pipeline).upfRoutes() {
 				routed = append(routed, r.dst)
 				for _, pool := range cfg.UEPools {
-					if cfg.FlowCache.AnyKernelN6() && r.dst == pool {
+					if cfg.FlowCache.KernelN6.Any() && r.dst == pool {
 						t.Errorf("%s, ue_address %s: the upf namespace routes xupfd's pool %s", datapath, ue, pool)
 					}
 				}
 			}
-			if cfg.FlowCache.AnyKernelN6() && !slices.Contains(cfg.UEPools, ueNet) {
+			if cfg.FlowCache.KernelN6.Any() && !slices.Contains(cfg.UEPools, ueNet) {
 				t.Errorf("%s, ue_address %s: ue_pools %v, want the UE block %s in the return device", datapath, ue, cfg.UEPools, ueNet)
 			}
-			if !cfg.FlowCache.AnyKernelN6() && !slices.Contains(routed, ueNet) {
+			if !cfg.FlowCache.KernelN6.Any() && !slices.Contains(routed, ueNet) {
 				t.Errorf("%s, ue_address %s: the UE block %s is not routed toward the gNB", datapath, ue, ueNet)
 			}
 		}

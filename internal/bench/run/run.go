@@ -309,9 +309,9 @@ func (pt *point) configureXUPF(cfg *config.Config) error {
 	}
 	switch p.Pipeline.Datapath {
 	case scenario.DatapathXUPFKernelNAT:
-		cfg.FlowCache.MaxFlows, cfg.FlowCache.KernelN6 = 1, true
+		cfg.FlowCache.MaxFlows, cfg.FlowCache.KernelN6.Default = 1, true
 	case scenario.DatapathXUPFNATCache:
-		cfg.FlowCache.MaxFlows, cfg.FlowCache.KernelN6 = flowCacheSize, true
+		cfg.FlowCache.MaxFlows, cfg.FlowCache.KernelN6.Default = flowCacheSize, true
 	}
 	sizeLimits(&cfg.Limits, p)
 	return nil
