@@ -41,6 +41,11 @@ func FollowMTU(name string, ifaces []string, log *slog.Logger) (stop func(), err
 		err = m.set()
 	}
 	if err != nil {
+		if updates != nil { // subscribed: end it, or its socket and goroutine stay
+			close(m.stopSub)
+			for range updates { // until netlink closes it
+			}
+		}
 		m.close()
 		return nil, fmt.Errorf("return device %q: %w", name, err)
 	}

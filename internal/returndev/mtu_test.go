@@ -2,6 +2,7 @@ package returndev
 
 import (
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
 
@@ -108,5 +109,31 @@ func TestFollowMTU(t *testing.T) {
 			return
 		}
 		waitMTU(t, "xr", 1500, "a1 lowered to 1400, below a0's 1500")
+	})
+}
+
+// TestFollowMTUFailedStart: when FollowMTU fails after it subscribed (here the pair is
+// missing), the subscription ends with it: no netlink goroutine stays behind.
+func TestFollowMTUFailedStart(t *testing.T) {
+	inNS(t, func() {
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a0", MTU: 2000}, PeerName: "a0p"}
+		if err := netlink.LinkAdd(veth); err != nil {
+			t.Error(err)
+			return
+		}
+		before := runtime.NumGoroutine()
+		if _, err := FollowMTU("xr", []string{"a0"}, slog.New(slog.DiscardHandler)); err == nil {
+			t.Error("FollowMTU of a missing pair: no error")
+			return
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				t.Errorf("%d goroutines 3s after FollowMTU failed, %d before: its subscription is left",
+					runtime.NumGoroutine(), before)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	})
 }
