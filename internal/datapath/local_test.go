@@ -172,7 +172,7 @@ func TestLocalAddrsResubscribe(t *testing.T) {
 	ended := make(chan netlink.AddrUpdate)
 	close(ended)
 	done, exited := make(chan struct{}), make(chan struct{})
-	go func() { defer close(exited); e.dp.followLocalAddrs(e.ns, h, ended, done) }()
+	go func() { defer close(exited); e.dp.localAddrEvents(e.ns, h).Follow(done, ended, make(chan struct{})) }()
 	t.Cleanup(func() { close(done); <-exited; h.Close() })
 
 	added := netip.MustParseAddr("203.0.113.9")

@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/xupf/xupf/internal/nlfollow"
 	"github.com/xupf/xupf/internal/nlns"
 )
 
@@ -63,34 +64,47 @@ func (d *Datapath) watchLocalAddrs() (stop func(), err error) {
 		ns.Close()
 		return nil, fmt.Errorf("local addresses: %w", err)
 	}
-	done, exited := make(chan struct{}), make(chan struct{})
-	updates, err := d.subscribeAddrs(ns, done)
-	if err == nil {
-		err = d.syncLocalAddrs(h) // after subscribing: no change falls in between
-	}
+	stopEvents, err := d.localAddrEvents(ns, h).Start()
 	if err != nil {
-		close(done)
 		h.Close()
 		ns.Close()
 		return nil, err
 	}
-	go func() {
-		defer close(exited)
-		d.followLocalAddrs(ns, h, updates, done)
-		h.Close()
-		ns.Close()
-	}()
 	var once sync.Once
-	return func() { once.Do(func() { close(done); <-exited }) }, nil
+	return func() {
+		once.Do(func() {
+			stopEvents()
+			h.Close()
+			ns.Close()
+		})
+	}, nil
 }
 
-func (d *Datapath) subscribeAddrs(ns netns.NsHandle, done chan struct{}) (<-chan netlink.AddrUpdate, error) {
+// localAddrEvents resynchronises the table on every address event, and every localAddrsRetry
+// while the last resynchronisation failed (a quiet host may send no event for long); when the
+// subscription fails (a full socket buffer, say) it subscribes again and resynchronises, as
+// events may have been lost.
+func (d *Datapath) localAddrEvents(ns netns.NsHandle, h *netlink.Handle) nlfollow.Events[netlink.AddrUpdate] {
+	return nlfollow.Events[netlink.AddrUpdate]{
+		Subscribe: func(stop <-chan struct{}) (<-chan netlink.AddrUpdate, error) { return d.subscribeAddrs(ns, stop) },
+		Sync:      func() error { return d.syncLocalAddrs(h) },
+		Retry:     localAddrsRetry,
+		SubscribeFailed: func(err error) {
+			d.log.Error("local address updates stopped; retrying", "err", err)
+		},
+		SyncFailed: func(err error) {
+			d.log.Error("update the UPF's local addresses in the datapath; retrying", "err", err)
+		},
+	}
+}
+
+func (d *Datapath) subscribeAddrs(ns netns.NsHandle, stop <-chan struct{}) (<-chan netlink.AddrUpdate, error) {
 	ch := make(chan netlink.AddrUpdate, 64)
-	err := netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{
+	err := netlink.AddrSubscribeWithOptions(ch, stop, netlink.AddrSubscribeOptions{
 		Namespace: nlns.Subscription(ns),
 		ErrorCallback: func(err error) {
 			select {
-			case <-done: // the socket was closed to stop: no news
+			case <-stop: // the socket was closed to stop: no news
 			default:
 				d.log.Warn("local address updates", "err", err)
 			}
@@ -102,49 +116,8 @@ func (d *Datapath) subscribeAddrs(ns netns.NsHandle, done chan struct{}) (<-chan
 	return ch, nil
 }
 
-// followLocalAddrs resynchronises the table on every address event, and every
-// localAddrsRetry while the last resynchronisation failed (a quiet host may send no event for
-// long); when the subscription fails (a full socket buffer, say) it subscribes again, every
-// second until that works, and resynchronises, as events may have been lost.
-func (d *Datapath) followLocalAddrs(ns netns.NsHandle, h *netlink.Handle, updates <-chan netlink.AddrUpdate, done chan struct{}) {
-	var retry <-chan time.Time // nil while the last resynchronisation worked
-	for {
-		select {
-		case _, ok := <-updates:
-			if !ok { // stopped, or the subscription failed
-				if updates = d.resubscribeAddrs(ns, done); updates == nil {
-					return
-				}
-			}
-		case <-retry:
-		}
-		retry = nil
-		if err := d.syncLocalAddrs(h); err != nil {
-			d.log.Error("update the UPF's local addresses in the datapath; retrying", "err", err)
-			retry = time.After(localAddrsRetry)
-		}
-	}
-}
-
 // localAddrsRetry is how long after a failed update of xupf_local_addrs it is tried again.
 const localAddrsRetry = 2 * time.Second
-
-// resubscribeAddrs subscribes to address events again, every second until that works; nil:
-// stopped.
-func (d *Datapath) resubscribeAddrs(ns netns.NsHandle, done chan struct{}) <-chan netlink.AddrUpdate {
-	for {
-		select {
-		case <-done:
-			return nil
-		case <-time.After(time.Second):
-		}
-		ch, err := d.subscribeAddrs(ns, done)
-		if err == nil {
-			return ch
-		}
-		d.log.Error("local address updates stopped; retrying", "err", err)
-	}
-}
 
 // IsLocal reports whether a is one of the UPF's own addresses (or broadcast addresses), as
 // xupf_local_addrs holds them. It reads the copy syncLocalAddrs keeps rather than the map: a

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/xupf/xupf/internal/nlfollow"
 	"github.com/xupf/xupf/internal/nlns"
 )
 
@@ -22,10 +22,6 @@ import (
 // But at most what each end takes: with an XDP program on the peer, a veth takes a frame of
 // one page at most (about 3,500 bytes with 4 KiB pages), and the kernel says how much in
 // the end's IFLA_MAX_MTU; beyond that a packet still goes to the kernel's fragmentation.
-
-// resubscribeWait is how long FollowMTU waits before subscribing again when its subscription
-// ends (a full socket buffer loses events): then the MTU is worked out anew.
-const resubscribeWait = time.Second
 
 // FollowMTU gives the pair name and Peer(name) the MTU of the interfaces ifaces (the largest
 // of those that exist, at most what either end takes) and keeps it in step with their
@@ -126,7 +122,8 @@ func (m *mtuFollower) subscribe() (chan netlink.LinkUpdate, error) {
 }
 
 // run sets the MTU again at each change of one of the interfaces, until done; a subscription
-// that ends is replaced, and the MTU set anew, since changes may have been missed.
+// that ends (a full socket buffer loses events) is replaced, and the MTU set anew, since
+// changes may have been missed.
 func (m *mtuFollower) run(updates chan netlink.LinkUpdate) {
 	for {
 		select {
@@ -141,19 +138,11 @@ func (m *mtuFollower) run(updates chan netlink.LinkUpdate) {
 			}
 			if !ok {
 				close(m.stopSub) // netlink's socket goes with it
-			}
-			for !ok {
-				select {
-				case <-m.done:
-					return
-				case <-time.After(resubscribeWait):
-				}
-				var err error
-				if updates, err = m.subscribe(); err != nil {
+				if updates, ok = nlfollow.Again(m.done, m.subscribe, func(err error) {
 					m.log.Error("return device: link updates stopped; retrying", "device", m.name, "err", err)
-					continue
+				}); !ok {
+					return
 				}
-				ok = true
 			}
 			if err := m.set(); err != nil {
 				m.log.Error("return device: keep its MTU with the interfaces'", "device", m.name, "err", err)

@@ -8,12 +8,12 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/xupf/xupf/internal/nlfollow"
 	"github.com/xupf/xupf/internal/nlns"
 )
 
@@ -157,28 +157,22 @@ func (f *follower) subscribe() (subscriptions, error) {
 	return s, nil
 }
 
-// run follows s until stopped; a failed subscription is replaced, every second until that
-// works, and everything is listed anew, as events may have been lost.
+// run follows s until stopped; a failed subscription is replaced (see nlfollow.Again) and
+// everything is listed anew, as events may have been lost.
 func (f *follower) run(s subscriptions) {
 	for {
 		f.follow(s)
 		s.close()
-		for s.stop = nil; s.stop == nil; {
-			select {
-			case <-f.done:
-				return
-			case <-time.After(time.Second):
-			}
-			var err error
-			if s, err = f.subscribe(); err != nil {
-				f.r.log.Error("router: netlink updates stopped; retrying", "err", err)
-				continue
-			}
-			if err := f.resync(); err != nil {
-				f.r.log.Error("router: resynchronise", "err", err)
-			}
-			f.r.notify(Change{Routes: true}) // events were lost
+		var ok bool
+		if s, ok = nlfollow.Again(f.done, f.subscribe, func(err error) {
+			f.r.log.Error("router: netlink updates stopped; retrying", "err", err)
+		}); !ok {
+			return
 		}
+		if err := f.resync(); err != nil {
+			f.r.log.Error("router: resynchronise", "err", err)
+		}
+		f.r.notify(Change{Routes: true}) // events were lost
 	}
 }
 
