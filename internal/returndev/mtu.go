@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -25,36 +26,49 @@ import (
 
 // FollowMTU gives the pair name and Peer(name) the MTU of the interfaces ifaces (the largest
 // of those that exist, at most what either end takes) and keeps it in step with their
-// changes until stop is called. In the calling thread's network namespace; log receives
-// what a later change could not set.
+// changes, and with the pair's own (what resets it is undone), until stop is called. In the
+// calling thread's network namespace; log receives what a later change could not set.
 func FollowMTU(name string, ifaces []string, log *slog.Logger) (stop func(), err error) {
 	m, err := newMTUFollower(name, ifaces, log)
 	if err != nil {
 		return nil, err
 	}
-	updates, err := m.subscribe()
-	if err == nil {
-		err = m.set()
-	}
+	stopEvents, err := m.events().Start()
 	if err != nil {
-		if updates != nil { // subscribed: end it, or its socket and goroutine stay
-			close(m.stopSub)
-			for range updates { // until netlink closes it
-			}
-		}
 		m.close()
 		return nil, fmt.Errorf("return device %q: %w", name, err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		m.run(updates)
-	}()
 	return func() {
-		close(m.done)
-		<-exited
+		stopEvents()
 		m.close()
 	}, nil
+}
+
+// mtuRetry is how long after a failed attempt to set the MTU it is tried again: the next
+// event on an interface may be long in coming.
+const mtuRetry = 2 * time.Second
+
+// events sets the MTU again at each change of one of the interfaces or of the pair itself
+// (an operator or a network manager setting the pair back to 1500 while the interfaces are
+// larger is undone; set writes only what differs, so the events of its own writes end
+// there), and every mtuRetry while the last attempt failed. A subscription that ends (a
+// full socket buffer loses events) is replaced, and the MTU set anew.
+func (m *mtuFollower) events() nlfollow.Events[netlink.LinkUpdate] {
+	return nlfollow.Events[netlink.LinkUpdate]{
+		Subscribe: m.subscribe,
+		Wanted: func(u netlink.LinkUpdate) bool {
+			name := u.Attrs().Name
+			return name == m.name || name == Peer(m.name) || slices.Contains(m.ifaces, name)
+		},
+		Sync:  m.set,
+		Retry: mtuRetry,
+		SubscribeFailed: func(err error) {
+			m.log.Error("return device: link updates stopped; retrying", "device", m.name, "err", err)
+		},
+		SyncFailed: func(err error) {
+			m.log.Error("return device: keep its MTU with the interfaces'; retrying", "device", m.name, "err", err)
+		},
+	}
 }
 
 // mtuFollower keeps a return device's MTU in step with the interfaces'.
@@ -67,9 +81,6 @@ type mtuFollower struct {
 	ns   netns.NsHandle
 	h    *netlink.Handle
 	sock *nl.SocketHandle
-	done chan struct{}
-	// stopSub ends the current subscription.
-	stopSub chan struct{}
 }
 
 func newMTUFollower(name string, ifaces []string, log *slog.Logger) (*mtuFollower, error) {
@@ -77,7 +88,7 @@ func newMTUFollower(name string, ifaces []string, log *slog.Logger) (*mtuFollowe
 	if err != nil {
 		return nil, fmt.Errorf("return device %q: its network namespace: %w", name, err)
 	}
-	m := &mtuFollower{name: name, ifaces: slices.Clone(ifaces), log: log, ns: ns, done: make(chan struct{})}
+	m := &mtuFollower{name: name, ifaces: slices.Clone(ifaces), log: log, ns: ns}
 	if m.h, err = netlink.NewHandle(unix.NETLINK_ROUTE); err == nil {
 		var s *nl.NetlinkSocket
 		if s, err = nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE); err == nil {
@@ -101,10 +112,8 @@ func (m *mtuFollower) close() {
 	m.ns.Close()
 }
 
-// subscribe subscribes to the namespace's link changes.
-func (m *mtuFollower) subscribe() (chan netlink.LinkUpdate, error) {
-	stop := make(chan struct{})
-	m.stopSub = stop
+// subscribe subscribes to the namespace's link changes until stop is closed.
+func (m *mtuFollower) subscribe(stop <-chan struct{}) (<-chan netlink.LinkUpdate, error) {
 	updates := make(chan netlink.LinkUpdate, 64)
 	onErr := func(err error) {
 		select {
@@ -119,36 +128,6 @@ func (m *mtuFollower) subscribe() (chan netlink.LinkUpdate, error) {
 		return nil, fmt.Errorf("subscribe to link changes: %w", err)
 	}
 	return updates, nil
-}
-
-// run sets the MTU again at each change of one of the interfaces, until done; a subscription
-// that ends (a full socket buffer loses events) is replaced, and the MTU set anew, since
-// changes may have been missed.
-func (m *mtuFollower) run(updates chan netlink.LinkUpdate) {
-	for {
-		select {
-		case <-m.done:
-			close(m.stopSub)
-			for range updates { // until netlink closes it
-			}
-			return
-		case u, ok := <-updates:
-			if ok && !slices.Contains(m.ifaces, u.Attrs().Name) {
-				continue
-			}
-			if !ok {
-				close(m.stopSub) // netlink's socket goes with it
-				if updates, ok = nlfollow.Again(m.done, m.subscribe, func(err error) {
-					m.log.Error("return device: link updates stopped; retrying", "device", m.name, "err", err)
-				}); !ok {
-					return
-				}
-			}
-			if err := m.set(); err != nil {
-				m.log.Error("return device: keep its MTU with the interfaces'", "device", m.name, "err", err)
-			}
-		}
-	}
 }
 
 // set gives both ends of the pair the MTU the interfaces call for, where it differs.

@@ -137,3 +137,37 @@ func TestFollowMTUFailedStart(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowMTUUndoesAReset: an end of the pair set back to 1500 (by an operator or a network
+// manager) while the interfaces are larger gets their MTU again, with no change on them.
+func TestFollowMTUUndoesAReset(t *testing.T) {
+	inNS(t, func() {
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a0", MTU: 2000}, PeerName: "a0p"}
+		if err := netlink.LinkAdd(veth); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := Ensure("xr", t.TempDir()); err != nil {
+			t.Error(err)
+			return
+		}
+		stop, err := FollowMTU("xr", []string{"a0"}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer stop()
+		waitMTU(t, "xr", 2000, "started")
+		for _, end := range []string{"xr", Peer("xr")} {
+			l, err := netlink.LinkByName(end)
+			if err == nil {
+				err = netlink.LinkSetMTU(l, 1500)
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			waitMTU(t, "xr", 2000, end+" set back to 1500")
+		}
+	})
+}
