@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // mtus are the MTUs of the pair name's two ends.
@@ -169,5 +170,53 @@ func TestFollowMTUUndoesAReset(t *testing.T) {
 			}
 			waitMTU(t, "xr", 2000, end+" set back to 1500")
 		}
+	})
+}
+
+// TestFollowMTUResubscribe: when the link subscription ends (as it does on a receive error, a
+// full socket buffer say), the MTU is still kept: a new subscription follows, and the MTU is
+// worked out anew, for a change made while there was none.
+func TestFollowMTUResubscribe(t *testing.T) {
+	inNS(t, func() {
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a0", MTU: 2000}, PeerName: "a0p"}
+		if err := netlink.LinkAdd(veth); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := Ensure("xr", t.TempDir()); err != nil {
+			t.Error(err)
+			return
+		}
+		m, err := newMTUFollower("xr", []string{"a0"}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer m.close()
+		ended := make(chan netlink.LinkUpdate)
+		close(ended)
+		done, exited := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(exited)
+			// In the namespace, as every thread of xupfd is: nlns takes the test's thread,
+			// which may be the process's main one, for the process's namespace. Never
+			// unlocked: the runtime ends the thread.
+			runtime.LockOSThread()
+			if err := netns.Set(m.ns); err != nil {
+				t.Error(err)
+				return
+			}
+			m.events().Follow(done, ended, make(chan struct{}))
+		}()
+		defer func() { close(done); <-exited }()
+		// The pair is still at 1500: only the MTU worked out anew after subscribing again
+		// gives it a0's 2000.
+		waitMTU(t, "xr", 2000, "after subscribing again")
+		a0, _ := netlink.LinkByName("a0")
+		if err := netlink.LinkSetMTU(a0, 2100); err != nil {
+			t.Error(err)
+			return
+		}
+		waitMTU(t, "xr", 2100, "a0 raised, with the new subscription")
 	})
 }
