@@ -146,6 +146,11 @@ type ProgramCost struct {
 	// spreading: the packets the receiving CPU handed to the others, processed there.
 	SpreadRunTime time.Duration `json:"spread_run_time_ns,omitempty"`
 	SpreadRuns    uint64        `json:"spread_runs,omitempty"`
+	// ReturnRunTime and ReturnRuns are the return device's program's, on a downlink lane
+	// with xupfd's kernel_n6: the packets the kernel sent to UEs, the replies it
+	// translated back among them.
+	ReturnRunTime time.Duration `json:"return_run_time_ns,omitempty"`
+	ReturnRuns    uint64        `json:"return_runs,omitempty"`
 	// FloorNs is the figure of a program that only returns, right after the trial: the
 	// statistics' two clock reads, which every program's figure includes (ns per run, the
 	// median of a few BPF_PROG_TEST_RUN rounds with the statistics on).

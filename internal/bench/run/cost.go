@@ -14,6 +14,20 @@ import (
 	"github.com/xupf/xupf/internal/bench/result"
 )
 
+// ifindex is the index of the interface name in the upf namespace.
+func (e *env) ifindex(name string) (int, error) {
+	h, err := netlink.NewHandleAt(e.upf)
+	if err != nil {
+		return 0, fmt.Errorf("bench: netlink in upf: %w", err)
+	}
+	defer h.Close()
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return 0, fmt.Errorf("bench: interface %s in upf: %w", name, err)
+	}
+	return l.Attrs().Index, nil
+}
+
 // attachedProgram is the XDP program attached to interface ifindex of the upf namespace:
 // whatever the datapath attached there (xupfd's program, a baseline). The caller closes it.
 func (e *env) attachedProgram(ifindex int) (*ebpf.Program, error) {
@@ -65,8 +79,8 @@ func cpuMapProgram(dut *ebpf.Program) (*ebpf.Program, error) {
 }
 
 // costReading is a lane's programs' statistics at one instant; spread is nil without a CPU
-// map's program.
-type costReading struct{ dut, sink, spread *ebpf.ProgramStats }
+// map's program, ret without a return device's.
+type costReading struct{ dut, sink, spread, ret *ebpf.ProgramStats }
 
 func (l *lane) readCost() (costReading, error) {
 	var r costReading
@@ -82,6 +96,11 @@ func (l *lane) readCost() (costReading, error) {
 			return r, fmt.Errorf("bench: the CPU map program's statistics: %w", err)
 		}
 	}
+	if l.ret != nil {
+		if r.ret, err = l.ret.Stats(); err != nil {
+			return r, fmt.Errorf("bench: the return device program's statistics: %w", err)
+		}
+	}
 	return r, nil
 }
 
@@ -94,6 +113,9 @@ func costBetween(a, b costReading, floor float64) *result.ProgramCost {
 	}
 	if a.spread != nil && b.spread != nil {
 		c.SpreadRunTime, c.SpreadRuns = b.spread.Runtime-a.spread.Runtime, b.spread.RunCount-a.spread.RunCount
+	}
+	if a.ret != nil && b.ret != nil {
+		c.ReturnRunTime, c.ReturnRuns = b.ret.Runtime-a.ret.Runtime, b.ret.RunCount-a.ret.RunCount
 	}
 	return c
 }

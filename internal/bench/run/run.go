@@ -27,6 +27,7 @@ import (
 	"github.com/xupf/xupf/internal/bench/scenario"
 	"github.com/xupf/xupf/internal/config"
 	"github.com/xupf/xupf/internal/pfcpclient"
+	"github.com/xupf/xupf/internal/returndev"
 	"github.com/xupf/xupf/internal/testbed"
 )
 
@@ -113,8 +114,11 @@ type lane struct {
 	dut *ebpf.Program
 	// spread is the CPU map's program with xupfd's uplink spreading, else nil.
 	spread *ebpf.Program
-	want   []pkt.Flow
-	cpus   []int
+	// ret is the return device's program on a downlink lane with xupfd's kernel_n6, else
+	// nil: the replies the kernel sends back to the UEs run it.
+	ret  *ebpf.Program
+	want []pkt.Flow
+	cpus []int
 	// users are the flows' users, by flow id, for the check of handed-over downlink frames.
 	users []int
 }
@@ -408,7 +412,20 @@ func (pt *point) prepareLanes(ctx context.Context) error {
 		if spread != nil {
 			pt.closer = append(pt.closer, spread.Close)
 		}
-		pt.lanes = append(pt.lanes, &lane{dir: dir, tmpls: tmpls, gen: g, sink: s, dut: dut, spread: spread, want: fr.Want, cpus: cpus[i], users: users})
+		var ret *ebpf.Program
+		if !uplink && kernelN6(p.Pipeline.Datapath) {
+			// The bench leaves flow_cache.return_device at its default.
+			idx, err := e.ifindex(returndev.Peer(config.DefaultReturnDevice))
+			if err == nil {
+				ret, err = e.attachedProgram(idx)
+			}
+			if err != nil {
+				return err
+			}
+			pt.closer = append(pt.closer, ret.Close)
+		}
+		pt.lanes = append(pt.lanes, &lane{dir: dir, tmpls: tmpls, gen: g, sink: s, dut: dut, spread: spread, ret: ret,
+			want: fr.Want, cpus: cpus[i], users: users})
 	}
 	if scenario.Masquerades(p.Pipeline.Datapath) && slices.Contains(dirs, scenario.Downlink) {
 		return pt.connect(ctx, flows, keys)
