@@ -16,13 +16,14 @@ import (
 	"github.com/xupf/xupf/internal/nlns"
 )
 
-// A veth is made with a 1500-byte MTU, and the kernel drops (or fragments) what it would
-// send into the device beyond it: a reply that came in by an interface of a larger MTU would
-// never reach its UE. So the pair takes the largest MTU of the interfaces the datapath is
-// attached to, which every packet the kernel takes in fits, and keeps it as they change.
-// But at most what each end takes: with an XDP program on the peer, a veth takes a frame of
-// one page at most (about 3,500 bytes with 4 KiB pages), and the kernel says how much in
-// the end's IFLA_MAX_MTU; beyond that a packet still goes to the kernel's fragmentation.
+// A veth is made with a 1500-byte MTU, and the kernel sends nothing larger into the device:
+// a reply that came in by an interface of a larger MTU would be fragmented (without DF) or
+// dropped, its sender answered ICMP fragmentation needed (with DF, as TCP sets it). So the
+// pair takes the largest MTU of the interfaces the datapath is attached to, which every
+// packet the kernel takes in fits, and keeps it as they change. But at most what each end
+// takes: with an XDP program on the peer, a veth takes a frame of one page at most (about
+// 3,500 bytes with 4 KiB pages), and the kernel says how much in the end's IFLA_MAX_MTU;
+// beyond that a larger packet meets the same fragmentation or ICMP answer.
 
 // FollowMTU gives the pair name and Peer(name) the MTU of the interfaces ifaces (the largest
 // of those that exist, at most what either end takes) and keeps it in step with their
