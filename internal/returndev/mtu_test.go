@@ -113,13 +113,27 @@ func TestFollowMTU(t *testing.T) {
 	})
 }
 
+// makeLinks makes, in the test's namespace, the interface a0 (a veth of MTU 2000) and, with
+// pair, the return device xr; false, the test failed, when it cannot.
+func makeLinks(t *testing.T, pair bool) bool {
+	t.Helper()
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a0", MTU: 2000}, PeerName: "a0p"}
+	err := netlink.LinkAdd(veth)
+	if err == nil && pair {
+		err = Ensure("xr", t.TempDir())
+	}
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	return true
+}
+
 // TestFollowMTUFailedStart: when FollowMTU fails after it subscribed (here the pair is
 // missing), the subscription ends with it: no netlink goroutine stays behind.
 func TestFollowMTUFailedStart(t *testing.T) {
 	inNS(t, func() {
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a0", MTU: 2000}, PeerName: "a0p"}
-		if err := netlink.LinkAdd(veth); err != nil {
-			t.Error(err)
+		if !makeLinks(t, false) {
 			return
 		}
 		before := runtime.NumGoroutine()
@@ -143,13 +157,7 @@ func TestFollowMTUFailedStart(t *testing.T) {
 // manager) while the interfaces are larger gets their MTU again, with no change on them.
 func TestFollowMTUUndoesAReset(t *testing.T) {
 	inNS(t, func() {
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a0", MTU: 2000}, PeerName: "a0p"}
-		if err := netlink.LinkAdd(veth); err != nil {
-			t.Error(err)
-			return
-		}
-		if err := Ensure("xr", t.TempDir()); err != nil {
-			t.Error(err)
+		if !makeLinks(t, true) {
 			return
 		}
 		stop, err := FollowMTU("xr", []string{"a0"}, slog.New(slog.DiscardHandler))
@@ -178,13 +186,7 @@ func TestFollowMTUUndoesAReset(t *testing.T) {
 // worked out anew, for a change made while there was none.
 func TestFollowMTUResubscribe(t *testing.T) {
 	inNS(t, func() {
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "a0", MTU: 2000}, PeerName: "a0p"}
-		if err := netlink.LinkAdd(veth); err != nil {
-			t.Error(err)
-			return
-		}
-		if err := Ensure("xr", t.TempDir()); err != nil {
-			t.Error(err)
+		if !makeLinks(t, true) {
 			return
 		}
 		m, err := newMTUFollower("xr", []string{"a0"}, slog.New(slog.DiscardHandler))
