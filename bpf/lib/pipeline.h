@@ -100,11 +100,11 @@ static __always_inline int apply_pdr(struct pkt *p, const struct rule_ref *ref,
 		}
 	}
 	if (pdr->usage & PDR_U_BEFORE_QOS)
-		count_usage(pdr->counter_before_qos, p->len);
+		count_usage(&pdr->counter_before_qos, p->len);
 	reason = qos_and_police(pdr, p->meta.cls, p->len);
 	if (reason)
 		return reason;
-	count_usage(pdr->counter, p->len);
+	count_usage(&pdr->counter, p->len);
 	if (quota)
 		quota_charge(quota, p->dir, p->len);
 	else if (quotas)
