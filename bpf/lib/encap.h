@@ -75,9 +75,7 @@ static __always_inline int encap_gpdu(struct xdp_md *ctx, const struct far *far,
 		return DROP_INTERNAL;  /* encap_len bytes were just added before the inner header */
 	eth_store(eth, eth_hdr);
 
-	ip->version = 4;
-	ip->ihl = 5;
-	ip->tos = tos;
+	ipv4_set_ver_tos(ip, tos);
 	ip->tot_len = bpf_htons(encap_len + inner_len);
 	ip->id = 0;
 	ip->frag_off = bpf_htons(IPV4_DF);

@@ -314,9 +314,7 @@ static __noinline int gtpu_echo_reply(struct xdp_md *ctx, __u32 ihl_len)
 	eth->h_proto = bpf_htons(ETH_P_IP);
 
 	ip = (void *)(eth + 1);
-	ip->version = 4;
-	ip->ihl = 5;
-	ip->tos = tos;
+	ipv4_set_ver_tos(ip, tos);
 	ip->tot_len = bpf_htons(ECHO_RESP_LEN - sizeof(struct ethhdr));
 	ip->id = 0;
 	ip->frag_off = bpf_htons(IPV4_DF);
