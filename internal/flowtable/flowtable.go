@@ -29,9 +29,10 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"math/bits"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/xupf/xupf/internal/keytable"
 )
 
 // The slot layout (struct flow_slot): the key at 0, the state word after it, the value at
@@ -44,8 +45,9 @@ const (
 	SlotSize    = ValueOffset + ValueSize
 )
 
-// BucketSlots is the number of slots of a bucket (FLOW_BUCKET_SLOTS).
-const BucketSlots = 8
+// BucketSlots is the number of slots of a bucket (FLOW_BUCKET_SLOTS): as many as a key
+// table's, whose placement (spillAt) and sizing (keytable.HalfLoadBits) this table shares.
+const BucketSlots = keytable.BucketSlots
 
 // spillAt is how many entries a key's first bucket holds before a new key may go to its
 // second one (the emptier of the two), as in internal/keytable: most lookups stop at the first
@@ -100,8 +102,7 @@ func (s Seed) Valid() bool { return s != Seed{} }
 // Bits returns log2 of the number of buckets for up to flows flows: a power of two at least
 // two buckets with the load at most 50%, so the table has 2×flows to 4×flows slots.
 func Bits(flows int) (uint, error) {
-	need := max(2, (2*uint64(max(flows, 0))+BucketSlots-1)/BucketSlots)
-	b := uint(bits.Len64(need - 1))
+	b := keytable.HalfLoadBits(flows)
 	if b > maxBits {
 		return 0, fmt.Errorf("%d flows need more than 2^%d buckets; lower flow_cache.max_flows", flows, maxBits)
 	}

@@ -58,12 +58,19 @@ func (s Seed) Valid() bool { return s.Mul1&1 == 1 && s.Mul2&1 == 1 }
 // Bits returns log2 of the number of buckets for up to keys keys: a power of two at least two
 // buckets with the load at most 50%.
 func Bits(keys int) (uint, error) {
-	need := max(2, (2*uint64(max(keys, 0))+BucketSlots-1)/BucketSlots)
-	b := uint(bits.Len64(need - 1))
+	b := HalfLoadBits(keys)
 	if b > maxBits {
 		return 0, fmt.Errorf("%d keys need more than 2^%d buckets; lower limits.max_sessions", keys, maxBits)
 	}
 	return b, nil
+}
+
+// HalfLoadBits returns log2 of the number of buckets of BucketSlots slots that hold n entries
+// at a load of 50% at most: a power of two, at least two. The flow table's buckets are of as
+// many slots (internal/flowtable).
+func HalfLoadBits(n int) uint {
+	need := max(2, (2*uint64(max(n, 0))+BucketSlots-1)/BucketSlots)
+	return uint(bits.Len64(need - 1))
 }
 
 // ErrFull is returned when both buckets of a key are full.
