@@ -47,6 +47,7 @@
 #include "route.h"
 #include "rules.h"
 #include "stats.h"
+#include "flowtable.h"
 
 /* What the flow cache does (cfg_flowcache): a load-time setting, so with FLOWCACHE_OFF the
  * verifier drops every line of it and the module costs nothing. */
@@ -79,9 +80,6 @@ static __always_inline int far_kernel_n6(const struct far *far)
 	return far->flags & FAR_F_KERNEL_N6;
 }
 
-#ifndef XUPF_MAX_FLOWS
-#define XUPF_MAX_FLOWS 1  /* Load sets flow_cache.max_flows */
-#endif
 #ifndef XUPF_MAX_FLOW_SEEN
 #define XUPF_MAX_FLOW_SEEN 16384  /* flows waiting for the learner; the least recent go first */
 #endif
@@ -92,19 +90,6 @@ static __always_inline int far_kernel_n6(const struct far *far)
 struct vlan_tag {
 	__be16 tci;
 	__be16 encap_proto;
-};
-
-/* Key of a cached flow: the IPv4 5-tuple and where its packets arrive. */
-struct flow_key {
-	__be32 saddr;
-	__be32 daddr;
-	__be16 sport;
-	__be16 dport;
-	__u8 proto;
-	__u8 pad;
-	__u16 vlan_id;    /* the VLAN ID the packet arrived with; 0 for an untagged frame */
-	__u32 ifindex;    /* the interface it arrived on; FLOW_FROM_UE for a UE's packet out of its
-			   * tunnel; 0 in xupf_flow_seen's keys */
 };
 
 /* flow_key.ifindex (and flow_seen.ifindex) of a packet a UE sent, decapsulated: no interface
@@ -129,33 +114,6 @@ enum flow_flag {
 				* apply; the out interface, MACs and MTU are unused */
 };
 
-/* A cached flow: what to do to its packets, then its statistics. Only the learner writes the
- * action, whole (a hash map update replaces the value under RCU); the statistics are updated
- * in place by every CPU forwarding the flow: the counters with atomic adds, last_seen with a
- * plain store (any CPU's recent time will do for aging). */
-struct flow {
-	__u32 ifindex;       /* out interface (one of the attached ones: xupf_tx_ports) */
-	__u32 mtu;           /* its MTU: a longer packet goes to the kernel, which fragments or answers */
-	__u8 dmac[6];
-	__u8 smac[6];
-	__be16 vlan_proto;   /* FLOW_VLAN_PUSH, FLOW_VLAN_REWRITE: ETH_P_8021Q or ETH_P_8021AD */
-	__be16 vlan_tci;     /* FLOW_VLAN_PUSH, FLOW_VLAN_REWRITE: the tag to write */
-	__u8 vlan_action;    /* enum flow_vlan_action */
-	__u8 flags;          /* enum flow_flag bits */
-	__u8 tos;            /* FLOW_F_DSCP: the DSCP (top six bits) to write; ECN stays the packet's */
-	__u8 pad;
-	__be16 nat_port;     /* FLOW_F_SNAT, FLOW_F_TO_UE: the port written */
-	__u16 csum_l3;       /* ... the IPv4 header checksum's change (csum_delta32 of the address) */
-	__be32 nat_addr;     /* ... the address written */
-	__u16 csum_l4;       /* ... the TCP or UDP checksum's change (address and port) */
-	__u16 epoch;         /* flow_epoch of the note it was learnt from: void once the epoch moves */
-	__u64 packets;       /* IP packets and bytes forwarded, the first (learnt) one included */
-	__u64 bytes;
-	__u64 first_seen;    /* bpf_ktime_get_coarse_ns() when learnt */
-	__u64 last_seen;     /* ... of the latest packet, to the flow clock's tick: aging compares it
-			      * with the idle timeout */
-};
-
 /* What the XDP program saw of a packet it handed to the kernel, for the learner to compare. */
 struct flow_seen {
 	__u32 ifindex;  /* arrival interface; FLOW_FROM_UE */
@@ -164,14 +122,6 @@ struct flow_seen {
 	__u8 ttl;
 	__u32 gen;      /* xupf_flow_gen when the packet was handed over */
 };
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);  /* preallocated: a full table fails the insert, it never evicts */
-	__uint(max_entries, XUPF_MAX_FLOWS);
-	__type(key, struct flow_key);
-	__type(value, struct flow);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} xupf_flows SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -313,7 +263,6 @@ static __always_inline int flow_tracked(struct __sk_buff *skb, const struct flow
 	return 1;
 }
 
-#define ERR_E2BIG 7  /* what a full preallocated hash map's update returns, negated */
 #define TCP_FLAG_FIN 0x01
 #define TCP_FLAG_RST 0x04
 
@@ -420,14 +369,15 @@ static __always_inline void flow_count(struct flow *f, __u32 len)
 }
 
 /* flow_forward does to the IPv4 packet at ip what the kernel did to its flow's first packet
- * (DSCP, translation, TTL, frame header) and counts it; the caller has picked the redirect.
- * Returns 0, or -1 when the frame could not be rebuilt (the packet was changed already). */
+ * (DSCP, translation, TTL, frame header: f, the action flow_lookup copied) and counts it in
+ * stats (its slot's); the caller has picked the redirect. Returns 0, or -1 when the frame
+ * could not be rebuilt (the packet was changed already). */
 static __always_inline int flow_forward(struct xdp_md *ctx, struct iphdr *ip, void *data_end,
-					struct flow *f)
+					const struct flow *f, struct flow *stats)
 {
 	__be16 old;
 
-	flow_count(f, bpf_ntohs(ip->tot_len));
+	flow_count(stats, bpf_ntohs(ip->tot_len));
 	if (f->flags & FLOW_F_DSCP) {
 		old = *(__be16 *)ip;
 		ip->tos = (ip->tos & 0x03) | f->tos;
@@ -444,19 +394,20 @@ static __always_inline int flow_forward(struct xdp_md *ctx, struct iphdr *ip, vo
  * session's downlink rules did): the caller returns XDP_PASS without counting pass. */
 #define FLOW_PASSED (-1)
 
-/* flow_to_ue takes a packet of a FLOW_F_TO_UE flow, sent to a UE's translated address:
- * translated back, it is the UE's downlink packet and takes the session's rules (which may
- * hand it to the kernel, counted: FLOW_PASSED). One the kernel must answer (TTL running
- * out), or whose session is gone, goes to the kernel as it came (XDP_PASS). */
+/* flow_to_ue takes a packet of a FLOW_F_TO_UE flow (f its action, stats its slot's
+ * statistics), sent to a UE's translated address: translated back, it is the UE's downlink
+ * packet and takes the session's rules (which may hand it to the kernel, counted:
+ * FLOW_PASSED). One the kernel must answer (TTL running out), or whose session is gone, goes
+ * to the kernel as it came (XDP_PASS). */
 static __always_inline int flow_to_ue(struct xdp_md *ctx, struct ethhdr *eth, struct iphdr *ip,
-				      void *data_end, struct flow *f)
+				      void *data_end, const struct flow *f, struct flow *stats)
 {
 	const struct rule_ref *ref = dl_ref(f->nat_addr);
 	int action;
 
 	if (!ref || ip->ttl <= 1)
 		return XDP_PASS;
-	flow_count(f, bpf_ntohs(ip->tot_len));
+	flow_count(stats, bpf_ntohs(ip->tot_len));
 	flow_nat(ip, data_end, f);
 	count_stat(STAT_FLOW_HIT);
 	action = handle_downlink(ctx, eth, ip, ref, data_end, PKT_FROM_WIRE);
@@ -467,7 +418,7 @@ static __always_inline int flow_to_ue(struct xdp_md *ctx, struct ethhdr *eth, st
  * flow_ended). */
 static __always_inline void flow_end(const struct flow_key *key)
 {
-	if (!bpf_map_delete_elem(&xupf_flows, key))
+	if (!flow_delete(key))
 		count_stat(STAT_FLOW_ENDED);
 }
 
@@ -496,7 +447,7 @@ static __always_inline int flow_pair_key(const struct flow_key *key, const struc
  * subtracts it). */
 static __always_inline void flow_remove_void(const struct flow_key *key)
 {
-	if (!bpf_map_delete_elem(&xupf_flows, key))
+	if (!flow_delete(key))
 		count_stat(STAT_FLOW_VOIDED);
 }
 
@@ -507,7 +458,6 @@ static __always_inline void flow_remove_void(const struct flow_key *key)
 static __always_inline void flow_void(const struct flow_key *key, const struct flow *f)
 {
 	struct flow_key pair;
-	/* Read before the delete, which may hand f's memory to another insert. */
 	int paired = flow_pair_key(key, f, &pair);
 
 	if (paired && key->ifindex != FLOW_FROM_UE)
@@ -517,21 +467,22 @@ static __always_inline void flow_void(const struct flow_key *key, const struct f
 		flow_remove_void(&pair);
 }
 
-/* flow_reply takes a packet of the FLOW_F_TO_UE flow f (keyed key) to the UE: only this path
+/* flow_reply takes a packet of the FLOW_F_TO_UE flow f (keyed key; its action, and stats its
+ * slot's statistics) to the UE: only this path
  * can deliver it, the kernel has no route to a UE. A FIN or RST goes the same way, the UE's
  * stack judging it (a blind RST with a wrong sequence number is ignored there), and then ends
  * both entries of the pair, this one and the UE's: the closing connection's later packets are
  * the kernel's to see, and the UE's next packet learns the pair again. Returns flow_to_ue's
  * answer. */
 static __always_inline int flow_reply(struct xdp_md *ctx, struct ethhdr *eth, struct iphdr *ip,
-				      void *data_end, const struct flow_key *key, struct flow *f,
-				      int tcp_flags)
+				      void *data_end, const struct flow_key *key, const struct flow *f,
+				      struct flow *stats, int tcp_flags)
 {
 	struct flow_key ue;
 	int action;
 
 	flow_pair_key(key, f, &ue);
-	action = flow_to_ue(ctx, eth, ip, data_end, f);
+	action = flow_to_ue(ctx, eth, ip, data_end, f, stats);
 
 	if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) {
 		flow_end(key);
@@ -552,9 +503,12 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 	struct vlan_tag *tag = NULL;
 	struct flow_key key = {};
 	struct flow_seen seen;
+	struct flow_slot *slot;
+	struct flow_act_buf act;
+	const struct flow *f = NULL;
 	struct iphdr *ip;
-	struct flow *f;
 	__be16 proto;
+	__u32 state;
 	int tcp_flags;
 
 	if ((void *)(eth + 1) > data_end)
@@ -579,17 +533,19 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	key.ifindex = ctx->ingress_ifindex;
 
-	f = bpf_map_lookup_elem(&xupf_flows, &key);
+	slot = flow_lookup(&key, &act, &state);
+	if (slot)
+		f = flow_act(&act);
 	if (f && !flow_current(f)) {
 		flow_void(&key, f);
 		f = NULL;
 	}
 	if (f && cfg_flowcache == FLOWCACHE_KERNEL_N6 && (f->flags & FLOW_F_TO_UE))
-		return flow_reply(ctx, eth, ip, data_end, &key, f, tcp_flags);
+		return flow_reply(ctx, eth, ip, data_end, &key, f, &slot->flow, tcp_flags);
 	if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) {
 		/* The end of a connection is the kernel's to see (conntrack); the flow is no longer
 		 * one to cache, and not learnt again from this packet. */
-		if (f && !bpf_map_delete_elem(&xupf_flows, &key))
+		if (f && !flow_free(slot, state))
 			count_stat(STAT_FLOW_ENDED);
 		return XDP_PASS;
 	}
@@ -609,7 +565,7 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 	/* The devmap lookup is also the check that the out interface is still attached. */
 	if (bpf_redirect_map(&xupf_tx_ports, f->ifindex, XDP_PASS) != XDP_REDIRECT)
 		return XDP_PASS;
-	if (flow_forward(ctx, ip, data_end, f))
+	if (flow_forward(ctx, ip, data_end, f, &slot->flow))
 		return drop(DROP_INTERNAL);
 	count_stat(STAT_FLOW_HIT);
 	return XDP_REDIRECT;
@@ -694,7 +650,10 @@ static __always_inline int flow_from_ue(struct xdp_md *ctx, struct stats *st)
 	struct iphdr *ip = data + sizeof(struct ethhdr);
 	struct flow_key key = {}, pair;
 	struct flow_seen seen;
-	struct flow *f;
+	struct flow_slot *slot;
+	struct flow_act_buf act;
+	const struct flow *f = NULL;
+	__u32 state;
 	int tcp_flags;
 
 	if ((void *)(ip + 1) > data_end)
@@ -703,7 +662,9 @@ static __always_inline int flow_from_ue(struct xdp_md *ctx, struct stats *st)
 	if (tcp_flags < 0)
 		return ue_to_kernel(ip, data_end, st);
 	key.ifindex = FLOW_FROM_UE;
-	f = bpf_map_lookup_elem(&xupf_flows, &key);
+	slot = flow_lookup(&key, &act, &state);
+	if (slot)
+		f = flow_act(&act);
 	if (f && !flow_current(f)) {
 		flow_void(&key, f);
 		f = NULL;
@@ -716,10 +677,10 @@ static __always_inline int flow_from_ue(struct xdp_md *ctx, struct stats *st)
 		 * translated address and port to another UE's connection, deliver that
 		 * connection's replies here. */
 		if (f) {
-			/* Read before the delete, which may hand f's memory to another insert. */
 			int paired = flow_pair_key(&key, f, &pair);
 
-			flow_end(&key);
+			if (!flow_free(slot, state))
+				count_stat(STAT_FLOW_ENDED);
 			if (paired)
 				flow_end(&pair);
 		}
@@ -734,7 +695,7 @@ static __always_inline int flow_from_ue(struct xdp_md *ctx, struct stats *st)
 	if (bpf_ntohs(ip->tot_len) > f->mtu ||
 	    bpf_redirect_map(&xupf_tx_ports, f->ifindex, XDP_PASS) != XDP_REDIRECT)
 		return ue_to_kernel(ip, data_end, st);
-	if (flow_forward(ctx, ip, data_end, f))
+	if (flow_forward(ctx, ip, data_end, f, &slot->flow))
 		return drop(DROP_INTERNAL);
 	stats_add(st, STAT_FLOW_HIT);
 	stats_add(st, STAT_UL_TX);
@@ -829,9 +790,9 @@ static __always_inline int flow_note_stale(const struct flow_seen *seen)
  * error. The caller counts an added flow (flow_learnt) once it has added all it learnt. */
 static __always_inline long flow_insert(const struct flow_key *key, const struct flow *f)
 {
-	long err = bpf_map_update_elem(&xupf_flows, key, f, BPF_NOEXIST);
+	long err = flow_table_insert(key, f);
 
-	if (err == -ERR_E2BIG)
+	if (err == -FLOW_E2BIG)
 		count_stat(STAT_FLOW_FULL);  /* the flow stays with the kernel */
 	return err;
 }
@@ -839,15 +800,16 @@ static __always_inline long flow_insert(const struct flow_key *key, const struct
 /* flow_learnt counts the flow the learner just added under key from a note of generation gen,
  * unless xupfd bumped the generation meanwhile: its scan may have read the flow's bucket
  * before the insert, so the learner takes the entry back itself. now is the generation read
- * after the insert; the bucket lock the insert took and the one the scan takes order the two:
- * either the scan sees the entry or that read sees the new generation. The learner reads it
+ * after the insert, which published the entry with a locked instruction, as xupfd moves the
+ * generation on with one before its scan: either the scan sees the entry or that read sees
+ * the new generation. The learner reads it
  * once for all the entries it added from one note (a UE's flow and its replies'), so that they
  * stay or go together. An entry someone else removed first (the scan, a FIN) counts as learnt,
  * since its remover counted it gone: xupfd's count of the entries (learnt less ended less
  * removed) stays exact. */
 static __always_inline void flow_learnt(const struct flow_key *key, __u32 gen, __u32 now)
 {
-	if (gen != now && !bpf_map_delete_elem(&xupf_flows, key)) {
+	if (gen != now && !flow_delete(key)) {
 		count_stat(STAT_FLOW_STALE);
 		return;
 	}
@@ -932,7 +894,7 @@ static __always_inline void flow_learn_ue(struct __sk_buff *skb, const struct et
 			goto done;
 		if (flow_insert(&ue, &f)) {
 			/* Taken back uncounted; one removed first counts as learnt (flow_learnt). */
-			if (bpf_map_delete_elem(&xupf_flows, &reply))
+			if (flow_delete(&reply))
 				count_stat(STAT_FLOW_LEARNED);
 			goto done;
 		}

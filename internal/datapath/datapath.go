@@ -19,6 +19,7 @@ import (
 
 	"github.com/xupf/xupf/internal/buffer"
 	"github.com/xupf/xupf/internal/classifier"
+	"github.com/xupf/xupf/internal/flowtable"
 	"github.com/xupf/xupf/internal/keytable"
 	"github.com/xupf/xupf/internal/routedir"
 	"github.com/xupf/xupf/internal/router"
@@ -152,6 +153,8 @@ type Datapath struct {
 	router                     *router.Router
 	stopRouter                 func() // stops following netlink for the router
 	ager                       flowAger
+	flows                      *flowTable   // xupf_flows, with the flow cache on
+	flowMem                    mappedArray  // its mapping
 	flowGen                    mappedArray  // xupf_flow_gen, with the flow cache on
 	flowClock                  mappedArray  // xupf_flow_clock, with the flow cache on
 	stopFlows                  func()       // stops aging the flow cache and following netfilter for it
@@ -293,6 +296,15 @@ func Load(opts Options) (*Datapath, error) {
 	if err := spec.Variables[xupfVarCfgKeySeed].Set(seed); err != nil {
 		return nil, fmt.Errorf("load datapath: set %s: %w", xupfVarCfgKeySeed, err)
 	}
+	var flowSeed flowtable.Seed
+	if opts.FlowCache.on() {
+		if flowSeed, err = pinnedSeed(opts.PinPath, flowSeedPin, flowtable.Seed.Valid, flowtable.NewSeed); err != nil {
+			return nil, fmt.Errorf("load datapath: %w", err)
+		}
+		if err := spec.Variables[xupfVarCfgFlowSeed].Set(flowSeed); err != nil {
+			return nil, fmt.Errorf("load datapath: set %s: %w", xupfVarCfgFlowSeed, err)
+		}
+	}
 	layouts, err := openLayouts(opts.PinPath, spec)
 	if err != nil {
 		return nil, fmt.Errorf("load datapath: %w", err)
@@ -392,8 +404,10 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, err
 	}
 	if opts.FlowCache.on() {
-		if d.flowGen, err = mapArray(d.objs.XupfFlowGen); err == nil {
-			d.flowClock, err = mapArray(d.objs.XupfFlowClock)
+		if err = d.mapFlowTable(flowSeed); err == nil {
+			if d.flowGen, err = mapArray(d.objs.XupfFlowGen); err == nil {
+				d.flowClock, err = mapArray(d.objs.XupfFlowClock)
+			}
 		}
 		if err != nil {
 			d.stopAddrs()
@@ -475,11 +489,11 @@ func clearMap(m *ebpf.Map) error {
 	return nil
 }
 
-// closeObjs unmaps the key and route tables and the flow generation and clock, and closes the
+// closeObjs unmaps the key, route and flow tables and the flow generation and clock, and closes the
 // maps and program.
 func (d *Datapath) closeObjs() error {
-	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.routes.close(), d.flowGen.unmap(),
-		d.flowClock.unmap(), d.objs.Close())
+	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.routes.close(), d.flowMem.unmap(),
+		d.flowGen.unmap(), d.flowClock.unmap(), d.objs.Close())
 }
 
 // Program is the XDP program, for tests and benchmarks that run it with BPF_PROG_TEST_RUN.

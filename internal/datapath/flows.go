@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xupf/xupf/internal/conntrack"
+	"github.com/xupf/xupf/internal/flowtable"
 	"github.com/xupf/xupf/internal/kerneln6"
 	"github.com/xupf/xupf/internal/nfwatch"
 )
@@ -29,13 +30,15 @@ import (
 // does the same to the flow's later packets.
 type FlowCacheOptions struct {
 	// MaxFlows sizes the flow table; 0 turns the cache off (its code is then not loaded).
-	// When the table is full, new flows stay with the kernel (counted as flow_full).
+	// When the table is full, new flows stay with the kernel (counted as flow_full): it
+	// holds MaxFlows flows, whatever their 5-tuples (in 2 to 4 times as many slots:
+	// internal/flowtable Bits).
 	MaxFlows int
 	// IdleTimeout is how long a flow may go without a packet before aging removes it;
 	// default DefaultFlowIdleTimeout.
 	IdleTimeout time.Duration
-	// ScanBatch bounds aging's work: each ScanInterval it looks at this many entries, resuming
-	// where it stopped, so a full sweep takes MaxFlows/ScanBatch intervals; defaults
+	// ScanBatch bounds aging's work: each ScanInterval it looks at this many of the table's
+	// slots, resuming where it stopped, so a full sweep takes slots/ScanBatch intervals; defaults
 	// DefaultFlowScanBatch and DefaultFlowScanInterval.
 	ScanBatch    int
 	ScanInterval time.Duration
@@ -96,7 +99,17 @@ func setFlowCache(spec *ebpf.CollectionSpec, o FlowCacheOptions) error {
 		mode = xupfFlowcacheModeFLOWCACHE_LEARN
 	}
 	if o.on() {
-		spec.Maps[xupfMapXupfFlows].MaxEntries = uint32(o.MaxFlows)
+		bits, err := flowtable.Bits(o.MaxFlows)
+		if err != nil {
+			return err
+		}
+		spec.Maps[xupfMapXupfFlows].MaxEntries = uint32(flowtable.Elements(bits))
+		if err := spec.Variables[xupfVarCfgFlowBits].Set(uint32(bits)); err != nil {
+			return err
+		}
+		if err := spec.Variables[xupfVarCfgMaxFlows].Set(uint64(o.MaxFlows)); err != nil {
+			return err
+		}
 	}
 	n6 := xupfN6DefaultROUTED_N6
 	if o.KernelN6.Default {
@@ -197,42 +210,56 @@ func flowOf(k xupfFlowKey, v xupfFlow, mono uint64, wall time.Time) Flow {
 // ErrFlowCacheOff is returned by the flow operations when the flow cache is off.
 var ErrFlowCacheOff = errors.New("the flow cache is off (flow_cache.max_flows is 0)")
 
-// flowBatch is how many entries one batch lookup of scanFlows reads.
-const flowBatch = 4096
+// flowTable is the flow table (bpf/lib/flowtable.h) as the daemon sees it, through a mapping
+// of xupf_flows: the per-slot compare-and-swaps its writers share with the datapath's cannot
+// be done through map system calls, which copy values with memcpy, and a scan of the mapping
+// costs no system call.
+type flowTable = flowtable.Table[xupfFlowKey, xupfFlow]
 
-// scanFlows calls fn with every entry of xupf_flows, flowBatch entries a system call; fn must
-// not keep the slices, which the next call reuses.
-func (d *Datapath) scanFlows(fn func(keys []xupfFlowKey, vals []xupfFlow)) error {
+// flowSeedPin is the pinned one-entry array that keeps the flow table's hash seed beside it, as
+// keySeedPin does the key tables'.
+const flowSeedPin = "xupf_flow_seed"
+
+// mapFlowTable maps xupf_flows for the daemon, a table of the size setFlowCache gave it
+// hashed with seed.
+func (d *Datapath) mapFlowTable(seed flowtable.Seed) error {
+	bits, err := flowtable.Bits(d.opts.FlowCache.MaxFlows)
+	if err != nil {
+		return err
+	}
+	if d.flowMem, err = mapArray(d.objs.XupfFlows); err != nil {
+		return err
+	}
+	if d.flows, err = flowtable.New[xupfFlowKey, xupfFlow](d.flowMem.mem, bits, seed, d.opts.FlowCache.MaxFlows); err != nil {
+		return fmt.Errorf("%s: %w", d.objs.XupfFlows, err)
+	}
+	return nil
+}
+
+// scanFlows calls fn with every entry of the flow table.
+func (d *Datapath) scanFlows(fn func(k *xupfFlowKey, v *xupfFlow)) error {
 	if !d.opts.FlowCache.on() {
 		return ErrFlowCacheOff
 	}
-	var cursor ebpf.MapBatchCursor
-	keys := make([]xupfFlowKey, min(flowBatch, d.opts.FlowCache.MaxFlows))
-	vals := make([]xupfFlow, len(keys))
-	for {
-		n, err := d.objs.XupfFlows.BatchLookup(&cursor, keys, vals, nil)
-		fn(keys[:n], vals[:n])
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read xupf_flows: %w", err)
-		}
+	for k, v := range d.flows.All() {
+		fn(&k, &v)
 	}
+	return nil
 }
 
 // Flows lists the cached flows.
 func (d *Datapath) Flows() ([]Flow, error) {
 	mono, wall := monoNow(), time.Now()
 	var out []Flow
-	err := d.scanFlows(func(keys []xupfFlowKey, vals []xupfFlow) {
-		epoch := d.flowEpoch()
-		for i := range keys {
-			// A void entry (an earlier epoch) is no longer a cached flow: its next packet
-			// or aging removes it.
-			if !flowVoid(vals[i].Epoch, epoch) {
-				out = append(out, flowOf(keys[i], vals[i], mono, wall))
-			}
+	if !d.opts.FlowCache.on() {
+		return nil, ErrFlowCacheOff
+	}
+	epoch := d.flowEpoch()
+	err := d.scanFlows(func(k *xupfFlowKey, v *xupfFlow) {
+		// A void entry (an earlier epoch) is no longer a cached flow: its next packet or
+		// aging removes it.
+		if !flowVoid(v.Epoch, epoch) {
+			out = append(out, flowOf(*k, *v, mono, wall))
 		}
 	})
 	if err != nil {
@@ -273,23 +300,21 @@ func (d *Datapath) removeFlows(match func(*xupfFlowKey, *xupfFlow) bool) (int, e
 	d.nextGeneration()
 	var doomed []xupfFlowKey
 	taken := map[xupfFlowKey]bool{} // the pairs' entries in doomed, each to be there once
-	err := d.scanFlows(func(keys []xupfFlowKey, vals []xupfFlow) {
-		for i := range keys {
-			switch {
-			case match == nil:
-				doomed = append(doomed, keys[i]) // every entry, the pairs' both
-			case !match(&keys[i], &vals[i]):
-			default:
-				pair, paired := flowPair(keys[i], &vals[i])
-				if !paired {
-					doomed = append(doomed, keys[i])
-					continue
-				}
-				for _, k := range ueEntryFirst(keys[i], pair) {
-					if !taken[k] {
-						taken[k] = true
-						doomed = append(doomed, k)
-					}
+	err := d.scanFlows(func(k *xupfFlowKey, v *xupfFlow) {
+		switch {
+		case match == nil:
+			doomed = append(doomed, *k) // every entry, the pairs' both
+		case !match(k, v):
+		default:
+			pair, paired := flowPair(*k, v)
+			if !paired {
+				doomed = append(doomed, *k)
+				return
+			}
+			for _, g := range ueEntryFirst(*k, pair) {
+				if !taken[g] {
+					taken[g] = true
+					doomed = append(doomed, g)
 				}
 			}
 		}
@@ -297,27 +322,19 @@ func (d *Datapath) removeFlows(match func(*xupfFlowKey, *xupfFlow) bool) (int, e
 	if err != nil {
 		return 0, err
 	}
-	return d.deleteFlows(doomed)
+	return d.deleteFlows(doomed), nil
 }
 
-// deleteFlows removes the entries of doomed, flowBatch a system call, and returns how many it
-// removed (not those already gone).
-func (d *Datapath) deleteFlows(doomed []xupfFlowKey) (int, error) {
+// deleteFlows removes the entries of doomed and returns how many it removed (not those
+// already gone: aged, or a FIN's packet removed them).
+func (d *Datapath) deleteFlows(doomed []xupfFlowKey) int {
 	n := 0
-	for len(doomed) > 0 {
-		chunk := doomed[:min(len(doomed), flowBatch)]
-		done, err := d.objs.XupfFlows.BatchDelete(chunk, nil)
-		n += done
-		doomed = doomed[done:]
-		// A batch delete stops at a key already gone (aged, or a FIN's packet removed it):
-		// step over it.
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			doomed = doomed[1:]
-		} else if err != nil {
-			return n, fmt.Errorf("remove flows: %w", err)
+	for _, k := range doomed {
+		if d.flows.Delete(k) {
+			n++
 		}
 	}
-	return n, nil
+	return n
 }
 
 // flowEpochShift is where the epoch starts in xupf_flow_gen (FLOW_EPOCH_SHIFT): its high
@@ -396,11 +413,9 @@ type FlowCacheStats struct {
 	Invalidated uint64 // flows removed because the kernel's decision may have changed
 }
 
-// flowAger removes idle flows a bounded number of entries at a time.
+// flowAger removes idle flows a bounded number of slots at a time.
 type flowAger struct {
-	cursor ebpf.MapBatchCursor
-	keys   []xupfFlowKey
-	vals   []xupfFlow
+	next   int    // the slot the next pass starts at
 	sweeps uint64 // full passes over the table so far
 	// sweepEpoch is the epoch when the sweep under way started: once it ends, every entry
 	// of an earlier epoch present then has been seen, and removed.
@@ -424,7 +439,17 @@ const flowFromUE = 0
 
 // sweep is how long aging takes to come back to an entry: a full pass over the table.
 func (o FlowCacheOptions) sweep() time.Duration {
-	return time.Duration((o.MaxFlows+o.ScanBatch-1)/o.ScanBatch) * o.ScanInterval
+	return time.Duration((o.slots()+o.ScanBatch-1)/o.ScanBatch) * o.ScanInterval
+}
+
+// slots is the flow table's number of slots (0 with the cache off, or sized beyond bounds,
+// which setFlowCache refuses).
+func (o FlowCacheOptions) slots() int {
+	bits, err := flowtable.Bits(o.MaxFlows)
+	if !o.on() || err != nil {
+		return 0
+	}
+	return flowtable.Slots(bits)
 }
 
 // Where the kernel keeps the timeouts conntrack gives a UDP flow that has seen replies and an
@@ -458,76 +483,59 @@ func (o FlowCacheOptions) conntrackKeeps() map[uint8]ctKeep {
 	return out
 }
 
-// ageFlows looks at up to ScanBatch entries after where the previous call stopped and removes
-// those idle for IdleTimeout as of now (monotonic ns), and those void (an earlier epoch than
-// the current one: voidFlows). The two entries of a translated UE flow (flowPair) age as one:
-// the pair is idle only when both are, either's packets keep conntrack's entry alive, and
-// both go together. It returns how many entries it looked at and how many idle ones it
-// removed.
+// ageFlows looks at the entries of the ScanBatch slots after where the previous call stopped
+// and removes those idle for IdleTimeout as of now (monotonic ns), and those void (an earlier
+// epoch than the current one: voidFlows). The two entries of a translated UE flow (flowPair)
+// age as one: the pair is idle only when both are, either's packets keep conntrack's entry
+// alive, and both go together. It returns how many entries it looked at and how many idle
+// ones it removed.
 func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 	o := d.opts.FlowCache
 	a := &d.ager
-	if a.keys == nil {
-		a.keys = make([]xupfFlowKey, min(o.ScanBatch, o.MaxFlows))
-		a.vals = make([]xupfFlow, len(a.keys))
+	if a.next == 0 && a.sweeps == 0 {
 		a.sweepEpoch = d.flowEpoch()
 	}
 	epoch := d.flowEpoch()
-	n, err := d.objs.XupfFlows.BatchLookup(&a.cursor, a.keys, a.vals, nil)
-	swept := errors.Is(err, ebpf.ErrKeyNotExist)
+	from := a.next
+	a.next = min(from+o.ScanBatch, d.flows.Slots())
+	swept := a.next == d.flows.Slots()
 	if swept {
-		a.cursor = ebpf.MapBatchCursor{} // the end of the table: start over next time
+		a.next = 0 // the end of the table: start over next time
 		a.sweeps++
-		err = nil
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("age flows: read xupf_flows: %w", err)
 	}
 	idle := uint64(o.IdleTimeout)
 	revisit := uint64(o.sweep() + o.ScanInterval)
 	var ctErr error
 	voided := 0
 	defer func() { d.flowsAged.Add(uint64(aged)); d.flowsInvalidated.Add(uint64(voided)) }()
-	for i := range n {
-		key := a.keys[i]
-		if flowVoid(a.vals[i].Epoch, epoch) {
-			pair, paired := flowPair(key, &a.vals[i])
-			m, err := d.removeFlowPair(key, pair, paired)
-			voided += m
-			if err != nil {
-				return n, aged, fmt.Errorf("age flows: remove a void flow: %w", err)
-			}
+	for key, v := range d.flows.Range(from, from+o.ScanBatch) {
+		scanned++
+		if flowVoid(v.Epoch, epoch) {
+			pair, paired := flowPair(key, &v)
+			voided += d.removeFlowPair(key, pair, paired)
 			continue
 		}
 		// A packet forwarded since the read restamps the entry; removing it then costs only
 		// that flow's next packet a trip through the kernel.
-		last := a.vals[i].LastSeen
+		last := v.LastSeen
 		ueFlow := a.ct != nil && key.Ifindex == flowFromUE
 		k := a.ctKeep[key.Proto]
 		keepDue := ueFlow && a.sweeps%k.every == 0
-		pair, paired := flowPair(key, &a.vals[i])
+		pair, paired := flowPair(key, &v)
 		// The other entry's time is read only when this one's would end the pair or let
 		// conntrack's entry go: one lookup, for a flow forwarded one way only.
 		if paired && (now > last && now-last >= idle || keepDue && now >= last+k.every*revisit) {
-			var other xupfFlow
-			err := d.objs.XupfFlows.Lookup(pair, &other)
-			if err == nil {
+			if other, ok := d.flows.Lookup(pair); ok {
 				last = max(last, other.LastSeen)
-			} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
-				return n, aged, fmt.Errorf("age flows: read a translated flow's other entry: %w", err)
 			}
 		}
 		switch {
 		case now > last && now-last >= idle:
-			m, err := d.removeFlowPair(key, pair, paired)
-			aged += m
-			if err != nil {
-				return n, aged, fmt.Errorf("age flows: %w", err)
-			}
+			aged += d.removeFlowPair(key, pair, paired)
 		case ueFlow:
 			// Conntrack no longer sees the flow's packets: without this its entry would
 			// expire under the live flow and take the translation with it.
-			learnt := now < a.vals[i].FirstSeen+revisit
+			learnt := now < v.FirstSeen+revisit
 			active := now < last+k.every*revisit
 			if learnt || (keepDue && active) {
 				ctErr = cmp.Or(ctErr, a.keepConntrack(key, k.timeout))
@@ -540,28 +548,19 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 		d.flowsClean.Store(uint32(a.sweepEpoch))
 		a.sweepEpoch = epoch
 	}
-	return n, aged, ctErr
+	return scanned, aged, ctErr
 }
 
 // removeFlowPair removes the entry of key and, when paired, the other entry of its
 // translated UE flow, pair; the UE's entry first: a UE flow is never cached one way only. It
 // returns how many it removed: only those are counted, as the entry count subtracts
 // removals.
-func (d *Datapath) removeFlowPair(key, pair xupfFlowKey, paired bool) (int, error) {
+func (d *Datapath) removeFlowPair(key, pair xupfFlowKey, paired bool) int {
 	gone := []xupfFlowKey{key}
 	if paired {
 		gone = ueEntryFirst(key, pair)
 	}
-	removed := 0
-	for _, g := range gone {
-		err := d.objs.XupfFlows.Delete(g)
-		if err == nil {
-			removed++
-		} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return removed, err
-		}
-	}
-	return removed, nil
+	return d.deleteFlows(gone)
 }
 
 // ueEntryFirst orders the two entries of a translated UE flow, key and its pair, for removal:
@@ -647,23 +646,17 @@ func (d *Datapath) countFlows() error {
 	entries := 0
 	epoch := d.flowEpoch()
 	var void []xupfFlowKey
-	err := d.scanFlows(func(keys []xupfFlowKey, vals []xupfFlow) {
-		for i := range vals {
-			if flowVoid(vals[i].Epoch, epoch) {
-				void = append(void, keys[i])
-			} else {
-				entries++
-			}
+	err := d.scanFlows(func(k *xupfFlowKey, v *xupfFlow) {
+		if flowVoid(v.Epoch, epoch) {
+			void = append(void, *k)
+		} else {
+			entries++
 		}
 	})
 	if err != nil {
 		return err
 	}
-	n, err := d.deleteFlows(void)
-	d.flowsInvalidated.Add(uint64(n))
-	if err != nil {
-		return err
-	}
+	d.flowsInvalidated.Add(uint64(d.deleteFlows(void)))
 	d.flowsClean.Store(uint32(epoch))
 	added, voided, err := d.flowsAdded()
 	if err != nil {

@@ -2,16 +2,20 @@ package datapath
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/gopacket/gopacket"
@@ -20,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xupf/xupf/internal/conntrack"
+	"github.com/xupf/xupf/internal/flowtable"
 	"github.com/xupf/xupf/internal/kerneln6"
 	"github.com/xupf/xupf/internal/nfwatch"
 	"github.com/xupf/xupf/internal/returndev"
@@ -71,10 +76,32 @@ func (e *testEnv) putFlow(t testing.TB, vid uint16, v xupfFlow) {
 	}
 }
 
-// putRaw caches v under k as learnt in the current epoch.
+// putRaw caches v under k as learnt in the current epoch, in the place of any entry of k.
 func (e *testEnv) putRaw(k xupfFlowKey, v xupfFlow) error {
 	v.Epoch = e.dp.flowEpoch()
-	return e.dp.objs.XupfFlows.Put(k, v)
+	e.dp.flows.Delete(k)
+	return e.dp.flows.Insert(k, v)
+}
+
+// putAll caches vals[i] under keys[i], as they are.
+func (e *testEnv) putAll(t testing.TB, keys []xupfFlowKey, vals []xupfFlow) {
+	t.Helper()
+	for i := range keys {
+		if err := e.dp.flows.Insert(keys[i], vals[i]); err != nil {
+			t.Fatalf("flow %d of %d: %v", i, len(keys), err)
+		}
+	}
+}
+
+// clearFlows empties the flow table and the learner's notes.
+func (e *testEnv) clearFlows(t testing.TB) {
+	t.Helper()
+	for k := range e.dp.flows.All() {
+		e.dp.flows.Delete(k)
+	}
+	if err := clearMap(e.dp.objs.XupfFlowSeen); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestFlowCacheForward: a packet of a cached flow gets what the kernel did to the flow's first
@@ -126,9 +153,7 @@ func TestFlowCacheForward(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if err := clearMap(e.dp.objs.XupfFlows); err != nil {
-				t.Fatal(err)
-			}
+			e.clearFlows(t)
 			e.putFlow(t, c.vid, c.flow)
 			c.pktCase.name, c.pktCase.ifindex = c.name, n6
 			runCase(t, e, c.pktCase)
@@ -204,11 +229,7 @@ func TestFlowCacheLearn(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			for _, m := range []*ebpf.Map{e.dp.objs.XupfFlows, e.dp.objs.XupfFlowSeen} {
-				if err := clearMap(m); err != nil {
-					t.Fatal(err)
-				}
-			}
+			e.clearFlows(t)
 			if c.handed {
 				if ret, _ := e.run(t, frame(macDN, macN6, c.inVID, sent), e.n6); ret != xdpPass {
 					t.Fatalf("first packet: %s, want XDP_PASS", verdictNames[ret])
@@ -250,14 +271,113 @@ func TestFlowCacheLearn(t *testing.T) {
 	}
 }
 
-// TestFlowCacheFull: with the table full a new flow stays with the kernel, counted.
+// TestFlowCacheFull: a table holding max_flows flows refuses the next flow, which stays with
+// the kernel, counted flow_full; so does a table with room whose two buckets for the flow are
+// full.
 func TestFlowCacheFull(t *testing.T) {
-	e := newFlowEnv(t, 1)
-	e.putFlow(t, 99, xupfFlow{})
 	ack := layers.TCP{ACK: true}
-	e.handOverAndLearn(t, "flow_full")
-	if ret, _ := e.run(t, frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack)), e.n6); ret != xdpPass {
-		t.Errorf("next packet: %s, want XDP_PASS (the kernel keeps the flow)", verdictNames[ret])
+	t.Run("max_flows", func(t *testing.T) {
+		e := newFlowEnv(t, 1)
+		e.putFlow(t, 99, xupfFlow{})
+		e.handOverAndLearn(t, "flow_full")
+		if ret, _ := e.run(t, frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack)), e.n6); ret != xdpPass {
+			t.Errorf("next packet: %s, want XDP_PASS (the kernel keeps the flow)", verdictNames[ret])
+		}
+	})
+	t.Run("buckets", func(t *testing.T) {
+		e := newFlowEnv(t, 64)
+		k := transitKey
+		k.Ifindex = e.n6
+		b1, b2 := e.dp.flows.Buckets(k.raw())
+		in := func(b uint32) bool { return b == b1 || b == b2 }
+		room := 2 * flowtable.BucketSlots
+		if b1 == b2 {
+			room = flowtable.BucketSlots
+		}
+		// Flows whose buckets are among the two, until both are full; one whose buckets
+		// are the full one alone is refused on the way.
+		for port, cached := 2000, 0; cached < room; port++ {
+			other := k
+			other.SrcPort = uint16(port)
+			if o1, o2 := e.dp.flows.Buckets(other.raw()); !in(o1) || !in(o2) {
+				continue
+			}
+			if err := e.putRaw(other.raw(), xupfFlow{Mtu: 1500}); err == nil {
+				cached++
+			} else if !errors.Is(err, flowtable.ErrFull) {
+				t.Fatal(err)
+			}
+		}
+		e.handOverAndLearn(t, "flow_full")
+		if ret, _ := e.run(t, frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack)), e.n6); ret != xdpPass {
+			t.Errorf("next packet: %s, want XDP_PASS (the kernel keeps the flow)", verdictNames[ret])
+		}
+	})
+}
+
+// slotState returns the state word of the slot holding k, in any state.
+func (e *testEnv) slotState(t *testing.T, k xupfFlowKey) *uint32 {
+	t.Helper()
+	mem := e.dp.flowMem.mem
+	for off := 0; off+flowtable.SlotSize <= len(mem); off += flowtable.SlotSize {
+		slot := (*xupfFlowSlot)(unsafe.Pointer(&mem[off]))
+		if slot.Key == k {
+			return &slot.State
+		}
+	}
+	t.Fatalf("no slot holds %+v", k)
+	return nil
+}
+
+// TestFlowCacheSlotStates: the XDP program uses a slot only while it is live: one being
+// written (by a learner on another CPU) or freed is a miss, its packet handed to the kernel
+// as it came and noted. A learner that finds its flow in a slot being written yields, so the
+// flow is not cached twice, without counting the table full; once that slot is free, the flow
+// is learnt.
+func TestFlowCacheSlotStates(t *testing.T) {
+	e := newFlowEnv(t, 16)
+	ack := layers.TCP{ACK: true}
+	in := frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack))
+	e.putFlow(t, 0, xupfFlow{Flags: uint8(xupfFlowFlagFLOW_F_TTL)})
+	k := transitKey
+	k.Ifindex = e.n6
+	state := e.slotState(t, k.raw())
+	live := atomic.LoadUint32(state)
+	const writing, free = 1, 0 // enum flow_slot_state
+	miss := map[string]uint64{"pass": 1, "flow_miss": 1}
+	for _, c := range []struct {
+		state uint32
+		pktCase
+	}{
+		{live&^3 | writing, pktCase{name: "being written", in: in, verdict: xdpPass, counters: miss}},
+		{live, pktCase{name: "live", in: in, verdict: xdpRedirect, out: frame(macN3, macGNB, 0, transitTCP(t, 0, 63, ack)),
+			counters: map[string]uint64{"flow_hit": 1}}},
+		{live&^3 | free, pktCase{name: "freed", in: in, verdict: xdpPass, counters: miss}},
+	} {
+		atomic.StoreUint32(state, c.state)
+		c.pktCase.ifindex = n6
+		runCase(t, e, c.pktCase)
+	}
+
+	atomic.StoreUint32(state, live&^3|writing)
+	before, _ := e.dp.Stats()
+	e.learn(t, frame(macN3, macGNB, 0, transitTCP(t, 0, 63, ack)), e.n6, e.n3)
+	after, _ := e.dp.Stats()
+	checkDeltas(t, "counter", before.Counters, after.Counters, map[string]uint64{})
+	holders := 0
+	for off := 0; off < len(e.dp.flowMem.mem); off += flowtable.SlotSize {
+		slot := (*xupfFlowSlot)(unsafe.Pointer(&e.dp.flowMem.mem[off]))
+		if slot.Key == k.raw() && slot.State&3 != free {
+			holders++
+		}
+	}
+	if holders != 1 {
+		t.Errorf("%d slots hold the flow after a learner met it being written, want 1", holders)
+	}
+	atomic.StoreUint32(state, live&^3|free)
+	e.handOverAndLearn(t, "flow_learned")
+	if flows, err := e.dp.Flows(); err != nil || len(flows) != 1 {
+		t.Errorf("flows %+v (err %v), want the one learnt", flows, err)
 	}
 }
 
@@ -419,12 +539,9 @@ func TestFlowCacheInvalidation(t *testing.T) {
 	if _, _, err := e.dp.ageFlows(monoNow()); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.dp.scanFlows(func(keys []xupfFlowKey, _ []xupfFlow) {
-		if len(keys) > 0 {
-			t.Errorf("%d void flows left after aging, want none", len(keys))
-		}
-	}); err != nil {
-		t.Fatal(err)
+	n := 0
+	if err := e.dp.scanFlows(func(*xupfFlowKey, *xupfFlow) { n++ }); err != nil || n > 0 {
+		t.Errorf("%d void flows left after aging (err %v), want none", n, err)
 	}
 	if st, err := e.dp.FlowCacheStats(); err != nil || st.Invalidated != 3 {
 		t.Errorf("flow cache stats %+v (err %v), want 3 invalidated", st, err)
@@ -560,9 +677,7 @@ func BenchmarkFlowTable(b *testing.B) {
 		keys[i] = k.raw()
 		vals[i] = xupfFlow{Ifindex: uint32(e.n3), Mtu: 1500, FirstSeen: now, LastSeen: now, Epoch: e.dp.flowEpoch()}
 	}
-	if _, err := e.dp.objs.XupfFlows.BatchUpdate(keys, vals, nil); err != nil {
-		b.Fatal(err)
-	}
+	e.putAll(b, keys, vals)
 	b.Run("recount", func(b *testing.B) { // at start; countFlows sets the base the stats count from
 		for b.Loop() {
 			if err := e.dp.countFlows(); err != nil {
@@ -636,11 +751,7 @@ func TestFlowCacheLearnAfterChange(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			for _, m := range []*ebpf.Map{e.dp.objs.XupfFlows, e.dp.objs.XupfFlowSeen} {
-				if err := clearMap(m); err != nil {
-					t.Fatal(err)
-				}
-			}
+			e.clearFlows(t)
 			if ret, _ := e.run(t, frame(macDN, macN6, 0, transitTCP(t, 0, 64, ack)), e.n6); ret != xdpPass {
 				t.Fatalf("first packet: %s, want XDP_PASS", verdictNames[ret])
 			}
@@ -799,9 +910,7 @@ func TestFlowCacheNATUDP(t *testing.T) {
 			name = "zero checksum"
 		}
 		t.Run(name, func(t *testing.T) {
-			if err := clearMap(e.dp.objs.XupfFlows); err != nil {
-				t.Fatal(err)
-			}
+			e.clearFlows(t)
 			gpdu := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natUDP(t, ue, dn, 64, zero)), nil)
 			before, _ := e.usage(sessPlain.ID)
 			e.natFirst(t, gpdu, natUDP(t, ue, dn, 64, zero), natUDP(t, nat, dn, 63, zero), 2)
@@ -836,7 +945,7 @@ func TestFlowCacheNATVoid(t *testing.T) {
 	left := func(t *testing.T, want int) {
 		t.Helper()
 		n := 0
-		if err := e.dp.scanFlows(func(keys []xupfFlowKey, _ []xupfFlow) { n += len(keys) }); err != nil || n != want {
+		if err := e.dp.scanFlows(func(*xupfFlowKey, *xupfFlow) { n++ }); err != nil || n != want {
 			t.Fatalf("%d entries in the table (err %v), want %d", n, err, want)
 		}
 	}
@@ -850,11 +959,7 @@ func TestFlowCacheNATVoid(t *testing.T) {
 			verdict: xdpPass, counters: map[string]uint64{"pass": 1, "flow_miss": 1, "flow_voided": 2}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			for _, m := range []*ebpf.Map{e.dp.objs.XupfFlows, e.dp.objs.XupfFlowSeen} {
-				if err := clearMap(m); err != nil {
-					t.Fatal(err)
-				}
-			}
+			e.clearFlows(t)
 			e.natFirst(t, gpdu, inner, out, 2)
 			e.dp.invalidate(voided{all: true})
 			if flows, err := e.dp.Flows(); err != nil || len(flows) != 0 {
@@ -1078,8 +1183,8 @@ func TestFlowCacheNATConnectionGone(t *testing.T) {
 	e := newNATEnv(t)
 	ue, dn, nat, _ := e.natTCPFlow(t)
 	uek := FlowKey{Src: ue.Addr(), Dst: dn.Addr(), SrcPort: ue.Port(), DstPort: dn.Port(), Proto: unix.IPPROTO_TCP}.raw()
-	if err := e.dp.objs.XupfFlows.Delete(uek); err != nil {
-		t.Fatal(err)
+	if !e.dp.flows.Delete(uek) {
+		t.Fatal("the UE's entry is not there to remove")
 	}
 	gone := map[nfwatch.Tuple]bool{
 		{Src: ue.Addr(), Dst: dn.Addr(), SrcPort: ue.Port(), DstPort: dn.Port(), Proto: unix.IPPROTO_TCP}:   true, // original
@@ -1201,9 +1306,9 @@ func (e *testEnv) stampReplies(t *testing.T, at uint64) {
 		if f.Key.Ifindex != e.n6 {
 			continue
 		}
-		var v xupfFlow
-		if err := e.dp.objs.XupfFlows.Lookup(f.Key.raw(), &v); err != nil {
-			t.Fatal(err)
+		v, ok := e.dp.flows.Lookup(f.Key.raw())
+		if !ok {
+			t.Fatalf("flow %+v listed but not found", f.Key)
 		}
 		v.LastSeen = at
 		if err := e.putRaw(f.Key.raw(), v); err != nil {
@@ -1331,9 +1436,7 @@ func BenchmarkFlowCacheNAT(b *testing.B) {
 				b.Fatalf("first packet: %s", verdictNames[ret])
 			}
 			e.learn(b, concat(ethBytes(macN6, macDN), natUDP(b, nat, dn, 63, false)), e.n3, e.n6)
-			var k xupfFlowKey
-			var v xupfFlow
-			for it := e.dp.objs.XupfFlows.Iterate(); it.Next(&k, &v); {
+			for k, v := range maps.Collect(e.dp.flows.All()) {
 				if k.Ifindex == uint32(e.n6) {
 					k.Ifindex = 1 // lo
 					if err := e.putRaw(k, v); err != nil {
@@ -1370,9 +1473,8 @@ func BenchmarkFlowCacheInvalidationDelay(b *testing.B) {
 		for j := range vals {
 			vals[j].Epoch = e.dp.flowEpoch()
 		}
-		if _, err := e.dp.objs.XupfFlows.BatchUpdate(keys, vals, nil); err != nil {
-			b.Fatal(err)
-		}
+		e.clearFlows(b)
+		e.putAll(b, keys, vals)
 		e.putFlow(b, 0, xupfFlow{Flags: uint8(xupfFlowFlagFLOW_F_TTL), FirstSeen: now, LastSeen: now})
 		if ret, _ := e.run(b, pkt, e.n6); ret != xdpRedirect {
 			b.Fatalf("before the change: %s, want XDP_REDIRECT", verdictNames[ret])

@@ -190,20 +190,12 @@ func (d *Datapath) removeConnections(gone map[nfwatch.Tuple]bool) (int, error) {
 	for t := range gone {
 		for _, in := range arrivals {
 			key := FlowKey{Src: t.Src, Dst: t.Dst, SrcPort: t.SrcPort, DstPort: t.DstPort, Proto: t.Proto, Ifindex: int(in)}.raw()
-			var v xupfFlow
-			err := d.objs.XupfFlows.Lookup(key, &v)
-			if errors.Is(err, ebpf.ErrKeyNotExist) {
+			v, ok := d.flows.Lookup(key)
+			if !ok {
 				continue
 			}
-			if err != nil {
-				return n, fmt.Errorf("remove the flows of connections gone: %w", err)
-			}
 			pair, paired := flowPair(key, &v)
-			m, err := d.removeFlowPair(key, pair, paired)
-			n += m
-			if err != nil {
-				return n, fmt.Errorf("remove the flows of connections gone: %w", err)
-			}
+			n += d.removeFlowPair(key, pair, paired)
 		}
 	}
 	return n, nil

@@ -15,27 +15,33 @@ import (
 // the BPF object.
 const keySeedPin = "xupf_key_seed"
 
-// keySeed returns the seed pinned under pinPath, first choosing and pinning a random one when
-// there is none.
+// keySeed returns the key tables' seed pinned under pinPath, first choosing and pinning a
+// random one when there is none.
 func keySeed(pinPath string) (keytable.Seed, error) {
-	var s keytable.Seed
+	return pinnedSeed(pinPath, keySeedPin, keytable.Seed.Valid, keytable.NewSeed)
+}
+
+// pinnedSeed returns the seed pinned under pinPath as name, first choosing one with fresh and
+// pinning it when there is none (or none valid).
+func pinnedSeed[S any](pinPath, name string, valid func(S) bool, fresh func() S) (S, error) {
+	var s S
 	m, err := ebpf.NewMapWithOptions(&ebpf.MapSpec{
-		Name: keySeedPin, Type: ebpf.Array, KeySize: 4, ValueSize: uint32(unsafe.Sizeof(s)),
+		Name: name, Type: ebpf.Array, KeySize: 4, ValueSize: uint32(unsafe.Sizeof(s)),
 		MaxEntries: 1, Pinning: ebpf.PinByName,
 	}, ebpf.MapOptions{PinPath: pinPath})
 	if err != nil {
-		return s, fmt.Errorf("open the key table seed (%s): %w", keySeedPin, err)
+		return s, fmt.Errorf("open the hash seed %s: %w", name, err)
 	}
 	defer m.Close()
 	if err := m.Lookup(uint32(0), &s); err != nil {
-		return s, fmt.Errorf("read the key table seed: %w", err)
+		return s, fmt.Errorf("read the hash seed %s: %w", name, err)
 	}
-	if s.Valid() {
+	if valid(s) {
 		return s, nil
 	}
-	s = keytable.NewSeed()
+	s = fresh()
 	if err := m.Put(uint32(0), s); err != nil {
-		return s, fmt.Errorf("write the key table seed: %w", err)
+		return s, fmt.Errorf("write the hash seed %s: %w", name, err)
 	}
 	return s, nil
 }

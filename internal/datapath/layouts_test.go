@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
 )
 
 // TestLayoutOfFields: the layout version changes when two fields of the same size swap (the
@@ -150,13 +151,21 @@ func TestLoadReplacesEarlierPins(t *testing.T) {
 // is replaced with an empty map of this build's layout instead of refusing the load: its
 // flows are learnt again.
 func TestLoadEmptiesChangedCache(t *testing.T) {
-	e := newTestEnv(t, 8)
-	opts := e.dp.opts
+	e := newFlowEnv(t, 8)
 	st := *btf.UnderlyingType(e.dp.spec.Maps[xupfMapXupfFlows].Value).(*btf.Struct)
 	st.Members = slices.Clone(st.Members)
 	st.Members[0].Name = "out_ifindex"
 	m, earlier, layouts := e.pinEarlier(t, xupfMapXupfFlows, &st)
-	if err := m.Put(make([]byte, earlier.KeySize), make([]byte, earlier.ValueSize)); err != nil {
+	e.loadOverCache(t, m, earlier, layouts, make([]byte, earlier.KeySize), make([]byte, earlier.ValueSize))
+}
+
+// loadOverCache puts k and v in m, the flow table an earlier build pinned (its spec earlier),
+// records its layout, and loads this build over it: the table must be replaced by an empty
+// one of this build's, its layout recorded. The environment takes the new datapath over.
+func (e *testEnv) loadOverCache(t *testing.T, m *ebpf.Map, earlier *ebpf.MapSpec, layouts *ebpf.Map, k, v any) {
+	t.Helper()
+	opts := e.dp.opts
+	if err := m.Put(k, v); err != nil {
 		t.Fatal(err)
 	}
 	if err := layouts.Put(layoutKey(xupfMapXupfFlows), layoutOf(earlier)); err != nil {
@@ -167,15 +176,41 @@ func TestLoadEmptiesChangedCache(t *testing.T) {
 	}
 	next := e.load(t, opts)
 	e.dp = next // the environment's cleanup now closes and unpins this one
-	var k, v []byte
-	if it := next.objs.XupfFlows.Iterate(); it.Next(&k, &v) {
-		t.Errorf("the replaced cache holds an entry: %x", k)
+	for k := range next.flows.All() {
+		t.Errorf("the replaced cache holds an entry: %+v", k)
 	}
 	var recorded mapLayout
 	if err := layouts.Lookup(layoutKey(xupfMapXupfFlows), &recorded); err != nil || recorded != layoutOf(next.spec.Maps[xupfMapXupfFlows]) {
 		t.Errorf("recorded layout version %x, %v; want this build's", recorded, err)
 	}
 	e.takeOver(t, next)
+}
+
+// TestLoadReplacesHashFlowTable: the flow table earlier builds pinned as a hash map (flow_key
+// to flow) is replaced at load with an empty table of this build's, an array of slots under
+// the same pin: the cache starts empty and learns its flows again, and no pin of the old map
+// is left behind.
+func TestLoadReplacesHashFlowTable(t *testing.T) {
+	e := newFlowEnv(t, 16)
+	slot := btf.UnderlyingType(e.dp.spec.Maps[xupfMapXupfFlows].Value).(*btf.Struct)
+	m, earlier, layouts := e.pinEarlierSpec(t, &ebpf.MapSpec{Name: xupfMapXupfFlows, Type: ebpf.Hash,
+		KeySize: uint32(unsafe.Sizeof(xupfFlowKey{})), ValueSize: uint32(unsafe.Sizeof(xupfFlow{})),
+		MaxEntries: 16, Key: slot.Members[0].Type, Value: slot.Members[2].Type})
+	e.loadOverCache(t, m, earlier, layouts, transitKey.raw(), xupfFlow{Mtu: 1500})
+	pinned, err := ebpf.LoadPinnedMap(filepath.Join(e.dp.opts.PinPath, xupfMapXupfFlows), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pinned.Close()
+	if pinned.Type() != ebpf.Array || pinned.Flags()&unix.BPF_F_MMAPABLE == 0 {
+		t.Errorf("pinned %s after the load: %v, flags %#x; want this build's mmapable array",
+			xupfMapXupfFlows, pinned.Type(), pinned.Flags())
+	}
+	left, err := filepath.Glob(filepath.Join(e.dp.opts.PinPath, "*"+xupfMapXupfFlows+"*"))
+	if err != nil || len(left) != 1 {
+		t.Errorf("pins of the flow table: %v (err %v), want %s alone", left, err, xupfMapXupfFlows)
+	}
+	e.handOverAndLearn(t, "flow_learned")
 }
 
 // TestLoadMigratesGrownPerCPUValue: a per-CPU map whose value this build grew at its end (as

@@ -234,6 +234,11 @@ type xupfFlowKey struct {
 	Ifindex uint32
 }
 
+type xupfFlowSeed struct {
+	_ structs.HostLayout
+	H [6]uint64
+}
+
 type xupfFlowSeen struct {
 	_       structs.HostLayout
 	Ifindex uint32
@@ -241,6 +246,13 @@ type xupfFlowSeen struct {
 	Tos     uint8
 	Ttl     uint8
 	Gen     uint32
+}
+
+type xupfFlowSlot struct {
+	_     structs.HostLayout
+	Key   xupfFlowKey
+	State uint32
+	Flow  xupfFlow
 }
 
 type xupfFlowVlanAction uint32
@@ -628,10 +640,13 @@ const (
 	xupfVarCfgClsFields        = "cfg_cls_fields"
 	xupfVarCfgClsWords         = "cfg_cls_words"
 	xupfVarCfgDlKeyBits        = "cfg_dl_key_bits"
+	xupfVarCfgFlowBits         = "cfg_flow_bits"
+	xupfVarCfgFlowSeed         = "cfg_flow_seed"
 	xupfVarCfgFlowcache        = "cfg_flowcache"
 	xupfVarCfgGtpuAddrs        = "cfg_gtpu_addrs"
 	xupfVarCfgGtpuNaddrs       = "cfg_gtpu_naddrs"
 	xupfVarCfgKeySeed          = "cfg_key_seed"
+	xupfVarCfgMaxFlows         = "cfg_max_flows"
 	xupfVarCfgMeterAlgo        = "cfg_meter_algo"
 	xupfVarCfgN3Ifindex        = "cfg_n3_ifindex"
 	xupfVarCfgN3Nports         = "cfg_n3_nports"
@@ -773,10 +788,13 @@ type xupfVariableSpecs struct {
 	CfgClsFields        *ebpf.VariableSpec `ebpf:"cfg_cls_fields"`
 	CfgClsWords         *ebpf.VariableSpec `ebpf:"cfg_cls_words"`
 	CfgDlKeyBits        *ebpf.VariableSpec `ebpf:"cfg_dl_key_bits"`
+	CfgFlowBits         *ebpf.VariableSpec `ebpf:"cfg_flow_bits"`
+	CfgFlowSeed         *ebpf.VariableSpec `ebpf:"cfg_flow_seed"`
 	CfgFlowcache        *ebpf.VariableSpec `ebpf:"cfg_flowcache"`
 	CfgGtpuAddrs        *ebpf.VariableSpec `ebpf:"cfg_gtpu_addrs"`
 	CfgGtpuNaddrs       *ebpf.VariableSpec `ebpf:"cfg_gtpu_naddrs"`
 	CfgKeySeed          *ebpf.VariableSpec `ebpf:"cfg_key_seed"`
+	CfgMaxFlows         *ebpf.VariableSpec `ebpf:"cfg_max_flows"`
 	CfgMeterAlgo        *ebpf.VariableSpec `ebpf:"cfg_meter_algo"`
 	CfgN3Ifindex        *ebpf.VariableSpec `ebpf:"cfg_n3_ifindex"`
 	CfgN3Nports         *ebpf.VariableSpec `ebpf:"cfg_n3_nports"`
@@ -933,10 +951,13 @@ type xupfVariables struct {
 	CfgClsFields        *ebpf.Variable `ebpf:"cfg_cls_fields"`
 	CfgClsWords         *ebpf.Variable `ebpf:"cfg_cls_words"`
 	CfgDlKeyBits        *ebpf.Variable `ebpf:"cfg_dl_key_bits"`
+	CfgFlowBits         *ebpf.Variable `ebpf:"cfg_flow_bits"`
+	CfgFlowSeed         *ebpf.Variable `ebpf:"cfg_flow_seed"`
 	CfgFlowcache        *ebpf.Variable `ebpf:"cfg_flowcache"`
 	CfgGtpuAddrs        *ebpf.Variable `ebpf:"cfg_gtpu_addrs"`
 	CfgGtpuNaddrs       *ebpf.Variable `ebpf:"cfg_gtpu_naddrs"`
 	CfgKeySeed          *ebpf.Variable `ebpf:"cfg_key_seed"`
+	CfgMaxFlows         *ebpf.Variable `ebpf:"cfg_max_flows"`
 	CfgMeterAlgo        *ebpf.Variable `ebpf:"cfg_meter_algo"`
 	CfgN3Ifindex        *ebpf.Variable `ebpf:"cfg_n3_ifindex"`
 	CfgN3Nports         *ebpf.Variable `ebpf:"cfg_n3_nports"`

@@ -109,32 +109,40 @@ func Bits(flows int) (uint, error) {
 	return b, nil
 }
 
-// Slots is the number of slots of a table of 1<<bits buckets: the array's max_entries.
+// Slots is the number of slots of a table of 1<<bits buckets.
 func Slots(bits uint) int { return BucketSlots << bits }
+
+// Elements is the array's max_entries for a table of 1<<bits buckets: its slots, then one
+// element whose first eight bytes count the entries (live or being written), so that the
+// table holds max flows at most, as a hash map of max entries did; being in the same array,
+// the count is replaced with the table and kept with it.
+func Elements(bits uint) int { return Slots(bits) + 1 }
 
 // The errors of Insert.
 var (
-	ErrFull  = errors.New("flow table: both buckets of the flow are full")
+	ErrFull  = errors.New("flow table full")
 	ErrExist = errors.New("flow table: the flow is there already")
 )
 
-// Table is the flow table over mem, the array's memory: slot i at mem[i*SlotSize:]. K and V
-// are the key's and value's types, of KeySize and ValueSize bytes. Any number of writers and
-// readers may use it at once, here and in the datapath.
+// Table is the flow table over mem, the array's memory: slot i at mem[i*SlotSize:], then the
+// count (Elements). K and V are the key's and value's types, of KeySize and ValueSize bytes.
+// Any number of writers and readers may use it at once, here and in the datapath.
 type Table[K comparable, V any] struct {
-	mem  []byte
-	bits uint
-	seed Seed
+	mem   []byte
+	count *uint64 // entries live or being written
+	max   uint64  // entries the count allows
+	bits  uint
+	seed  Seed
 }
 
-// New returns the table of 1<<bits buckets in mem with seed.
-func New[K comparable, V any](mem []byte, bits uint, seed Seed) (*Table[K, V], error) {
+// New returns the table of 1<<bits buckets in mem with seed, holding maxEntries at most.
+func New[K comparable, V any](mem []byte, bits uint, seed Seed, maxEntries int) (*Table[K, V], error) {
 	if err := checkTypes[K, V](); err != nil {
 		return nil, err
 	}
-	if bits == 0 || bits > maxBits || len(mem) < Slots(bits)*SlotSize {
+	if bits == 0 || bits > maxBits || len(mem) < Elements(bits)*SlotSize {
 		return nil, fmt.Errorf("flow table of 2^%d buckets needs %d bytes, got %d", bits,
-			uint64(Slots(bits))*SlotSize, len(mem))
+			uint64(Elements(bits))*SlotSize, len(mem))
 	}
 	if uintptr(unsafe.Pointer(unsafe.SliceData(mem)))%8 != 0 {
 		return nil, errors.New("flow table memory is not 8-byte aligned")
@@ -142,7 +150,8 @@ func New[K comparable, V any](mem []byte, bits uint, seed Seed) (*Table[K, V], e
 	if !seed.Valid() {
 		return nil, errors.New("flow table seed is zero")
 	}
-	return &Table[K, V]{mem: mem[:Slots(bits)*SlotSize], bits: bits, seed: seed}, nil
+	return &Table[K, V]{mem: mem[:Slots(bits)*SlotSize], bits: bits, seed: seed, max: uint64(max(maxEntries, 0)),
+		count: (*uint64)(unsafe.Pointer(&mem[Slots(bits)*SlotSize]))}, nil
 }
 
 func checkTypes[K comparable, V any]() error {
@@ -222,13 +231,33 @@ func (t *Table[K, V]) Lookup(k K) (V, bool) {
 // Delete removes k's entry, reporting whether this call removed it.
 func (t *Table[K, V]) Delete(k K) bool {
 	i, _, s := t.find(k)
-	return i >= 0 && atomic.CompareAndSwapUint32(t.state(i), s, s&^stateMask|stateFree)
+	if i < 0 || !atomic.CompareAndSwapUint32(t.state(i), s, s&^stateMask|stateFree) {
+		return false
+	}
+	t.release()
+	return true
 }
 
+// reserve counts an entry about to be added, unless the table holds max already.
+func (t *Table[K, V]) reserve() bool {
+	if atomic.AddUint64(t.count, 1) > t.max {
+		t.release()
+		return false
+	}
+	return true
+}
+
+// release counts an entry gone (or one reserved and not added).
+func (t *Table[K, V]) release() { atomic.AddUint64(t.count, ^uint64(0)) }
+
 // Insert adds k with v: in a free slot of k's first bucket while that holds fewer than spillAt
-// entries, else of the emptier of its two buckets. It returns ErrFull when that bucket has no
-// free slot, ErrExist when k is there (or being added by another writer at the same time).
+// entries, else of the emptier of its two buckets. It returns ErrFull when the table holds its
+// max entries or that bucket has no free slot, ErrExist when k is there (or being added by
+// another writer at the same time).
 func (t *Table[K, V]) Insert(k K, v V) error {
+	if !t.reserve() {
+		return fmt.Errorf("%w (%d entries)", ErrFull, t.max)
+	}
 	b1, b2 := t.Buckets(k)
 	n1, n2 := t.used(b1), t.used(b2)
 	b := b1
@@ -248,11 +277,15 @@ func (t *Table[K, V]) Insert(k K, v V) error {
 		// sees the other's.
 		atomic.StoreUint32(t.state(i), live)
 		if t.elsewhere(k, i, b1, b2) {
-			atomic.CompareAndSwapUint32(t.state(i), live, live&^stateMask|stateFree)
+			// Unless a remover freed it first, and counted it gone.
+			if atomic.CompareAndSwapUint32(t.state(i), live, live&^stateMask|stateFree) {
+				t.release()
+			}
 			return ErrExist
 		}
 		return nil
 	}
+	t.release()
 	return fmt.Errorf("%w (bucket %d)", ErrFull, b)
 }
 
@@ -316,15 +349,15 @@ func (t *Table[K, V]) Range(from, to int) iter.Seq2[K, V] {
 // All yields every live entry.
 func (t *Table[K, V]) All() iter.Seq2[K, V] { return t.Range(0, t.Slots()) }
 
-// Entries yields the live entries of the table in mem without its seed, for reading a pinned
-// table: a reader that does not look keys up needs none.
+// Entries yields the live entries of the table in mem (its slots and the count) without its
+// seed, for reading a pinned table: a reader that does not look keys up needs none.
 func Entries[K comparable, V any](mem []byte) (iter.Seq2[K, V], error) {
 	if err := checkTypes[K, V](); err != nil {
 		return nil, err
 	}
-	if len(mem)%SlotSize != 0 {
+	if len(mem)%SlotSize != 0 || len(mem) < SlotSize {
 		return nil, fmt.Errorf("flow table memory of %d bytes is not whole %d-byte slots", len(mem), SlotSize)
 	}
-	t := &Table[K, V]{mem: mem}
+	t := &Table[K, V]{mem: mem[:len(mem)-SlotSize]}
 	return t.All(), nil
 }

@@ -19,7 +19,7 @@ func valueOf(k key) value { return value{A: uint64(k.W[0]), B: uint64(k.W[2])<<3
 
 func newTable(t testing.TB, bits uint) *Table[key, value] {
 	t.Helper()
-	tb, err := New[key, value](make([]byte, Slots(bits)*SlotSize), bits, NewSeed())
+	tb, err := New[key, value](make([]byte, Elements(bits)*SlotSize), bits, NewSeed(), Slots(bits))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,16 +45,16 @@ func TestBits(t *testing.T) {
 }
 
 func TestNewRefuses(t *testing.T) {
-	if _, err := New[key, value](make([]byte, SlotSize*8), 1, NewSeed()); err == nil {
-		t.Error("New took 8 slots for 2 buckets")
+	if _, err := New[key, value](make([]byte, SlotSize*16), 1, NewSeed(), 1); err == nil {
+		t.Error("New took 16 slots for 2 buckets and the count")
 	}
-	if _, err := New[key, value](make([]byte, SlotSize*16), 1, Seed{}); err == nil {
+	if _, err := New[key, value](make([]byte, SlotSize*17), 1, Seed{}, 1); err == nil {
 		t.Error("New took the zero seed")
 	}
-	if _, err := New[[16]byte, value](make([]byte, SlotSize*16), 1, NewSeed()); err == nil {
+	if _, err := New[[16]byte, value](make([]byte, SlotSize*17), 1, NewSeed(), 1); err == nil {
 		t.Error("New took a 16-byte key")
 	}
-	if _, err := New[key, [72]byte](make([]byte, SlotSize*16), 1, NewSeed()); err == nil {
+	if _, err := New[key, [72]byte](make([]byte, SlotSize*17), 1, NewSeed(), 1); err == nil {
 		t.Error("New took a value without 8-byte alignment")
 	}
 }
@@ -96,7 +96,7 @@ func TestInsertLookupDelete(t *testing.T) {
 	if _, ok := tb.Lookup(key{}); ok {
 		t.Error("the zero key found in free slots")
 	}
-	entries, err := Entries[key, value](tb.mem)
+	entries, err := Entries[key, value](tb.mem[:Elements(4)*SlotSize])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +150,32 @@ func TestFull(t *testing.T) {
 	}
 }
 
+// TestLimit: the table holds its max entries, whatever room its buckets have, and takes one
+// more once one goes.
+func TestLimit(t *testing.T) {
+	tb, err := New[key, value](make([]byte, Elements(4)*SlotSize), 4, NewSeed(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint32(1); i <= 3; i++ {
+		if err := tb.Insert(kw(i), valueOf(kw(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tb.Insert(kw(4), valueOf(kw(4))); !errors.Is(err, ErrFull) {
+		t.Fatalf("a fourth entry in a table of 3: %v, want ErrFull", err)
+	}
+	if !tb.Delete(kw(2)) {
+		t.Fatal("Delete(2) removed nothing")
+	}
+	if err := tb.Insert(kw(4), valueOf(kw(4))); err != nil {
+		t.Errorf("Insert after a delete: %v", err)
+	}
+	if n := atomic.LoadUint64(tb.count); n != 3 {
+		t.Errorf("count %d, want 3", n)
+	}
+}
+
 // TestPlacement: a key goes to its first bucket until that holds spillAt entries, then to the
 // emptier of its two.
 func TestPlacement(t *testing.T) {
@@ -176,9 +202,9 @@ func TestSeed(t *testing.T) {
 	if a == b || !a.Valid() || !b.Valid() {
 		t.Fatalf("seeds %+v and %+v", a, b)
 	}
-	mem := make([]byte, Slots(10)*SlotSize)
-	ta, _ := New[key, value](mem, 10, a)
-	tb, _ := New[key, value](mem, 10, b)
+	mem := make([]byte, Elements(10)*SlotSize)
+	ta, _ := New[key, value](mem, 10, a, 1)
+	tb, _ := New[key, value](mem, 10, b, 1)
 	// The flows an attacker who knew seed a would send to fill one bucket.
 	aimed := keysIn(ta, 100, func(b1, b2 uint32) bool { return b1 == 77 })
 	buckets := map[uint32]int{}
@@ -279,5 +305,8 @@ func TestConcurrent(t *testing.T) {
 		if seen[k] > 1 {
 			t.Errorf("key %v live twice at the end", k)
 		}
+	}
+	if n := atomic.LoadUint64(tb.count); n != uint64(len(seen)) {
+		t.Errorf("count %d at the end, %d entries live", n, len(seen))
 	}
 }

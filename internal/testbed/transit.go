@@ -11,6 +11,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/xupf/xupf/internal/flowtable"
 )
 
 // Transit traffic crosses the box between the gnb and dn hosts as plain IP, no GTP-U: what
@@ -102,38 +104,54 @@ type CachedFlow struct {
 	Packets  uint64 // forwarded, the learnt one included
 }
 
-// Offsets in the pinned xupf_flows (bpf/lib/flowcache.h struct flow_key and struct flow).
-const (
-	flowKeySize, flowValueSize = 20, 72
-	flowPacketsOffset          = 40
-)
+// cachedKey and cachedValue are the pinned xupf_flows' struct flow_key and struct flow
+// (bpf/lib/flowtable.h), as far as the tests read them.
+type cachedKey struct {
+	Saddr, Daddr [4]byte
+	Sport, Dport [2]byte // big-endian
+	Proto, _     uint8
+	VLAN         uint16
+	Ifindex      uint32
+}
 
-// CachedFlows reads the flow cache the daemon pinned in t.BPFFS.
+type cachedValue struct {
+	_       [5]uint64 // the action
+	Packets uint64
+	_       [3]uint64 // bytes, first and last seen
+}
+
+// CachedFlows reads the flow cache the daemon pinned in t.BPFFS, through a read-only mapping
+// of its table.
 func (t *Topology) CachedFlows() ([]CachedFlow, error) {
-	m, err := ebpf.LoadPinnedMap(filepath.Join(t.BPFFS, "xupf_flows"), &ebpf.LoadPinOptions{ReadOnly: true})
+	// Opened for writing although only read: the kernel maps a BPF array only shared, which
+	// a read-only file cannot be.
+	m, err := ebpf.LoadPinnedMap(filepath.Join(t.BPFFS, "xupf_flows"), nil)
 	if err != nil {
 		return nil, fmt.Errorf("testbed: open the flow cache: %w", err)
 	}
 	defer m.Close()
-	if m.KeySize() != flowKeySize || m.ValueSize() != flowValueSize {
-		return nil, fmt.Errorf("testbed: xupf_flows has %d-byte keys and %d-byte values, want %d and %d",
-			m.KeySize(), m.ValueSize(), flowKeySize, flowValueSize)
+	if m.ValueSize() != flowtable.SlotSize {
+		return nil, fmt.Errorf("testbed: xupf_flows has %d-byte values, want %d-byte slots", m.ValueSize(), flowtable.SlotSize)
+	}
+	mem, err := unix.Mmap(m.FD(), 0, int(m.MaxEntries())*flowtable.SlotSize, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("testbed: map the flow cache: %w", err)
+	}
+	defer unix.Munmap(mem)
+	entries, err := flowtable.Entries[cachedKey, cachedValue](mem)
+	if err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
 	}
 	var out []CachedFlow
-	k, v := make([]byte, flowKeySize), make([]byte, flowValueSize)
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		port := func(b []byte) uint16 { return binary.BigEndian.Uint16(b) }
+	port := func(b [2]byte) uint16 { return binary.BigEndian.Uint16(b[:]) }
+	for k, v := range entries {
 		out = append(out, CachedFlow{
-			Src:     netip.AddrPortFrom(netip.AddrFrom4([4]byte(k[0:4])), port(k[8:10])),
-			Dst:     netip.AddrPortFrom(netip.AddrFrom4([4]byte(k[4:8])), port(k[10:12])),
-			Proto:   k[12],
-			VLAN:    binary.NativeEndian.Uint16(k[14:16]),
-			Packets: binary.NativeEndian.Uint64(v[flowPacketsOffset:]),
+			Src:     netip.AddrPortFrom(netip.AddrFrom4(k.Saddr), port(k.Sport)),
+			Dst:     netip.AddrPortFrom(netip.AddrFrom4(k.Daddr), port(k.Dport)),
+			Proto:   k.Proto,
+			VLAN:    k.VLAN,
+			Packets: v.Packets,
 		})
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("testbed: read the flow cache: %w", err)
 	}
 	return out, nil
 }
