@@ -21,8 +21,9 @@
  * half written, nor one removed and claimed again meanwhile. The loads are ordered as written
  * (x86-64 does not reorder loads with loads; barrier() keeps the compiler from doing so).
  * Removal is a compare-and-swap from live to free: of two removers of an entry, one only
- * succeeds and counts it. A writer that finds its key in another slot once its own is live
- * frees its own again, so a key is live in one slot at most.
+ * succeeds and counts it. A writer that, its slot still being written, finds its key in
+ * another slot live or being written frees its own without publishing it, so a key is live in
+ * one slot at most at every moment, and a removal by key never misses it.
  *
  * The statistics are updated in place by every CPU forwarding the flow (atomic adds, and
  * last_seen a plain store): a reader whose slot is removed and claimed again between its
@@ -307,7 +308,7 @@ static __always_inline int flow_elsewhere(const struct flow_key *key, __u32 own,
  * may yield, and the flow's next packet learns it). */
 static __always_inline long flow_table_insert(const struct flow_key *key, const struct flow *f)
 {
-	__u32 b1, b2, n1, n2, b, i, idx, st, claim, live;
+	__u32 b1, b2, n1, n2, b, i, idx, st, claim;
 	struct flow_slot *s;
 	__u64 *n = flow_entries();
 
@@ -336,15 +337,20 @@ static __always_inline long flow_table_insert(const struct flow_key *key, const 
 			continue;  /* another writer took it first */
 		__builtin_memcpy(&s->key, key, sizeof(*key));
 		__builtin_memcpy(&s->flow, f, sizeof(*f));
-		live = claim - FLOW_SLOT_WRITING + FLOW_SLOT_LIVE;
-		/* Published with a locked instruction, a full barrier: flow_elsewhere reads the
-		 * other slots only once the key is visible to the other writers, so of two learners
-		 * of one key at least one sees the other's. */
-		__sync_val_compare_and_swap(&s->state, claim, live);
+		/* A locked add of nothing, a full barrier: flow_elsewhere reads the other slots
+		 * only once the key is visible to the other writers, so of two learners of one key
+		 * at least one sees the other's. The check comes before the slot is live, so that
+		 * a duplicate is never live, not even briefly: a remover by key (a FIN, the daemon
+		 * on a conntrack death) would take it and miss the other. */
+		__sync_fetch_and_add(&s->state, 0);
+		/* Only its claimer moves a slot being written: plain stores publish or free it
+		 * (x86-64 keeps stores in order, after the key and flow's). */
 		if (flow_elsewhere(key, idx, b1, b2)) {
-			flow_free(s, live);  /* and releases its count */
+			*(volatile __u32 *)&s->state = claim - FLOW_SLOT_WRITING + FLOW_SLOT_FREE;
+			flow_release(n);
 			return -FLOW_EEXIST;
 		}
+		*(volatile __u32 *)&s->state = claim - FLOW_SLOT_WRITING + FLOW_SLOT_LIVE;
 		return 0;
 	}
 	flow_release(n);

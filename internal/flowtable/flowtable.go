@@ -16,9 +16,10 @@
 // a reader reads the state, the key and value, and the state again, and uses the copy only
 // when the state has not moved (a seqlock): it never uses a slot half written, nor one freed
 // and claimed again while it read. Removal is a compare-and-swap from live to free, so of two
-// removers of one entry one only succeeds and counts it. A writer that finds its key in
-// another slot after publishing its own (two learners of one flow, or the flow already there)
-// frees its own again: a key is live in one slot at most.
+// removers of one entry one only succeeds and counts it. A writer that, its slot still being
+// written, finds its key in another slot live or being written (two learners of one flow, or
+// the flow already there) frees its own again without ever publishing it: a key is live in
+// one slot at most, at every moment, so a removal by key never misses it.
 //
 // This package knows nothing of BPF: the datapath hands it the mapped memory.
 package flowtable
@@ -269,20 +270,21 @@ func (t *Table[K, V]) Insert(k K, v V) error {
 		if s&stateMask != stateFree || !atomic.CompareAndSwapUint32(t.state(i), s, s+incarnation+stateWriting) {
 			continue
 		}
+		claim := s + incarnation + stateWriting
 		copyWords(unsafe.Pointer(t.key(i)), unsafe.Pointer(&k), KeySize)
 		copyWords(unsafe.Pointer(t.value(i)), unsafe.Pointer(&v), ValueSize)
-		live := s + incarnation + stateLive
-		// A sequentially consistent store: what follows reads the other slots only after
-		// the key is visible to other writers, so of two writers of one key at least one
-		// sees the other's.
-		atomic.StoreUint32(t.state(i), live)
+		// A full barrier (a locked add of nothing): the other slots are read only once the
+		// key is visible to other writers, so of two writers of one key at least one sees
+		// the other's. The check comes before the slot is live, so that a duplicate is
+		// never live, not even briefly: a remover by key would take it and miss the other.
+		atomic.AddUint32(t.state(i), 0)
 		if t.elsewhere(k, i, b1, b2) {
-			// Unless a remover freed it first, and counted it gone.
-			if atomic.CompareAndSwapUint32(t.state(i), live, live&^stateMask|stateFree) {
-				t.release()
-			}
+			// Only its claimer moves a slot being written: no remover took it meanwhile.
+			atomic.StoreUint32(t.state(i), claim&^stateMask|stateFree)
+			t.release()
 			return ErrExist
 		}
+		atomic.StoreUint32(t.state(i), claim&^stateMask|stateLive)
 		return nil
 	}
 	t.release()

@@ -251,6 +251,43 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// TestDuplicateNeverLive: a writer adding a key that is there already never has it live in
+// a second slot, not even for a moment: a removal by key meanwhile would free the copy and
+// leave the entry. An observer scans the key's buckets while the writer keeps trying.
+func TestDuplicateNeverLive(t *testing.T) {
+	tb := newTable(t, 1)
+	k := kw(1)
+	if err := tb.Insert(k, valueOf(k)); err != nil {
+		t.Fatal(err)
+	}
+	var done, dup atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer done.Store(true)
+		for r := 0; r < 200000 && !dup.Load(); r++ {
+			if err := tb.Insert(k, valueOf(k)); !errors.Is(err, ErrExist) {
+				t.Errorf("Insert of a key there: %v, want ErrExist", err)
+				return
+			}
+		}
+	}()
+	for !done.Load() && !dup.Load() {
+		live := 0
+		for i := range tb.Slots() {
+			if sk, _, _, ok := tb.read(i); ok && sk == k {
+				live++
+			}
+		}
+		dup.Store(live > 1)
+	}
+	wg.Wait()
+	if dup.Load() {
+		t.Error("a key there already was live in two slots while added again")
+	}
+}
+
 // TestConcurrent: writers adding and removing the same keys at once never leave a key live
 // in two slots (two writers never take one slot, nor one key twice), and a reader never gets a value that is not its key's (half written, or the
 // next incarnation's).
