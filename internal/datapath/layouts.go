@@ -320,10 +320,13 @@ func migrateMap(pinPath, name string, spec *ebpf.CollectionSpec, layouts *ebpf.M
 		if err := copyGrown(old, m, ms); err != nil {
 			return fmt.Errorf("migrate %s: %w", name, err)
 		}
-	} else if old.Type() == ebpf.Array {
-		// The earlier program reads the old array until Attach, and its values may name slots
-		// of maps carried over (xupf_nh_pins names xupf_nexthops slots this run's router
-		// releases and reuses): zeroed, they name nothing, as SetPins clears the new one.
+	} else if name == xupfMapXupfNhPins {
+		// The earlier program reads the old pins until Attach, and their values name
+		// xupf_nexthops slots (carried over) that this run's router releases and reuses:
+		// zeroed, they name nothing, as SetPins clears the new map. The other cache maps'
+		// values name nothing and are left to the earlier program: zeroing the flow table a
+		// slot at a time (a system call each, seconds for a million slots) would clear
+		// slots under its learner and show its readers an action half zeroed.
 		if err := zeroArray(old); err != nil {
 			return fmt.Errorf("migrate %s: clear the old map: %w", name, err)
 		}

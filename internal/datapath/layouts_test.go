@@ -186,6 +186,41 @@ func (e *testEnv) loadOverCache(t *testing.T, m *ebpf.Map, earlier *ebpf.MapSpec
 	e.takeOver(t, next)
 }
 
+// TestLoadResizeLeavesOldFlowTable: a max_flows change replaces the flow table with an empty
+// one of the new size and leaves the old one as it is: the earlier program reads and learns
+// in it until Attach, and zeroing it a slot at a time would take a system call per slot and
+// clear slots under its writers and readers.
+func TestLoadResizeLeavesOldFlowTable(t *testing.T) {
+	e := newFlowEnv(t, 8)
+	e.putFlow(t, 0, xupfFlow{})
+	old, err := e.dp.objs.XupfFlows.Clone()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	before := slices.Clone(e.dp.flowMem.mem)
+	opts := e.dp.opts
+	opts.FlowCache.MaxFlows = 64
+	if err := e.dp.Close(false); err != nil {
+		t.Fatal(err)
+	}
+	next := e.load(t, opts)
+	e.dp = next // the environment's cleanup now closes and unpins this one
+	if next.objs.XupfFlows.MaxEntries() == old.MaxEntries() {
+		t.Fatalf("%s kept %d elements for max_flows %d", xupfMapXupfFlows, old.MaxEntries(), opts.FlowCache.MaxFlows)
+	}
+	slot := make([]byte, old.ValueSize())
+	for i := range old.MaxEntries() {
+		if err := old.Lookup(i, slot); err != nil {
+			t.Fatal(err)
+		}
+		if want := before[int(i)*len(slot):][:len(slot)]; !slices.Equal(slot, want) {
+			t.Errorf("the old table's element %d changed in the load: %x, was %x", i, slot, want)
+		}
+	}
+	e.takeOver(t, next)
+}
+
 // TestLoadReplacesHashFlowTable: the flow table earlier builds pinned as a hash map (flow_key
 // to flow) is replaced at load with an empty table of this build's, an array of slots under
 // the same pin: the cache starts empty and learns its flows again, and no pin of the old map
