@@ -153,12 +153,17 @@ type Datapath struct {
 	router                     *router.Router
 	stopRouter                 func() // stops following netlink for the router
 	ager                       flowAger
-	flows                      *flowTable   // xupf_flows, with the flow cache on
-	flowMem                    mappedArray  // its mapping
-	flowGen                    mappedArray  // xupf_flow_gen, with the flow cache on
-	flowClock                  mappedArray  // xupf_flow_clock, with the flow cache on
-	stopFlows                  func()       // stops aging the flow cache and following netfilter for it
-	invalidator                *invalidator // removes the flows route and netfilter events void
+	flows                      *flowTable  // xupf_flows, with the flow cache on
+	flowMem                    mappedArray // its mapping
+	flowGen                    mappedArray // xupf_flow_gen, with the flow cache on
+	flowClock                  mappedArray // xupf_flow_clock, with the flow cache on
+	// flowUse keeps the flow mappings from being unmapped under the listings and flushes of
+	// the API, which run without mu (a flush of millions of flows takes seconds): they hold
+	// it for reading, Close for writing while it marks them gone (flowsGone).
+	flowUse     sync.RWMutex
+	flowsGone   bool
+	stopFlows   func()       // stops aging the flow cache and following netfilter for it
+	invalidator *invalidator // removes the flows route and netfilter events void
 	flowCounters
 	drainState
 	stopDrains func() // stops finishDrains
@@ -517,6 +522,9 @@ func (d *Datapath) Close(unpin bool) error {
 	if d.cpuProg != nil {
 		errs = append(errs, d.spreadDrops.Close(), d.cpuProg.Close())
 	}
+	d.flowUse.Lock()
+	d.flowsGone = true
+	d.flowUse.Unlock()
 	errs = append(errs, d.closeObjs())
 	if unpin {
 		// Every pin (maps by name, links) lives in this directory, which is ours alone:

@@ -210,6 +210,21 @@ func flowOf(k xupfFlowKey, v xupfFlow, mono uint64, wall time.Time) Flow {
 // ErrFlowCacheOff is returned by the flow operations when the flow cache is off.
 var ErrFlowCacheOff = errors.New("the flow cache is off (flow_cache.max_flows is 0)")
 
+// errFlowsGone is returned by the flow operations once Close released the flow table.
+var errFlowsGone = errors.New("the flow cache is closed (the datapath is shutting down)")
+
+// usingFlows runs fn with the flow table's mappings kept mapped, or returns errFlowsGone once
+// Close unmapped them: a listing still running when the daemon closes the datapath would
+// otherwise read unmapped memory and crash it.
+func (d *Datapath) usingFlows(fn func() error) error {
+	d.flowUse.RLock()
+	defer d.flowUse.RUnlock()
+	if d.flowsGone {
+		return errFlowsGone
+	}
+	return fn()
+}
+
 // flowTable is the flow table (bpf/lib/flowtable.h) as the daemon sees it, through a mapping
 // of xupf_flows: the per-slot compare-and-swaps its writers share with the datapath's cannot
 // be done through map system calls, which copy values with memcpy, and a scan of the mapping
@@ -254,13 +269,15 @@ func (d *Datapath) Flows() ([]Flow, error) {
 	if !d.opts.FlowCache.on() {
 		return nil, ErrFlowCacheOff
 	}
-	epoch := d.flowEpoch()
-	err := d.scanFlows(func(k *xupfFlowKey, v *xupfFlow) {
-		// A void entry (an earlier epoch) is no longer a cached flow: its next packet or
-		// aging removes it.
-		if !flowVoid(v.Epoch, epoch) {
-			out = append(out, flowOf(*k, *v, mono, wall))
-		}
+	err := d.usingFlows(func() error {
+		epoch := d.flowEpoch()
+		return d.scanFlows(func(k *xupfFlowKey, v *xupfFlow) {
+			// A void entry (an earlier epoch) is no longer a cached flow: its next packet
+			// or aging removes it.
+			if !flowVoid(v.Epoch, epoch) {
+				out = append(out, flowOf(*k, *v, mono, wall))
+			}
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -276,7 +293,11 @@ func (d *Datapath) FlushFlows(match func(Flow) bool) (int, error) {
 		mono, wall := monoNow(), time.Now()
 		raw = func(k *xupfFlowKey, v *xupfFlow) bool { return match(flowOf(*k, *v, mono, wall)) }
 	}
-	n, err := d.removeFlows(raw)
+	var n int
+	err := d.usingFlows(func() (err error) {
+		n, err = d.removeFlows(raw)
+		return err
+	})
 	d.flowsFlushed.Add(uint64(n))
 	return n, err
 }

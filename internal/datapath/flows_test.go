@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -1091,6 +1092,50 @@ func TestFlowCacheCountAfterTakeOver(t *testing.T) {
 	if st, err := next.FlowCacheStats(); err != nil || st.Entries != 1 {
 		t.Errorf("after the take-over: stats %+v (err %v), want 1 entry", st, err)
 	}
+}
+
+// TestFlowsAfterClose: the API's listing and flush run without the datapath's lock (a flush
+// of millions of flows takes seconds): one that comes, or goes on, after Close released the
+// flow table's mapping returns an error instead of reading unmapped memory, which crashed the
+// daemon when a listing outlived the API server's shutdown.
+func TestFlowsAfterClose(t *testing.T) {
+	e := newFlowEnv(t, 4)
+	opts := e.dp.opts
+	closed := e.dp
+	e.putFlow(t, 0, xupfFlow{})
+	var listers sync.WaitGroup
+	stop := make(chan struct{})
+	for range 2 {
+		listers.Add(1)
+		go func() {
+			defer listers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := closed.Flows(); err != nil && !errors.Is(err, errFlowsGone) {
+					t.Errorf("Flows while the datapath closes: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(10 * time.Millisecond)
+	if err := closed.Close(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := closed.Flows(); !errors.Is(err, errFlowsGone) {
+		t.Errorf("Flows after Close: %v, want %v", err, errFlowsGone)
+	}
+	if _, err := closed.FlushFlows(nil); !errors.Is(err, errFlowsGone) {
+		t.Errorf("FlushFlows after Close: %v, want %v", err, errFlowsGone)
+	}
+	close(stop)
+	listers.Wait()
+	e.dp = e.load(t, opts) // the environment's cleanup closes and unpins this one
+	e.takeOver(t, e.dp)
 }
 
 // natTCP is an IPv4/TCP packet with valid checksums.
