@@ -110,7 +110,7 @@ struct flow_slot {
 /* Slots per bucket (internal/flowtable BucketSlots). */
 #define FLOW_BUCKET_SLOTS 8
 /* Entries a key's first bucket holds before a new key may go to its second, the emptier of the
- * two (internal/flowtable spillAt): most lookups stop at the first. */
+ * two (internal/keytable SpillAt): most lookups stop at the first. */
 #define FLOW_SPILL_AT 6
 
 /* The array's elements: the slots, then one whose first eight bytes count the entries, live or

@@ -1,8 +1,9 @@
 // Package flowtable is the flow cache's table (bpf/lib/flowtable.h): an exact-match table of
 // flows keyed by their 5-tuple and arrival, laid out in the memory of a BPF array whose
 // elements are its slots. The XDP program reads it with inlined array lookups, the TC learner
-// and the XDP program add and remove entries, and this package does the same for the daemon
-// through a mapping of the array.
+// adds entries and the XDP program removes them; through a mapping of the array, the daemon
+// reads and removes entries with this package, and tests add them as the learner would
+// (Insert).
 //
 // A slot is a key, a state word and a value. Slots come in buckets of BucketSlots; a key lives
 // in one of two buckets chosen by a seeded hash of its five 32-bit words, so a lookup reads at
@@ -47,13 +48,9 @@ const (
 )
 
 // BucketSlots is the number of slots of a bucket (FLOW_BUCKET_SLOTS): as many as a key
-// table's, whose placement (spillAt) and sizing (keytable.HalfLoadBits) this table shares.
+// table's, whose placement (keytable.SpillAt) and sizing (keytable.HalfLoadBits) this table
+// shares.
 const BucketSlots = keytable.BucketSlots
-
-// spillAt is how many entries a key's first bucket holds before a new key may go to its
-// second one (the emptier of the two), as in internal/keytable: most lookups stop at the first
-// bucket, and at the load Bits sizes for, a pair of full buckets does not occur.
-const spillAt = 6
 
 // maxBits bounds the table at 2²⁸ buckets, 2³¹ slots: the slot index is a u32, and each
 // bucket index comes from 32 bits of the hash.
@@ -251,10 +248,10 @@ func (t *Table[K, V]) reserve() bool {
 // release counts an entry gone (or one reserved and not added).
 func (t *Table[K, V]) release() { atomic.AddUint64(t.count, ^uint64(0)) }
 
-// Insert adds k with v: in a free slot of k's first bucket while that holds fewer than spillAt
-// entries, else of the emptier of its two buckets. It returns ErrFull when the table holds its
-// max entries or that bucket has no free slot, ErrExist when k is there (or being added by
-// another writer at the same time).
+// Insert adds k with v: in a free slot of k's first bucket while that holds fewer than
+// keytable.SpillAt entries, else of the emptier of its two buckets. It returns ErrFull when
+// the table holds its max entries or that bucket has no free slot, ErrExist when k is there
+// (or being added by another writer at the same time).
 func (t *Table[K, V]) Insert(k K, v V) error {
 	if !t.reserve() {
 		return fmt.Errorf("%w (%d entries)", ErrFull, t.max)
@@ -262,7 +259,7 @@ func (t *Table[K, V]) Insert(k K, v V) error {
 	b1, b2 := t.Buckets(k)
 	n1, n2 := t.used(b1), t.used(b2)
 	b := b1
-	if n1 == BucketSlots || (n1 >= spillAt && n2 < n1) {
+	if n1 == BucketSlots || (n1 >= keytable.SpillAt && n2 < n1) {
 		b = b2
 	}
 	for i := int(b) * BucketSlots; i < int(b+1)*BucketSlots; i++ {

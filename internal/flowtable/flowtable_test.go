@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/xupf/xupf/internal/keytable"
 )
 
 // key and value stand in for struct flow_key and struct flow.
@@ -176,22 +178,22 @@ func TestLimit(t *testing.T) {
 	}
 }
 
-// TestPlacement: a key goes to its first bucket until that holds spillAt entries, then to the
-// emptier of its two.
+// TestPlacement: a key goes to its first bucket until that holds keytable.SpillAt entries,
+// then to the emptier of its two.
 func TestPlacement(t *testing.T) {
 	tb := newTable(t, 6)
-	keys := keysIn(tb, spillAt+1, func(b1, b2 uint32) bool { return b1 == 9 && b2 != 9 })
+	keys := keysIn(tb, keytable.SpillAt+1, func(b1, b2 uint32) bool { return b1 == 9 && b2 != 9 })
 	for _, k := range keys {
 		if err := tb.Insert(k, valueOf(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, b2 := tb.Buckets(keys[spillAt])
-	if got := tb.used(9); got != spillAt {
-		t.Errorf("first bucket holds %d entries, want %d", got, spillAt)
+	_, b2 := tb.Buckets(keys[keytable.SpillAt])
+	if got := tb.used(9); got != keytable.SpillAt {
+		t.Errorf("first bucket holds %d entries, want %d", got, keytable.SpillAt)
 	}
 	if got := tb.used(b2); got < 1 {
-		t.Errorf("the key past spillAt is not in its second bucket")
+		t.Errorf("the key past SpillAt is not in its second bucket")
 	}
 }
 

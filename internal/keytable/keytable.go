@@ -26,12 +26,12 @@ import (
 // BucketSlots is the number of keys a bucket holds (KEY_BUCKET_SLOTS): 8 words, 64 bytes.
 const BucketSlots = 8
 
-// spillAt is how many keys a key's first bucket holds before a new key may go to its second
+// SpillAt is how many keys a key's first bucket holds before a new key may go to its second
 // one (the emptier of the two): most lookups then stop at the first bucket, and the buckets
 // stay balanced enough that, at the load Bits sizes for, a pair of full buckets does not occur
 // (simulated: no failure in 10⁶ inserts at 50% and 60% load; without spilling early, a few
-// hundred).
-const spillAt = 6
+// hundred). The flow table places its entries by the same rule (internal/flowtable).
+const SpillAt = 6
 
 // maxBits bounds the table at 2³¹ buckets (128 GiB): the bucket index is a u32.
 const maxBits = 31
@@ -149,7 +149,7 @@ func (t *Table) Lookup(key uint32) (uint32, bool) {
 }
 
 // Put points key at ref: in place when key is there (readers see the old ref or the new),
-// else in a free slot of its first bucket while that holds fewer than spillAt keys, else of
+// else in a free slot of its first bucket while that holds fewer than SpillAt keys, else of
 // the emptier of its two buckets.
 func (t *Table) Put(key, ref uint32) error {
 	if key == 0 {
@@ -163,7 +163,7 @@ func (t *Table) Put(key, ref uint32) error {
 	free1, n1 := t.free(b1)
 	free2, n2 := t.free(b2)
 	p := free1
-	if p == nil || (n1 >= spillAt && free2 != nil && n2 < n1) {
+	if p == nil || (n1 >= SpillAt && free2 != nil && n2 < n1) {
 		p = free2
 	}
 	if p == nil {

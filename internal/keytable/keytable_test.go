@@ -116,7 +116,7 @@ func keysIn(tb *Table, n int, match func(h1, h2 uint32) bool) []uint32 {
 	return out
 }
 
-// TestPlacement: a key goes to its first bucket until that holds spillAt keys, then to the
+// TestPlacement: a key goes to its first bucket until that holds SpillAt keys, then to the
 // emptier; a key whose two buckets are full is refused with ErrFull, and fits again once one
 // of them has room.
 func TestPlacement(t *testing.T) {
@@ -136,7 +136,7 @@ func TestPlacement(t *testing.T) {
 		_, inA := tb.free(a)
 		_, inB := tb.free(b)
 		switch {
-		case i < spillAt && (inA != i+1 || inB != 0):
+		case i < SpillAt && (inA != i+1 || inB != 0):
 			t.Errorf("after %d keys: %d in the first bucket, %d in the second", i+1, inA, inB)
 		case i == 2*BucketSlots-1 && (inA != BucketSlots || inB != BucketSlots):
 			t.Errorf("after %d keys: %d and %d", i+1, inA, inB)
