@@ -349,3 +349,24 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("count %d at the end, %d entries live", n, len(seen))
 	}
 }
+
+// BenchmarkAll: reading every live entry of a table at the load Bits sizes for, per entry (what
+// a listing, an invalidation scan or an aging pass pays for each before its own work).
+func BenchmarkAll(b *testing.B) {
+	const flows = 1 << 16
+	bits, _ := Bits(flows)
+	tb := newTable(b, bits)
+	for i := range uint32(flows) {
+		if err := tb.Insert(kw(i), valueOf(kw(i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		for k, v := range tb.All() {
+			if v.A != uint64(k.W[0]) {
+				b.Fatal("a value not its key's")
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*flows), "ns/entry")
+}
