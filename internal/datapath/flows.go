@@ -31,8 +31,9 @@ import (
 type FlowCacheOptions struct {
 	// MaxFlows sizes the flow table; 0 turns the cache off (its code is then not loaded).
 	// When the table is full, new flows stay with the kernel (counted as flow_full): it
-	// holds MaxFlows flows, whatever their 5-tuples (in 2 to 4 times as many slots:
-	// internal/flowtable Bits).
+	// holds MaxFlows flows (in 2 to 4 times as many slots: internal/flowtable Bits), but for
+	// a rare new flow that finds both its buckets full (none to one in a few million
+	// replacements at the highest load), which stays with the kernel too.
 	MaxFlows int
 	// IdleTimeout is how long a flow may go without a packet before aging removes it;
 	// default DefaultFlowIdleTimeout.
