@@ -19,7 +19,8 @@
  * slot live with another; a reader reads the state, the key and the flow's action, and the
  * state again, and uses its copy only when the state has not moved (a seqlock): never a slot
  * half written, nor one removed and claimed again meanwhile. The loads are ordered as written
- * (x86-64 does not reorder loads with loads; barrier() keeps the compiler from doing so).
+ * (x86-64 does not reorder loads with loads; barrier() keeps the compiler from doing so; BPF
+ * has no read barrier, so xupfd refuses the flow cache elsewhere: flowCacheArch).
  * Removal is a compare-and-swap from live to free: of two removers of an entry, one only
  * succeeds and counts it. A writer that, its slot still being written, finds its key in
  * another slot live or being written frees its own without publishing it, so a key is live in

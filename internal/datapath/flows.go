@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -84,6 +85,18 @@ func (o *FlowCacheOptions) setDefaults() {
 
 func (o FlowCacheOptions) on() bool { return o.MaxFlows > 0 }
 
+// flowCacheArch refuses the flow cache on an architecture other than x86-64: the datapath
+// reads a flow table slot's state word, key and action and the state word again with plain
+// loads, which only x86-64 keeps in order (BPF has no read barrier; bpf/lib/flowtable.h).
+// Elsewhere a reader could use an action half written, or another flow's.
+func flowCacheArch(goarch string) error {
+	if goarch != "amd64" {
+		return fmt.Errorf("flow_cache.max_flows: the flow cache runs on x86-64 only (its readers "+
+			"rely on x86-64 keeping loads in order), not %s; set flow_cache.max_flows to 0", goarch)
+	}
+	return nil
+}
+
 // setFlowCache sizes the flow table and sets cfg_flowcache in spec.
 func setFlowCache(spec *ebpf.CollectionSpec, o FlowCacheOptions) error {
 	if o.MaxFlows < 0 {
@@ -91,6 +104,11 @@ func setFlowCache(spec *ebpf.CollectionSpec, o FlowCacheOptions) error {
 	}
 	if o.KernelN6.Any() && !o.on() {
 		return errors.New("flow_cache.kernel_n6 needs the flow cache: set flow_cache.max_flows")
+	}
+	if o.on() {
+		if err := flowCacheArch(runtime.GOARCH); err != nil {
+			return err
+		}
 	}
 	mode := xupfFlowcacheModeFLOWCACHE_OFF
 	switch {
