@@ -159,7 +159,8 @@ static __always_inline __u64 flow_mix(__u64 h)
 	return h;
 }
 
-/* flow_buckets sets b1 and b2 to key's two buckets. */
+/* flow_buckets sets b1 and b2 to key's two buckets. A change here (or to FLOW_BUCKET_SLOTS,
+ * FLOW_SPILL_AT) moves internal/flowtable Format on, so a pinned table is replaced. */
 static __always_inline void flow_buckets(const struct flow_key *key, __u32 *b1, __u32 *b2)
 {
 	const __u32 *w = (const __u32 *)key;

@@ -11,6 +11,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+
+	"github.com/xupf/xupf/internal/flowtable"
 )
 
 // layoutsPin is the pinned hash map that keeps, beside the pinned maps, the layout version of
@@ -27,17 +29,27 @@ type mapLayout struct {
 
 // layoutOf returns the layout version of the map spec ms.
 func layoutOf(ms *ebpf.MapSpec) mapLayout {
-	return mapLayout{Key: typeHash(ms.Key), Value: typeHash(ms.Value)}
+	return mapLayout{Key: hashType(ms.Key, placements[ms.Name], false), Value: typeHash(ms.Value)}
 }
+
+// placements name how a map places its entries where its types do not say: the flow table
+// finds a key's slots by a hash, a bucket size and a spill rule (flowtable.Format). They are
+// part of the map's key layout version, so that a build placing entries otherwise replaces a
+// pinned table (a cacheMaps map) rather than look its entries up where they are not.
+var placements = map[string]string{xupfMapXupfFlows: flowtable.Format}
 
 func typeHash(t btf.Type) [16]byte {
-	return hashType(t, false)
+	return hashType(t, "", false)
 }
 
-// hashType hashes what makes up the layout of t; with revert, as an earlier build knew it,
-// before the fields of paddingTakeovers took over its padding.
-func hashType(t btf.Type, revert bool) [16]byte {
+// hashType hashes what makes up the layout of t and, for a map's key, how the map places its
+// entries (placements; "" for none); with revert, as an earlier build knew t, before the
+// fields of paddingTakeovers took over its padding.
+func hashType(t btf.Type, placement string, revert bool) [16]byte {
 	h := sha256.New()
+	if placement != "" {
+		fmt.Fprintf(h, "placed %q;", placement)
+	}
 	describeType(h, t, 0, revert)
 	var out [16]byte
 	copy(out[:], h.Sum(nil))
@@ -78,7 +90,14 @@ func revertMember(st string, m btf.Member) btf.Member {
 // has it or as the build before the paddingTakeovers had it: a map of that build is taken
 // over as it is.
 func sameLayout(was [16]byte, t btf.Type) bool {
-	return was == hashType(t, false) || was == hashType(t, true)
+	return was == hashType(t, "", false) || was == hashType(t, "", true)
+}
+
+// sameKeyLayout tells whether was is the layout version of the key of ms (sameLayout, with
+// the map's placement).
+func sameKeyLayout(was [16]byte, ms *ebpf.MapSpec) bool {
+	p := placements[ms.Name]
+	return was == hashType(ms.Key, p, false) || was == hashType(ms.Key, p, true)
 }
 
 // prefixType returns the struct t cut to its first size bytes: what an earlier build's value
@@ -254,7 +273,7 @@ func checkLayouts(pinPath string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) 
 		}
 		switch {
 		case cacheMaps[name] && (errors.Is(incompatible, ebpf.ErrMapIncompatible) ||
-			(recorded && !(sameLayout(was.Key, ms.Key) && sameLayout(was.Value, ms.Value)))):
+			(recorded && !(sameKeyLayout(was.Key, ms) && sameLayout(was.Value, ms.Value)))):
 			emptied = append(emptied, name)
 		case recorded && valueGrew(ms, info, was):
 			grown = append(grown, name)
@@ -264,7 +283,7 @@ func checkLayouts(pinPath string, spec *ebpf.CollectionSpec, layouts *ebpf.Map) 
 		case incompatible != nil:
 			return nil, nil, fmt.Errorf("compare pinned map %s: %w", name, incompatible)
 		case recorded:
-			if !sameLayout(was.Key, ms.Key) {
+			if !sameKeyLayout(was.Key, ms) {
 				diffs = append(diffs, fmt.Sprintf("%s: the key's fields changed", name))
 			}
 			if !sameLayout(was.Value, ms.Value) {
@@ -289,7 +308,7 @@ func valueGrew(ms *ebpf.MapSpec, info *ebpf.MapInfo, was mapLayout) bool {
 		return false
 	}
 	if info.Type != ms.Type || info.KeySize != ms.KeySize || info.MaxEntries != ms.MaxEntries ||
-		info.Flags != ms.Flags || info.ValueSize >= ms.ValueSize || !sameLayout(was.Key, ms.Key) {
+		info.Flags != ms.Flags || info.ValueSize >= ms.ValueSize || !sameKeyLayout(was.Key, ms) {
 		return false
 	}
 	prefix, ok := prefixType(ms.Value, info.ValueSize)

@@ -221,6 +221,41 @@ func TestLoadResizeLeavesOldFlowTable(t *testing.T) {
 	e.takeOver(t, next)
 }
 
+// TestLoadEmptiesOtherPlacement: a pinned flow table of this build's slot layout whose
+// entries an earlier build placed otherwise (another hash, bucket size or spill rule:
+// flowtable.Format) is replaced with an empty one, not searched where its entries are not.
+func TestLoadEmptiesOtherPlacement(t *testing.T) {
+	e := newFlowEnv(t, 8)
+	e.putFlow(t, 0, xupfFlow{})
+	ms := e.dp.spec.Maps[xupfMapXupfFlows]
+	if layoutOf(ms).Key == typeHash(ms.Key) {
+		t.Errorf("the layout version of %s does not cover how it places entries", ms.Name)
+	}
+	layouts, err := openLayouts(e.dp.opts.PinPath, e.dp.spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer layouts.Close()
+	earlier := mapLayout{Key: hashType(ms.Key, "an earlier placement", false), Value: typeHash(ms.Value)}
+	if err := layouts.Put(layoutKey(xupfMapXupfFlows), earlier); err != nil {
+		t.Fatal(err)
+	}
+	opts := e.dp.opts
+	if err := e.dp.Close(false); err != nil {
+		t.Fatal(err)
+	}
+	next := e.load(t, opts)
+	e.dp = next // the environment's cleanup now closes and unpins this one
+	for k := range next.flows.All() {
+		t.Errorf("the table of another placement kept an entry: %+v", k)
+	}
+	var recorded mapLayout
+	if err := layouts.Lookup(layoutKey(xupfMapXupfFlows), &recorded); err != nil || recorded != layoutOf(ms) {
+		t.Errorf("recorded layout version %x, %v; want this build's", recorded, err)
+	}
+	e.takeOver(t, next)
+}
+
 // TestLoadReplacesHashFlowTable: the flow table earlier builds pinned as a hash map (flow_key
 // to flow) is replaced at load with an empty table of this build's, an array of slots under
 // the same pin: the cache starts empty and learns its flows again, and no pin of the old map

@@ -52,6 +52,13 @@ const (
 // shares.
 const BucketSlots = keytable.BucketSlots
 
+// Format names how the table places its entries beyond its slots' layout: the hash (Buckets;
+// flow_buckets in flowtable.h, version 1), the bucket size and the spill rule. A table of
+// another format holds its entries where this one does not look: the datapath records Format
+// with a pinned table's layout version, and replaces a table of another. Change the hash's
+// version with the hash.
+var Format = fmt.Sprintf("hash 1, %d-slot buckets, spill at %d", BucketSlots, keytable.SpillAt)
+
 // maxBits bounds the table at 2²⁸ buckets, 2³¹ slots: the slot index is a u32, and each
 // bucket index comes from 32 bits of the hash.
 const maxBits = 31 - 3
