@@ -164,13 +164,21 @@ func TestLoadEmptiesChangedCache(t *testing.T) {
 // one of this build's, its layout recorded. The environment takes the new datapath over.
 func (e *testEnv) loadOverCache(t *testing.T, m *ebpf.Map, earlier *ebpf.MapSpec, layouts *ebpf.Map, k, v any) {
 	t.Helper()
-	opts := e.dp.opts
 	if err := m.Put(k, v); err != nil {
 		t.Fatal(err)
 	}
 	if err := layouts.Put(layoutKey(xupfMapXupfFlows), layoutOf(earlier)); err != nil {
 		t.Fatal(err)
 	}
+	e.reloadEmptied(t, layouts)
+}
+
+// reloadEmptied loads this build over the environment's pins, whose flow table's recorded
+// layout version (in layouts) is an earlier build's: the table must be replaced by an empty
+// one of this build's, its layout recorded. The environment takes the new datapath over.
+func (e *testEnv) reloadEmptied(t *testing.T, layouts *ebpf.Map) {
+	t.Helper()
+	opts := e.dp.opts
 	if err := e.dp.Close(false); err != nil {
 		t.Fatal(err)
 	}
@@ -240,20 +248,7 @@ func TestLoadEmptiesOtherPlacement(t *testing.T) {
 	if err := layouts.Put(layoutKey(xupfMapXupfFlows), earlier); err != nil {
 		t.Fatal(err)
 	}
-	opts := e.dp.opts
-	if err := e.dp.Close(false); err != nil {
-		t.Fatal(err)
-	}
-	next := e.load(t, opts)
-	e.dp = next // the environment's cleanup now closes and unpins this one
-	for k := range next.flows.All() {
-		t.Errorf("the table of another placement kept an entry: %+v", k)
-	}
-	var recorded mapLayout
-	if err := layouts.Lookup(layoutKey(xupfMapXupfFlows), &recorded); err != nil || recorded != layoutOf(ms) {
-		t.Errorf("recorded layout version %x, %v; want this build's", recorded, err)
-	}
-	e.takeOver(t, next)
+	e.reloadEmptied(t, layouts)
 }
 
 // TestLoadReplacesHashFlowTable: the flow table earlier builds pinned as a hash map (flow_key
