@@ -467,6 +467,25 @@ static __always_inline void flow_void(const struct flow_key *key, const struct f
 		flow_remove_void(&pair);
 }
 
+/* flow_find looks key's flow up, copying its action into act, and returns the action; NULL
+ * when key has no flow, or a void one, which it removes. *slot and *state are the flow's
+ * slot and the state word its action was read under (for flow_free). */
+static __always_inline const struct flow *flow_find(const struct flow_key *key, struct flow_act_buf *act,
+						    struct flow_slot **slot, __u32 *state)
+{
+	const struct flow *f;
+
+	*slot = flow_lookup(key, act, state);
+	if (!*slot)
+		return NULL;
+	f = flow_act(act);
+	if (!flow_current(f)) {
+		flow_void(key, f);
+		return NULL;
+	}
+	return f;
+}
+
 /* flow_reply takes a packet of the FLOW_F_TO_UE flow f (keyed key; its action, and stats its
  * slot's statistics) to the UE: only this path
  * can deliver it, the kernel has no route to a UE. A FIN or RST goes the same way, the UE's
@@ -505,7 +524,7 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 	struct flow_seen seen;
 	struct flow_slot *slot;
 	struct flow_act_buf act;
-	const struct flow *f = NULL;
+	const struct flow *f;
 	struct iphdr *ip;
 	__be16 proto;
 	__u32 state;
@@ -533,13 +552,7 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	key.ifindex = ctx->ingress_ifindex;
 
-	slot = flow_lookup(&key, &act, &state);
-	if (slot)
-		f = flow_act(&act);
-	if (f && !flow_current(f)) {
-		flow_void(&key, f);
-		f = NULL;
-	}
+	f = flow_find(&key, &act, &slot, &state);
 	if (f && cfg_flowcache == FLOWCACHE_KERNEL_N6 && (f->flags & FLOW_F_TO_UE))
 		return flow_reply(ctx, eth, ip, data_end, &key, f, &slot->flow, tcp_flags);
 	if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) {
@@ -652,7 +665,7 @@ static __always_inline int flow_from_ue(struct xdp_md *ctx, struct stats *st)
 	struct flow_seen seen;
 	struct flow_slot *slot;
 	struct flow_act_buf act;
-	const struct flow *f = NULL;
+	const struct flow *f;
 	__u32 state;
 	int tcp_flags;
 
@@ -662,13 +675,7 @@ static __always_inline int flow_from_ue(struct xdp_md *ctx, struct stats *st)
 	if (tcp_flags < 0)
 		return ue_to_kernel(ip, data_end, st);
 	key.ifindex = FLOW_FROM_UE;
-	slot = flow_lookup(&key, &act, &state);
-	if (slot)
-		f = flow_act(&act);
-	if (f && !flow_current(f)) {
-		flow_void(&key, f);
-		f = NULL;
-	}
+	f = flow_find(&key, &act, &slot, &state);
 	if (tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) {
 		/* Both entries of the pair end, the UE's first, as on a FIN or RST from N6
 		 * (flow_reply): the closing connection's replies are the kernel's to see, and
