@@ -56,9 +56,13 @@ int xupf_xdp(struct xdp_md *ctx)
 		return handle_gtpu(ctx, eth, ip, data_end);
 	}
 
-	ref = dl_ref(ip->daddr);
-	if (ref)
-		return handle_downlink(ctx, eth, ip, ref, data_end, PKT_FROM_WIRE);
+	/* With kernel_n6 a packet to the UPF's own address, no UE's, skips the UE lookup: the
+	 * replies the cache translates back come there (flow_own_addr). */
+	if (cfg_flowcache != FLOWCACHE_KERNEL_N6 || !flow_own_addr(ip->daddr)) {
+		ref = dl_ref(ip->daddr);
+		if (ref)
+			return handle_downlink(ctx, eth, ip, ref, data_end, PKT_FROM_WIRE);
+	}
 	/* Off the fast paths: only here is a GTP-U address met on another interface looked for. */
 	if (ip->protocol == IPPROTO_UDP && is_gtpu_addr(ip->daddr, GTPU_ANY_IFINDEX))
 		return refuse_gtpu(ip, data_end);

@@ -80,6 +80,53 @@ static __always_inline int far_kernel_n6(const struct far *far)
 	return far->flags & FAR_F_KERNEL_N6;
 }
 
+#ifndef XUPF_MAX_OWN_ADDRS
+#define XUPF_MAX_OWN_ADDRS 7  /* internal/datapath maxOwnAddrs: with the count, one 32-byte read */
+#endif
+
+/* Addresses of the UPF itself (the namespace's, loopback's and broadcast ones left out), at
+ * most XUPF_MAX_OWN_ADDRS of them; xupfd keeps the array in step with the addresses as it does
+ * xupf_local_addrs. With FLOWCACHE_KERNEL_N6 the replies the kernel's NAT translates back
+ * arrive to such an address (masquerade's, the N6 interface's), which no UE has: xupfd
+ * refuses a session a local address (unusableUE). So xupf_xdp does not look them up among the
+ * UEs' addresses, a miss that reads both buckets of the key table (about 10 ns of a NAT reply's
+ * hit): an array of a few words read from one line, compared against the count it holds,
+ * costs a packet to a UE less. An address beyond the array's room is looked up as before,
+ * and misses. */
+struct own_addrs {
+	__u32 n;
+	__be32 addr[XUPF_MAX_OWN_ADDRS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);  /* for its page-aligned value: never across two lines */
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct own_addrs);
+} xupf_own_addrs SEC(".maps");
+
+/* flow_own_addr tells whether addr is one of xupf_own_addrs. A packet may meet the array being
+ * written, the count and the addresses not of one update: what it then sees is an address of
+ * the UPF either way (one being added or removed), never a UE's. */
+static __always_inline int flow_own_addr(__be32 addr)
+{
+	__u32 zero = 0, n;
+	const struct own_addrs *own = bpf_map_lookup_elem(&xupf_own_addrs, &zero);
+	int i;
+
+	if (!own)
+		return 0;
+	n = *(volatile const __u32 *)&own->n;
+	for (i = 0; i < XUPF_MAX_OWN_ADDRS; i++) {
+		if (i >= n)
+			return 0;
+		if (addr == own->addr[i])
+			return 1;
+	}
+	return 0;
+}
+
 #ifndef XUPF_MAX_FLOW_SEEN
 #define XUPF_MAX_FLOW_SEEN 16384  /* flows waiting for the learner; the least recent go first */
 #endif

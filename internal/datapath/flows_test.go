@@ -1460,8 +1460,57 @@ func TestFlowCacheNATToKernel(t *testing.T) {
 		counters: map[string]uint64{"dl_rx": 1, "dl_kernel": 1, "fib_no_neigh": 1, "flow_hit": 1}})
 }
 
+// TestFlowCacheOwnAddrs: with kernel_n6, xupf_own_addrs holds the UPF's own unicast
+// addresses (loopback's left out) and follows them. A packet to one of them is the UPF's, as
+// the replies the kernel's NAT translates back are: it skips the UE lookup and goes to the
+// flow cache (here a miss, to the kernel), even with a session at that address, which PFCP
+// refuses (unusableUE) and only the datapath's own API can install. A packet to a UE's address
+// takes the session's downlink as before.
+func TestFlowCacheOwnAddrs(t *testing.T) {
+	e := newNATEnv(t)
+	own := func() []netip.Addr {
+		t.Helper()
+		var v xupfOwnAddrs
+		if err := e.dp.objs.XupfOwnAddrs.Lookup(uint32(0), &v); err != nil {
+			t.Fatal(err)
+		}
+		var out []netip.Addr
+		for _, a := range v.Addr[:min(int(v.N), len(v.Addr))] {
+			out = append(out, addrFromBE(a))
+		}
+		return out
+	}
+	if got, want := own(), []netip.Addr{addrN3, addrN6}; !slices.Equal(got, want) {
+		t.Fatalf("xupf_own_addrs %v, want %v", got, want)
+	}
+	added := netip.MustParseAddr("203.0.113.7")
+	e.addN6Addr(t, added)
+	for deadline := time.Now().Add(3 * time.Second); !slices.Contains(own(), added); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("xupf_own_addrs %v 3s after %s was added", own(), added)
+		}
+	}
+
+	if err := e.addSession(session.Session{ID: 9, UE: addrN6, UplinkTEID: 0x109, GNB: addrGNB,
+		DownlinkTEID: 0x209, GTPUAddr: addrN3}); err != nil {
+		t.Fatal(err)
+	}
+	dn := netip.AddrPortFrom(addrDN, 2000)
+	ue := netip.AddrPortFrom(ueAddr, 1000)
+	for _, c := range []pktCase{
+		{name: "to n6's address", in: concat(ethBytes(macDN, macN6), natUDP(t, dn, netip.AddrPortFrom(addrN6, natPort), 64, false)),
+			ifindex: n6, verdict: xdpPass, counters: map[string]uint64{"pass": 1, "flow_miss": 1}},
+		{name: "to a UE", in: concat(ethBytes(macDN, macN6), natUDP(t, dn, ue, 64, false)),
+			ifindex: n6, verdict: xdpRedirect, fixSport: true, out: dlOuter(t, sessPlain, natUDP(t, dn, ue, 63, false), 0x28),
+			counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) { runCase(t, e, c) })
+	}
+}
+
 // BenchmarkFlowCacheNAT: ns/packet of a UE's UDP packet the cache translates (kernel_n6), each
-// way, beside the same packet without NAT (kernel_n6 off: the datapath routes it). The
+// way, beside the same packet without NAT (kernel_n6 off: the datapath routes it), and the
+// downlink one with kernel_n6 on. The
 // benchmark runs packets without a context, so they arrive on lo: the replies' flow is
 // keyed by lo's index.
 func BenchmarkFlowCacheNAT(b *testing.B) {
@@ -1493,6 +1542,12 @@ func BenchmarkFlowCacheNAT(b *testing.B) {
 		}
 		b.Run("uplink/"+name, func(b *testing.B) { benchPacket(b, e, gpdu, xdpRedirect) })
 		b.Run("downlink/"+name, func(b *testing.B) { benchPacket(b, e, down, xdpRedirect) })
+		if kernelN6 {
+			// A packet to the UE's own address, as without NAT, past the check of the UPF's
+			// own addresses (xupf_own_addrs) that kernel_n6 adds before the UE lookup.
+			plain := concat(ethBytes(macDN, macN6), natUDP(b, dn, ue, 64, false))
+			b.Run("downlink/plain-kernel-n6", func(b *testing.B) { benchPacket(b, e, plain, xdpRedirect) })
+		}
 	}
 }
 

@@ -116,6 +116,11 @@ func (d *Datapath) subscribeAddrs(ns netns.NsHandle, stop <-chan struct{}) (<-ch
 	return ch, nil
 }
 
+// maxOwnAddrs is XUPF_MAX_OWN_ADDRS, the room of xupf_own_addrs: the UPF's own unicast
+// addresses (loopback's left out), in the kernel's order (by interface), up to that many. A
+// packet to one further on costs what it did without the array.
+const maxOwnAddrs = len(xupfOwnAddrs{}.Addr)
+
 // localAddrsRetry is how long after a failed update of xupf_local_addrs it is tried again.
 const localAddrsRetry = 2 * time.Second
 
@@ -140,13 +145,23 @@ func (d *Datapath) syncLocalAddrs(h *netlink.Handle) error {
 	}
 	want := map[uint32]bool{}
 	var local []netip.Addr
+	var own xupfOwnAddrs
 	for _, a := range addrs {
-		for _, ip := range []net.IP{a.IP, a.Broadcast} {
+		for i, ip := range []net.IP{a.IP, a.Broadcast} {
 			if v, ok := netip.AddrFromSlice(ip.To4()); ok && !v.IsUnspecified() {
 				want[addrBE(v)] = true
 				local = append(local, v)
+				if i == 0 && !v.IsLoopback() && int(own.N) < maxOwnAddrs {
+					own.Addr[own.N] = addrBE(v)
+					own.N++
+				}
 			}
 		}
+	}
+	// Before IsLocal's copy: an address the host gave up may be a UE's once that copy is
+	// updated, and must no longer be taken for the UPF's by then.
+	if err := d.objs.XupfOwnAddrs.Put(uint32(0), own); err != nil {
+		return fmt.Errorf("update xupf_own_addrs: %w", err)
 	}
 	if err := setKeys(d.objs.XupfLocalAddrs, want); err != nil {
 		// setKeys adds before it removes: the map now holds at most the earlier keys and

@@ -360,6 +360,12 @@ type xupfNhPin struct {
 	Pad  uint64
 }
 
+type xupfOwnAddrs struct {
+	_    structs.HostLayout
+	N    uint32
+	Addr [7]uint32
+}
+
 type xupfPdr struct {
 	_                structs.HostLayout
 	Far              uint32
@@ -594,6 +600,7 @@ const (
 	xupfMapXupfMeters          = "xupf_meters"
 	xupfMapXupfNexthops        = "xupf_nexthops"
 	xupfMapXupfNhPins          = "xupf_nh_pins"
+	xupfMapXupfOwnAddrs        = "xupf_own_addrs"
 	xupfMapXupfPdrs            = "xupf_pdrs"
 	xupfMapXupfPoliceStats     = "xupf_police_stats"
 	xupfMapXupfQuotaLists      = "xupf_quota_lists"
@@ -740,6 +747,7 @@ type xupfMapSpecs struct {
 	XupfMeters          *ebpf.MapSpec `ebpf:"xupf_meters"`
 	XupfNexthops        *ebpf.MapSpec `ebpf:"xupf_nexthops"`
 	XupfNhPins          *ebpf.MapSpec `ebpf:"xupf_nh_pins"`
+	XupfOwnAddrs        *ebpf.MapSpec `ebpf:"xupf_own_addrs"`
 	XupfPdrs            *ebpf.MapSpec `ebpf:"xupf_pdrs"`
 	XupfPoliceStats     *ebpf.MapSpec `ebpf:"xupf_police_stats"`
 	XupfQuotaLists      *ebpf.MapSpec `ebpf:"xupf_quota_lists"`
@@ -856,6 +864,7 @@ type xupfMaps struct {
 	XupfMeters          *ebpf.Map `ebpf:"xupf_meters"`
 	XupfNexthops        *ebpf.Map `ebpf:"xupf_nexthops"`
 	XupfNhPins          *ebpf.Map `ebpf:"xupf_nh_pins"`
+	XupfOwnAddrs        *ebpf.Map `ebpf:"xupf_own_addrs"`
 	XupfPdrs            *ebpf.Map `ebpf:"xupf_pdrs"`
 	XupfPoliceStats     *ebpf.Map `ebpf:"xupf_police_stats"`
 	XupfQuotaLists      *ebpf.Map `ebpf:"xupf_quota_lists"`
@@ -902,6 +911,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfMeters,
 		m.XupfNexthops,
 		m.XupfNhPins,
+		m.XupfOwnAddrs,
 		m.XupfPdrs,
 		m.XupfPoliceStats,
 		m.XupfQuotaLists,
