@@ -283,6 +283,8 @@ struct bpf_ct_opts {
 };
 extern struct nf_conn *bpf_skb_ct_lookup(struct __sk_buff *skb, struct bpf_sock_tuple *tuple, __u32 tuple_size,
 					 struct bpf_ct_opts *opts, __u32 opts_size) __ksym __weak;
+extern struct nf_conn *bpf_xdp_ct_lookup(struct xdp_md *ctx, struct bpf_sock_tuple *tuple, __u32 tuple_size,
+					 struct bpf_ct_opts *opts, __u32 opts_size) __ksym __weak;
 extern void bpf_ct_release(struct nf_conn *ct) __ksym __weak;
 
 #define BPF_F_CURRENT_NETNS_ID (-1)
@@ -501,7 +503,7 @@ static __always_inline void flow_remove_void(const struct flow_key *key)
 /* flow_void removes f, the entry of key, learnt in an earlier epoch (flow_current), and the
  * other entry of its pair, learnt with it: the packet that found it goes the way of a miss,
  * and its flow is learnt afresh from the kernel's new decision (an insert would not replace
- * the void entry). The UE's entry goes first: a UE's flow is never cached one way only. */
+ * the void entry). The UE's entry goes first: a UE's entry is never cached without its replies'. */
 static __always_inline void flow_void(const struct flow_key *key, const struct flow *f)
 {
 	struct flow_key pair;
@@ -634,7 +636,8 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
 /* flow_return takes a packet arriving on the return device's peer (xupf_xdp_return): a veth
  * pair xupfd makes with FLOWCACHE_KERNEL_N6, the kernel's routes for the UE pools pointing into
  * one end. So it is a packet the kernel sends a UE (a reply it translated back before the cache
- * carries the flow: a TCP handshake, a UDP reply after an invalidation), and it takes the UE's
+ * carries the flow: a TCP handshake, a UDP reply after an invalidation, whose flow's replies'
+ * entry it learns once the rules forward it: flow_learn_reply), and it takes the UE's
  * session's downlink rules like any other. The kernel forwarded it, taking the UPF's hop off
  * the TTL (it forwards only a TTL above 1), and the downlink takes it again: it is given back
  * first, so the packet crosses the UPF as one hop whichever path it took (one the host itself
@@ -644,15 +647,19 @@ static __always_inline int flowcache_xdp(struct xdp_md *ctx)
  * no_route, before they charge it (PKT_FROM_KERNEL). What the rules hand to the kernel goes
  * there, unless it is still to a UE, which the kernel would route back here: that, a packet
  * to no session and anything but IPv4 are dropped, no_route. Returns the XDP action. */
+static __always_inline void flow_learn_reply(struct xdp_md *ctx, const struct flow_key *key, __u32 len);
+
 static __always_inline int flow_return(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	const struct rule_ref *ref;
+	struct flow_key key = {};
 	struct iphdr *ip;
 	__be16 old;
-	int action;
+	__u32 len;
+	int action, udp;
 
 	if ((void *)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
 		return drop(DROP_NO_ROUTE);
@@ -662,12 +669,17 @@ static __always_inline int flow_return(struct xdp_md *ctx)
 	ref = dl_ref(ip->daddr);
 	if (!ref)
 		return drop(DROP_NO_ROUTE);
+	/* Its 5-tuple before the rules encapsulate it, for flow_learn_reply. */
+	udp = ip->protocol == IPPROTO_UDP && !flow_parse(ip, data_end, &key);
+	len = bpf_ntohs(ip->tot_len);
 	if (ip->ttl < 255) {
 		old = *(__be16 *)&ip->ttl;
 		ip->ttl++;
 		csum_replace16(&ip->check, old, *(__be16 *)&ip->ttl);
 	}
 	action = handle_downlink(ctx, eth, ip, ref, data_end, PKT_FROM_KERNEL);
+	if (action == XDP_REDIRECT && udp)
+		flow_learn_reply(ctx, &key, len);
 	if (action != XDP_PASS)
 		return action;
 	data = (void *)(long)ctx->data;
@@ -882,6 +894,89 @@ static __always_inline void flow_set_nat(struct flow *f, __be32 old_addr, __be16
 	f->csum_l4 = csum_fold_delta(l3 + csum_delta16(old_port, port));
 }
 
+/* flow_replies_to tells whether reply's entry is the replies' of the UE's flow ue (the UE's
+ * tuple, untranslated): translated back to its source address and port. */
+static __always_inline int flow_replies_to(const struct flow_key *reply, const struct flow_key *ue)
+{
+	struct flow_act_buf act;
+	const struct flow *f = flow_act(&act);
+	__u32 state;
+
+	return flow_lookup(reply, &act, &state) && (f->flags & FLOW_F_TO_UE) &&
+	       f->nat_addr == ue->saddr && f->nat_port == ue->sport;
+}
+
+/* flow_learn_reply learns the replies' entry of a translated UDP flow from a reply, key its
+ * 5-tuple as the kernel sent it to the UE (translated back) through the return device, len
+ * its IP length, once the session's rules forwarded it. After an invalidation a flow may
+ * carry replies alone (a download), which went through the kernel until the UE sent again.
+ * The reply as it arrived is conntrack's reply tuple, under which flowcache_xdp noted it,
+ * with where it arrived; the UE's address and port are where the kernel sent it. Only the
+ * replies' entry is learnt: the UE's needs where the kernel sends the UE's packets, which
+ * only such a packet shows, and its next one learns it beside this one (flow_learn_ue).
+ * Not TCP: conntrack would then meet the UE's acknowledgements of data it never saw (they
+ * go through the kernel until the UE's entry is learnt), judge them out of its window,
+ * invalid, and leave them untranslated; the UE's next acknowledgement learns the pair
+ * anyway. Not a destination translated, nor a reply that arrived VLAN-tagged (the
+ * replies' entry of flow_learn_ue is keyed untagged). */
+static __always_inline void flow_learn_reply(struct xdp_md *ctx, const struct flow_key *key, __u32 len)
+{
+	struct bpf_sock_tuple tuple = {};
+	struct bpf_ct_opts opts = { .netns_id = BPF_F_CURRENT_NETNS_ID, .l4proto = key->proto };
+	struct nf_conn___xupf *ct;
+	struct flow_key note = { .proto = key->proto }, reply;
+	struct flow_seen *seen;
+	struct flow r = { .flags = FLOW_F_TO_UE };
+	__u64 now, *entries;
+	int dir;
+
+	if (!bpf_xdp_ct_lookup)
+		return;
+	/* The reply reversed, untranslated, is the entry's original tuple: the UE's. */
+	tuple.ipv4.saddr = key->daddr;
+	tuple.ipv4.daddr = key->saddr;
+	tuple.ipv4.sport = key->dport;
+	tuple.ipv4.dport = key->sport;
+	ct = (void *)bpf_xdp_ct_lookup(ctx, &tuple, sizeof(tuple.ipv4), &opts, sizeof(opts));
+	if (!ct)
+		return;
+	dir = opts.dir;
+	note.saddr = ct->tuplehash[CT_DIR_REPLY].tuple.src.u3.ip;
+	note.sport = ct->tuplehash[CT_DIR_REPLY].tuple.src.u.all;
+	note.daddr = ct->tuplehash[CT_DIR_REPLY].tuple.dst.u3.ip;
+	note.dport = ct->tuplehash[CT_DIR_REPLY].tuple.dst.u.all;
+	bpf_ct_release((struct nf_conn *)ct);
+	if (dir != CT_DIR_ORIGINAL || note.saddr != key->saddr || note.sport != key->sport ||
+	    (note.daddr == key->daddr && note.dport == key->dport))
+		return;
+	seen = bpf_map_lookup_elem(&xupf_flow_seen, &note);
+	if (!seen || seen->ifindex == FLOW_FROM_UE)
+		return;
+	if (flow_note_stale(seen) || seen->vlan_id)
+		goto done;
+	/* Only where the UE's entry can follow: in a table this entry would fill, the pair could
+	 * never be whole, and the lone entry, kept by its replies, would hold the room a pair
+	 * needs. A table of one entry, which holds no pair, caches nothing of a UE's flow. */
+	entries = flow_entries();
+	if (!entries || *(volatile __u64 *)entries + 2 > cfg_max_flows) {
+		count_stat(STAT_FLOW_FULL);
+		goto done;
+	}
+	flow_set_nat(&r, note.daddr, note.dport, key->daddr, key->dport);
+	now = bpf_ktime_get_coarse_ns();
+	r.first_seen = now;
+	r.last_seen = now;
+	r.packets = 1;
+	r.bytes = len;
+	r.epoch = flow_epoch(seen->gen);
+	reply = note;
+	reply.ifindex = seen->ifindex;
+	if (!flow_insert(&reply, &r))
+		flow_learnt(&reply, seen->gen, flow_gen());
+done:
+	bpf_map_delete_elem(&xupf_flow_seen, &note);
+}
+
 /* flow_learn_ue learns a UE's flow from its packet leaving as ip after the kernel's N6
  * treatment, key its 5-tuple as it leaves. The translation is conntrack's: the packet's
  * tuple reversed is the entry's reply tuple, and the entry's original tuple is the packet as
@@ -901,8 +996,9 @@ static __always_inline void flow_learn_ue(struct __sk_buff *skb, const struct et
 	struct flow_seen *seen;
 	struct flow f = {}, r = {};
 	unsigned long status = CT_SEEN_REPLY;  /* untracked: nothing to follow */
-	int dir = CT_DIR_REPLY;
+	int dir = CT_DIR_REPLY, ours = 1;
 	__u32 gen, now;
+	long err;
 
 	tuple.ipv4.saddr = key->daddr;
 	tuple.ipv4.daddr = key->saddr;
@@ -943,17 +1039,23 @@ static __always_inline void flow_learn_ue(struct __sk_buff *skb, const struct et
 		r.epoch = f.epoch;
 		reply = (struct flow_key){ .saddr = key->daddr, .daddr = key->saddr, .sport = key->dport,
 					   .dport = key->sport, .proto = key->proto, .ifindex = skb->ifindex };
-		/* The replies' entry first: once the UE's flow is cached, its replies must be. */
-		if (flow_insert(&reply, &r))
+		/* The replies' entry first: once the UE's flow is cached, its replies must be. One
+		 * the replies learnt alone (flow_learn_reply) is this one when it translates to
+		 * this UE's address and port: it stays, and is not this learner's to count. */
+		err = flow_insert(&reply, &r);
+		if (err == -FLOW_EEXIST && flow_replies_to(&reply, &ue))
+			ours = 0;
+		else if (err)
 			goto done;
 		if (flow_insert(&ue, &f)) {
 			/* Taken back uncounted; one removed first counts as learnt (flow_learnt). */
-			if (flow_delete(&reply))
+			if (ours && flow_delete(&reply))
 				count_stat(STAT_FLOW_LEARNED);
 			goto done;
 		}
 		now = flow_gen();
-		flow_learnt(&reply, gen, now);
+		if (ours)
+			flow_learnt(&reply, gen, now);
 		flow_learnt(&ue, gen, now);
 		goto done;
 	}

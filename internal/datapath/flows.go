@@ -558,10 +558,12 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 		// A packet forwarded since the read restamps the entry; removing it then costs only
 		// that flow's next packet a trip through the kernel.
 		last := v.LastSeen
-		ueFlow := a.ct != nil && key.Ifindex == flowFromUE
+		pair, paired := flowPair(key, &v)
+		// The UE's entry keeps conntrack's entry, and so does a replies' entry (learnt from
+		// the replies alone, flow_learn_reply) while it has no UE's entry beside it.
+		ueFlow := a.ct != nil && (key.Ifindex == flowFromUE || paired)
 		k := a.ctKeep[key.Proto]
 		keepDue := ueFlow && a.sweeps%k.every == 0
-		pair, paired := flowPair(key, &v)
 		// The other entry's time is read only when this one's would end the pair or let
 		// conntrack's entry go: one lookup, for a flow forwarded one way only.
 		if paired && (now > last && now-last >= idle || keepDue && now >= last+k.every*revisit) {
@@ -577,9 +579,17 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 			// expire under the live flow and take the translation with it.
 			learnt := now < v.FirstSeen+revisit
 			active := now < last+k.every*revisit
-			if learnt || (keepDue && active) {
-				ctErr = cmp.Or(ctErr, a.keepConntrack(key, k.timeout))
+			if !learnt && !(keepDue && active) {
+				break
 			}
+			ct := key
+			if key.Ifindex != flowFromUE {
+				if _, ok := d.flows.Lookup(pair); ok {
+					break // the UE's entry keeps it
+				}
+				ct = pair // conntrack's original tuple, the UE's
+			}
+			ctErr = cmp.Or(ctErr, a.keepConntrack(ct, k.timeout))
 		}
 	}
 	if swept {
@@ -592,9 +602,9 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 }
 
 // removeFlowPair removes the entry of key and, when paired, the other entry of its
-// translated UE flow, pair; the UE's entry first: a UE flow is never cached one way only. It
-// returns how many it removed: only those are counted, as the entry count subtracts
-// removals.
+// translated UE flow, pair; the UE's entry first: a UE's entry is never cached without its
+// replies'. It returns how many it removed: only those are counted, as the entry count
+// subtracts removals.
 func (d *Datapath) removeFlowPair(key, pair xupfFlowKey, paired bool) int {
 	gone := []xupfFlowKey{key}
 	if paired {
@@ -604,7 +614,7 @@ func (d *Datapath) removeFlowPair(key, pair xupfFlowKey, paired bool) int {
 }
 
 // ueEntryFirst orders the two entries of a translated UE flow, key and its pair, for removal:
-// the UE's entry first, so that a UE's flow is never cached one way only.
+// the UE's entry first, so that a UE's entry is never cached without its replies'.
 func ueEntryFirst(key, pair xupfFlowKey) []xupfFlowKey {
 	if key.Ifindex != flowFromUE {
 		return []xupfFlowKey{pair, key}

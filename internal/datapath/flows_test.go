@@ -1460,6 +1460,107 @@ func TestFlowCacheNATToKernel(t *testing.T) {
 		counters: map[string]uint64{"dl_rx": 1, "dl_kernel": 1, "fib_no_neigh": 1, "flow_hit": 1}})
 }
 
+// TestFlowCacheNATLearnRepliesNoRoom: in a table of one entry, where a UE flow's pair never
+// fits, a reply through the kernel learns nothing (flow_full): the replies' entry alone would
+// hold the room its UE's entry needs.
+func TestFlowCacheNATLearnRepliesNoRoom(t *testing.T) {
+	e := newSessionsEnvOpts(t, Options{MaxSessions: 1024,
+		FlowCache: FlowCacheOptions{MaxFlows: 1, ScanInterval: time.Hour, KernelN6: kerneln6.Choice{Default: true}}})
+	ue, dn := netip.AddrPortFrom(ueAddr, 1000), netip.AddrPortFrom(addrDN, 2000)
+	e.natCT(t, unix.IPPROTO_UDP, ue, dn)
+	e.replyThroughKernel(t, ue, dn, netip.AddrPortFrom(addrN6, natPort), "flow_full")
+	if flows, err := e.dp.Flows(); err != nil || len(flows) != 0 {
+		t.Errorf("flows %+v (err %v), want none", flows, err)
+	}
+}
+
+// macRet is the return device's MAC in the frames the kernel sends into it.
+var macRet = net.HardwareAddr{2, 0, 0, 0, 9, 1}
+
+// replyThroughKernel attaches the return device with a route to the UE's address and has a
+// reply of the UDP flow from ue to dn, translated to nat, come to N6 with no entry cached: to
+// the kernel, noted; then, translated back, from the return device: forwarded in the UE's
+// tunnel, counting learnt (flow_learned or flow_full) once. It returns the return device's
+// peer's index.
+func (e *testEnv) replyThroughKernel(t *testing.T, ue, dn, nat netip.AddrPort, learnt string) func(*testEnv) int {
+	t.Helper()
+	ret := e.attachReturn(t, netip.PrefixFrom(ue.Addr(), 32))
+	e.waitRoute(t, netip.PrefixFrom(ue.Addr(), 32), present)
+	e.waitGenerationStill(t)
+	for _, c := range []pktCase{
+		{name: "a reply at N6: to the kernel", in: concat(ethBytes(macDN, macN6), natUDP(t, dn, nat, 64, false)),
+			ifindex: n6, verdict: xdpPass, counters: map[string]uint64{"pass": 1, "flow_miss": 1}},
+		{name: "translated back, forwarded", in: concat(ethBytes(macRet, macRet), natUDP(t, dn, ue, 63, false)),
+			ifindex: ret, ret: true, verdict: xdpRedirect, fixSport: true,
+			out:      dlOuter(t, sessPlain, natUDP(t, dn, ue, 63, false), 0x28),
+			counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1, learnt: 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) { runCase(t, e, c) })
+	}
+	return ret
+}
+
+// waitGenerationStill waits until the flow generation has not moved for 200 ms: the events of
+// a change made just before (a device and its routes) move it on as they arrive, voiding
+// what was learnt meanwhile.
+func (e *testEnv) waitGenerationStill(t *testing.T) {
+	t.Helper()
+	w := e.dp.flowGenWord()
+	gen, since := atomic.LoadUint32(w), time.Now()
+	for deadline := time.Now().Add(5 * time.Second); time.Since(since) < 200*time.Millisecond; time.Sleep(10 * time.Millisecond) {
+		if now := atomic.LoadUint32(w); now != gen {
+			gen, since = now, time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the flow generation still moves 5s on")
+		}
+	}
+}
+
+// TestFlowCacheNATLearnReplies: a UDP flow carrying replies alone after its entries were
+// flushed is learnt again from a reply. The reply arriving on N6 goes to the kernel, noted;
+// translated back and forwarded by the session's rules from the return device, it leaves the
+// replies' entry learnt, and the next reply hits it. Aging keeps conntrack's entry for the
+// replies' entry while it is alone. The UE's next packet learns its own entry beside it (one
+// learnt, the replies' kept), and both directions hit. A TCP reply is not learnt.
+func TestFlowCacheNATLearnReplies(t *testing.T) {
+	e, ue, dn, nat := newNATUDPEnv(t)
+	ret := e.replyThroughKernel(t, ue, dn, nat, "flow_learned")
+	fromKernel := func(ip []byte) []byte { return concat(ethBytes(macRet, macRet), ip) }
+	miss := map[string]uint64{"pass": 1, "flow_miss": 1}
+	for _, c := range []pktCase{
+		{name: "the next reply: a hit", in: concat(ethBytes(macDN, macN6), natUDP(t, dn, nat, 64, false)),
+			ifindex: n6, verdict: xdpRedirect, fixSport: true, out: dlOuter(t, sessPlain, natUDP(t, dn, ue, 63, false), 0x28),
+			counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1, "flow_hit": 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) { runCase(t, e, c) })
+	}
+	if _, _, err := e.dp.ageFlows(monoNow()); err != nil {
+		t.Fatal(err)
+	}
+	e.checkCTKept(t)
+
+	gpdu := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natUDP(t, ue, dn, 64, false)), nil)
+	e.natFirst(t, gpdu, natUDP(t, ue, dn, 64, false), natUDP(t, nat, dn, 63, false), 1)
+	e.checkNATFlows(t, ue, dn)
+	e.natHits(t, gpdu, natUDP(t, nat, dn, 63, false), natUDP(t, dn, nat, 64, false), natUDP(t, dn, ue, 63, false), 0x28)
+
+	if _, err := e.dp.FlushFlows(nil); err != nil {
+		t.Fatal(err)
+	}
+	e.natCT(t, unix.IPPROTO_TCP, ue, dn)
+	ack := layers.TCP{ACK: true}
+	for _, c := range []pktCase{
+		{name: "a TCP reply at N6: to the kernel", in: concat(ethBytes(macDN, macN6), natTCP(t, dn, nat, 64, ack)),
+			ifindex: n6, verdict: xdpPass, counters: miss},
+		{name: "translated back, forwarded: not learnt", in: fromKernel(natTCP(t, dn, ue, 63, ack)), ifindex: ret, ret: true,
+			verdict: xdpRedirect, fixSport: true, out: dlOuter(t, sessPlain, natTCP(t, dn, ue, 63, ack), 0),
+			counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) { runCase(t, e, c) })
+	}
+}
+
 // TestFlowCacheOwnAddrs: with kernel_n6, xupf_own_addrs holds the UPF's own unicast
 // addresses (loopback's left out) and follows them. A packet to one of them is the UPF's, as
 // the replies the kernel's NAT translates back are: it skips the UE lookup and goes to the
@@ -1711,7 +1812,6 @@ func TestFlowCacheNATReturn(t *testing.T) {
 	e := newNATEnv(t)
 	ret := e.attachReturn(t, netip.PrefixFrom(ueRouted, 32))
 	e.waitRoute(t, netip.PrefixFrom(ueRouted, 32), present)
-	macRet := net.HardwareAddr{2, 0, 0, 0, 9, 1}
 	fromKernel := func(ip []byte) []byte { return concat(ethBytes(macRet, macRet), ip) }
 	ue, dn := netip.AddrPortFrom(ueAddr, 1000), netip.AddrPortFrom(addrDN, 443)
 	synACK := func(ttl uint8) []byte { return natTCP(t, dn, ue, ttl, layers.TCP{SYN: true, ACK: true}) }
@@ -1771,7 +1871,6 @@ func TestFlowCacheReturnChargedOnce(t *testing.T) {
 	}
 	ret := e.attachReturn(t, netip.PrefixFrom(ue, 32))
 	e.waitRoute(t, netip.PrefixFrom(ue, 32), present)
-	macRet := net.HardwareAddr{2, 0, 0, 0, 9, 1}
 	down := func(ttl uint8) []byte { return innerUDP(t, addrDN, ue, 5000, 6000, ttl, payload) }
 	for _, c := range []pktCase{
 		{name: "at N6: charged, to the kernel", in: concat(ethBytes(macDN, macN6), down(64)), ifindex: n6, verdict: xdpPass,

@@ -893,8 +893,9 @@ func TestFlowCacheNATUDPReplyAfterFlush(t *testing.T) {
 }
 
 // replyAfterFlush has the UE's flow of p learnt, flushes it, and has the DN host answer: the
-// answer must reach the UE through the kernel and the return device, charged once; the UE's
-// next packet learns the pair again, with the same translation.
+// answer must reach the UE through the kernel and the return device, charged once, and
+// leave the replies' entry learnt, which the next answer hits; the UE's next packet learns
+// its own entry beside it, with the same translation.
 func (e *env) replyAfterFlush(t *testing.T, p udpPeers) {
 	t.Helper()
 	seen := p.exchange(t, []byte("learn the pair"))
@@ -908,7 +909,7 @@ func (e *env) replyAfterFlush(t *testing.T, p udpPeers) {
 	}
 	msg := []byte("reply after the flush")
 	stats := e.stats()
-	d := e.flowDeltas(func() {
+	reply := func() {
 		if _, err := p.dn.WriteToUDPAddrPort(msg, seen); err != nil {
 			t.Fatal(err)
 		}
@@ -916,22 +917,30 @@ func (e *env) replyAfterFlush(t *testing.T, p udpPeers) {
 		if err != nil || !bytes.Equal(got, msg) || from != p.dnAddr {
 			t.Fatalf("UE: %q from %s (err %v), want %q from %s", got, from, err, msg, p.dnAddr)
 		}
-	})
-	if want := map[string]uint64{"flow_miss": 1}; !sameCounters(d, want) {
-		t.Errorf("flow counters grew by %v, want %v (the reply through the kernel, nothing learnt from it)", d, want)
 	}
-	if got := e.stats().Counters["dl_rx"] - stats.Counters["dl_rx"]; got != 1 {
-		t.Errorf("dl_rx rose by %d, want 1: the reply through its session's downlink once", got)
+	if d, want := e.flowDeltas(reply), map[string]uint64{"flow_miss": 1, "flow_learned": 1}; !sameCounters(d, want) {
+		t.Errorf("flow counters grew by %v, want %v (the reply through the kernel, its entry learnt)", d, want)
+	}
+	if d, want := e.flowDeltas(reply), map[string]uint64{"flow_hit": 1}; !sameCounters(d, want) {
+		t.Errorf("flow counters grew by %v, want %v (the next reply a hit)", d, want)
+	}
+	if got := e.stats().Counters["dl_rx"] - stats.Counters["dl_rx"]; got != 2 {
+		t.Errorf("dl_rx rose by %d, want 2: each reply through its session's downlink once", got)
 	}
 	after, err := e.api.Session(e.ctx(), natSession.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ipLen := uint64(20 + 8 + len(msg))
-	if got := after.Usage.Downlink; got.Packets-before.Usage.Downlink.Packets != 1 || got.Bytes-before.Usage.Downlink.Bytes != ipLen {
-		t.Errorf("downlink usage %+v, was %+v: want one more packet of %d bytes", got, before.Usage.Downlink, ipLen)
+	if got := after.Usage.Downlink; got.Packets-before.Usage.Downlink.Packets != 2 || got.Bytes-before.Usage.Downlink.Bytes != 2*ipLen {
+		t.Errorf("downlink usage %+v, was %+v: want two more packets of %d bytes", got, before.Usage.Downlink, ipLen)
 	}
-	if again := p.exchange(t, []byte("learn it again")); again != seen {
+	var again netip.AddrPort
+	if d, want := e.flowDeltas(func() { again = p.exchange(t, []byte("learn it again")) }),
+		map[string]uint64{"flow_miss": 1, "flow_learned": 1, "flow_hit": 1}; !sameCounters(d, want) {
+		t.Errorf("flow counters grew by %v, want %v (the UE's entry learnt beside the replies', the answer a hit)", d, want)
+	}
+	if again != seen {
 		t.Errorf("the DN host saw %s after the flush, %s before", again, seen)
 	}
 	if _, ok := e.cachedFlow(protoUDP, p.ueAddr, p.dnAddr); !ok {
