@@ -87,8 +87,8 @@ static __always_inline int far_kernel_n6(const struct far *far)
 /* Addresses of the UPF itself (the namespace's, loopback's and broadcast ones left out), at
  * most XUPF_MAX_OWN_ADDRS of them; xupfd keeps the array in step with the addresses as it does
  * xupf_local_addrs. With FLOWCACHE_KERNEL_N6 the replies the kernel's NAT translates back
- * arrive to such an address (masquerade's, the N6 interface's), which no UE has: xupfd
- * refuses a session a local address (unusableUE). So xupf_xdp does not look them up among the
+ * arrive to such an address (masquerade's, the N6 interface's), which xupfd gives no session
+ * (unusableUE, the pools' allocator, static sessions). So xupf_xdp does not look them up among the
  * UEs' addresses, a miss that reads both buckets of the key table (about 10 ns of a NAT reply's
  * hit): an array of a few words read from one line, compared against the count it holds,
  * costs a packet to a UE less. An address beyond the array's room is looked up as before,

@@ -26,6 +26,7 @@ type pfcpDatapath struct {
 	sets  map[uint64][]rules.RuleSet
 	usage map[uint64][]rules.Usage
 	fail  error // returned by Usage when set
+	local map[netip.Addr]bool
 }
 
 func (f *pfcpDatapath) Install(owner uint64, sets []rules.RuleSet) error {
@@ -50,7 +51,7 @@ func (f *pfcpDatapath) Usage(owner uint64) ([]rules.Usage, error) {
 
 func (f *pfcpDatapath) QuotaUsed(uint64) ([]rules.QuotaUse, error) { return nil, nil }
 
-func (f *pfcpDatapath) IsLocal(netip.Addr) bool { return false }
+func (f *pfcpDatapath) IsLocal(a netip.Addr) bool { return f.local[a] }
 
 func (f *pfcpDatapath) KeyOwner(k rules.Key) (uint64, bool) {
 	for owner, sets := range f.sets {

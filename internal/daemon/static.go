@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 
 	"github.com/xupf/xupf/internal/api"
@@ -19,10 +20,12 @@ type staticSessions struct {
 	byID map[uint64]session.Session
 }
 
-// ruleStore is what static sessions need of the datapath: rule sets in, counters out.
+// ruleStore is what static sessions need of the datapath: rule sets in, counters out, and
+// which addresses are the UPF's own.
 type ruleStore interface {
 	Install(owner uint64, sets []rules.RuleSet) error
 	Usage(owner uint64) ([]rules.Usage, error)
+	IsLocal(netip.Addr) bool
 }
 
 // installStatic installs list in dp.
@@ -34,6 +37,11 @@ func installStatic(dp ruleStore, list []session.Session) (staticSessions, error)
 		var sets []rules.RuleSet
 		if err == nil {
 			sets, err = s.RuleSets()
+		}
+		if err == nil && dp.IsLocal(s.UE) {
+			// Its downlink would be the host's: with kernel_n6 the datapath does not even look
+			// for a session of the UPF's own address (xupf_own_addrs).
+			err = fmt.Errorf("ue_ipv4 %s is an address of this UPF; give the session another or take it off the host's interfaces", s.UE)
 		}
 		if err != nil {
 			return st, fmt.Errorf("static session: session %d: %w", s.ID, err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/xupf/xupf/internal/api"
@@ -53,5 +54,14 @@ func TestStaticSessions(t *testing.T) {
 	bad.UplinkTEID = 0
 	if _, err := installStatic(dp, []session.Session{bad}); err == nil {
 		t.Error("a session without an uplink TEID was installed")
+	}
+
+	// So does one at an address of the UPF: its downlink would be the host's.
+	dp.local = map[netip.Addr]bool{a.UE: true}
+	delete(dp.sets, a.ID)
+	if _, err := installStatic(dp, []session.Session{a}); err == nil || !strings.Contains(err.Error(), a.UE.String()) {
+		t.Errorf("a session at an address of the UPF: %v, want an error naming the address", err)
+	} else if _, ok := dp.sets[a.ID]; ok {
+		t.Error("a session at an address of the UPF was installed")
 	}
 }

@@ -23,9 +23,11 @@ const maxQuarantine = 1 << 20
 
 // allocator hands out the TEIDs and UE addresses this UPF chooses for its sessions (F-TEID
 // CHOOSE and UE IP address CHV4). Each is unique: an address or TEID is never given to two
-// sessions, nor one a static session or an SMF-chosen F-TEID already uses.
+// sessions, nor one a static session or an SMF-chosen F-TEID already uses, and no address is
+// one of the UPF's own (local).
 type allocator struct {
 	inUse func(rules.Key) bool
+	local func(netip.Addr) bool
 	teids map[uint32]uint64 // allocated TEID -> SEID
 	// TEIDs are drawn at random, so that a live one cannot be guessed from another, from
 	// 1..maxTEID; a released one waits out teidGrace in quarantine (oldest first in
@@ -41,10 +43,10 @@ type allocator struct {
 	nextUE        []netip.Addr          // per pool: where the next search starts
 }
 
-func newAllocator(pools []netip.Prefix, inUse func(rules.Key) bool) *allocator {
+func newAllocator(pools []netip.Prefix, inUse func(rules.Key) bool, local func(netip.Addr) bool) *allocator {
 	var seed [32]byte
 	crand.Read(seed[:]) // never fails (crypto/rand panics rather than return short)
-	a := &allocator{inUse: inUse, teids: map[uint32]uint64{}, rand: rand.New(rand.NewChaCha8(seed)),
+	a := &allocator{inUse: inUse, local: local, teids: map[uint32]uint64{}, rand: rand.New(rand.NewChaCha8(seed)),
 		maxTEID: math.MaxUint32, quarantine: map[uint32]bool{}, quarantineCap: maxQuarantine, now: time.Now, pools: pools,
 		ues: map[netip.Addr]uint64{}}
 	for _, p := range pools {
@@ -90,7 +92,8 @@ func (a *allocator) endQuarantine() {
 }
 
 // ue allocates a UE address for seid from the pools, skipping each pool's network and
-// broadcast addresses.
+// broadcast addresses and the UPF's own: a packet to one of those is the host's, and with
+// kernel_n6 the datapath does not even look for a session of it (xupf_own_addrs).
 func (a *allocator) ue(seid uint64) (netip.Addr, bool) {
 	for i, p := range a.pools {
 		first := p.Masked().Addr()
@@ -105,7 +108,7 @@ func (a *allocator) ue(seid uint64) (netip.Addr, bool) {
 			if p.Bits() < 31 && (u == first || !p.Contains(u.Next())) {
 				continue
 			}
-			if _, taken := a.ues[u]; taken || a.inUse(rules.Key{UE: u}) {
+			if _, taken := a.ues[u]; taken || a.inUse(rules.Key{UE: u}) || a.local(u) {
 				continue
 			}
 			a.ues[u] = seid

@@ -1,6 +1,7 @@
 package pfcp
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -9,10 +10,12 @@ import (
 
 func noKeysInUse(rules.Key) bool { return false }
 
+func noneLocal(netip.Addr) bool { return false }
+
 // TestTEIDsUnpredictable: the TEIDs xupfd chooses do not follow each other, so one session's
 // TEID tells nothing of another's.
 func TestTEIDsUnpredictable(t *testing.T) {
-	a := newAllocator(nil, noKeysInUse)
+	a := newAllocator(nil, noKeysInUse, noneLocal)
 	seen := map[uint32]bool{}
 	var last uint32
 	next := 0
@@ -35,7 +38,7 @@ func TestTEIDsUnpredictable(t *testing.T) {
 // TestReleasedTEIDsQuarantined: a released TEID is not given again within teidGrace.
 func TestReleasedTEIDsQuarantined(t *testing.T) {
 	now := time.Unix(1000, 0)
-	a := newAllocator(nil, noKeysInUse)
+	a := newAllocator(nil, noKeysInUse, noneLocal)
 	a.maxTEID, a.now = 8, func() time.Time { return now }
 	s := &Session{PDRs: map[uint16]*PDR{}}
 	for i := range 8 {
@@ -65,7 +68,7 @@ func TestReleasedTEIDsQuarantined(t *testing.T) {
 // TestQuarantineBounded: beyond quarantineCap released TEIDs, the oldest leave quarantine
 // before their grace period ends.
 func TestQuarantineBounded(t *testing.T) {
-	a := newAllocator(nil, noKeysInUse)
+	a := newAllocator(nil, noKeysInUse, noneLocal)
 	a.quarantineCap = 100
 	for i := range 1000 {
 		teid, ok := a.teid(uint64(i))

@@ -41,10 +41,16 @@ func (n *Node) check(s *Session) error {
 		if n := s.quotaURRs(p); n > rules.MaxQuotasPerPDR {
 			return fail("%d of its URRs have quotas; the datapath enforces %d per PDR", n, rules.MaxQuotasPerPDR)
 		}
-		if p.UE.IsValid() && !p.UEChosen {
+		// One this UPF chose is checked too: the host may have taken it since (a restored
+		// session, a modification), and then its downlink would be the host's.
+		if p.UE.IsValid() {
 			if why := n.unusableUE(p.UE); why != "" {
+				chosen := ""
+				if p.UEChosen {
+					chosen = " (chosen from ue_pools)"
+				}
 				return &requestError{cause: ie.CauseMandatoryIEIncorrect, offending: ie.UEIPAddress,
-					msg: fmt.Sprintf("PDR %d: UE IP address %s %s", id, p.UE, why)}
+					msg: fmt.Sprintf("PDR %d: UE IP address %s%s %s", id, p.UE, chosen, why)}
 			}
 		}
 		if n := s.meteredQERs(p); n > rules.MaxMetersPerPDR {
@@ -133,7 +139,7 @@ func checkForwarding(f *FAR) error {
 // octet 5 bit 1), the only one the datapath encapsulates with.
 const ohcGTPUIPv4 = 0x0100
 
-// unusableUE says why a UE address an SMF gives cannot be a UE's, or "": an address of this
+// unusableUE says why a UE address cannot be a UE's, or "": an address of this
 // UPF (the session would receive what is sent to the UPF), one that is not a unicast
 // address of a host, or, with UEPoolsOnly, one outside the UE pools.
 func (n *Node) unusableUE(a netip.Addr) string {

@@ -208,7 +208,7 @@ func NewNode(opts Options) *Node {
 			}
 			_, used := opts.Datapath.KeyOwner(k)
 			return used
-		})}
+		}, func(a netip.Addr) bool { return opts.Datapath != nil && opts.Datapath.IsLocal(a) })}
 	return n
 }
 

@@ -155,6 +155,25 @@ func TestRestoreRefusesWhatNoLongerFits(t *testing.T) {
 	t.Log(err)
 }
 
+// TestRestoreRefusesLocalUE: a saved session whose UE address the UPF chose and the host has
+// taken since fails the restart, naming the session and the address.
+func TestRestoreRefusesLocalUE(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	p := newPFCPTest(t, func(o *Options) { o.Store = st })
+	p.n.Restore()
+	seid, r := p.mustEstablish(0x11, chv4PDR(1), forwardFAR(1, ie.DstInterfaceAccess, ohc(9, gnb)))
+	ue := chosenUE(t, r)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err := restarted(t, dir, func(o *Options) { o.Datapath.(*fakeDatapath).local = map[netip.Addr]bool{ue: true} })
+	if err == nil || !strings.Contains(err.Error(), ue.String()) || !strings.Contains(err.Error(), "address of this UPF") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("0x%x", seid)) {
+		t.Fatalf("Restore with the chosen UE address the host's: %v", err)
+	}
+}
+
 // TestAnswerAfterSave: over UDP, with a state file, every answer arrives after the change it
 // reports is in the file, for requests sent back to back (which share commits).
 func TestAnswerAfterSave(t *testing.T) {

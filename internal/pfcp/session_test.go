@@ -347,14 +347,10 @@ func TestNetworkInstanceEncodings(t *testing.T) {
 
 func TestUEAddressChosen(t *testing.T) {
 	p := newPFCPTest(t)
-	chv4 := func(id uint16) *ie.IE {
-		return ie.NewCreatePDR(ie.NewPDRID(id), ie.NewPrecedence(1), ie.NewPDI(ie.NewSourceInterface(ie.SrcInterfaceCore),
-			ie.NewUEIPAddress(0x10|0x04, "", "", 0, 0)), ie.NewFARID(1))
-	}
 	// A /30 holds two usable addresses.
 	var got []netip.Addr
 	for i := range 2 {
-		seid, r := p.mustEstablish(uint64(0x60+i), chv4(1), chv4(2), forwardFAR(1, ie.DstInterfaceAccess, ohc(9, gnb)))
+		seid, r := p.mustEstablish(uint64(0x60+i), chv4PDR(1), chv4PDR(2), forwardFAR(1, ie.DstInterfaceAccess, ohc(9, gnb)))
 		if len(r.CreatedPDR) != 2 {
 			t.Fatalf("Created PDRs %v", r.CreatedPDR)
 		}
@@ -371,9 +367,58 @@ func TestUEAddressChosen(t *testing.T) {
 	if got[0] != netip.MustParseAddr("10.46.0.1") || got[1] != netip.MustParseAddr("10.46.0.2") {
 		t.Errorf("chosen UE addresses %v", got)
 	}
-	r := p.establish(0x70, chv4(1), forwardFAR(1, ie.DstInterfaceAccess, ohc(9, gnb)))
+	r := p.establish(0x70, chv4PDR(1), forwardFAR(1, ie.DstInterfaceAccess, ohc(9, gnb)))
 	if c, _ := r.Cause.Cause(); c != ie.CauseNoResourcesAvailable {
 		t.Errorf("pool exhausted: cause %d, want %d", c, ie.CauseNoResourcesAvailable)
+	}
+}
+
+// chv4PDR is a downlink PDR asking this UPF to choose the UE address (CHV4).
+func chv4PDR(id uint16) *ie.IE {
+	return ie.NewCreatePDR(ie.NewPDRID(id), ie.NewPrecedence(1), ie.NewPDI(ie.NewSourceInterface(ie.SrcInterfaceCore),
+		ie.NewUEIPAddress(0x10|0x04, "", "", 0, 0)), ie.NewFARID(1))
+}
+
+// chosenUE is the UE address the Created PDRs of r give.
+func chosenUE(t *testing.T, r *message.SessionEstablishmentResponse) netip.Addr {
+	t.Helper()
+	if len(r.CreatedPDR) == 0 {
+		t.Fatal("no Created PDR")
+	}
+	u, err := r.CreatedPDR[0].UEIPAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := netip.AddrFromSlice(u.IPv4Address.To4())
+	return a
+}
+
+// TestUEAddressChosenNotLocal: the pools never give an address of the UPF (its downlink would
+// be the host's), and a chosen address the host has taken since is refused like one an SMF
+// gives.
+func TestUEAddressChosenNotLocal(t *testing.T) {
+	p := newPFCPTest(t)
+	local := netip.MustParseAddr("10.46.0.1") // the first of uePool
+	p.dp.local = map[netip.Addr]bool{local: true}
+	seid, r := p.mustEstablish(0x60, chv4PDR(1), forwardFAR(1, ie.DstInterfaceAccess, ohc(9, gnb)))
+	if got := chosenUE(t, r); got != netip.MustParseAddr("10.46.0.2") {
+		t.Errorf("chosen UE address %s, want 10.46.0.2 (10.46.0.1 is the UPF's)", got)
+	}
+	r = p.establish(0x61, chv4PDR(1), forwardFAR(1, ie.DstInterfaceAccess, ohc(9, gnb)))
+	if c, _ := r.Cause.Cause(); c != ie.CauseNoResourcesAvailable {
+		t.Errorf("pool left with the UPF's address only: cause %d, want %d", c, ie.CauseNoResourcesAvailable)
+	}
+
+	p.dp.local[netip.MustParseAddr("10.46.0.2")] = true
+	m := p.modify(seid, ie.NewUpdateFAR(ie.NewFARID(1), ie.NewApplyAction(0x04)))
+	c, _ := m.Cause.Cause()
+	var off uint16
+	if m.OffendingIE != nil {
+		off, _ = m.OffendingIE.OffendingIE()
+	}
+	if c != ie.CauseMandatoryIEIncorrect || off != ie.UEIPAddress {
+		t.Errorf("modification with the chosen address the host's: cause %d offending IE %d, want %d and %d",
+			c, off, ie.CauseMandatoryIEIncorrect, ie.UEIPAddress)
 	}
 }
 
