@@ -1598,15 +1598,27 @@ func TestFlowCacheOwnAddrs(t *testing.T) {
 	}
 	dn := netip.AddrPortFrom(addrDN, 2000)
 	ue := netip.AddrPortFrom(ueAddr, 1000)
-	for _, c := range []pktCase{
-		{name: "to n6's address", in: concat(ethBytes(macDN, macN6), natUDP(t, dn, netip.AddrPortFrom(addrN6, natPort), 64, false)),
-			ifindex: n6, verdict: xdpPass, counters: map[string]uint64{"pass": 1, "flow_miss": 1}},
+	toN6 := pktCase{name: "to n6's address", in: concat(ethBytes(macDN, macN6), natUDP(t, dn, netip.AddrPortFrom(addrN6, natPort), 64, false)),
+		ifindex: n6, verdict: xdpPass, counters: map[string]uint64{"pass": 1, "flow_miss": 1}}
+	for _, c := range []pktCase{toN6,
 		{name: "to a UE", in: concat(ethBytes(macDN, macN6), natUDP(t, dn, ue, 64, false)),
 			ifindex: n6, verdict: xdpRedirect, fixSport: true, out: dlOuter(t, sessPlain, natUDP(t, dn, ue, 63, false), 0x28),
 			counters: map[string]uint64{"dl_rx": 1, "dl_tx": 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) { runCase(t, e, c) })
 	}
+
+	// A program swapped in (here for an SDF field) reads the same addresses.
+	e.dp.mu.Lock()
+	cfg := e.dp.prog
+	cfg.sdfFields |= 1
+	err := e.dp.swapProgram(cfg)
+	e.dp.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	toN6.name += " after a program swap"
+	t.Run(toN6.name, func(t *testing.T) { runCase(t, e, toN6) })
 }
 
 // BenchmarkFlowCacheNAT: ns/packet of a UE's UDP packet the cache translates (kernel_n6), each

@@ -130,7 +130,10 @@ func (d *Datapath) loadProgram(cfg progConfig, st stage) (*ebpf.Program, error) 
 		xupfVarCfgPolicer:   policer,
 		xupfVarCfgSpread:    uint32(cfg.spread),
 	}
-	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: d.opts.PinPath}}
+	// xupf_own_addrs is not pinned (syncLocalAddrs writes it whole at every start): the new
+	// program reads the running one's, which syncLocalAddrs keeps, not a zeroed one.
+	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: d.opts.PinPath},
+		MapReplacements: map[string]*ebpf.Map{xupfMapXupfOwnAddrs: d.objs.XupfOwnAddrs}}
 	if st == stageCPUMap {
 		vars[xupfVarCfgSpread] = uint32(SpreadOff)
 		spec.Programs[xupfProgXupfXdp].AttachType = ebpf.AttachXDPCPUMap
@@ -144,7 +147,7 @@ func (d *Datapath) loadProgram(cfg progConfig, st stage) (*ebpf.Program, error) 
 			return nil, fmt.Errorf("an empty CPU map for the CPU map's program: %w", err)
 		}
 		defer empty.Close()
-		opts.MapReplacements = map[string]*ebpf.Map{xupfMapXupfCpus: empty}
+		opts.MapReplacements[xupfMapXupfCpus] = empty
 	}
 	if err := setVars(spec, vars); err != nil {
 		return nil, err
