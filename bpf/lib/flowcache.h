@@ -930,7 +930,14 @@ static __always_inline void flow_learn_reply(struct xdp_md *ctx, const struct fl
 	__u64 now, *entries;
 	int dir;
 
-	if (!bpf_xdp_ct_lookup)
+	/* Only where the UE's entry can follow: in a table this entry would fill, the pair could
+	 * never be whole, and the lone entry, kept by its replies, would hold the room a pair
+	 * needs. A table of one entry, which holds no pair, caches nothing of a UE's flow. Checked
+	 * first: in a full table every reply through the kernel would otherwise pay the conntrack
+	 * lookup and the note's for nothing. Not counted flow_full: without them the reply is not
+	 * known to be one the cache would take, and its note stays for a later reply. */
+	entries = flow_entries();
+	if (!entries || *(volatile __u64 *)entries + 2 > cfg_max_flows || !bpf_xdp_ct_lookup)
 		return;
 	/* The reply reversed, untranslated, is the entry's original tuple: the UE's. */
 	tuple.ipv4.saddr = key->daddr;
@@ -954,14 +961,6 @@ static __always_inline void flow_learn_reply(struct xdp_md *ctx, const struct fl
 		return;
 	if (flow_note_stale(seen) || seen->vlan_id)
 		goto done;
-	/* Only where the UE's entry can follow: in a table this entry would fill, the pair could
-	 * never be whole, and the lone entry, kept by its replies, would hold the room a pair
-	 * needs. A table of one entry, which holds no pair, caches nothing of a UE's flow. */
-	entries = flow_entries();
-	if (!entries || *(volatile __u64 *)entries + 2 > cfg_max_flows) {
-		count_stat(STAT_FLOW_FULL);
-		goto done;
-	}
 	flow_set_nat(&r, note.daddr, note.dport, key->daddr, key->dport);
 	now = bpf_ktime_get_coarse_ns();
 	r.first_seen = now;
