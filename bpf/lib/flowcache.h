@@ -894,16 +894,33 @@ static __always_inline void flow_set_nat(struct flow *f, __be32 old_addr, __be16
 	f->csum_l4 = csum_fold_delta(l3 + csum_delta16(old_port, port));
 }
 
-/* flow_replies_to tells whether reply's entry is the replies' of the UE's flow ue (the UE's
- * tuple, untranslated): translated back to its source address and port. */
-static __always_inline int flow_replies_to(const struct flow_key *reply, const struct flow_key *ue)
+/* What a learner finds under a key its insert met taken (flow_held). */
+enum flow_holder {
+	FLOW_HELD_NONE,   /* nothing now: a void entry, removed (flow_find), or one gone meanwhile */
+	FLOW_HELD_PAIR,   /* a current entry whose pair is the learner's other entry */
+	FLOW_HELD_OTHER,  /* another current entry */
+};
+
+/* flow_held tells what holds key, whose insert failed -FLOW_EEXIST, for a learner that adds
+ * pair beside it: the entry another learner of the same flow cached (flow_learn_reply's
+ * replies' entry, or another CPU's learner of the same note), translated as the learner's
+ * own would be, is its pair's (FLOW_HELD_PAIR); a void one is removed, with its pair, so
+ * that the learner can insert afresh rather than leave it for the next packet to void
+ * together with what the learner adds. */
+static __always_inline enum flow_holder flow_held(const struct flow_key *key, const struct flow_key *pair)
 {
 	struct flow_act_buf act;
-	const struct flow *f = flow_act(&act);
+	struct flow_slot *slot;
+	struct flow_key other;
+	const struct flow *f;
 	__u32 state;
 
-	return flow_lookup(reply, &act, &state) && (f->flags & FLOW_F_TO_UE) &&
-	       f->nat_addr == ue->saddr && f->nat_port == ue->sport;
+	f = flow_find(key, &act, &slot, &state);
+	if (!f)
+		return FLOW_HELD_NONE;
+	if (flow_pair_key(key, f, &other) && flow_key_equal(&other, pair))
+		return FLOW_HELD_PAIR;
+	return FLOW_HELD_OTHER;
 }
 
 /* flow_learn_reply learns the replies' entry of a translated UDP flow from a reply, key its
@@ -996,6 +1013,7 @@ static __always_inline void flow_learn_ue(struct __sk_buff *skb, const struct et
 	struct flow f = {}, r = {};
 	unsigned long status = CT_SEEN_REPLY;  /* untracked: nothing to follow */
 	int dir = CT_DIR_REPLY, ours = 1;
+	enum flow_holder held;
 	__u32 gen, now;
 	long err;
 
@@ -1039,16 +1057,27 @@ static __always_inline void flow_learn_ue(struct __sk_buff *skb, const struct et
 		reply = (struct flow_key){ .saddr = key->daddr, .daddr = key->saddr, .sport = key->dport,
 					   .dport = key->sport, .proto = key->proto, .ifindex = skb->ifindex };
 		/* The replies' entry first: once the UE's flow is cached, its replies must be. One
-		 * the replies learnt alone (flow_learn_reply) is this one when it translates to
-		 * this UE's address and port: it stays, and is not this learner's to count. */
+		 * the replies learnt alone (flow_learn_reply), or another learner of this note,
+		 * cached is this one when it translates to this UE's address and port: it stays,
+		 * and is not this learner's to count. */
 		err = flow_insert(&reply, &r);
-		if (err == -FLOW_EEXIST && flow_replies_to(&reply, &ue))
-			ours = 0;
-		else if (err)
+		if (err == -FLOW_EEXIST) {
+			held = flow_held(&reply, &ue);
+			if (held == FLOW_HELD_NONE)
+				err = flow_insert(&reply, &r);
+			else if (held == FLOW_HELD_PAIR)
+				err = ours = 0;
+		}
+		if (err)
 			goto done;
 		if (flow_insert(&ue, &f)) {
-			/* Taken back uncounted; one removed first counts as learnt (flow_learnt). */
-			if (ours && flow_delete(&reply))
+			/* Another learner that found this replies' entry may have cached the UE's
+			 * entry first: the pair is whole, and the replies' entry counts as learnt.
+			 * Otherwise it is taken back uncounted; one removed first counts as learnt
+			 * (flow_learnt). */
+			if (ours && flow_held(&ue, &reply) == FLOW_HELD_PAIR)
+				flow_learnt(&reply, gen, flow_gen());
+			else if (ours && flow_delete(&reply))
 				count_stat(STAT_FLOW_LEARNED);
 			goto done;
 		}

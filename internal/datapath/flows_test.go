@@ -1573,6 +1573,53 @@ func TestFlowCacheNATLearnReplies(t *testing.T) {
 	}
 }
 
+// TestFlowCacheNATLearnerFindsPair: what a UE flow's learner finds in the table where it
+// inserts. The UE's entry another learner of the same note cached first (two of the flow's
+// packets on two CPUs), translated as its own: the learner keeps its replies' entry beside
+// it, counted learnt, rather than take it back and leave the UE's entry alone. A void
+// replies' entry (an earlier epoch's, learnt from replies alone): removed, counted voided,
+// and the pair learnt afresh in the current epoch, rather than kept for the next reply to
+// void with the UE's entry just learnt.
+func TestFlowCacheNATLearnerFindsPair(t *testing.T) {
+	e, ue, dn, nat := newNATUDPEnv(t)
+	gpdu := outerGTP(t, gtpHdr(0x30, 255, sessPlain.UplinkTEID, nil, natUDP(t, ue, dn, 64, false)), nil)
+	up, down := natUDP(t, nat, dn, 63, false), natUDP(t, dn, nat, 64, false)
+	e.natFirst(t, gpdu, natUDP(t, ue, dn, 64, false), up, 2)
+	var ueKey, replyKey xupfFlowKey
+	var ueFlow, replyFlow xupfFlow
+	for k, v := range e.dp.flows.All() {
+		if k.Ifindex == 0 {
+			ueKey, ueFlow = k, v
+		} else {
+			replyKey, replyFlow = k, v
+		}
+	}
+	if ueKey.Saddr == 0 || replyKey.Saddr == 0 {
+		t.Fatalf("flows %+v and %+v, want the UE's and the replies'", ueKey, replyKey)
+	}
+
+	t.Run("the UE's entry there", func(t *testing.T) {
+		e.clearFlows(t)
+		e.natHandOver(t, gpdu, natUDP(t, ue, dn, 64, false))
+		if err := e.putRaw(ueKey, ueFlow); err != nil {
+			t.Fatal(err)
+		}
+		e.natLearn(t, up, map[string]uint64{"flow_learned": 1})
+		e.checkNATFlows(t, ue, dn)
+		e.natHits(t, gpdu, up, down, natUDP(t, dn, ue, 63, false), 0x28)
+	})
+	t.Run("a void replies' entry there", func(t *testing.T) {
+		e.clearFlows(t)
+		e.natHandOver(t, gpdu, natUDP(t, ue, dn, 64, false))
+		void := replyFlow
+		void.Epoch = e.dp.flowEpoch() - 1
+		e.putAll(t, []xupfFlowKey{replyKey}, []xupfFlow{void})
+		e.natLearn(t, up, map[string]uint64{"flow_learned": 2, "flow_voided": 1})
+		e.checkNATFlows(t, ue, dn)
+		e.natHits(t, gpdu, up, down, natUDP(t, dn, ue, 63, false), 0x28)
+	})
+}
+
 // TestFlowCacheOwnAddrs: with kernel_n6, xupf_own_addrs holds the UPF's own unicast
 // addresses (loopback's left out) and follows them. A packet to one of them is the UPF's, as
 // the replies the kernel's NAT translates back are: it skips the UE lookup and goes to the
