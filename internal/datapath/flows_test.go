@@ -1620,6 +1620,28 @@ func TestFlowCacheNATLearnerFindsPair(t *testing.T) {
 	})
 }
 
+// TestFlowCacheNATLoneRepliesEnd: a replies' entry learnt alone (flow_learn_reply) goes when
+// conntrack removes its connection (removeConnections), although its UE's entry, which the
+// removal looks up first, is not there: left, it would deliver to this UE the replies of the
+// next connection conntrack gives the translated address and port.
+func TestFlowCacheNATLoneRepliesEnd(t *testing.T) {
+	e, ue, dn, nat := newNATUDPEnv(t)
+	e.replyThroughKernel(t, ue, dn, nat, "flow_learned")
+	if flows, err := e.dp.Flows(); err != nil || len(flows) != 1 || flows[0].ToUE != ue {
+		t.Fatalf("flows %+v (err %v), want the replies' alone", flows, err)
+	}
+	gone := map[nfwatch.Tuple]bool{
+		{Src: ue.Addr(), Dst: dn.Addr(), SrcPort: ue.Port(), DstPort: dn.Port(), Proto: unix.IPPROTO_UDP}:   true,
+		{Src: dn.Addr(), Dst: nat.Addr(), SrcPort: dn.Port(), DstPort: nat.Port(), Proto: unix.IPPROTO_UDP}: true,
+	}
+	if n, err := e.dp.removeConnections(gone); err != nil || n != 1 {
+		t.Errorf("removeConnections removed %d flows (err %v), want 1", n, err)
+	}
+	if flows, err := e.dp.Flows(); err != nil || len(flows) != 0 {
+		t.Errorf("flows %+v (err %v) after the connection went, want none", flows, err)
+	}
+}
+
 // TestFlowCacheOwnAddrs: with kernel_n6, xupf_own_addrs holds the UPF's own unicast
 // addresses (loopback's left out) and follows them. A packet to one of them is the UPF's, as
 // the replies the kernel's NAT translates back are: it skips the UE lookup and goes to the
@@ -1643,12 +1665,21 @@ func TestFlowCacheOwnAddrs(t *testing.T) {
 	if got, want := own(), []netip.Addr{addrN3, addrN6}; !slices.Equal(got, want) {
 		t.Fatalf("xupf_own_addrs %v, want %v", got, want)
 	}
+	waitOwn := func(what string, want func([]netip.Addr) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(3 * time.Second); !want(own()); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("xupf_own_addrs %v 3s after %s", own(), what)
+			}
+		}
+	}
 	added := netip.MustParseAddr("203.0.113.7")
 	e.addN6Addr(t, added)
-	for deadline := time.Now().Add(3 * time.Second); !slices.Contains(own(), added); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("xupf_own_addrs %v 3s after %s was added", own(), added)
-		}
+	waitOwn(added.String()+" was added", func(a []netip.Addr) bool { return slices.Contains(a, added) })
+	e.changeAddr(t, "n6", added, netlink.AddrDel)
+	waitOwn(added.String()+" was removed", func(a []netip.Addr) bool { return !slices.Contains(a, added) })
+	if !e.dp.IsLocal(addrN6) || e.dp.IsLocal(added) {
+		t.Errorf("IsLocal %s %v, %s %v; want true and false", addrN6, e.dp.IsLocal(addrN6), added, e.dp.IsLocal(added))
 	}
 
 	if err := e.addSession(session.Session{ID: 9, UE: addrN6, UplinkTEID: 0x109, GNB: addrGNB,

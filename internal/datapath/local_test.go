@@ -126,12 +126,18 @@ func TestUEToUPF(t *testing.T) {
 // addN6Addr adds a to n6, as a /32.
 func (e *testEnv) addN6Addr(t *testing.T, a netip.Addr) {
 	t.Helper()
+	e.changeAddr(t, "n6", a, netlink.AddrAdd)
+}
+
+// changeAddr adds (netlink.AddrAdd) or removes (netlink.AddrDel) a, a /32, on the link name.
+func (e *testEnv) changeAddr(t *testing.T, name string, a netip.Addr, change func(netlink.Link, *netlink.Addr) error) {
+	t.Helper()
 	err := e.do(func() error {
-		l, err := netlink.LinkByName("n6")
+		l, err := netlink.LinkByName(name)
 		if err != nil {
 			return err
 		}
-		return netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)}})
+		return change(l, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)}})
 	})
 	if err != nil {
 		t.Fatal(err)
