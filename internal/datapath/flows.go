@@ -565,9 +565,14 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 		k := a.ctKeep[key.Proto]
 		keepDue := ueFlow && a.sweeps%k.every == 0
 		// The other entry's time is read only when this one's would end the pair or let
-		// conntrack's entry go: one lookup, for a flow forwarded one way only.
+		// conntrack's entry go: one lookup, for a flow forwarded one way only, whose answer
+		// serves below too.
+		looked, otherThere := false, false
 		if paired && (now > last && now-last >= idle || keepDue && now >= last+k.every*revisit) {
-			if other, ok := d.flows.Lookup(pair); ok {
+			var other xupfFlow
+			other, otherThere = d.flows.Lookup(pair)
+			looked = true
+			if otherThere {
 				last = max(last, other.LastSeen)
 			}
 		}
@@ -584,7 +589,10 @@ func (d *Datapath) ageFlows(now uint64) (scanned, aged int, err error) {
 			}
 			ct := key
 			if key.Ifindex != flowFromUE {
-				if _, ok := d.flows.Lookup(pair); ok {
+				if !looked {
+					_, otherThere = d.flows.Lookup(pair)
+				}
+				if otherThere {
 					break // the UE's entry keeps it
 				}
 				ct = pair // conntrack's original tuple, the UE's
