@@ -107,8 +107,12 @@ struct {
 } xupf_own_addrs SEC(".maps");
 
 /* flow_own_addr tells whether addr is one of xupf_own_addrs. A packet may meet the array being
- * written, the count and the addresses not of one update: what it then sees is an address of
- * the UPF either way (one being added or removed), never a UE's. */
+ * written: the map update copies the value plainly, so the count and the addresses read may be
+ * of two updates, and an address may be read half old, half new. A whole address is the UPF's
+ * either way: one being added, or one being removed, which no session can hold before the
+ * update is done (syncLocalAddrs writes the array before IsLocal's copy). A half-written one is
+ * no address in particular: a packet to exactly that value, at that instant, skips its UE
+ * lookup and goes to the kernel as the UPF's packets do, once. */
 static __always_inline int flow_own_addr(__be32 addr)
 {
 	__u32 zero = 0, n;
