@@ -65,7 +65,11 @@ type Attachment struct {
 // warning. When a link from an earlier run is pinned for this interface, the program is
 // swapped into it atomically: traffic keeps flowing across a daemon restart.
 func (d *Datapath) Attach(name string, mode XDPMode, fallback bool) (Attachment, error) {
-	return d.attach(name, mode, fallback, false)
+	a, err := d.attach(name, mode, fallback, false)
+	if err == nil {
+		d.resyncAddrs() // its addresses first in xupf_own_addrs; outside mu, as the router is told
+	}
+	return a, err
 }
 
 // AttachReturn attaches xupf_xdp_return, natively, to the return device's peer name (with

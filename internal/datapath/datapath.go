@@ -149,6 +149,7 @@ type Datapath struct {
 	earlierCls                 *earlierClasses // until Attach took over every pinned link
 	links                      map[string]*attachment
 	stopAddrs                  func()      // stops keeping xupf_local_addrs up to date
+	addrs                      addrSync    // syncs them on demand (localaddrs.go)
 	routes                     *routeTable // xupf_route_dir, written by the router
 	router                     *router.Router
 	stopRouter                 func() // stops following netlink for the router

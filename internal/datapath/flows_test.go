@@ -1650,18 +1650,7 @@ func TestFlowCacheNATLoneRepliesEnd(t *testing.T) {
 // takes the session's downlink as before.
 func TestFlowCacheOwnAddrs(t *testing.T) {
 	e := newNATEnv(t)
-	own := func() []netip.Addr {
-		t.Helper()
-		var v xupfOwnAddrs
-		if err := e.dp.objs.XupfOwnAddrs.Lookup(uint32(0), &v); err != nil {
-			t.Fatal(err)
-		}
-		var out []netip.Addr
-		for _, a := range v.Addr[:min(int(v.N), len(v.Addr))] {
-			out = append(out, addrFromBE(a))
-		}
-		return out
-	}
+	own := func() []netip.Addr { return e.ownAddrs(t) }
 	if got, want := own(), []netip.Addr{addrN3, addrN6}; !slices.Equal(got, want) {
 		t.Fatalf("xupf_own_addrs %v, want %v", got, want)
 	}
@@ -1709,6 +1698,43 @@ func TestFlowCacheOwnAddrs(t *testing.T) {
 	}
 	toN6.name += " after a program swap"
 	t.Run(toN6.name, func(t *testing.T) { runCase(t, e, toN6) })
+}
+
+// ownAddrs is what xupf_own_addrs holds.
+func (e *testEnv) ownAddrs(t *testing.T) []netip.Addr {
+	t.Helper()
+	var v xupfOwnAddrs
+	if err := e.dp.objs.XupfOwnAddrs.Lookup(uint32(0), &v); err != nil {
+		t.Fatal(err)
+	}
+	var out []netip.Addr
+	for _, a := range v.Addr[:min(int(v.N), len(v.Addr))] {
+		out = append(out, addrFromBE(a))
+	}
+	return out
+}
+
+// TestFlowCacheOwnAddrsAttachedFirst: when the UPF has more addresses than xupf_own_addrs
+// holds, the attached interfaces' come first, though the kernel lists another link's first
+// (here lo, index 1, with eight): n6's, where the replies the kernel translates back arrive,
+// is still compared.
+func TestFlowCacheOwnAddrsAttachedFirst(t *testing.T) {
+	e := newNATEnv(t)
+	var many []netip.Addr
+	for i := range maxOwnAddrs + 1 {
+		a := netip.AddrFrom4([4]byte{198, 18, 0, byte(i + 1)})
+		e.changeAddr(t, "lo", a, netlink.AddrAdd)
+		many = append(many, a)
+	}
+	for deadline := time.Now().Add(3 * time.Second); !e.dp.IsLocal(many[len(many)-1]); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not local 3s after it was added", many[len(many)-1])
+		}
+	}
+	want := append([]netip.Addr{addrN3, addrN6}, many[:maxOwnAddrs-2]...)
+	if got := e.ownAddrs(t); !slices.Equal(got, want) {
+		t.Errorf("xupf_own_addrs %v, want %v", got, want)
+	}
 }
 
 // BenchmarkFlowCacheNAT: ns/packet of a UE's UDP packet the cache translates (kernel_n6), each

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,6 +65,7 @@ func (d *Datapath) watchLocalAddrs() (stop func(), err error) {
 		ns.Close()
 		return nil, fmt.Errorf("local addresses: %w", err)
 	}
+	d.addrs.sync = d.syncAddrsWith(h)
 	stopEvents, err := d.localAddrEvents(ns, h).Start()
 	if err != nil {
 		h.Close()
@@ -87,7 +89,7 @@ func (d *Datapath) watchLocalAddrs() (stop func(), err error) {
 func (d *Datapath) localAddrEvents(ns netns.NsHandle, h *netlink.Handle) nlfollow.Events[netlink.AddrUpdate] {
 	return nlfollow.Events[netlink.AddrUpdate]{
 		Subscribe: func(stop <-chan struct{}) (<-chan netlink.AddrUpdate, error) { return d.subscribeAddrs(ns, stop) },
-		Sync:      func() error { return d.syncLocalAddrs(h) },
+		Sync:      d.syncAddrsWith(h),
 		Retry:     localAddrsRetry,
 		SubscribeFailed: func(err error) {
 			d.log.Error("local address updates stopped; retrying", "err", err)
@@ -117,9 +119,39 @@ func (d *Datapath) subscribeAddrs(ns netns.NsHandle, stop <-chan struct{}) (<-ch
 }
 
 // maxOwnAddrs is XUPF_MAX_OWN_ADDRS, the room of xupf_own_addrs: the UPF's own unicast
-// addresses (loopback's left out), in the kernel's order (by interface), up to that many. A
-// packet to one further on costs what it did without the array.
+// addresses (loopback's left out), the attached interfaces' first (where the replies the
+// kernel translates back arrive), then in the kernel's order (by interface), up to that many.
+// A packet to one further on costs what it did without the array.
 const maxOwnAddrs = len(xupfOwnAddrs{}.Addr)
+
+// addrSync syncs xupf_local_addrs and xupf_own_addrs on demand: on netlink's address events,
+// and when Attach adds an interface whose addresses come first.
+type addrSync struct {
+	mu   sync.Mutex   // one sync at a time
+	sync func() error // syncAddrsWith the handle of the namespace Load ran in
+	cut  string       // the addresses xupf_own_addrs had no room for, as last logged
+}
+
+// syncAddrsWith is syncLocalAddrs through h, one sync at a time.
+func (d *Datapath) syncAddrsWith(h *netlink.Handle) func() error {
+	return func() error {
+		d.addrs.mu.Lock()
+		defer d.addrs.mu.Unlock()
+		return d.syncLocalAddrs(h)
+	}
+}
+
+// resyncAddrs syncs the local addresses again after the attached interfaces changed, with
+// kernel_n6 (without it the program does not read xupf_own_addrs). A failure is logged: the
+// next address event or retry syncs again.
+func (d *Datapath) resyncAddrs() {
+	if d.addrs.sync == nil || !d.opts.FlowCache.KernelN6.Any() {
+		return
+	}
+	if err := d.addrs.sync(); err != nil {
+		d.log.Warn("update the UPF's local addresses in the datapath after an attachment changed", "err", err)
+	}
+}
 
 // localAddrsRetry is how long after a failed update of xupf_local_addrs it is tried again.
 const localAddrsRetry = 2 * time.Second
@@ -143,24 +175,30 @@ func (d *Datapath) syncLocalAddrs(h *netlink.Handle) error {
 	if err != nil {
 		return fmt.Errorf("list local addresses: %w", err)
 	}
+	attached, err := d.arrivals()
+	if err != nil {
+		return err
+	}
 	want := map[uint32]bool{}
-	var local []netip.Addr
-	var own xupfOwnAddrs
+	var local, first, rest []netip.Addr
 	for _, a := range addrs {
 		for i, ip := range []net.IP{a.IP, a.Broadcast} {
 			if v, ok := netip.AddrFromSlice(ip.To4()); ok && !v.IsUnspecified() {
 				want[addrBE(v)] = true
 				local = append(local, v)
-				if i == 0 && !v.IsLoopback() && int(own.N) < maxOwnAddrs {
-					own.Addr[own.N] = addrBE(v)
-					own.N++
+				switch {
+				case i != 0 || v.IsLoopback(): // broadcast, loopback: no reply comes to it
+				case slices.Contains(attached, uint32(a.LinkIndex)):
+					first = append(first, v)
+				default:
+					rest = append(rest, v)
 				}
 			}
 		}
 	}
 	// Before IsLocal's copy: an address the host gave up may be a UE's once that copy is
 	// updated, and must no longer be taken for the UPF's by then.
-	if err := d.objs.XupfOwnAddrs.Put(uint32(0), own); err != nil {
+	if err := d.objs.XupfOwnAddrs.Put(uint32(0), d.ownAddrs(append(first, rest...))); err != nil {
 		return fmt.Errorf("update xupf_own_addrs: %w", err)
 	}
 	if err := setKeys(d.objs.XupfLocalAddrs, want); err != nil {
@@ -177,4 +215,23 @@ func (d *Datapath) syncLocalAddrs(h *netlink.Handle) error {
 	d.localAddrs.Store(&want)
 	// The router never forwards to them either: in private mode no local table says so.
 	return d.router.SetLocal(local)
+}
+
+// ownAddrs is xupf_own_addrs' value for addrs, the first maxOwnAddrs of them. With kernel_n6
+// it logs the others when they change: the replies to them pay the UE lookup, and one may be
+// the address the kernel translates to.
+func (d *Datapath) ownAddrs(addrs []netip.Addr) xupfOwnAddrs {
+	var own xupfOwnAddrs
+	for _, a := range addrs[:min(len(addrs), maxOwnAddrs)] {
+		own.Addr[own.N] = addrBE(a)
+		own.N++
+	}
+	cut := fmt.Sprint(addrs[own.N:])
+	if len(addrs) > maxOwnAddrs && cut != d.addrs.cut && d.opts.FlowCache.KernelN6.Any() {
+		d.log.Warn("xupf_own_addrs has no room for all of the UPF's own addresses (the attached interfaces' come "+
+			"first): packets to the others, the replies the kernel translates back to one of them with kernel_n6, "+
+			"pay a session lookup first", "room", maxOwnAddrs, "compared", addrs[:own.N], "left_out", addrs[own.N:])
+	}
+	d.addrs.cut = cut
+	return own
 }
