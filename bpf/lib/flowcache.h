@@ -810,6 +810,37 @@ struct nf_conn___xupf {
 #define CT_DIR_REPLY 1
 #define CT_SEEN_REPLY (1 << 1)  /* IPS_SEEN_REPLY: conntrack has seen a packet each way */
 
+/* ct_tuple_reversed sets tuple to key's 5-tuple reversed: what a lookup of the entry whose
+ * other direction key's packet is takes (the learners look a packet up as its reply). */
+static __always_inline void ct_tuple_reversed(struct bpf_sock_tuple *tuple, const struct flow_key *key)
+{
+	tuple->ipv4.saddr = key->daddr;
+	tuple->ipv4.daddr = key->saddr;
+	tuple->ipv4.sport = key->dport;
+	tuple->ipv4.dport = key->sport;
+}
+
+/* ct_tuple sets key's addresses and ports to those of h, one direction's tuple of a
+ * conntrack entry (&ct->tuplehash[CT_DIR_*]: a constant index, which CO-RE relocates). */
+static __always_inline void ct_tuple(const struct nf_conntrack_tuple_hash___xupf *h, struct flow_key *key)
+{
+	key->saddr = h->tuple.src.u3.ip;
+	key->sport = h->tuple.src.u.all;
+	key->daddr = h->tuple.dst.u3.ip;
+	key->dport = h->tuple.dst.u.all;
+}
+
+/* flow_stats_start starts f's statistics with one packet of len bytes (its IP length), now. */
+static __always_inline void flow_stats_start(struct flow *f, __u32 len)
+{
+	__u64 now = bpf_ktime_get_coarse_ns();
+
+	f->first_seen = now;
+	f->last_seen = now;
+	f->packets = 1;
+	f->bytes = len;
+}
+
 /* flow_learn_l3 sets in f the IP header changes the kernel made to a packet that arrived as
  * seen and leaves as ip. Returns -1 for a change the cache does not repeat (the TTL set). */
 static __always_inline int flow_learn_l3(const struct flow_seen *seen, const struct iphdr *ip,
@@ -832,17 +863,13 @@ static __always_inline void flow_learn_out(struct __sk_buff *skb, const struct e
 					   const struct iphdr *ip, struct flow *f)
 {
 	__u32 mtu = 0;
-	__u64 now = bpf_ktime_get_coarse_ns();
 
 	f->ifindex = skb->ifindex;
 	bpf_check_mtu(skb, 0, &mtu, 0, 0);  /* sets mtu to the interface's whatever it returns */
 	f->mtu = mtu;
 	__builtin_memcpy(f->dmac, eth->h_dest, ETH_ALEN);
 	__builtin_memcpy(f->smac, eth->h_source, ETH_ALEN);
-	f->first_seen = now;
-	f->last_seen = now;
-	f->packets = 1;
-	f->bytes = bpf_ntohs(ip->tot_len);
+	flow_stats_start(f, bpf_ntohs(ip->tot_len));
 }
 
 /* flow_note_stale tells whether seen, a note the learner found, was taken in an earlier
@@ -948,7 +975,7 @@ static __always_inline void flow_learn_reply(struct xdp_md *ctx, const struct fl
 	struct flow_key note = { .proto = key->proto }, reply;
 	struct flow_seen *seen;
 	struct flow r = { .flags = FLOW_F_TO_UE };
-	__u64 now, *entries;
+	__u64 *entries;
 	int dir;
 
 	/* Only where the UE's entry can follow: in a table this entry would fill, the pair could
@@ -961,18 +988,12 @@ static __always_inline void flow_learn_reply(struct xdp_md *ctx, const struct fl
 	if (!entries || *(volatile __u64 *)entries + 2 > cfg_max_flows || !bpf_xdp_ct_lookup)
 		return;
 	/* The reply reversed, untranslated, is the entry's original tuple: the UE's. */
-	tuple.ipv4.saddr = key->daddr;
-	tuple.ipv4.daddr = key->saddr;
-	tuple.ipv4.sport = key->dport;
-	tuple.ipv4.dport = key->sport;
+	ct_tuple_reversed(&tuple, key);
 	ct = (void *)bpf_xdp_ct_lookup(ctx, &tuple, sizeof(tuple.ipv4), &opts, sizeof(opts));
 	if (!ct)
 		return;
 	dir = opts.dir;
-	note.saddr = ct->tuplehash[CT_DIR_REPLY].tuple.src.u3.ip;
-	note.sport = ct->tuplehash[CT_DIR_REPLY].tuple.src.u.all;
-	note.daddr = ct->tuplehash[CT_DIR_REPLY].tuple.dst.u3.ip;
-	note.dport = ct->tuplehash[CT_DIR_REPLY].tuple.dst.u.all;
+	ct_tuple(&ct->tuplehash[CT_DIR_REPLY], &note);
 	bpf_ct_release((struct nf_conn *)ct);
 	if (dir != CT_DIR_ORIGINAL || note.saddr != key->saddr || note.sport != key->sport ||
 	    (note.daddr == key->daddr && note.dport == key->dport))
@@ -983,11 +1004,7 @@ static __always_inline void flow_learn_reply(struct xdp_md *ctx, const struct fl
 	if (flow_note_stale(seen) || seen->vlan_id)
 		goto done;
 	flow_set_nat(&r, note.daddr, note.dport, key->daddr, key->dport);
-	now = bpf_ktime_get_coarse_ns();
-	r.first_seen = now;
-	r.last_seen = now;
-	r.packets = 1;
-	r.bytes = len;
+	flow_stats_start(&r, len);
 	r.epoch = flow_epoch(seen->gen);
 	reply = note;
 	reply.ifindex = seen->ifindex;
@@ -1021,19 +1038,13 @@ static __always_inline void flow_learn_ue(struct __sk_buff *skb, const struct et
 	__u32 gen, now;
 	long err;
 
-	tuple.ipv4.saddr = key->daddr;
-	tuple.ipv4.daddr = key->saddr;
-	tuple.ipv4.sport = key->dport;
-	tuple.ipv4.dport = key->sport;
+	ct_tuple_reversed(&tuple, key);
 	if (bpf_skb_ct_lookup)
 		ct = (void *)bpf_skb_ct_lookup(skb, &tuple, sizeof(tuple.ipv4), &opts, sizeof(opts));
 	if (ct) {
 		dir = opts.dir;
 		status = ct->status;
-		ue.saddr = ct->tuplehash[CT_DIR_ORIGINAL].tuple.src.u3.ip;
-		ue.sport = ct->tuplehash[CT_DIR_ORIGINAL].tuple.src.u.all;
-		ue.daddr = ct->tuplehash[CT_DIR_ORIGINAL].tuple.dst.u3.ip;
-		ue.dport = ct->tuplehash[CT_DIR_ORIGINAL].tuple.dst.u.all;
+		ct_tuple(&ct->tuplehash[CT_DIR_ORIGINAL], &ue);
 		bpf_ct_release((struct nf_conn *)ct);
 	}
 	/* A packet of the entry's reply direction was not sent by a UE. */
