@@ -1687,7 +1687,16 @@ func TestFlowCacheOwnAddrs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { runCase(t, e, c) })
 	}
 
-	// A program swapped in (here for an SDF field) reads the same addresses.
+	// A program swapped in reads the same addresses.
+	e.swapForSDF(t)
+	toN6.name += " after a program swap"
+	t.Run(toN6.name, func(t *testing.T) { runCase(t, e, toN6) })
+}
+
+// swapForSDF swaps a program reading one more SDF field into the links, as the first session
+// with such a filter does (ensureSDFFields).
+func (e *testEnv) swapForSDF(t *testing.T) {
+	t.Helper()
 	e.dp.mu.Lock()
 	cfg := e.dp.prog
 	cfg.sdfFields |= 1
@@ -1696,8 +1705,6 @@ func TestFlowCacheOwnAddrs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toN6.name += " after a program swap"
-	t.Run(toN6.name, func(t *testing.T) { runCase(t, e, toN6) })
 }
 
 // ownAddrs is what xupf_own_addrs holds.
@@ -2037,14 +2044,7 @@ func TestReturnProgramSwapped(t *testing.T) {
 		return info.Program, id
 	}
 	before, _ := linked()
-	e.dp.mu.Lock()
-	cfg := e.dp.prog
-	cfg.sdfFields |= 1
-	err := e.dp.swapProgram(cfg)
-	e.dp.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.swapForSDF(t)
 	if got, want := linked(); got != want || got == before {
 		t.Errorf("the return device's link runs program %d, want the swapped-in %d (was %d)", got, want, before)
 	}
