@@ -6,6 +6,7 @@
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 #include "types.h"
 #include "keytable.h"
 #include "drop_reasons.h"
@@ -57,6 +58,49 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } xupf_usage SEC(".maps");
 
+/* Direct-mapped caches in front of the key tables: slot key & mask holds a copy of the
+ * rule_ref of one key of rule set 0 (the common case: one PDR, no classification), with the
+ * key itself in the copy's pdr.far, which rule set 0 never reads (pdr_select.h takes the FAR
+ * from the rule_ref). A hit reads one cache line, the slot, where the key table reads its
+ * bucket and then xupf_refs. TEIDs xupfd allocates and a pool's UE addresses differ in their
+ * low bits, so they rarely share a slot; a key whose slot holds another key (an SMF's choice,
+ * a collision) takes the key table, which stays the source of truth: the daemon
+ * (internal/keytable Direct) writes a copy, then its key; it clears the key before it
+ * rewrites a copy or hands the slot to another key, and waits the grace in between. The
+ * reader loads the key before the copy (x86-64 keeps loads in order, barrier() keeps the
+ * compiler from reordering; elsewhere xupfd writes no slot, so every lookup misses). */
+struct direct_cache {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rule_ref);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+};
+
+struct direct_cache xupf_ul_direct SEC(".maps");
+
+/* Set at load: the cache's slot count less one (a power of two less one). */
+volatile const __u32 cfg_ul_direct_mask = 0;
+
+#ifndef barrier
+#define barrier() asm volatile("" ::: "memory")
+#endif
+
+/* direct_ref returns the copy in cache of key's rule_ref, or NULL when its slot holds
+ * another key (or none). */
+static __always_inline const struct rule_ref *direct_ref(void *cache, __u32 mask, __be32 key)
+{
+	__u32 i = bpf_ntohl(key) & mask;
+	const struct rule_ref *r = bpf_map_lookup_elem(cache, &i);
+
+	/* Key 0 (never looked up: keytable.h) marks a free slot. */
+	if (!r || !key || *(volatile const __be32 *)&r->pdr.far != key)
+		return NULL;
+	barrier();
+	return r;
+}
+
 /* ref_at returns xupf_refs[ref]; KEY_NONE is past the end of the array, so NULL. */
 static __always_inline const struct rule_ref *ref_at(__u32 ref)
 {
@@ -66,6 +110,10 @@ static __always_inline const struct rule_ref *ref_at(__u32 ref)
 /* ul_ref returns the rules of an uplink TEID, NULL for an unknown one. */
 static __always_inline const struct rule_ref *ul_ref(__be32 teid)
 {
+	const struct rule_ref *r = direct_ref(&xupf_ul_direct, cfg_ul_direct_mask, teid);
+
+	if (r)
+		return r;
 	return ref_at(key_lookup(&xupf_ul_keys, cfg_ul_key_bits, teid));
 }
 

@@ -173,6 +173,11 @@ func (d *Datapath) endDrain(c uint32) {
 			var err error
 			if set.tables == nil {
 				err = undrain(d.objs.XupfRefs, set.ref, func(v *xupfRuleRef) *xupfFar { return &v.Far })
+				if err == nil && set.value.Far.Action == uint32(xupfFarActionFAR_DRAIN) {
+					// The direct cache's copy drains still: replace it.
+					set.value.Far.Action = uint32(xupfFarActionFAR_FORWARD)
+					d.cacheSet(set)
+				}
 			} else {
 				err = undrain(d.objs.XupfFars, set.slots[i], func(v *xupfFar) *xupfFar { return v })
 			}

@@ -131,6 +131,8 @@ type Datapath struct {
 	meters     map[uint64]map[meterKey]ownedMeter // each owner's QER meters
 	ulKeys     *keyTable                          // xupf_ul_keys: TEID -> ref
 	dlKeys     *keyTable                          // xupf_dl_keys: UE address -> ref
+	ulDirect   *directCache                       // xupf_ul_direct: TEID -> a copy of its rule_ref
+	refill     *time.Timer                        // writes the direct caches' held-back copies
 	refs       *slots                             // xupf_refs slots (one per rule set)
 	rules      *slots                             // PDR and FAR slots (one FAR per PDR)
 	counters   *slots                             // usage counter slots
@@ -248,6 +250,9 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	spec.Maps[xupfMapXupfUlKeys].MaxEntries = 1 << ulBits
 	spec.Maps[xupfMapXupfDlKeys].MaxEntries = 1 << dlBits
+	// A direct cache slot per key (64 bytes each, a rule_ref).
+	ulDirect := uint32(keytable.DirectSlots(teidsPerSession * opts.MaxSessions))
+	spec.Maps[xupfMapXupfUlDirect].MaxEntries = ulDirect
 	// One ref per key, plus spares: a replaced key's new ref is written before the old is freed.
 	nrefs := uint32((teidsPerSession+1)*opts.MaxSessions + spareRuleSlots)
 	spec.Maps[xupfMapXupfRefs].MaxEntries = nrefs
@@ -263,7 +268,7 @@ func Load(opts Options) (*Datapath, error) {
 	spec.Maps[xupfMapXupfMeters].MaxEntries = nmeters
 	spec.Maps[xupfMapXupfMeterCredits].MaxEntries = nmeters
 	if err := setVars(spec, map[string]any{xupfVarCfgMeterAlgo: uint32(opts.MeterAlgo), xupfVarCfgClock: uint32(opts.Clock),
-		xupfVarCfgUlKeyBits: uint32(ulBits), xupfVarCfgDlKeyBits: uint32(dlBits),
+		xupfVarCfgUlKeyBits: uint32(ulBits), xupfVarCfgDlKeyBits: uint32(dlBits), xupfVarCfgUlDirectMask: ulDirect - 1,
 		xupfVarCfgBufferMaxPackets: uint32(opts.BufferMaxPackets)}); err != nil {
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
@@ -378,6 +383,10 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
 	if d.dlKeys, err = mapKeyTable(d.objs.XupfDlKeys, dlBits, seed); err != nil {
+		d.closeObjs()
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
+	if d.ulDirect, err = mapDirect(d.objs.XupfUlDirect); err != nil {
 		d.closeObjs()
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
@@ -498,7 +507,7 @@ func clearMap(m *ebpf.Map) error {
 // closeObjs unmaps the key, route and flow tables and the flow generation and clock, and closes the
 // maps and program.
 func (d *Datapath) closeObjs() error {
-	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.routes.close(), d.flowMem.unmap(),
+	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.ulDirect.close(), d.routes.close(), d.flowMem.unmap(),
 		d.flowGen.unmap(), d.flowClock.unmap(), d.objs.Close())
 }
 
@@ -526,6 +535,7 @@ func (d *Datapath) Close(unpin bool) error {
 	d.flowUse.Lock()
 	d.flowsGone = true
 	d.flowUse.Unlock()
+	d.stopRefill()
 	errs = append(errs, d.closeObjs())
 	if unpin {
 		// Every pin (maps by name, links) lives in this directory, which is ours alone:

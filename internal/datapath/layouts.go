@@ -237,9 +237,11 @@ func layoutKey(name string) [layoutKeySize]byte {
 // cacheMaps are the pinned maps whose entries a load may drop: the flow cache's, which the
 // kernel's decisions fill again (a load removes the flows an earlier run cached anyway), and
 // the next-hop pins, which every load clears and the rule sets fill again (a FAR without its
-// pin walks the route table meanwhile). A build that changes one of them, in any way,
+// pin walks the route table meanwhile), and the key tables' direct caches, which every load
+// clears too (mapDirect). A build that changes one of them, in any way,
 // replaces it with an empty map of its own instead of being refused.
-var cacheMaps = map[string]bool{xupfMapXupfFlows: true, xupfMapXupfFlowSeen: true, xupfMapXupfNhPins: true}
+var cacheMaps = map[string]bool{xupfMapXupfFlows: true, xupfMapXupfFlowSeen: true, xupfMapXupfNhPins: true,
+	xupfMapXupfUlDirect: true}
 
 // checkLayouts compares the maps an earlier run pinned under pinPath with this build's
 // spec: their type, sizes and flags (from the kernel) and their layout version. It returns
@@ -347,6 +349,12 @@ func migrateMap(pinPath, name string, spec *ebpf.CollectionSpec, layouts *ebpf.M
 		// slot at a time (a system call each, seconds for a million slots) would clear
 		// slots under its learner and show its readers an action half zeroed.
 		if err := zeroArray(old); err != nil {
+			return fmt.Errorf("migrate %s: clear the old map: %w", name, err)
+		}
+	} else if name == xupfMapXupfUlDirect {
+		// The earlier program reads the old direct cache until Attach, while this run
+		// changes rules it does not copy there: cleared, it sends packets to the key tables.
+		if err := clearDirect(old); err != nil {
 			return fmt.Errorf("migrate %s: clear the old map: %w", name, err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 type installedSet struct {
 	rs       rules.RuleSet
 	ref      uint32                 // its xupf_refs slot, what its key points at once published
+	value    xupfRuleRef            // what it wrote there, which the direct cache copies
 	slots    []uint32               // PDR/FAR slot of rs.PDRs[i], when classified (tables != nil)
 	counters map[uint32]pdrCounters // PDR id -> its usage counter slots
 	tables   *setTables             // nil: one PDR without filters, no classification step
@@ -189,6 +190,7 @@ func (d *Datapath) writeSet(rs rules.RuleSet, prev map[uint32]pdrCounters, meter
 	if err := d.objs.XupfRefs.Put(set.ref, &value); err != nil {
 		return nil, fmt.Errorf("write rule reference: %w", err)
 	}
+	set.value = value
 	return set, nil
 }
 
@@ -257,11 +259,13 @@ func (d *Datapath) publish(set *installedSet) error {
 	} else if err != nil {
 		return err
 	}
+	d.cacheSet(set)
 	return nil
 }
 
 func (d *Datapath) deleteSetKey(set *installedSet) {
 	t, key := d.keyTableOf(set)
+	d.uncacheSet(set)
 	t.Delete(key)
 }
 

@@ -613,6 +613,7 @@ const (
 	xupfMapXupfStats           = "xupf_stats"
 	xupfMapXupfTxPorts         = "xupf_tx_ports"
 	xupfMapXupfUeAllowed       = "xupf_ue_allowed"
+	xupfMapXupfUlDirect        = "xupf_ul_direct"
 	xupfMapXupfUlKeys          = "xupf_ul_keys"
 	xupfMapXupfUsage           = "xupf_usage"
 	xupfProgXupfFlowLearn      = "xupf_flow_learn"
@@ -664,6 +665,7 @@ const (
 	xupfVarCfgSpreadCpus       = "cfg_spread_cpus"
 	xupfVarCfgSpreadMapId      = "cfg_spread_map_id"
 	xupfVarCfgSpreadNcpus      = "cfg_spread_ncpus"
+	xupfVarCfgUlDirectMask     = "cfg_ul_direct_mask"
 	xupfVarCfgUlKeyBits        = "cfg_ul_key_bits"
 )
 
@@ -760,6 +762,7 @@ type xupfMapSpecs struct {
 	XupfStats           *ebpf.MapSpec `ebpf:"xupf_stats"`
 	XupfTxPorts         *ebpf.MapSpec `ebpf:"xupf_tx_ports"`
 	XupfUeAllowed       *ebpf.MapSpec `ebpf:"xupf_ue_allowed"`
+	XupfUlDirect        *ebpf.MapSpec `ebpf:"xupf_ul_direct"`
 	XupfUlKeys          *ebpf.MapSpec `ebpf:"xupf_ul_keys"`
 	XupfUsage           *ebpf.MapSpec `ebpf:"xupf_usage"`
 }
@@ -813,6 +816,7 @@ type xupfVariableSpecs struct {
 	CfgSpreadCpus       *ebpf.VariableSpec `ebpf:"cfg_spread_cpus"`
 	CfgSpreadMapId      *ebpf.VariableSpec `ebpf:"cfg_spread_map_id"`
 	CfgSpreadNcpus      *ebpf.VariableSpec `ebpf:"cfg_spread_ncpus"`
+	CfgUlDirectMask     *ebpf.VariableSpec `ebpf:"cfg_ul_direct_mask"`
 	CfgUlKeyBits        *ebpf.VariableSpec `ebpf:"cfg_ul_key_bits"`
 }
 
@@ -877,6 +881,7 @@ type xupfMaps struct {
 	XupfStats           *ebpf.Map `ebpf:"xupf_stats"`
 	XupfTxPorts         *ebpf.Map `ebpf:"xupf_tx_ports"`
 	XupfUeAllowed       *ebpf.Map `ebpf:"xupf_ue_allowed"`
+	XupfUlDirect        *ebpf.Map `ebpf:"xupf_ul_direct"`
 	XupfUlKeys          *ebpf.Map `ebpf:"xupf_ul_keys"`
 	XupfUsage           *ebpf.Map `ebpf:"xupf_usage"`
 }
@@ -924,6 +929,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfStats,
 		m.XupfTxPorts,
 		m.XupfUeAllowed,
+		m.XupfUlDirect,
 		m.XupfUlKeys,
 		m.XupfUsage,
 	)
@@ -978,6 +984,7 @@ type xupfVariables struct {
 	CfgSpreadCpus       *ebpf.Variable `ebpf:"cfg_spread_cpus"`
 	CfgSpreadMapId      *ebpf.Variable `ebpf:"cfg_spread_map_id"`
 	CfgSpreadNcpus      *ebpf.Variable `ebpf:"cfg_spread_ncpus"`
+	CfgUlDirectMask     *ebpf.Variable `ebpf:"cfg_ul_direct_mask"`
 	CfgUlKeyBits        *ebpf.Variable `ebpf:"cfg_ul_key_bits"`
 }
 

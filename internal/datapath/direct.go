@@ -1,0 +1,118 @@
+package datapath
+
+import (
+	"errors"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xupf/xupf/internal/keytable"
+)
+
+// directCache is a key table's direct-mapped cache (bpf/lib/rules.h direct_ref) mapped into
+// this process; nil on an architecture other than x86-64, where no slot is written and every
+// lookup takes the key table (the readers rely on x86-64 keeping loads in order, as the flow
+// table's: flowCacheArch).
+type directCache struct {
+	*keytable.Direct
+	mem mappedArray
+}
+
+// mapDirect maps m, a direct cache, clearing it: the copies an earlier run left may be stale,
+// and the sets this run installs fill it again.
+func mapDirect(m *ebpf.Map) (*directCache, error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, nil
+	}
+	mem, err := mapArray(m)
+	if err != nil {
+		return nil, err
+	}
+	c, err := keytable.NewDirect(mem.words64(), grace, time.Now())
+	if err != nil {
+		mem.unmap()
+		return nil, err
+	}
+	return &directCache{Direct: c, mem: mem}, nil
+}
+
+// clearDirect clears the keys of m, a direct cache this run does not use.
+func clearDirect(m *ebpf.Map) error {
+	mem, err := mapArray(m)
+	if err != nil {
+		return err
+	}
+	_, err = keytable.NewDirect(mem.words64(), grace, time.Now())
+	return errors.Join(err, mem.unmap())
+}
+
+func (c *directCache) close() error {
+	if c == nil {
+		return nil
+	}
+	return c.mem.unmap()
+}
+
+// directOf returns the direct cache of set's key, nil for none.
+func (d *Datapath) directOf(set *installedSet) *directCache {
+	if set.rs.Uplink {
+		return d.ulDirect
+	}
+	return nil
+}
+
+// cacheSet caches set's rule_ref for its key, or stops caching the key when set needs the
+// classification step (only rule set 0 has a spare word for the key). d.mu is held.
+func (d *Datapath) cacheSet(set *installedSet) {
+	c := d.directOf(set)
+	if c == nil {
+		return
+	}
+	_, key := d.keyTableOf(set)
+	if set.tables != nil {
+		c.Delete(key, time.Now())
+		return
+	}
+	c.Put(key, unsafe.Slice((*uint64)(unsafe.Pointer(&set.value)), keytable.SlotWords), time.Now())
+	d.scheduleRefill()
+}
+
+// uncacheSet stops caching set's key. d.mu is held.
+func (d *Datapath) uncacheSet(set *installedSet) {
+	if c := d.directOf(set); c != nil {
+		_, key := d.keyTableOf(set)
+		c.Delete(key, time.Now())
+	}
+}
+
+// scheduleRefill writes, once their grace is over, the copies the direct caches hold back.
+// d.mu is held.
+func (d *Datapath) scheduleRefill() {
+	if d.refill != nil || d.ulDirect == nil {
+		return
+	}
+	if wait := d.ulDirect.Refill(time.Now()); wait > 0 {
+		d.refill = time.AfterFunc(wait, func() {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			if d.refill == nil { // closed
+				return
+			}
+			d.refill = nil
+			d.scheduleRefill()
+		})
+	}
+}
+
+// stopRefill stops the refill timer. d.mu is held.
+func (d *Datapath) stopRefill() {
+	if d.refill != nil {
+		d.refill.Stop()
+		d.refill = nil
+	}
+}
+
+// The copy is the rule_ref's memory, a whole slot.
+var _ [keytable.SlotWords * 8]byte = [unsafe.Sizeof(xupfRuleRef{})]byte{}

@@ -1,0 +1,129 @@
+package keytable
+
+import (
+	"math/bits"
+	"slices"
+	"testing"
+	"time"
+)
+
+const testGrace = 10 * time.Millisecond
+
+// wire is key as the datapath reads it (network order on a little-endian host).
+func wire(k uint32) uint32 { return bits.ReverseBytes32(k) }
+
+func value(tag uint64) []uint64 {
+	v := make([]uint64, SlotWords)
+	for i := range v {
+		v[i] = tag<<8 | uint64(i)
+	}
+	return v
+}
+
+// cached is value(tag) as a slot holds it for key.
+func cached(key uint32, tag uint64) []uint64 {
+	v := value(tag)
+	v[KeyWord] = v[KeyWord]&^0xffffffff | uint64(key)
+	return v
+}
+
+func newTestDirect(t *testing.T, slots int, now time.Time) *Direct {
+	t.Helper()
+	words := make([]uint64, slots*SlotWords)
+	for i := range words {
+		words[i] = 0xdead // an earlier writer's leftovers
+	}
+	c, err := NewDirect(words, testGrace, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestDirectStartsEmptyAndWaitsTheGrace(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	c := newTestDirect(t, 16, t0)
+	k := wire(5)
+	if c.Lookup(0xdead) != nil {
+		t.Fatal("an earlier writer's key is still found")
+	}
+	c.Put(k, value(1), t0)
+	if c.Lookup(k) != nil {
+		t.Fatal("written before the earlier writer's readers are done")
+	}
+	if d := c.Refill(t0.Add(testGrace / 2)); d != testGrace/2 {
+		t.Fatalf("Refill says wait %v, want %v", d, testGrace/2)
+	}
+	if d := c.Refill(t0.Add(testGrace)); d != 0 || !slices.Equal(c.Lookup(k), cached(k, 1)) {
+		t.Fatalf("after the grace: wait %v, slot %x", d, c.Lookup(k))
+	}
+}
+
+func TestDirectChangeClearsThenRewritesAfterGrace(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	c := newTestDirect(t, 16, t0.Add(-testGrace))
+	k := wire(7)
+	c.Put(k, value(1), t0)
+	if !slices.Equal(c.Lookup(k), cached(k, 1)) {
+		t.Fatalf("not cached: %x", c.Lookup(k))
+	}
+	t1 := t0.Add(time.Second)
+	c.Put(k, value(2), t1)
+	if c.Lookup(k) != nil {
+		t.Fatal("a changed key is still found in its slot before the grace")
+	}
+	// The old copy is intact: a reader that matched the key before the change reads it whole.
+	if s := c.words[7*SlotWords : 8*SlotWords]; s[2] != value(1)[2] {
+		t.Fatalf("the copy was rewritten within the grace: %x", s)
+	}
+	c.Refill(t1.Add(testGrace - time.Nanosecond))
+	if c.Lookup(k) != nil {
+		t.Fatal("rewritten before the grace is over")
+	}
+	c.Refill(t1.Add(testGrace))
+	if !slices.Equal(c.Lookup(k), cached(k, 2)) {
+		t.Fatalf("after the grace: %x", c.Lookup(k))
+	}
+}
+
+func TestDirectCollisionAndDelete(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	c := newTestDirect(t, 16, t0.Add(-testGrace))
+	a, b := wire(3), wire(3+16) // one slot
+	c.Put(a, value(1), t0)
+	c.Put(b, value(2), t0)
+	if c.Lookup(b) != nil || !slices.Equal(c.Lookup(a), cached(a, 1)) {
+		t.Fatal("a colliding key took the slot")
+	}
+	c.Delete(b, t0) // not cached: nothing happens
+	if c.Lookup(a) == nil {
+		t.Fatal("deleting a key that was not cached cleared its slot")
+	}
+	c.Delete(a, t0)
+	if c.Lookup(a) != nil {
+		t.Fatal("a deleted key is still found")
+	}
+	c.Put(b, value(2), t0)
+	if c.Lookup(b) != nil {
+		t.Fatal("a deleted key's slot was reused within the grace")
+	}
+	c.Refill(t0.Add(testGrace))
+	if !slices.Equal(c.Lookup(b), cached(b, 2)) {
+		t.Fatalf("the slot was not reused after the grace: %x", c.Lookup(b))
+	}
+	c.Put(0, value(3), t0)
+	if c.Lookup(0) != nil {
+		t.Fatal("key 0 cached")
+	}
+}
+
+func TestDirectSlots(t *testing.T) {
+	for _, c := range []struct{ keys, want int }{{0, 1}, {1, 1}, {2, 2}, {3, 4}, {100000, 131072}} {
+		if got := DirectSlots(c.keys); got != c.want {
+			t.Errorf("DirectSlots(%d) = %d, want %d", c.keys, got, c.want)
+		}
+	}
+	if _, err := NewDirect(make([]uint64, 3*SlotWords), testGrace, time.Now()); err == nil {
+		t.Error("3 slots accepted")
+	}
+}
