@@ -196,3 +196,27 @@ func TestLoadClearsChangedDirectCache(t *testing.T) {
 	}
 	e.takeOver(t, next)
 }
+
+// TestDirectCacheNotifyingFAR: a FAR that drops with a notification is not cached: the
+// program makes it FAR_DROP after the first packet where the key table leads, so the next
+// packets are dropped without a notification whichever way they go.
+func TestDirectCacheNotifyingFAR(t *testing.T) {
+	e := newTestEnv(t, 16)
+	readBuffered(t, e)
+	teid := uint32(0x3001)
+	rs := n9Set(teid, 0)
+	rs.PDRs[0].FAR = rules.FAR{Action: rules.DropNotify}
+	if err := e.dp.Install(1, []rules.RuleSet{rs}); err != nil {
+		t.Fatal(err)
+	}
+	if e.cachedRef(t, teid) {
+		t.Error("a FAR that notifies is cached")
+	}
+	runCase(t, e, pktCase{name: "notified", in: ulOn(t, teid), ifindex: n3, verdict: xdpDrop,
+		counters: map[string]uint64{"ul_rx": 1, "buffered": 1}})
+	if a := e.ruleRef(t, rules.Key{Uplink: true, TEID: teid}).Far.Action; a != uint32(xupfFarActionFAR_DROP) {
+		t.Errorf("FAR action %v after the first packet, want FAR_DROP", xupfFarAction(a))
+	}
+	runCase(t, e, pktCase{name: "dropped", in: ulOn(t, teid), ifindex: n3, verdict: xdpDrop,
+		counters: map[string]uint64{"ul_rx": 1}, drops: map[string]uint64{"far_drop": 1}})
+}
