@@ -62,13 +62,14 @@ struct {
  * rule_ref of one key of rule set 0 (the common case: one PDR, no classification), with the
  * key itself in the copy's pdr.far, which rule set 0 never reads (pdr_select.h takes the FAR
  * from the rule_ref). A hit reads one cache line, the slot, where the key table reads its
- * bucket and then xupf_refs. TEIDs xupfd allocates and a pool's UE addresses differ in their
- * low bits, so they rarely share a slot; a key whose slot holds another key (an SMF's choice,
- * a collision) takes the key table, which stays the source of truth: the daemon
- * (internal/keytable Direct) writes a copy, then its key; it clears the key before it
- * rewrites a copy or hands the slot to another key, and waits the grace in between. The
- * reader loads the key before the copy (x86-64 keeps loads in order, barrier() keeps the
- * compiler from reordering; elsewhere xupfd writes no slot, so every lookup misses). */
+ * bucket and then xupf_refs. A pool's UE addresses differ in their low bits and the TEIDs
+ * xupfd allocates are random, so with more slots than keys few keys share a slot; a key whose
+ * slot holds another (a collision, an SMF's choice) takes the key table, which stays the
+ * source of truth. The daemon (internal/keytable Direct) writes a copy, then its key; it
+ * clears the key before it rewrites a copy or hands the slot to another key, and waits the
+ * grace in between. The reader loads the key before the copy (x86-64 keeps loads in order,
+ * barrier() keeps the compiler from reordering; elsewhere xupfd writes no slot, so every
+ * lookup misses). */
 struct direct_cache {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
@@ -79,9 +80,11 @@ struct direct_cache {
 };
 
 struct direct_cache xupf_ul_direct SEC(".maps");
+struct direct_cache xupf_dl_direct SEC(".maps");
 
-/* Set at load: the cache's slot count less one (a power of two less one). */
+/* Set at load: each cache's slot count less one (a power of two less one). */
 volatile const __u32 cfg_ul_direct_mask = 0;
+volatile const __u32 cfg_dl_direct_mask = 0;
 
 #ifndef barrier
 #define barrier() asm volatile("" ::: "memory")
@@ -120,6 +123,10 @@ static __always_inline const struct rule_ref *ul_ref(__be32 teid)
 /* dl_ref returns the rules of a downlink UE address, NULL for an unknown one. */
 static __always_inline const struct rule_ref *dl_ref(__be32 ue_addr)
 {
+	const struct rule_ref *r = direct_ref(&xupf_dl_direct, cfg_dl_direct_mask, ue_addr);
+
+	if (r)
+		return r;
 	return ref_at(key_lookup(&xupf_dl_keys, cfg_dl_key_bits, ue_addr));
 }
 

@@ -3,7 +3,9 @@ package datapath
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -80,7 +82,8 @@ func (e *testEnv) farAction(t *testing.T) xupfFarAction {
 // TestBufferThenForward: a BUFF FAR hands each frame over whole, in order; after the FAR
 // forwards, a packet that arrives while frames are held is handed over behind them
 // (FAR_DRAIN); the frames run through again leave through the new tunnel in order, with the
-// new FAR's usage; once nothing is held the FAR forwards directly again.
+// new FAR's usage; once nothing is held the FAR forwards directly again, and so does the
+// downlink direct cache's copy of the rules, which drained too.
 func TestBufferThenForward(t *testing.T) {
 	e := newTestEnv(t, 64)
 	var rx int
@@ -121,6 +124,14 @@ func TestBufferThenForward(t *testing.T) {
 	if a := e.farAction(t); a != xupfFarActionFAR_DRAIN {
 		t.Fatalf("FAR action %v after BUFF -> FORW with packets held, want FAR_DRAIN", a)
 	}
+	ueKey := binary.BigEndian.Uint32(ueBuffer.AsSlice())
+	cached := func(a xupfFarAction) bool {
+		return runtime.GOARCH != "amd64" || e.cachedSuch(directWays[1], ueKey,
+			func(r *xupfRuleRef) bool { return r.Far.Action == uint32(a) })
+	}
+	if !cached(xupfFarActionFAR_DRAIN) {
+		t.Fatal("the direct cache does not hold the draining FAR")
+	}
 	if v, _ := e.run(t, seqIn(t, 3), e.n6); v != xdpDrop {
 		t.Fatalf("a packet arriving while three are held: verdict %s, want DROP (handed over behind them)", verdictNames[v])
 	}
@@ -158,13 +169,20 @@ func TestBufferThenForward(t *testing.T) {
 	if v, _ := e.run(t, seqIn(t, 4), e.n6); v != xdpRedirect {
 		t.Fatalf("after the drain: verdict %s, want REDIRECT", verdictNames[v])
 	}
+	// The copy in the direct cache forwards too once written again, not drains still.
+	if !cached(xupfFarActionFAR_FORWARD) {
+		t.Fatal("the direct cache does not hold the forwarding FAR after the drain")
+	}
+	if v, _ := e.run(t, seqIn(t, 5), e.n6); v != xdpRedirect {
+		t.Fatalf("after the drain, from the direct cache: verdict %s, want REDIRECT", verdictNames[v])
+	}
 	after, _ := e.dp.Stats()
 	checkDeltas(t, "counter", before.Counters, after.Counters,
-		map[string]uint64{"dl_rx": 5 + 4, "buffered": 4, "replayed": 4, "dl_tx": 4 + 1})
+		map[string]uint64{"dl_rx": 6 + 4, "buffered": 4, "replayed": 4, "dl_tx": 4 + 2})
 	checkDeltas(t, "drop", before.Drops, after.Drops, nil)
 	usage, err := e.dp.Usage(bufferOwner)
-	if err != nil || len(usage) != 1 || usage[0].Packets != 5 {
-		t.Errorf("usage %+v %v: want the 4 packets run through again and the last one", usage, err)
+	if err != nil || len(usage) != 1 || usage[0].Packets != 6 {
+		t.Errorf("usage %+v %v: want the 4 packets run through again and the last two", usage, err)
 	}
 }
 

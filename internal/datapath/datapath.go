@@ -132,6 +132,7 @@ type Datapath struct {
 	ulKeys     *keyTable                          // xupf_ul_keys: TEID -> ref
 	dlKeys     *keyTable                          // xupf_dl_keys: UE address -> ref
 	ulDirect   *directCache                       // xupf_ul_direct: TEID -> a copy of its rule_ref
+	dlDirect   *directCache                       // xupf_dl_direct: UE address -> a copy of its rule_ref
 	refill     *time.Timer                        // writes the direct caches' held-back copies
 	refs       *slots                             // xupf_refs slots (one per rule set)
 	rules      *slots                             // PDR and FAR slots (one FAR per PDR)
@@ -252,7 +253,9 @@ func Load(opts Options) (*Datapath, error) {
 	spec.Maps[xupfMapXupfDlKeys].MaxEntries = 1 << dlBits
 	// A direct cache slot per key (64 bytes each, a rule_ref).
 	ulDirect := uint32(keytable.DirectSlots(teidsPerSession * opts.MaxSessions))
+	dlDirect := uint32(keytable.DirectSlots(opts.MaxSessions))
 	spec.Maps[xupfMapXupfUlDirect].MaxEntries = ulDirect
+	spec.Maps[xupfMapXupfDlDirect].MaxEntries = dlDirect
 	// One ref per key, plus spares: a replaced key's new ref is written before the old is freed.
 	nrefs := uint32((teidsPerSession+1)*opts.MaxSessions + spareRuleSlots)
 	spec.Maps[xupfMapXupfRefs].MaxEntries = nrefs
@@ -269,6 +272,7 @@ func Load(opts Options) (*Datapath, error) {
 	spec.Maps[xupfMapXupfMeterCredits].MaxEntries = nmeters
 	if err := setVars(spec, map[string]any{xupfVarCfgMeterAlgo: uint32(opts.MeterAlgo), xupfVarCfgClock: uint32(opts.Clock),
 		xupfVarCfgUlKeyBits: uint32(ulBits), xupfVarCfgDlKeyBits: uint32(dlBits), xupfVarCfgUlDirectMask: ulDirect - 1,
+		xupfVarCfgDlDirectMask:     dlDirect - 1,
 		xupfVarCfgBufferMaxPackets: uint32(opts.BufferMaxPackets)}); err != nil {
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
@@ -390,6 +394,10 @@ func Load(opts Options) (*Datapath, error) {
 		d.closeObjs()
 		return nil, fmt.Errorf("load datapath: %w", err)
 	}
+	if d.dlDirect, err = mapDirect(d.objs.XupfDlDirect); err != nil {
+		d.closeObjs()
+		return nil, fmt.Errorf("load datapath: %w", err)
+	}
 	if err := d.adoptEarlierRun(); err != nil {
 		d.closeObjs()
 		return nil, fmt.Errorf("load datapath: %w", err)
@@ -507,7 +515,7 @@ func clearMap(m *ebpf.Map) error {
 // closeObjs unmaps the key, route and flow tables and the flow generation and clock, and closes the
 // maps and program.
 func (d *Datapath) closeObjs() error {
-	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.ulDirect.close(), d.routes.close(), d.flowMem.unmap(),
+	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.ulDirect.close(), d.dlDirect.close(), d.routes.close(), d.flowMem.unmap(),
 		d.flowGen.unmap(), d.flowClock.unmap(), d.objs.Close())
 }
 

@@ -60,7 +60,7 @@ func (d *Datapath) directOf(set *installedSet) *directCache {
 	if set.rs.Uplink {
 		return d.ulDirect
 	}
-	return nil
+	return d.dlDirect
 }
 
 // cacheSet caches set's rule_ref for its key, or stops caching the key when set needs the
@@ -96,7 +96,12 @@ func (d *Datapath) scheduleRefill() {
 	if d.refill != nil || d.ulDirect == nil {
 		return
 	}
-	if wait := d.ulDirect.Refill(time.Now()); wait > 0 {
+	now := time.Now()
+	wait := d.ulDirect.Refill(now)
+	if dl := d.dlDirect.Refill(now); wait == 0 || (dl > 0 && dl < wait) {
+		wait = dl
+	}
+	if wait > 0 {
 		d.refill = time.AfterFunc(wait, func() {
 			d.mu.Lock()
 			defer d.mu.Unlock()

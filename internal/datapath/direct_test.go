@@ -2,101 +2,171 @@ package datapath
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/xupf/xupf/internal/keytable"
 	"github.com/xupf/xupf/internal/rules"
 )
 
-// cachedRef waits until the uplink direct cache holds teid (its copies are written once the
-// grace is over) and reports whether it does; want false waits out a grace and more.
-func (e *testEnv) cachedRef(t testing.TB, teid uint32) bool {
+// directWay is one direction's key, as a number in host order (a TEID, a UE address), the
+// rule set of a key whose FAR tunnels with outer TEID out (so that the output packet tells
+// which rules a packet met), and its packets.
+type directWay struct {
+	name    string
+	cache   func(*Datapath) *directCache
+	keys    func(*Datapath) *keyTable
+	set     func(key, out uint32) rules.RuleSet
+	in      func(t testing.TB, key uint32) []byte
+	out     func(t testing.TB, key, out uint32) []byte
+	ifindex func(*testEnv) int
+	ok      map[string]uint64
+	unknown pktCase // verdict and counts of a packet of a key nobody installed
+	first   uint32  // a key to start from
+}
+
+var directWays = []directWay{{
+	name: "uplink", cache: func(d *Datapath) *directCache { return d.ulDirect },
+	keys: func(d *Datapath) *keyTable { return d.ulKeys },
+	set:  n9Set, in: ulOn, out: func(t testing.TB, _, out uint32) []byte { return n9Out(t, out) },
+	ifindex: n3, ok: map[string]uint64{"ul_rx": 1, "ul_tx": 1},
+	unknown: pktCase{verdict: xdpDrop, counters: map[string]uint64{"ul_rx": 1},
+		drops: map[string]uint64{"unknown_teid": 1}},
+	first: 0x1001,
+}, {
+	name: "downlink", cache: func(d *Datapath) *directCache { return d.dlDirect },
+	keys: func(d *Datapath) *keyTable { return d.dlKeys },
+	set: func(ue, out uint32) rules.RuleSet {
+		oh := rules.OuterHeader{TEID: out, Peer: addrGNB, Local: addrN3}
+		return rules.RuleSet{UE: hostAddr(ue), PDRs: []rules.PDR{{ID: 1, FAR: rules.FAR{Action: rules.Forward, OHC: &oh}}}}
+	},
+	in: func(t testing.TB, ue uint32) []byte {
+		return concat(ethBytes(macDN, macN6), innerUDP(t, addrDN, hostAddr(ue), 5000, 6000, 64, payload))
+	},
+	out: func(t testing.TB, ue, out uint32) []byte {
+		oh := rules.OuterHeader{TEID: out, Peer: addrGNB, Local: addrN3}
+		return tunnelled(t, macGNB, oh, 0, 0x28, innerUDP(t, addrDN, hostAddr(ue), 5000, 6000, 63, payload))
+	},
+	ifindex: n6, ok: map[string]uint64{"dl_rx": 1, "dl_tx": 1},
+	unknown: pktCase{verdict: xdpPass, counters: map[string]uint64{"pass": 1}}, // no UE's: the kernel's
+	first:   0x0a2e1001,                                                        // 10.46.16.1
+}}
+
+// hostAddr is the IPv4 address a (host order).
+func hostAddr(a uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)})
+}
+
+// cachedCopy returns the copy of key's rule_ref that w's direct cache holds, nil for none.
+func (e *testEnv) cachedCopy(w directWay, key uint32) *xupfRuleRef {
+	e.dp.mu.Lock()
+	defer e.dp.mu.Unlock()
+	words := w.cache(e.dp).Lookup(be32(key))
+	if words == nil {
+		return nil
+	}
+	return (*xupfRuleRef)(unsafe.Pointer(&words[0]))
+}
+
+// cached waits until w's direct cache holds key (its copies are written once the grace is
+// over) and reports whether it does; false only after a grace and more.
+func (e *testEnv) cached(t testing.TB, w directWay, key uint32) bool {
 	t.Helper()
+	return e.cachedSuch(w, key, func(*xupfRuleRef) bool { return true })
+}
+
+// cachedSuch waits until w's direct cache holds a copy for key that ok accepts, and reports
+// whether it does.
+func (e *testEnv) cachedSuch(w directWay, key uint32, ok func(*xupfRuleRef) bool) bool {
 	deadline := time.Now().Add(10 * grace)
 	for {
-		e.dp.mu.Lock()
-		hit := e.dp.ulDirect.Lookup(be32(teid)) != nil
-		e.dp.mu.Unlock()
-		if hit || time.Now().After(deadline) {
-			return hit
+		if c := e.cachedCopy(w, key); c != nil && ok(c) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 		time.Sleep(grace / 4)
 	}
 }
 
-// TestDirectCache runs uplink packets through the direct cache and around it: a TEID's
-// packets take its cached copy (shown by pointing the key table elsewhere behind the cache's
-// back), a TEID whose slot another holds takes the key table, a modified TEID's packets never
-// meet the old copy (the new rules from the moment Install returns), a deleted TEID is
-// unknown at once, and TEIDs nobody installed, 0 among them, are unknown whatever their slot
-// holds. Whole output packets and counters are compared, and the usage counts every packet
-// whichever way it went.
+// TestDirectCache runs packets of both directions through the direct caches and around
+// them: a key's packets take its cached copy (shown by pointing the key table elsewhere
+// behind the cache's back), a key whose slot another holds takes the key table, a modified
+// key's packets never meet the old copy (the new rules from the moment Install returns), a
+// deleted key is unknown at once, and keys nobody installed, 0 among them, are unknown
+// whatever their slot holds. Whole output packets and counters are compared, and the usage
+// counts every packet whichever way it went.
 func TestDirectCache(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("no direct cache on this architecture")
 	}
-	e := newTestEnv(t, 16)
-	slots := uint32(e.dp.ulDirect.Slots())
-	a, b := uint32(0x1001), 0x1001+slots // one slot
-	ulOK := map[string]uint64{"ul_rx": 1, "ul_tx": 1}
-	unknown := pktCase{ifindex: n3, verdict: xdpDrop, counters: map[string]uint64{"ul_rx": 1},
-		drops: map[string]uint64{"unknown_teid": 1}}
-	via := func(name string, teid, out uint32) {
-		t.Helper()
-		runCase(t, e, pktCase{name: name, in: ulOn(t, teid), ifindex: n3, verdict: xdpRedirect,
-			out: n9Out(t, out), fixSport: true, counters: ulOK})
+	for _, w := range directWays {
+		t.Run(w.name, func(t *testing.T) { testDirectCache(t, w) })
 	}
-	// install installs teid's rules for owner, which its packets meet at once, from the key
-	// table, and from the cache once the grace is over.
-	install := func(what string, owner uint64, teid, out uint32) {
+}
+
+func testDirectCache(t *testing.T, w directWay) {
+	e := newTestEnv(t, 16)
+	slots := uint32(w.cache(e.dp).Slots())
+	a, b := w.first, w.first+slots // one slot
+	via := func(name string, key, out uint32) {
 		t.Helper()
-		if err := e.dp.Install(owner, []rules.RuleSet{n9Set(teid, out)}); err != nil {
+		runCase(t, e, pktCase{name: name, in: w.in(t, key), ifindex: w.ifindex, verdict: xdpRedirect,
+			out: w.out(t, key, out), fixSport: true, counters: w.ok})
+	}
+	// install installs key's rules for owner, which its packets meet at once, from the key
+	// table, and from the cache once the grace is over.
+	install := func(what string, owner uint64, key, out uint32) {
+		t.Helper()
+		if err := e.dp.Install(owner, []rules.RuleSet{w.set(key, out)}); err != nil {
 			t.Fatal(err)
 		}
-		via(what+": at once", teid, out)
-		if !e.cachedRef(t, teid) {
-			t.Fatalf("%s: TEID %#x is not cached", what, teid)
+		via(what+": at once", key, out)
+		if !e.cached(t, w, key) {
+			t.Fatalf("%s: key %#x is not cached", what, key)
 		}
-		via(what+": cached", teid, out)
+		via(what+": cached", key, out)
 	}
-	unknownTEID := func(name string, teid uint32) {
+	unknownKey := func(name string, key uint32) {
 		t.Helper()
-		c := unknown
-		c.name, c.in = name, ulOn(t, teid)
+		c := w.unknown
+		c.name, c.in, c.ifindex = name, w.in(t, key), w.ifindex
 		runCase(t, e, c)
 	}
 
-	if err := e.dp.Install(1, []rules.RuleSet{n9Set(a, 0xa000)}); err != nil {
+	if err := e.dp.Install(1, []rules.RuleSet{w.set(a, 0xa000)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.dp.Install(2, []rules.RuleSet{n9Set(b, 0xb000)}); err != nil {
+	if err := e.dp.Install(2, []rules.RuleSet{w.set(b, 0xb000)}); err != nil {
 		t.Fatal(err)
 	}
-	if !e.cachedRef(t, a) {
-		t.Fatal("TEID a is not cached")
+	if !e.cached(t, w, a) {
+		t.Fatal("key a is not cached")
 	}
-	if e.cachedRef(t, b) {
-		t.Fatal("TEID b, whose slot a holds, is cached")
+	if e.cached(t, w, b) {
+		t.Fatal("key b, whose slot a holds, is cached")
 	}
 	via("hit", a, 0xa000)
 	via("colliding key: the key table", b, 0xb000)
 
 	// Behind the cache's back, a's key points at b's rules: a's packets keep a's, from the
 	// cache.
-	e.dp.mu.Lock()
-	aRef, bRef := e.dp.owners[1][0].ref, e.dp.owners[2][0].ref
-	if err := e.dp.ulKeys.Put(be32(a), bRef); err != nil {
-		t.Fatal(err)
+	repoint := func(owner uint64) {
+		e.dp.mu.Lock()
+		defer e.dp.mu.Unlock()
+		if err := w.keys(e.dp).Put(be32(a), e.dp.owners[owner][0].ref); err != nil {
+			t.Fatal(err)
+		}
 	}
-	e.dp.mu.Unlock()
+	repoint(2)
 	via("hit, not the key table", a, 0xa000)
-	e.dp.mu.Lock()
-	if err := e.dp.ulKeys.Put(be32(a), aRef); err != nil {
-		t.Fatal(err)
-	}
-	e.dp.mu.Unlock()
+	repoint(1)
 
 	// A modification clears the slot before Install returns: the next packet takes the key
 	// table's new rules, and the slot holds them once the grace is over.
@@ -105,25 +175,28 @@ func TestDirectCache(t *testing.T) {
 	// Packets that the cache holds are counted on the PDR's own counter.
 	usage, err := e.dp.Usage(1)
 	if err != nil || len(usage) != 1 || usage[0].Packets != 4 {
-		t.Errorf("usage of TEID a's PDR %+v (err %v): want the 4 packets", usage, err)
+		t.Errorf("usage of key a's PDR %+v (err %v): want the 4 packets", usage, err)
 	}
 
-	for name, teid := range map[string]uint32{
-		"hostile: a's slot, another TEID":   a + 2*slots,
-		"hostile: an empty slot":            0x1002,
-		"hostile: TEID 0 (free slots' key)": 0,
-		"hostile: all ones":                 0xffffffff,
-	} {
-		unknownTEID(name, teid)
+	hostile := map[string]uint32{
+		"hostile: a's slot, another key": a + 2*slots,
+		"hostile: an empty slot":         a + 1,
+		"hostile: all ones":              0xffffffff,
+	}
+	if w.name == "uplink" {
+		hostile["hostile: TEID 0 (free slots' key)"] = 0
+	}
+	for name, key := range hostile {
+		unknownKey(name, key)
 	}
 
 	// A deletion clears the slot: unknown at once, and b takes the slot after the grace.
 	if _, err := e.dp.Uninstall(1); err != nil {
 		t.Fatal(err)
 	}
-	unknownTEID("deleted", a)
+	unknownKey("deleted", a)
 	install("the freed slot's new key", 2, b, 0xb001)
-	unknownTEID("deleted, its slot reused", a)
+	unknownKey("deleted, its slot reused", a)
 }
 
 // TestDirectCacheRestart: a restarted datapath clears the direct cache an earlier run pinned
@@ -139,7 +212,7 @@ func TestDirectCacheRestart(t *testing.T) {
 	if err := e.dp.Install(1, []rules.RuleSet{n9Set(teid, 0xa000)}); err != nil {
 		t.Fatal(err)
 	}
-	if !e.cachedRef(t, teid) {
+	if !e.cached(t, directWays[0], teid) {
 		t.Fatal("not cached")
 	}
 	if err := e.dp.Close(false); err != nil { // "crash": pins stay
@@ -159,7 +232,7 @@ func TestDirectCacheRestart(t *testing.T) {
 	if err := e.dp.Install(1, []rules.RuleSet{n9Set(teid, 0xa001)}); err != nil {
 		t.Fatal(err)
 	}
-	if !e.cachedRef(t, teid) {
+	if !e.cached(t, directWays[0], teid) {
 		t.Fatal("not cached again once installed by this run")
 	}
 	runCase(t, e, pktCase{name: "installed again", in: ulOn(t, teid), ifindex: n3, verdict: xdpRedirect,
@@ -171,13 +244,17 @@ func TestDirectCacheRestart(t *testing.T) {
 // run changes rules: its packets take the key tables meanwhile.
 func TestLoadClearsChangedDirectCache(t *testing.T) {
 	e := newTestEnv(t, 16)
-	earlier := e.dp.spec.Maps[xupfMapXupfUlDirect].Copy()
-	earlier.MaxEntries *= 2
-	old, _, _ := e.pinEarlierSpec(t, earlier)
-	slot := make([]byte, old.ValueSize())
-	binary.LittleEndian.PutUint32(slot[8*keytable.KeyWord:], be32(0x2001))
-	if err := old.Put(uint32(1), slot); err != nil {
-		t.Fatal(err)
+	olds := map[string]*ebpf.Map{}
+	for _, name := range []string{xupfMapXupfUlDirect, xupfMapXupfDlDirect} {
+		earlier := e.dp.spec.Maps[name].Copy()
+		earlier.MaxEntries *= 2
+		old, _, _ := e.pinEarlierSpec(t, earlier)
+		slot := make([]byte, old.ValueSize())
+		binary.LittleEndian.PutUint32(slot[8*keytable.KeyWord:], be32(0x2001))
+		if err := old.Put(uint32(1), slot); err != nil {
+			t.Fatal(err)
+		}
+		olds[name] = old
 	}
 	opts := e.dp.opts
 	if err := e.dp.Close(false); err != nil {
@@ -185,14 +262,17 @@ func TestLoadClearsChangedDirectCache(t *testing.T) {
 	}
 	next := e.load(t, opts)
 	e.dp = next // the environment's cleanup now closes and unpins this one
-	if next.objs.XupfUlDirect.MaxEntries() == old.MaxEntries() {
-		t.Fatal("the direct cache of another size was not replaced")
-	}
-	if err := old.Lookup(uint32(1), slot); err != nil {
-		t.Fatal(err)
-	}
-	if key := binary.LittleEndian.Uint32(slot[8*keytable.KeyWord:]); key != 0 {
-		t.Errorf("the replaced direct cache still holds key %#x", key)
+	for name, old := range olds {
+		if next.spec.Maps[name].MaxEntries == old.MaxEntries() {
+			t.Fatalf("%s of another size was not replaced", name)
+		}
+		slot := make([]byte, old.ValueSize())
+		if err := old.Lookup(uint32(1), slot); err != nil {
+			t.Fatal(err)
+		}
+		if key := binary.LittleEndian.Uint32(slot[8*keytable.KeyWord:]); key != 0 {
+			t.Errorf("the replaced %s still holds key %#x", name, key)
+		}
 	}
 	e.takeOver(t, next)
 }
@@ -209,7 +289,7 @@ func TestDirectCacheNotifyingFAR(t *testing.T) {
 	if err := e.dp.Install(1, []rules.RuleSet{rs}); err != nil {
 		t.Fatal(err)
 	}
-	if e.cachedRef(t, teid) {
+	if e.cached(t, directWays[0], teid) {
 		t.Error("a FAR that notifies is cached")
 	}
 	runCase(t, e, pktCase{name: "notified", in: ulOn(t, teid), ifindex: n3, verdict: xdpDrop,

@@ -241,7 +241,7 @@ func layoutKey(name string) [layoutKeySize]byte {
 // clears too (mapDirect). A build that changes one of them, in any way,
 // replaces it with an empty map of its own instead of being refused.
 var cacheMaps = map[string]bool{xupfMapXupfFlows: true, xupfMapXupfFlowSeen: true, xupfMapXupfNhPins: true,
-	xupfMapXupfUlDirect: true}
+	xupfMapXupfUlDirect: true, xupfMapXupfDlDirect: true}
 
 // checkLayouts compares the maps an earlier run pinned under pinPath with this build's
 // spec: their type, sizes and flags (from the kernel) and their layout version. It returns
@@ -351,7 +351,7 @@ func migrateMap(pinPath, name string, spec *ebpf.CollectionSpec, layouts *ebpf.M
 		if err := zeroArray(old); err != nil {
 			return fmt.Errorf("migrate %s: clear the old map: %w", name, err)
 		}
-	} else if name == xupfMapXupfUlDirect {
+	} else if name == xupfMapXupfUlDirect || name == xupfMapXupfDlDirect {
 		// The earlier program reads the old direct cache until Attach, while this run
 		// changes rules it does not copy there: cleared, it sends packets to the key tables.
 		if err := clearDirect(old); err != nil {

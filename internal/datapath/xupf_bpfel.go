@@ -586,6 +586,7 @@ const (
 	xupfMapXupfContractCredits = "xupf_contract_credits"
 	xupfMapXupfContracts       = "xupf_contracts"
 	xupfMapXupfCpus            = "xupf_cpus"
+	xupfMapXupfDlDirect        = "xupf_dl_direct"
 	xupfMapXupfDlKeys          = "xupf_dl_keys"
 	xupfMapXupfDrops           = "xupf_drops"
 	xupfMapXupfErrindEvents    = "xupf_errind_events"
@@ -647,6 +648,7 @@ const (
 	xupfVarCfgClsBuf           = "cfg_cls_buf"
 	xupfVarCfgClsFields        = "cfg_cls_fields"
 	xupfVarCfgClsWords         = "cfg_cls_words"
+	xupfVarCfgDlDirectMask     = "cfg_dl_direct_mask"
 	xupfVarCfgDlKeyBits        = "cfg_dl_key_bits"
 	xupfVarCfgFlowBits         = "cfg_flow_bits"
 	xupfVarCfgFlowSeed         = "cfg_flow_seed"
@@ -735,6 +737,7 @@ type xupfMapSpecs struct {
 	XupfContractCredits *ebpf.MapSpec `ebpf:"xupf_contract_credits"`
 	XupfContracts       *ebpf.MapSpec `ebpf:"xupf_contracts"`
 	XupfCpus            *ebpf.MapSpec `ebpf:"xupf_cpus"`
+	XupfDlDirect        *ebpf.MapSpec `ebpf:"xupf_dl_direct"`
 	XupfDlKeys          *ebpf.MapSpec `ebpf:"xupf_dl_keys"`
 	XupfDrops           *ebpf.MapSpec `ebpf:"xupf_drops"`
 	XupfErrindEvents    *ebpf.MapSpec `ebpf:"xupf_errind_events"`
@@ -798,6 +801,7 @@ type xupfVariableSpecs struct {
 	CfgClsBuf           *ebpf.VariableSpec `ebpf:"cfg_cls_buf"`
 	CfgClsFields        *ebpf.VariableSpec `ebpf:"cfg_cls_fields"`
 	CfgClsWords         *ebpf.VariableSpec `ebpf:"cfg_cls_words"`
+	CfgDlDirectMask     *ebpf.VariableSpec `ebpf:"cfg_dl_direct_mask"`
 	CfgDlKeyBits        *ebpf.VariableSpec `ebpf:"cfg_dl_key_bits"`
 	CfgFlowBits         *ebpf.VariableSpec `ebpf:"cfg_flow_bits"`
 	CfgFlowSeed         *ebpf.VariableSpec `ebpf:"cfg_flow_seed"`
@@ -854,6 +858,7 @@ type xupfMaps struct {
 	XupfContractCredits *ebpf.Map `ebpf:"xupf_contract_credits"`
 	XupfContracts       *ebpf.Map `ebpf:"xupf_contracts"`
 	XupfCpus            *ebpf.Map `ebpf:"xupf_cpus"`
+	XupfDlDirect        *ebpf.Map `ebpf:"xupf_dl_direct"`
 	XupfDlKeys          *ebpf.Map `ebpf:"xupf_dl_keys"`
 	XupfDrops           *ebpf.Map `ebpf:"xupf_drops"`
 	XupfErrindEvents    *ebpf.Map `ebpf:"xupf_errind_events"`
@@ -902,6 +907,7 @@ func (m *xupfMaps) Close() error {
 		m.XupfContractCredits,
 		m.XupfContracts,
 		m.XupfCpus,
+		m.XupfDlDirect,
 		m.XupfDlKeys,
 		m.XupfDrops,
 		m.XupfErrindEvents,
@@ -966,6 +972,7 @@ type xupfVariables struct {
 	CfgClsBuf           *ebpf.Variable `ebpf:"cfg_cls_buf"`
 	CfgClsFields        *ebpf.Variable `ebpf:"cfg_cls_fields"`
 	CfgClsWords         *ebpf.Variable `ebpf:"cfg_cls_words"`
+	CfgDlDirectMask     *ebpf.Variable `ebpf:"cfg_dl_direct_mask"`
 	CfgDlKeyBits        *ebpf.Variable `ebpf:"cfg_dl_key_bits"`
 	CfgFlowBits         *ebpf.Variable `ebpf:"cfg_flow_bits"`
 	CfgFlowSeed         *ebpf.Variable `ebpf:"cfg_flow_seed"`
