@@ -53,6 +53,8 @@ func (f *pfcpDatapath) QuotaUsed(uint64) ([]rules.QuotaUse, error) { return nil,
 
 func (f *pfcpDatapath) IsLocal(a netip.Addr) bool { return f.local[a] }
 
+func (f *pfcpDatapath) TEIDCacheable(uint32) bool { return true }
+
 func (f *pfcpDatapath) KeyOwner(k rules.Key) (uint64, bool) {
 	for owner, sets := range f.sets {
 		for _, rs := range sets {

@@ -90,6 +90,14 @@ func (d *Datapath) uncacheSet(set *installedSet) {
 	}
 }
 
+// TEIDCacheable reports whether teid has its uplink direct cache slot free, or the datapath
+// no direct cache (any TEID is as good then).
+func (d *Datapath) TEIDCacheable(teid uint32) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ulDirect == nil || d.ulDirect.Free(be32(teid))
+}
+
 // scheduleRefill writes, once their grace is over, the copies the direct caches hold back.
 // d.mu is held.
 func (d *Datapath) scheduleRefill() {

@@ -154,6 +154,10 @@ func testDirectCache(t *testing.T, w directWay) {
 	}
 	via("hit", a, 0xa000)
 	via("colliding key: the key table", b, 0xb000)
+	if w.name == "uplink" && (!e.dp.TEIDCacheable(a) || e.dp.TEIDCacheable(b) || !e.dp.TEIDCacheable(a+1)) {
+		t.Errorf("TEIDCacheable: a %v (cached), b %v (a's slot), a+1 %v (a free slot)",
+			e.dp.TEIDCacheable(a), e.dp.TEIDCacheable(b), e.dp.TEIDCacheable(a+1))
+	}
 
 	// Behind the cache's back, a's key points at b's rules: a's packets keep a's, from the
 	// cache.

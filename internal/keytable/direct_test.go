@@ -95,6 +95,9 @@ func TestDirectCollisionAndDelete(t *testing.T) {
 	if c.Lookup(b) != nil || !slices.Equal(c.Lookup(a), cached(a, 1)) {
 		t.Fatal("a colliding key took the slot")
 	}
+	if !c.Free(a) || c.Free(b) || !c.Free(wire(4)) {
+		t.Errorf("Free: a %v (holds its slot), b %v (a holds it), 4 %v (empty)", c.Free(a), c.Free(b), c.Free(wire(4)))
+	}
 	c.Delete(b, t0) // not cached: nothing happens
 	if c.Lookup(a) == nil {
 		t.Fatal("deleting a key that was not cached cleared its slot")
@@ -102,6 +105,9 @@ func TestDirectCollisionAndDelete(t *testing.T) {
 	c.Delete(a, t0)
 	if c.Lookup(a) != nil {
 		t.Fatal("a deleted key is still found")
+	}
+	if !c.Free(b) {
+		t.Error("a deleted key's slot is not free")
 	}
 	c.Put(b, value(2), t0)
 	if c.Lookup(b) != nil {

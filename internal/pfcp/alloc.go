@@ -37,10 +37,13 @@ type allocator struct {
 	quarantine    map[uint32]bool
 	released      []releasedTEID
 	quarantineCap int
-	now           func() time.Time
-	pools         []netip.Prefix
-	ues           map[netip.Addr]uint64 // allocated UE address -> SEID
-	nextUE        []netip.Addr          // per pool: where the next search starts
+	// prefer, when set, tells the TEIDs the datapath finds fastest (those with a direct
+	// cache slot of their own): teid takes the first of preferTries free TEIDs it accepts.
+	prefer func(teid uint32) bool
+	now    func() time.Time
+	pools  []netip.Prefix
+	ues    map[netip.Addr]uint64 // allocated UE address -> SEID
+	nextUE []netip.Addr          // per pool: where the next search starts
 }
 
 func newAllocator(pools []netip.Prefix, inUse func(rules.Key) bool, local func(netip.Addr) bool) *allocator {
@@ -60,21 +63,41 @@ type releasedTEID struct {
 	at   time.Time
 }
 
+// preferTries is how many free TEIDs teid considers for one prefer accepts: consecutive
+// TEIDs have consecutive direct cache slots, so a few find a free slot unless the cache is
+// nearly full.
+const preferTries = 8
+
 // teid allocates a TEID for seid: the first free one from a random point of 1..maxTEID on
-// (0 is reserved), neither in use nor released less than teidGrace ago.
+// (0 is reserved), neither in use nor released less than teidGrace ago, or among the first
+// preferTries free ones the first prefer accepts.
 func (a *allocator) teid(seid uint64) (uint32, bool) {
 	a.endQuarantine()
 	space := uint64(a.maxTEID)
 	start := a.rand.Uint64N(space)
+	var pick uint32 // the pick free TEID prefer accepts, else the pick free one
+	tries := 0
 	for i := range min(uint64(len(a.teids)+len(a.quarantine)+1024), space) {
 		t := uint32(1 + (start+i)%space)
 		if _, taken := a.teids[t]; taken || a.quarantine[t] || a.inUse(rules.Key{Uplink: true, TEID: t}) {
 			continue
 		}
-		a.teids[t] = seid
-		return t, true
+		if a.prefer == nil || a.prefer(t) {
+			pick = t
+			break
+		}
+		if pick == 0 {
+			pick = t
+		}
+		if tries++; tries == preferTries {
+			break
+		}
 	}
-	return 0, false
+	if pick == 0 {
+		return 0, false
+	}
+	a.teids[pick] = seid
+	return pick, true
 }
 
 // endQuarantine frees the TEIDs released teidGrace ago or longer, and the oldest beyond

@@ -35,6 +35,22 @@ func TestTEIDsUnpredictable(t *testing.T) {
 	}
 }
 
+// TestTEIDsPreferCacheable: the allocator gives a TEID its prefer accepts when one of the
+// first few free ones is, and a TEID all the same when none is.
+func TestTEIDsPreferCacheable(t *testing.T) {
+	a := newAllocator(nil, noKeysInUse, noneLocal)
+	a.prefer = func(teid uint32) bool { return teid%4 == 0 }
+	for i := range 1000 {
+		if teid, ok := a.teid(uint64(i)); !ok || teid%4 != 0 {
+			t.Fatalf("allocation %d: TEID %#x (ok %v), want a multiple of 4", i, teid, ok)
+		}
+	}
+	a.prefer = func(uint32) bool { return false }
+	if teid, ok := a.teid(1000); !ok || teid == 0 {
+		t.Errorf("with no TEID preferred: TEID %#x, ok %v", teid, ok)
+	}
+}
+
 // TestReleasedTEIDsQuarantined: a released TEID is not given again within teidGrace.
 func TestReleasedTEIDsQuarantined(t *testing.T) {
 	now := time.Unix(1000, 0)

@@ -209,6 +209,9 @@ func NewNode(opts Options) *Node {
 			_, used := opts.Datapath.KeyOwner(k)
 			return used
 		}, func(a netip.Addr) bool { return opts.Datapath != nil && opts.Datapath.IsLocal(a) })}
+	if opts.Datapath != nil {
+		n.ss.alloc.prefer = opts.Datapath.TEIDCacheable
+	}
 	return n
 }
 

@@ -26,6 +26,9 @@ type Datapath interface {
 	Usage(owner uint64) ([]rules.Usage, error)
 	QuotaUsed(owner uint64) ([]rules.QuotaUse, error)
 	KeyOwner(k rules.Key) (uint64, bool)
+	// TEIDCacheable reports whether teid would find itself in the datapath's direct cache
+	// (a slot no other TEID holds): the TEIDs this UPF chooses prefer it.
+	TEIDCacheable(teid uint32) bool
 	IsLocal(netip.Addr) bool
 }
 

@@ -29,6 +29,8 @@ type fakeDatapath struct {
 	local map[netip.Addr]bool
 	// quotaUsed is what QuotaUsed returns, by owner.
 	quotaUsed map[uint64][]rules.QuotaUse
+	// cacheable is what TEIDCacheable answers; nil: true.
+	cacheable func(teid uint32) bool
 }
 
 func newFakeDatapath() *fakeDatapath {
@@ -79,6 +81,10 @@ func (f *fakeDatapath) QuotaUsed(owner uint64) ([]rules.QuotaUse, error) {
 }
 
 func (f *fakeDatapath) IsLocal(a netip.Addr) bool { return f.local[a] }
+
+func (f *fakeDatapath) TEIDCacheable(teid uint32) bool {
+	return f.cacheable == nil || f.cacheable(teid)
+}
 
 func (f *fakeDatapath) KeyOwner(k rules.Key) (uint64, bool) {
 	o, ok := f.keys[k]
@@ -221,6 +227,20 @@ func createdTEIDs(t *testing.T, created []*ie.IE) map[uint16]uint32 {
 		}
 	}
 	return out
+}
+
+// TestChosenTEIDsCacheable: the TEIDs this UPF chooses are those the datapath finds in its
+// direct cache when one of the first few free ones is.
+func TestChosenTEIDsCacheable(t *testing.T) {
+	p := newPFCPTest(t)
+	p.dp.cacheable = func(teid uint32) bool { return teid%4 == 0 }
+	for i := range 8 {
+		ue := netip.AddrFrom4([4]byte{10, 45, 1, byte(1 + i)})
+		_, r := p.mustEstablish(0x100+uint64(i), basicSession(ue)...)
+		if teid := createdTEIDs(t, r.CreatedPDR)[1]; teid%4 != 0 {
+			t.Errorf("session %d: TEID %#x, want one TEIDCacheable accepts", i, teid)
+		}
+	}
 }
 
 func TestEstablishmentOpen5GS(t *testing.T) {
