@@ -229,6 +229,10 @@ type Limits struct {
 	// MaxSessionsPerAssociation is the most PFCP sessions one SMF's association may hold
 	// (1..MaxMaxSessions; MaxSessions bounds them all anyway); it defaults to MaxSessions.
 	MaxSessionsPerAssociation int `yaml:"max_sessions_per_association"`
+	// DirectCacheSlots sizes each key table's direct cache (64 bytes a slot, rounded up to a
+	// power of two, 0..2×MaxMaxSessions); 0, the default, gives a slot per key the key table
+	// is sized for.
+	DirectCacheSlots int `yaml:"direct_cache_slots"`
 }
 
 // HasRole reports whether the interface plays role.

@@ -481,6 +481,7 @@ func TestParseErrors(t *testing.T) {
 			want: []string{"pfcp_peer_addresses.smf1: empty; list the addresses"}},
 		{name: "pfcp_peer_addresses bad address", yaml: minimal + "pfcp_peer_addresses: {smf1: [192.0.2.10/24]}\n",
 			want: []string{`pfcp_peer_addresses.smf1[0]: "192.0.2.10/24" has host bits set`}},
+		{name: "direct_cache_slots too big", yaml: minimal + "limits: {direct_cache_slots: 8388609}\n", want: []string{"limits.direct_cache_slots:", "use 0 (a slot per key) to 8388608"}},
 		{name: "max_sdf_entries too big", yaml: minimal + "limits: {max_sdf_entries: 99999999}\n", want: []string{"limits.max_sdf_entries:", "use 1 to 16777216"}},
 		{name: "flow without qfi", yaml: minimal + sess(sessionWith("1", "10.0.0.1", "1", `flows: [{precedence: 10, sdf: ["permit out ip from any to assigned"]}]`)),
 			want: []string{"sessions[0].flows[0].qfi: missing; give the flow's QFI, 1 to 63"}},
@@ -706,6 +707,19 @@ func TestMaxRuleSetsDefault(t *testing.T) {
 		}
 		if cfg.Limits.MaxRuleSets != c.want {
 			t.Errorf("%q: max_rule_sets %d, want %d", c.limits, cfg.Limits.MaxRuleSets, c.want)
+		}
+	}
+}
+
+// direct_cache_slots is 0 (sized by the datapath from the key tables) unless given.
+func TestDirectCacheSlots(t *testing.T) {
+	for limits, want := range map[string]int{"": 0, "limits: {direct_cache_slots: 1000}\n": 1000} {
+		cfg, err := Parse([]byte(minimal + limits))
+		if err != nil {
+			t.Fatalf("%q: %v", limits, err)
+		}
+		if cfg.Limits.DirectCacheSlots != want {
+			t.Errorf("%q: direct_cache_slots %d, want %d", limits, cfg.Limits.DirectCacheSlots, want)
 		}
 	}
 }

@@ -5,7 +5,7 @@ import (
 )
 
 // limits checks the limits section; max_rule_sets and max_sessions_per_association follow
-// max_sessions unless given.
+// max_sessions unless given, and direct_cache_slots is 0 (the datapath sizes it) unless given.
 func (v *validator) limits(raw *rawLimits) {
 	n, present, err := intNode(&raw.MaxSessions, 1, MaxMaxSessions)
 	switch {
@@ -37,5 +37,11 @@ func (v *validator) limits(raw *rawLimits) {
 		case present:
 			*l.dst = int(n)
 		}
+	}
+	switch n, present, err := intNode(&raw.DirectSlots, 0, 2*MaxMaxSessions); {
+	case err != nil:
+		v.addf("limits.direct_cache_slots: %w; use 0 (a slot per key) to %d", err, 2*MaxMaxSessions)
+	case present:
+		v.cfg.Limits.DirectCacheSlots = int(n)
 	}
 }

@@ -88,6 +88,7 @@ type rawLimits struct {
 	MaxSDFEntries yaml.Node `yaml:"max_sdf_entries"`
 	MaxAssocs     yaml.Node `yaml:"max_associations"`
 	MaxPerAssoc   yaml.Node `yaml:"max_sessions_per_association"`
+	DirectSlots   yaml.Node `yaml:"direct_cache_slots"`
 }
 
 // document names the configuration file in yamlerr's messages.

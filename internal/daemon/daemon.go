@@ -113,6 +113,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (_ *Daemon, err e
 		MaxSessions:    cfg.Limits.MaxSessions,
 		MaxRuleSets:    cfg.Limits.MaxRuleSets,
 		MaxSDFEntries:  cfg.Limits.MaxSDFEntries,
+		DirectSlots:    cfg.Limits.DirectCacheSlots,
 		GTPUAddrs:      cfg.GTPUAddresses,
 		N3Interfaces:   n3Interfaces(cfg),
 		UEAllowed:      ueAllowed(cfg),

@@ -3,6 +3,7 @@
 package datapath
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,9 @@ type Options struct {
 	MaxRuleSets int
 	// MaxSDFEntries sizes each classification table; default DefaultMaxSDFEntries.
 	MaxSDFEntries int
+	// DirectSlots sizes each key table's direct cache (rounded up to a power of two); 0: a
+	// slot per key the key table is sized for.
+	DirectSlots int
 	// MeterAlgo and Clock are the rate-limiting algorithm and time source of QER MBRs and
 	// policer contracts; default TokenBucket and ClockKtime.
 	MeterAlgo MeterAlgo
@@ -251,9 +255,9 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	spec.Maps[xupfMapXupfUlKeys].MaxEntries = 1 << ulBits
 	spec.Maps[xupfMapXupfDlKeys].MaxEntries = 1 << dlBits
-	// A direct cache slot per key (64 bytes each, a rule_ref).
-	ulDirect := uint32(keytable.DirectSlots(teidsPerSession * opts.MaxSessions))
-	dlDirect := uint32(keytable.DirectSlots(opts.MaxSessions))
+	// A direct cache slot per key (64 bytes each, a rule_ref), unless configured.
+	ulDirect := uint32(keytable.DirectSlots(cmp.Or(opts.DirectSlots, teidsPerSession*opts.MaxSessions)))
+	dlDirect := uint32(keytable.DirectSlots(cmp.Or(opts.DirectSlots, opts.MaxSessions)))
 	spec.Maps[xupfMapXupfUlDirect].MaxEntries = ulDirect
 	spec.Maps[xupfMapXupfDlDirect].MaxEntries = dlDirect
 	// One ref per key, plus spares: a replaced key's new ref is written before the old is freed.

@@ -304,3 +304,21 @@ func TestDirectCacheNotifyingFAR(t *testing.T) {
 	runCase(t, e, pktCase{name: "dropped", in: ulOn(t, teid), ifindex: n3, verdict: xdpDrop,
 		counters: map[string]uint64{"ul_rx": 1}, drops: map[string]uint64{"far_drop": 1}})
 }
+
+// TestDirectSlotsConfigured: Options.DirectSlots sizes both caches, rounded up to a power of
+// two, the programs' masks with them.
+func TestDirectSlotsConfigured(t *testing.T) {
+	e := newTestEnvOpts(t, Options{MaxSessions: 16, DirectSlots: 3})
+	for _, w := range directWays {
+		if n := w.cache(e.dp).Slots(); n != 4 {
+			t.Errorf("%s: %d slots, want 4", w.name, n)
+		}
+	}
+	if m := e.dp.objs.XupfUlDirect.MaxEntries(); m != 4 {
+		t.Errorf("%s holds %d slots, want 4", xupfMapXupfUlDirect, m)
+	}
+	var mask uint32
+	if err := e.dp.spec.Variables[xupfVarCfgDlDirectMask].Get(&mask); err != nil || mask != 3 {
+		t.Errorf("%s = %d (%v), want 3", xupfVarCfgDlDirectMask, mask, err)
+	}
+}
