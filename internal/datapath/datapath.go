@@ -519,8 +519,8 @@ func clearMap(m *ebpf.Map) error {
 // closeObjs unmaps the key, route and flow tables and the flow generation and clock, and closes the
 // maps and program.
 func (d *Datapath) closeObjs() error {
-	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.ulDirect.close(), d.dlDirect.close(), d.routes.close(), d.flowMem.unmap(),
-		d.flowGen.unmap(), d.flowClock.unmap(), d.objs.Close())
+	return errors.Join(d.ulKeys.close(), d.dlKeys.close(), d.ulDirect.close(), d.dlDirect.close(),
+		d.routes.close(), d.flowMem.unmap(), d.flowGen.unmap(), d.flowClock.unmap(), d.objs.Close())
 }
 
 // Program is the XDP program, for tests and benchmarks that run it with BPF_PROG_TEST_RUN.

@@ -14,9 +14,9 @@ const SlotWords = 8
 // key of rule set 0 never reads (bpf/lib/rules.h direct_ref).
 const KeyWord = 1
 
-// Direct is a direct-mapped cache in front of a key table: a slot of words, chosen by the key's low bits, holds a copy
-// of key's value (SlotWords words) with the key in it, so that the datapath finds a key's
-// value in one cache line. The key table stays the source of truth: a key whose slot another
+// Direct is a direct-mapped cache in front of a key table: a slot of words, chosen by the
+// key's low bits, holds a copy of the key's value (SlotWords words) with the key in it, so
+// that the datapath finds a key's value in one cache line. The key table stays the source of truth: a key whose slot another
 // key holds is simply not cached. Readers may run at any time, so a slot's value is never
 // rewritten while a reader may take it for a key's: the key is cleared first, and the slot
 // rests for the grace (how long a reader may still use what it read) before it is written
