@@ -590,7 +590,7 @@ func (d *Datapath) adoptedPrev(sets []rules.RuleSet) []*installedSet {
 			continue
 		}
 		set := &installedSet{rs: rules.RuleSet{Uplink: rs.Uplink, TEID: rs.TEID, UE: rs.UE}, ref: a.ref,
-			counters: map[uint32]pdrCounters{}}
+			counters: map[uint32]pdrCounters{}, earlier: true}
 		a.paired = a.pair(rs)
 		for i, p := range a.paired {
 			if p != nil {

@@ -64,17 +64,18 @@ func (d *Datapath) directOf(set *installedSet) *directCache {
 }
 
 // cacheSet caches set's rule_ref for its key, or stops caching the key when set needs the
-// classification step (only rule set 0 has a spare word for the key) or its FAR notifies:
-// the program itself makes that FAR_DROP after the first packet (buffer.h notify_once), in
-// the rule_ref it reads, and a copy would notify again once it gave way to the ref. d.mu is
-// held.
+// classification step (only rule set 0 has a spare word for the key), its FAR notifies (the
+// program itself makes that FAR_DROP after the first packet (buffer.h notify_once), in the
+// rule_ref it reads, and a copy would notify again once it gave way to the ref), or it
+// stands for an earlier run's entry, whose rule_ref it does not hold (a failed install
+// publishes it again). d.mu is held.
 func (d *Datapath) cacheSet(set *installedSet) {
 	c := d.directOf(set)
 	if c == nil {
 		return
 	}
 	_, key := d.keyTableOf(set)
-	if set.tables != nil || set.value.Far.Action == uint32(xupfFarActionFAR_DROP_NOTIFY) {
+	if set.earlier || set.tables != nil || set.value.Far.Action == uint32(xupfFarActionFAR_DROP_NOTIFY) {
 		c.Delete(key, time.Now())
 		return
 	}

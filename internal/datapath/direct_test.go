@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -241,6 +242,53 @@ func TestDirectCacheRestart(t *testing.T) {
 	}
 	runCase(t, e, pktCase{name: "installed again", in: ulOn(t, teid), ifindex: n3, verdict: xdpRedirect,
 		out: n9Out(t, 0xa001), fixSport: true, counters: ulOK})
+}
+
+// TestDirectCacheFailedInstallAfterRestart: an install that fails after publishing an
+// adopted TEID's new rules puts back the earlier run's entry, whose rule_ref this run never
+// wrote: the TEID takes the key table to the earlier rules, and no copy of them is cached
+// (a copy of nothing would drop every packet).
+func TestDirectCacheFailedInstallAfterRestart(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("no direct cache on this architecture")
+	}
+	e := newTestEnv(t, 16)
+	teid := uint32(0x2001)
+	if err := e.dp.Install(1, []rules.RuleSet{n9Set(teid, 0xa000)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+		t.Fatal(err)
+	}
+	e.dp = e.load(t, e.dp.opts)
+
+	// A UE address whose two key table buckets are full: its publish fails.
+	dl := directWays[1]
+	buckets := func(ue uint32) (uint32, uint32) { return e.dp.dlKeys.Buckets(be32(ue)) }
+	full := dl.first
+	for a, b := buckets(full); a == b; a, b = buckets(full) {
+		full++
+	}
+	a, b := buckets(full)
+	for _, bucket := range []uint32{a, b} {
+		n := 0
+		for ue := dl.first; n < keytable.BucketSlots; ue++ {
+			if h1, h2 := buckets(ue); h1 == bucket && h2 == bucket {
+				e.installSet(t, dl.set(ue, 0xc000))
+				n++
+			}
+		}
+	}
+	err := e.dp.Install(1, []rules.RuleSet{n9Set(teid, 0xa001), dl.set(full, 0xb000)})
+	if !errors.Is(err, keytable.ErrFull) {
+		t.Fatalf("Install with a UE address whose buckets are full = %v, want ErrFull", err)
+	}
+	time.Sleep(3 * grace) // past the restart's grace: a copy would be written by now
+	if c := e.cachedCopy(directWays[0], teid); c != nil {
+		t.Errorf("the earlier run's entry is cached: %+v", *c)
+	}
+	runCase(t, e, pktCase{name: "earlier rules", in: ulOn(t, teid), ifindex: n3, verdict: xdpRedirect,
+		out: n9Out(t, 0xa000), fixSport: true, counters: map[string]uint64{"ul_rx": 1, "ul_tx": 1}})
 }
 
 // TestLoadClearsChangedDirectCache: a load that replaces a pinned direct cache of another

@@ -29,6 +29,9 @@ type installedSet struct {
 	// quotaLists are the quota slots holding the quota lists of its PDRs with several quotas.
 	quotaLists []uint32
 	peers      []netip.Addr // the tunnel peers its FARs pinned (routeTable.pin), once each per FAR
+	// earlier: it stands for an earlier run's entry (adoptedPrev), whose rule_ref this run
+	// never wrote: value is not what ref holds, so the direct cache must not copy it.
+	earlier bool
 }
 
 // pdrCounters are a PDR's usage counter slots: after QoS, and before it when the PDR asks
