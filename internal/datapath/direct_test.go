@@ -13,6 +13,7 @@ import (
 
 	"github.com/xupf/xupf/internal/keytable"
 	"github.com/xupf/xupf/internal/rules"
+	"github.com/xupf/xupf/internal/sdf"
 )
 
 // directWay is one direction's key, as a number in host order (a TEID, a UE address), the
@@ -242,6 +243,45 @@ func TestDirectCacheRestart(t *testing.T) {
 	}
 	runCase(t, e, pktCase{name: "installed again", in: ulOn(t, teid), ifindex: n3, verdict: xdpRedirect,
 		out: n9Out(t, 0xa001), fixSport: true, counters: ulOK})
+}
+
+// TestDirectCacheClassified: a cached key whose rules come to need the classification step
+// (a filter on its one PDR) is no longer cached, so its packets take the new rules at once
+// and after the grace alike; back to one PDR without filters, it is cached again.
+func TestDirectCacheClassified(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("no direct cache on this architecture")
+	}
+	e := newTestEnv(t, 16)
+	w, teid := directWays[0], uint32(0x4001)
+	via := func(name string, out uint32) {
+		t.Helper()
+		runCase(t, e, pktCase{name: name, in: ulOn(t, teid), ifindex: n3, verdict: xdpRedirect,
+			out: n9Out(t, out), fixSport: true, counters: w.ok})
+	}
+	install := func(rs rules.RuleSet) {
+		t.Helper()
+		if err := e.dp.Install(1, []rules.RuleSet{rs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install(n9Set(teid, 0xa000))
+	if !e.cached(t, w, teid) {
+		t.Fatal("not cached")
+	}
+	classified := n9Set(teid, 0xa001)
+	classified.PDRs[0].Filters = []sdf.Filter{{Protocol: 17}}
+	install(classified)
+	via("classified: at once", 0xa001)
+	if e.cached(t, w, teid) {
+		t.Error("a key that needs the classification step is cached")
+	}
+	via("classified: after the grace", 0xa001)
+	install(n9Set(teid, 0xa002))
+	if !e.cached(t, w, teid) {
+		t.Fatal("not cached again once back to rule set 0")
+	}
+	via("rule set 0 again", 0xa002)
 }
 
 // TestDirectCacheFailedInstallAfterRestart: an install that fails after publishing an
