@@ -2,9 +2,14 @@ package keytable
 
 import (
 	"math/bits"
+	"os"
+	"runtime/debug"
 	"slices"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 const testGrace = 10 * time.Millisecond
@@ -131,5 +136,40 @@ func TestDirectSlots(t *testing.T) {
 	}
 	if _, err := NewDirect(make([]uint64, 3*SlotWords), testGrace, time.Now()); err == nil {
 		t.Error("3 slots accepted")
+	}
+}
+
+// TestDirectStoresTheKeyLast: fill stores a copy's key only after all its other words, so a
+// reader that finds the key finds the whole copy. The slot is laid over a page boundary, the
+// words after the key word on a read-only page: the fill faults part-way, and the key must
+// not be stored yet (stored first, a reader would take it with the old copy).
+func TestDirectStoresTheKeyLast(t *testing.T) {
+	page := os.Getpagesize()
+	mem, err := syscall.Mmap(-1, 0, 2*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(mem)
+	start := page - 8*(KeyWord+1) // words up to the key word on the first page
+	words := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[start])), SlotWords)
+	now := time.Unix(0, 0)
+	c, err := NewDirect(words, testGrace, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mprotect(mem[page:], syscall.PROT_READ); err != nil {
+		t.Fatal(err)
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the fill wrote a read-only page")
+			}
+		}()
+		c.Put(wire(1), value(1), now.Add(testGrace))
+	}()
+	if k := atomic.LoadUint64(&words[KeyWord]); k != 0 {
+		t.Errorf("key word %#x stored before the words after it", k)
 	}
 }
