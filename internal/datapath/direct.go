@@ -79,7 +79,10 @@ func (d *Datapath) cacheSet(set *installedSet) {
 		c.Delete(key, time.Now())
 		return
 	}
-	c.Put(key, unsafe.Slice((*uint64)(unsafe.Pointer(&set.value)), keytable.SlotWords), time.Now())
+	// Through an array of words: set.value, of 32-bit fields, need not be 8-byte aligned.
+	var words [keytable.SlotWords]uint64
+	*(*xupfRuleRef)(unsafe.Pointer(&words)) = set.value
+	c.Put(key, words[:], time.Now())
 	d.scheduleRefill()
 }
 
@@ -131,5 +134,9 @@ func (d *Datapath) stopRefill() {
 	}
 }
 
-// The copy is the rule_ref's memory, a whole slot.
-var _ [keytable.SlotWords * 8]byte = [unsafe.Sizeof(xupfRuleRef{})]byte{}
+// The copy is the rule_ref's memory, a whole slot, and the key word's low half (x86-64 is
+// little-endian) is its pdr.far, where direct_ref looks for the key.
+var (
+	_ [keytable.SlotWords * 8]byte = [unsafe.Sizeof(xupfRuleRef{})]byte{}
+	_ [keytable.KeyWord * 8]byte   = [unsafe.Offsetof(xupfRuleRef{}.Pdr) + unsafe.Offsetof(xupfPdr{}.Far)]byte{}
+)
