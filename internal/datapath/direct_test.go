@@ -64,15 +64,23 @@ func hostAddr(a uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)})
 }
 
-// cachedCopy returns the copy of key's rule_ref that w's direct cache holds, nil for none.
+// slots is the number of slots of c.
+func (c *directCache) slots() int { return len(c.mem.words64()) / keytable.SlotWords }
+
+// cachedCopy returns the copy of key's rule_ref that w's direct cache holds, nil for none:
+// what the program finds, reading key's slot (its low bits) as direct_ref does.
 func (e *testEnv) cachedCopy(w directWay, key uint32) *xupfRuleRef {
 	e.dp.mu.Lock()
 	defer e.dp.mu.Unlock()
-	words := w.cache(e.dp).Lookup(be32(key))
-	if words == nil {
+	c := w.cache(e.dp)
+	i := int(key) & (c.slots() - 1)
+	s := c.mem.words64()[i*keytable.SlotWords : (i+1)*keytable.SlotWords]
+	if key == 0 || uint32(s[keytable.KeyWord]) != be32(key) {
 		return nil
 	}
-	return (*xupfRuleRef)(unsafe.Pointer(&words[0]))
+	var words [keytable.SlotWords]uint64
+	copy(words[:], s)
+	return (*xupfRuleRef)(unsafe.Pointer(&words))
 }
 
 // cached waits until w's direct cache holds key (its copies are written once the grace is
@@ -115,7 +123,7 @@ func TestDirectCache(t *testing.T) {
 
 func testDirectCache(t *testing.T, w directWay) {
 	e := newTestEnv(t, 16)
-	slots := uint32(w.cache(e.dp).Slots())
+	slots := uint32(w.cache(e.dp).slots())
 	a, b := w.first, w.first+slots // one slot
 	via := func(name string, key, out uint32) {
 		t.Helper()
@@ -398,7 +406,7 @@ func TestDirectCacheNotifyingFAR(t *testing.T) {
 func TestDirectSlotsConfigured(t *testing.T) {
 	e := newTestEnvOpts(t, Options{MaxSessions: 16, DirectSlots: 3})
 	for _, w := range directWays {
-		if n := w.cache(e.dp).Slots(); n != 4 {
+		if n := w.cache(e.dp).slots(); n != 4 {
 			t.Errorf("%s: %d slots, want 4", w.name, n)
 		}
 	}

@@ -81,27 +81,10 @@ func (c *Direct) Delete(key uint32, now time.Time) {
 	delete(c.queue, i)
 }
 
-// Slots returns the number of slots.
-func (c *Direct) Slots() int { return int(c.mask) + 1 }
-
 // Free reports whether key's slot is free for it: no other key holds it or waits for it.
 func (c *Direct) Free(key uint32) bool {
 	o, ok := c.owner[c.slot(key)]
 	return !ok || o == key
-}
-
-// Lookup returns the value cached for key as the readers see it (nil when they miss).
-func (c *Direct) Lookup(key uint32) []uint64 {
-	i := c.slot(key)
-	s := c.words[int(i)*SlotWords : int(i+1)*SlotWords]
-	if key == 0 || uint32(atomic.LoadUint64(&s[KeyWord])) != key {
-		return nil
-	}
-	out := make([]uint64, SlotWords)
-	for j := range s {
-		out[j] = atomic.LoadUint64(&s[j])
-	}
-	return out
 }
 
 // Refill writes the queued values whose slots have rested, and returns how long until the
