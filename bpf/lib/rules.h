@@ -62,8 +62,8 @@ struct {
  * rule_ref of one key of rule set 0 (the common case: one PDR, no classification), with the
  * key itself in the copy's pdr.far, which rule set 0 never reads (pdr_select.h takes the FAR
  * from the rule_ref). A hit reads one cache line, the slot, where the key table reads its
- * bucket and then xupf_refs. A pool's UE addresses differ in their low bits and the TEIDs
- * xupfd allocates are random, so with more slots than keys few keys share a slot; a key whose
+ * bucket and then xupf_refs. A pool's UE addresses are consecutive, a slot each; xupfd draws
+ * TEIDs at random but takes one whose slot is free (pfcp allocator.prefer); a key whose
  * slot holds another (a collision, an SMF's choice) takes the key table, which stays the
  * source of truth. The daemon (internal/keytable Direct) writes a copy, then its key; it
  * clears the key before it rewrites a copy or hands the slot to another key, and waits the

@@ -16,12 +16,12 @@ const KeyWord = 1
 
 // Direct is a direct-mapped cache in front of a key table: a slot of words, chosen by the
 // key's low bits, holds a copy of the key's value (SlotWords words) with the key in it, so
-// that the datapath finds a key's value in one cache line. The key table stays the source of truth: a key whose slot another
-// key holds is simply not cached. Readers may run at any time, so a slot's value is never
-// rewritten while a reader may take it for a key's: the key is cleared first, and the slot
-// rests for the grace (how long a reader may still use what it read) before it is written
-// again. A Put or Delete that leaves a slot resting queues the write; Refill does it once the
-// grace is over. Writers must be serialised by the caller.
+// that the datapath finds a key's value in one cache line. The key table stays the source
+// of truth: a key whose slot another key holds is simply not cached. Readers may run at any
+// time, so a slot's value is never rewritten while a reader may take it for a key's: the key
+// is cleared first, and the slot rests for the grace (how long a reader may still use what it
+// read) before it is written again. A Put or Delete that leaves a slot resting queues the
+// write; Refill does it once the grace is over. Writers must be serialised by the caller.
 type Direct struct {
 	words []uint64
 	mask  uint32
@@ -33,8 +33,8 @@ type Direct struct {
 }
 
 // DirectSlots returns the slot count (a power of two) for up to keys keys: one slot per key
-// at least, so that keys spread in their low bits (sequential TEIDs, a pool's addresses) each
-// have their own.
+// at least, so that consecutive keys (a pool's addresses) each have their own, and a random
+// one (a TEID) finds a free slot more often than not.
 func DirectSlots(keys int) int {
 	return 1 << bits.Len64(uint64(max(keys, 1)-1))
 }
@@ -102,8 +102,8 @@ func (c *Direct) Refill(now time.Time) time.Duration {
 	return next
 }
 
-// slot returns key's slot: its low bits in host order (bpf_ntohl in direct_ref), where TEIDs
-// and a pool's addresses differ; key is as the datapath reads it, network order on a
+// slot returns key's slot: its low bits in host order (bpf_ntohl in direct_ref), where a
+// pool's consecutive addresses differ; key is as the datapath reads it, network order on a
 // little-endian host.
 func (c *Direct) slot(key uint32) uint32 { return bits.ReverseBytes32(key) & c.mask }
 
