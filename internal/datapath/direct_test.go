@@ -213,11 +213,11 @@ func testDirectCache(t *testing.T, w directWay) {
 	unknownKey("deleted, its slot reused", a)
 }
 
-// TestDirectCacheRestart: a restarted datapath clears the direct cache an earlier run pinned
-// (its copies may be stale: the run may have changed rules it could not tell the cache
-// about), so an adopted TEID takes the key table until this run installs it again, and is
-// cached then.
-func TestDirectCacheRestart(t *testing.T) {
+// restartedAfterCaching returns an environment whose session 1 had its TEID, returned,
+// cached (rules tunnelling with outer TEID 0xa000) before the datapath "crashed" (its pins
+// stay) and was loaded again.
+func restartedAfterCaching(t *testing.T) (*testEnv, uint32) {
+	t.Helper()
 	if runtime.GOARCH != "amd64" {
 		t.Skip("no direct cache on this architecture")
 	}
@@ -229,10 +229,19 @@ func TestDirectCacheRestart(t *testing.T) {
 	if !e.cached(t, directWays[0], teid) {
 		t.Fatal("not cached")
 	}
-	if err := e.dp.Close(false); err != nil { // "crash": pins stay
+	if err := e.dp.Close(false); err != nil {
 		t.Fatal(err)
 	}
 	e.dp = e.load(t, e.dp.opts)
+	return e, teid
+}
+
+// TestDirectCacheRestart: a restarted datapath clears the direct cache an earlier run pinned
+// (its copies may be stale: the run may have changed rules it could not tell the cache
+// about), so an adopted TEID takes the key table until this run installs it again, and is
+// cached then.
+func TestDirectCacheRestart(t *testing.T) {
+	e, teid := restartedAfterCaching(t)
 	e.dp.mu.Lock()
 	for i, w := range e.dp.ulDirect.mem.words64() {
 		if i%keytable.SlotWords == keytable.KeyWord && uint32(w) != 0 {
@@ -297,18 +306,7 @@ func TestDirectCacheClassified(t *testing.T) {
 // wrote: the TEID takes the key table to the earlier rules, and no copy of them is cached
 // (a copy of nothing would drop every packet).
 func TestDirectCacheFailedInstallAfterRestart(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("no direct cache on this architecture")
-	}
-	e := newTestEnv(t, 16)
-	teid := uint32(0x2001)
-	if err := e.dp.Install(1, []rules.RuleSet{n9Set(teid, 0xa000)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.dp.Close(false); err != nil { // "crash": pins stay
-		t.Fatal(err)
-	}
-	e.dp = e.load(t, e.dp.opts)
+	e, teid := restartedAfterCaching(t)
 
 	// A UE address whose two key table buckets are full: its publish fails.
 	dl := directWays[1]
