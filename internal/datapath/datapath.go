@@ -3,13 +3,13 @@
 package datapath
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -255,9 +255,7 @@ func Load(opts Options) (*Datapath, error) {
 	}
 	spec.Maps[xupfMapXupfUlKeys].MaxEntries = 1 << ulBits
 	spec.Maps[xupfMapXupfDlKeys].MaxEntries = 1 << dlBits
-	// A direct cache slot per key (64 bytes each, a rule_ref), unless configured.
-	ulDirect := uint32(keytable.DirectSlots(cmp.Or(opts.DirectSlots, teidsPerSession*opts.MaxSessions)))
-	dlDirect := uint32(keytable.DirectSlots(cmp.Or(opts.DirectSlots, opts.MaxSessions)))
+	ulDirect, dlDirect := directSlots(runtime.GOARCH, opts)
 	spec.Maps[xupfMapXupfUlDirect].MaxEntries = ulDirect
 	spec.Maps[xupfMapXupfDlDirect].MaxEntries = dlDirect
 	// One ref per key, plus spares: a replaced key's new ref is written before the old is freed.

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"cmp"
 	"errors"
 	"runtime"
 	"time"
@@ -36,6 +37,18 @@ func mapDirect(m *ebpf.Map) (*directCache, error) {
 		return nil, err
 	}
 	return &directCache{Direct: c, mem: mem}, nil
+}
+
+// directSlots returns the slots of the uplink and downlink direct caches on goarch: a slot
+// per key (64 bytes each, a rule_ref) unless opts.DirectSlots says otherwise, on x86-64; one
+// elsewhere, where mapDirect writes none and a cache the size of the key tables would only
+// take memory.
+func directSlots(goarch string, opts Options) (ul, dl uint32) {
+	if goarch != "amd64" {
+		return 1, 1
+	}
+	return uint32(keytable.DirectSlots(cmp.Or(opts.DirectSlots, teidsPerSession*opts.MaxSessions))),
+		uint32(keytable.DirectSlots(cmp.Or(opts.DirectSlots, opts.MaxSessions)))
 }
 
 // clearDirect clears the keys of m, a direct cache this run does not use.

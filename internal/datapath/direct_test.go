@@ -402,6 +402,9 @@ func TestDirectCacheNotifyingFAR(t *testing.T) {
 // TestDirectSlotsConfigured: Options.DirectSlots sizes both caches, rounded up to a power of
 // two, the programs' masks with them.
 func TestDirectSlotsConfigured(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("one slot on this architecture (TestDirectSlotsByArch)")
+	}
 	e := newTestEnvOpts(t, Options{MaxSessions: 16, DirectSlots: 3})
 	for _, w := range directWays {
 		if n := w.cache(e.dp).slots(); n != 4 {
@@ -414,5 +417,16 @@ func TestDirectSlotsConfigured(t *testing.T) {
 	var mask uint32
 	if err := e.dp.spec.Variables[xupfVarCfgDlDirectMask].Get(&mask); err != nil || mask != 3 {
 		t.Errorf("%s = %d (%v), want 3", xupfVarCfgDlDirectMask, mask, err)
+	}
+}
+
+// TestDirectSlotsByArch: off x86-64, where no slot is ever written, each direct cache has one
+// slot, not the key tables' size.
+func TestDirectSlotsByArch(t *testing.T) {
+	opts := Options{MaxSessions: 100000}
+	for arch, want := range map[string][2]uint32{"amd64": {262144, 131072}, "arm64": {1, 1}} {
+		if ul, dl := directSlots(arch, opts); ul != want[0] || dl != want[1] {
+			t.Errorf("%s: %d and %d slots, want %d and %d", arch, ul, dl, want[0], want[1])
+		}
 	}
 }
