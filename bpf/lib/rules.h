@@ -86,6 +86,13 @@ struct direct_cache xupf_dl_direct SEC(".maps");
 volatile const __u32 cfg_ul_direct_mask = 0;
 volatile const __u32 cfg_dl_direct_mask = 0;
 
+/* Set per program variant: 0 compiles the caches out. A hit's pointer is into another map
+ * than xupf_refs, so the verifier walks everything after the lookup twice; the variants with
+ * SDF fields or traffic classes would then pass its limit of a million instructions, and off
+ * x86-64 xupfd writes no slot. The caches hold rule set 0 only, so the SDF variants' sets
+ * mostly miss them anyway. */
+volatile const __u32 cfg_direct = 1;
+
 #ifndef barrier
 #define barrier() asm volatile("" ::: "memory")
 #endif
@@ -95,7 +102,11 @@ volatile const __u32 cfg_dl_direct_mask = 0;
 static __always_inline const struct rule_ref *direct_ref(void *cache, __u32 mask, __be32 key)
 {
 	__u32 i = bpf_ntohl(key) & mask;
-	const struct rule_ref *r = bpf_map_lookup_elem(cache, &i);
+	const struct rule_ref *r;
+
+	if (!cfg_direct)
+		return NULL;
+	r = bpf_map_lookup_elem(cache, &i);
 
 	/* Key 0 (never looked up: keytable.h) marks a free slot. */
 	if (!r || !key || *(volatile const __be32 *)&r->pdr.far != key)

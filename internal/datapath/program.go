@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/cilium/ebpf"
 )
@@ -19,6 +20,16 @@ type progConfig struct {
 	// cfg_spread: how the attached program spreads uplink G-PDUs (fixed at Load); the CPU
 	// map's program never does.
 	spread SpreadMode
+}
+
+// direct is cfg_direct: the direct caches (rules.h) are read only where xupfd writes them
+// (x86-64) and in the variants without SDF fields or traffic classes, which with them would
+// pass the verifier's limit (a hit's pointer into another map doubles what it walks).
+func (c progConfig) direct() uint32 {
+	if runtime.GOARCH != "amd64" || c.sdfFields != 0 || c.clsWords != 0 {
+		return 0
+	}
+	return 1
 }
 
 // ensureSDFFields makes the loaded program classify on every field in mask. Fields are only
@@ -123,6 +134,7 @@ func (d *Datapath) loadProgram(cfg progConfig, st stage) (*ebpf.Program, error) 
 		policer = 1
 	}
 	vars := map[string]any{
+		xupfVarCfgDirect:    cfg.direct(),
 		xupfVarCfgSdfFields: cfg.sdfFields,
 		xupfVarCfgClsFields: cfg.clsFields,
 		xupfVarCfgClsWords:  cfg.clsWords,

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/xupf/xupf/internal/classifier"
@@ -63,6 +64,29 @@ func TestProgramVariantsPassVerifier(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestProgConfigDirect: the direct caches are compiled into the program only where xupfd
+// writes them (x86-64) and only in the variants without SDF fields or traffic classes, whose
+// verification they would push past the verifier's limit.
+func TestProgConfigDirect(t *testing.T) {
+	on := uint32(0)
+	if runtime.GOARCH == "amd64" {
+		on = 1
+	}
+	for _, c := range []struct {
+		cfg  progConfig
+		want uint32
+	}{
+		{progConfig{}, on},
+		{progConfig{policer: true, spread: SpreadFlow}, on},
+		{progConfig{sdfFields: 1}, 0},
+		{progConfig{clsFields: 1, clsWords: 1}, 0},
+	} {
+		if got := c.cfg.direct(); got != c.want {
+			t.Errorf("%+v: cfg_direct %d, want %d", c.cfg, got, c.want)
 		}
 	}
 }

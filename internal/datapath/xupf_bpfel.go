@@ -648,6 +648,7 @@ const (
 	xupfVarCfgClsBuf           = "cfg_cls_buf"
 	xupfVarCfgClsFields        = "cfg_cls_fields"
 	xupfVarCfgClsWords         = "cfg_cls_words"
+	xupfVarCfgDirect           = "cfg_direct"
 	xupfVarCfgDlDirectMask     = "cfg_dl_direct_mask"
 	xupfVarCfgDlKeyBits        = "cfg_dl_key_bits"
 	xupfVarCfgFlowBits         = "cfg_flow_bits"
@@ -801,6 +802,7 @@ type xupfVariableSpecs struct {
 	CfgClsBuf           *ebpf.VariableSpec `ebpf:"cfg_cls_buf"`
 	CfgClsFields        *ebpf.VariableSpec `ebpf:"cfg_cls_fields"`
 	CfgClsWords         *ebpf.VariableSpec `ebpf:"cfg_cls_words"`
+	CfgDirect           *ebpf.VariableSpec `ebpf:"cfg_direct"`
 	CfgDlDirectMask     *ebpf.VariableSpec `ebpf:"cfg_dl_direct_mask"`
 	CfgDlKeyBits        *ebpf.VariableSpec `ebpf:"cfg_dl_key_bits"`
 	CfgFlowBits         *ebpf.VariableSpec `ebpf:"cfg_flow_bits"`
@@ -972,6 +974,7 @@ type xupfVariables struct {
 	CfgClsBuf           *ebpf.Variable `ebpf:"cfg_cls_buf"`
 	CfgClsFields        *ebpf.Variable `ebpf:"cfg_cls_fields"`
 	CfgClsWords         *ebpf.Variable `ebpf:"cfg_cls_words"`
+	CfgDirect           *ebpf.Variable `ebpf:"cfg_direct"`
 	CfgDlDirectMask     *ebpf.Variable `ebpf:"cfg_dl_direct_mask"`
 	CfgDlKeyBits        *ebpf.Variable `ebpf:"cfg_dl_key_bits"`
 	CfgFlowBits         *ebpf.Variable `ebpf:"cfg_flow_bits"`
