@@ -24,7 +24,7 @@ type directCache struct {
 // mapDirect maps m, a direct cache, clearing it: the copies an earlier run left may be stale,
 // and the sets this run installs fill it again.
 func mapDirect(m *ebpf.Map) (*directCache, error) {
-	if runtime.GOARCH != "amd64" {
+	if !loadsInOrder(runtime.GOARCH) {
 		return nil, nil
 	}
 	mem, err := mapArray(m)
@@ -44,7 +44,7 @@ func mapDirect(m *ebpf.Map) (*directCache, error) {
 // elsewhere, where mapDirect writes none and a cache the size of the key tables would only
 // take memory.
 func directSlots(goarch string, opts Options) (ul, dl uint32) {
-	if goarch != "amd64" {
+	if !loadsInOrder(goarch) {
 		return 1, 1
 	}
 	return uint32(keytable.DirectSlots(cmp.Or(opts.DirectSlots, teidsPerSession*opts.MaxSessions))),

@@ -85,12 +85,17 @@ func (o *FlowCacheOptions) setDefaults() {
 
 func (o FlowCacheOptions) on() bool { return o.MaxFlows > 0 }
 
+// loadsInOrder tells whether goarch keeps a BPF program's plain loads in order (x86-64
+// only): the flow table's and the direct caches' readers rely on it, as BPF has no read
+// barrier, so their writers refuse or stay off elsewhere.
+func loadsInOrder(goarch string) bool { return goarch == "amd64" }
+
 // flowCacheArch refuses the flow cache on an architecture other than x86-64: the datapath
 // reads a flow table slot's state word, key and action and the state word again with plain
 // loads, which only x86-64 keeps in order (BPF has no read barrier; bpf/lib/flowtable.h).
 // Elsewhere a reader could use an action half written, or another flow's.
 func flowCacheArch(goarch string) error {
-	if goarch != "amd64" {
+	if !loadsInOrder(goarch) {
 		return fmt.Errorf("flow_cache.max_flows: the flow cache runs on x86-64 only (its readers "+
 			"rely on x86-64 keeping loads in order), not %s; set flow_cache.max_flows to 0", goarch)
 	}

@@ -26,7 +26,7 @@ type progConfig struct {
 // (x86-64) and in the variants without SDF fields or traffic classes, which with them would
 // pass the verifier's limit (a hit's pointer into another map doubles what it walks).
 func (c progConfig) direct() uint32 {
-	if runtime.GOARCH != "amd64" || c.sdfFields != 0 || c.clsWords != 0 {
+	if !loadsInOrder(runtime.GOARCH) || c.sdfFields != 0 || c.clsWords != 0 {
 		return 0
 	}
 	return 1
